@@ -1,0 +1,135 @@
+"""The ``svgtpu`` command line: every subcommand prints a readable table, or one JSON object with
+``--json``.
+
+A subcommand is a function ``run(args) -> (result, table)`` registered with :func:`command`; the
+result is a JSON-able dict and the table the human rendering of it.  A ``ValueError`` raised
+anywhere becomes one line on stderr naming the bad parameter, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register ``run(args) -> (result_dict, table_str)`` as the subcommand ``name``."""
+    def register(run):
+        _COMMANDS[name] = (help, arguments, run)
+        return run
+    return register
+
+
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A plain fixed-width table of ``rows`` (floats to 4 significant digits)."""
+    if not rows:
+        return "(no rows)"
+    columns = columns or list(rows[0])
+
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+# -- svgtpu info ------------------------------------------------------------------------------
+
+@command("info", "backend, devices and versions", lambda p: None)
+def run_info(args):
+    import platform
+
+    import jax
+    import numpy as np
+
+    import svgtpu
+
+    result = {
+        "svgtpu": svgtpu.__version__, "python": platform.python_version(), "jax": jax.__version__,
+        "numpy": np.__version__, "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()], "device_count": jax.device_count(),
+    }
+    table = "\n".join(f"{k:>12}: {v}" for k, v in result.items())
+    return result, table
+
+
+# -- svgtpu tiles -----------------------------------------------------------------------------
+
+def _tiles_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.masks import ALIGN_MODES, MASK_KINDS
+    p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--mask", default="spatial", help=f"one of {', '.join(MASK_KINDS)}")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
+    group.add_argument("--sparsity", type=float, help="SVG target kept fraction in (0, 1), instead of --multiplier")
+    p.add_argument("--block-q", type=positive_int, default=3024)
+    p.add_argument("--block-kv", type=positive_int, default=2048)
+    p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
+
+
+@command("tiles", "classify the tiles of an SVG mask (C3)", _tiles_arguments)
+def run_tiles(args):
+    from svgtpu.geometry import get_geometry
+    from svgtpu.masks import align, alignment_diff, make_mask
+    from svgtpu.tiles import classify
+
+    geometry = get_geometry(args.geometry)
+    multiplier = args.multiplier if args.multiplier is not None or args.sparsity is not None else 1.0
+    mask = make_mask(args.mask, geometry, multiplier, sparsity=args.sparsity)
+    result = {"geometry": args.geometry, "T": geometry.T, "H": geometry.H, "W": geometry.W,
+              "F": geometry.F, "L": geometry.L, "mask": args.mask,
+              "multiplier": multiplier, "sparsity": args.sparsity,
+              "window": getattr(getattr(mask, "base", mask), "window", None),
+              "block_q": args.block_q, "block_kv": args.block_kv, "align": args.align}
+    if args.align:
+        aligned = align(mask, args.block_q, args.block_kv, args.align)
+        result["alignment"] = alignment_diff(mask, aligned).as_dict()
+        mask = aligned
+    result["mask_density"] = mask.density()
+    result.update(classify(mask, args.block_q, args.block_kv).stats.as_dict())
+    result["provenance"] = "computed"
+    table = format_table([{k: result[k] for k in (
+        "geometry", "mask", "align", "block_q", "block_kv", "full", "partial", "empty",
+        "partial_share", "density")}])
+    return result, table
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="svgtpu", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, arguments, _) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+        if arguments is not None:
+            arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _, _, run = _COMMANDS[args.command]
+    try:
+        result, table = run(args)
+    except ValueError as error:
+        print(f"svgtpu {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else table)
+    return 0

@@ -1,0 +1,140 @@
+"""Video token geometry: how a latent video becomes a token sequence.
+
+A video DiT sees a latent video of ``T`` frames, each a grid of ``H x W`` tokens (after the
+VAE and the patch embedding).  Tokens are laid out **frame-major**: token ``i = f * F + s`` with
+frame ``f < T`` and spatial position ``s < F = H * W``.  Temporal heads of Sparse VideoGen run in
+**spatial-major** order instead, ``i' = s * T + f``, which turns their strided attention pattern
+into a dense diagonal band (the "layout transformation").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+from einops import rearrange
+
+# Wan 2.1 VAE compresses 8x in space and 4x in time (first frame kept), and its DiT patchifies
+# latents with patch (1, 2, 2).  Source: Wan 2.1 technical report / public config
+# (vae_stride = (4, 8, 8), patch_size = (1, 2, 2)).
+WAN_VAE_STRIDE = (4, 8, 8)
+WAN_PATCH = (1, 2, 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoGeometry:
+    """Token grid of one video: ``T`` latent frames of ``H x W`` tokens each."""
+
+    T: int
+    H: int
+    W: int
+    name: str = ""
+
+    def __post_init__(self):
+        for field in ("T", "H", "W"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, np.integer)) or value <= 0:
+                raise ValueError(f"geometry {field} must be a positive integer, got {value!r}")
+
+    @property
+    def F(self) -> int:
+        """Tokens per frame, ``H * W``."""
+        return self.H * self.W
+
+    @property
+    def L(self) -> int:
+        """Sequence length, ``T * H * W``."""
+        return self.T * self.F
+
+    def __str__(self) -> str:
+        grid = f"{self.T}x{self.H}x{self.W}"
+        return f"{self.name} ({grid})" if self.name else grid
+
+    @classmethod
+    def from_pixels(cls, width: int, height: int, frames: int, name: str = "") -> "VideoGeometry":
+        """Token grid of a Wan 2.1 video of ``width x height`` pixels and ``frames`` frames.
+
+        ``frames`` must be ``1 + 4k`` (the VAE keeps the first frame, then packs 4 per latent),
+        and the pixel sizes multiples of 16 (VAE 8x times patch 2x).
+        """
+        st, sh, sw = WAN_VAE_STRIDE
+        _, ph, pw = WAN_PATCH
+        if frames <= 0 or (frames - 1) % st:
+            raise ValueError(f"frames must be 1 + {st}k (e.g. 81), got {frames}")
+        if width <= 0 or height <= 0 or width % (sw * pw) or height % (sh * ph):
+            raise ValueError(
+                f"width and height must be positive multiples of {sw * pw} pixels, "
+                f"got {width}x{height}")
+        return cls(1 + (frames - 1) // st, height // (sh * ph), width // (sw * pw), name)
+
+    # -- layout permutations ---------------------------------------------------------------
+
+    def to_spatial_major_index(self) -> np.ndarray:
+        """``idx`` such that ``x_spatial_major = x_frame_major[idx]``.
+
+        Position ``s * T + f`` of the result holds frame-major token ``f * F + s``.
+        """
+        return np.arange(self.L).reshape(self.T, self.F).T.reshape(-1)
+
+    def to_frame_major_index(self) -> np.ndarray:
+        """Inverse of :meth:`to_spatial_major_index`: ``x_frame_major = x_spatial_major[idx]``."""
+        return np.argsort(self.to_spatial_major_index())
+
+    def to_spatial_major(self, x):
+        """Permute ``[..., L, d]`` from frame-major to spatial-major order (jit-friendly)."""
+        self._check_seq(x)
+        return rearrange(x, "... (t s) d -> ... (s t) d", t=self.T, s=self.F)
+
+    def to_frame_major(self, x):
+        """Permute ``[..., L, d]`` from spatial-major back to frame-major order (jit-friendly)."""
+        self._check_seq(x)
+        return rearrange(x, "... (s t) d -> ... (t s) d", t=self.T, s=self.F)
+
+    def _check_seq(self, x) -> None:
+        if x.ndim < 2 or x.shape[-2] != self.L:
+            raise ValueError(
+                f"expected an array [..., L={self.L}, d] for geometry {self}, got shape {tuple(x.shape)}")
+
+
+def _wan(width: int, height: int, name: str) -> VideoGeometry:
+    return VideoGeometry.from_pixels(width, height, 81, name)
+
+
+#: The Wan 2.1 presets of design.md, 81 frames (21 latent frames).
+PRESETS: dict[str, VideoGeometry] = {
+    "wan-480p": _wan(832, 480, "wan-480p"),
+    "wan-720p": _wan(1280, 720, "wan-720p"),
+    "wan-1080p": _wan(1920, 1088, "wan-1080p"),
+    "wan-1440p": _wan(2560, 1440, "wan-1440p"),
+}
+
+_GRID = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+def get_geometry(spec: "str | VideoGeometry") -> VideoGeometry:
+    """A preset name (``wan-720p``) or a ``TxHxW`` token grid (``21x45x80``)."""
+    if isinstance(spec, VideoGeometry):
+        return spec
+    if spec in PRESETS:
+        return PRESETS[spec]
+    match = _GRID.match(str(spec))
+    if not match:
+        raise ValueError(
+            f"geometry must be one of {', '.join(PRESETS)} or a token grid 'TxHxW' of positive "
+            f"integers (e.g. 21x45x80), got {spec!r}")
+    T, H, W = (int(g) for g in match.groups())
+    return VideoGeometry(T, H, W)
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive integers."""
+    return -(-a // b)
+
+
+def round_up(a: int, b: int) -> int:
+    """``a`` rounded up to a multiple of ``b``."""
+    return ceil_div(a, b) * b
+
+
+__all__ = ["VideoGeometry", "PRESETS", "get_geometry", "ceil_div", "round_up"]

@@ -1,0 +1,436 @@
+"""Attention masks as small immutable objects that never materialize ``L x L``.
+
+A mask answers "may query ``q`` attend to key ``k``?" for any block of rows and columns.  At
+wan-1440p, ``L = 302,400`` and the full boolean matrix would take 91 GB, so every mask here offers:
+
+- ``allowed(q, k)``: elementwise on broadcastable integer arrays.  For :class:`DenseMask` and
+  :class:`BandSinkMask` it uses only arithmetic and comparisons, so it also works on ``jnp`` arrays
+  inside a kernel (``computable = True``: the kernel builds partial tiles from iota).
+- ``block(q0, q1, k0, k1)``: the numpy bool block of rows ``[q0, q1)`` and keys ``[k0, k1)``.
+- ``count_grid(q_edges, k_edges)``: how many allowed pairs each rectangle of a grid holds, analytic
+  where possible.  Tile classification (:mod:`svgtpu.tiles`) and alignment are built on it.
+
+The SVG mask (Sparse VideoGen, Xi et al. 2025, Wan variant) is one static band plus an attention
+sink: ``allowed(q, k) = (k < F) or |q - k| <= W`` with ``W = ceil(multiplier * F / 128) * 128``.
+Spatial heads run it in frame-major order; temporal heads run the *same* mask after the layout
+transformation to spatial-major order (:meth:`VideoGeometry.to_spatial_major`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Literal
+
+import numpy as np
+
+from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
+
+#: Granularity of the SVG band width, in tokens (SVG rounds the window up to 128).
+BAND_QUANTUM = 128
+
+
+class Mask:
+    """Base class: an ``L x L`` boolean attention mask (``True`` = may attend)."""
+
+    L: int
+    computable: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.L, self.L)
+
+    def allowed(self, q, k):
+        """Elementwise ``True`` where query ``q`` may attend to key ``k`` (broadcasting)."""
+        raise NotImplementedError
+
+    def block(self, q0: int, q1: int, k0: int, k1: int) -> np.ndarray:
+        """The bool block ``mask[q0:q1, k0:k1]``; indices beyond ``L`` (padding) are ``False``."""
+        q = np.arange(q0, q1, dtype=np.int64)[:, None]
+        k = np.arange(k0, k1, dtype=np.int64)[None, :]
+        inside = (q < self.L) & (k < self.L)
+        return np.asarray(self.allowed(np.minimum(q, self.L - 1), np.minimum(k, self.L - 1))) & inside
+
+    def to_array(self) -> np.ndarray:
+        """The whole ``[L, L]`` bool matrix (for small ``L``: tests and teaching)."""
+        if self.L > 32768:
+            raise ValueError(f"to_array() would build a {self.L}x{self.L} matrix; use block() instead")
+        return self.block(0, self.L, 0, self.L)
+
+    def count_grid(self, q_edges, k_edges) -> np.ndarray:
+        """``int64 [len(q_edges)-1, len(k_edges)-1]``: allowed pairs in each grid rectangle.
+
+        Rectangle ``(i, j)`` is rows ``[q_edges[i], q_edges[i+1])`` by keys
+        ``[k_edges[j], k_edges[j+1])``; edges must be non-decreasing, indices past ``L`` count as
+        not allowed (that is how padding enters tile classification).
+        """
+        q_edges = np.minimum(np.asarray(q_edges, dtype=np.int64), self.L)
+        k_edges = np.minimum(np.asarray(k_edges, dtype=np.int64), self.L)
+        if np.any(np.diff(q_edges) < 0) or np.any(np.diff(k_edges) < 0):
+            raise ValueError("q_edges and k_edges must be non-decreasing")
+        return self._count_grid(q_edges, k_edges)
+
+    def _count_grid(self, q_edges: np.ndarray, k_edges: np.ndarray) -> np.ndarray:
+        """Fallback: evaluate the mask block-wise, one row of rectangles at a time (O(L^2))."""
+        if float(self.L) ** 2 > 4e9:
+            raise ValueError(
+                f"{type(self).__name__} has no analytic tile count and L={self.L} is too large to "
+                "count pair by pair; use a smaller geometry")
+        out = np.zeros((len(q_edges) - 1, len(k_edges) - 1), dtype=np.int64)
+        k_lo, k_hi = int(k_edges[0]), int(k_edges[-1])
+        starts = k_edges[:-1] - k_lo
+        for i in range(len(q_edges) - 1):
+            q0, q1 = int(q_edges[i]), int(q_edges[i + 1])
+            if q1 == q0 or k_hi == k_lo:
+                continue
+            cols = self.block(q0, q1, k_lo, k_hi).sum(axis=0, dtype=np.int64)
+            cum = np.concatenate([[0], np.cumsum(cols)])
+            out[i] = cum[np.minimum(k_edges[1:] - k_lo, len(cols))] - cum[np.minimum(starts, len(cols))]
+        return out
+
+    def num_allowed(self) -> int:
+        """Total number of allowed ``(q, k)`` pairs."""
+        return int(self.count_grid([0, self.L], [0, self.L])[0, 0])
+
+    def density(self) -> float:
+        """Fraction of the ``L x L`` pairs that are allowed."""
+        return self.num_allowed() / float(self.L) ** 2
+
+
+def _check_length(L) -> int:
+    if not isinstance(L, (int, np.integer)) or L <= 0:
+        raise ValueError(f"mask length L must be a positive integer, got {L!r}")
+    return int(L)
+
+
+@dataclasses.dataclass(frozen=True)
+class DenseMask(Mask):
+    """Every query attends to every key."""
+
+    L: int
+    computable = True
+
+    def __post_init__(self):
+        _check_length(self.L)
+
+    def allowed(self, q, k):
+        return (q >= 0) | (k >= 0)
+
+    def _count_grid(self, q_edges, k_edges):
+        return np.diff(q_edges)[:, None] * np.diff(k_edges)[None, :]
+
+
+def _pairs_with_offset_at_most(q0, q1, k0, k1, c):
+    """Number of ``(q, k)`` in ``[q0, q1) x [k0, k1)`` with ``k - q <= c`` (vectorized).
+
+    For each row ``q`` the count is ``clip(q + c - k0 + 1, 0, n)`` with ``n = k1 - k0``; summing a
+    clipped linear function over consecutive integers has the closed form ``S(b) - S(a - 1)``.
+    """
+    n = np.maximum(k1 - k0, 0)
+
+    def S(x):  # sum_{y <= x} clip(y, 0, n)
+        inside = x * (x + 1) // 2
+        above = n * (n + 1) // 2 + (x - n) * n
+        return np.where(x < 0, 0, np.where(x <= n, inside, above))
+
+    a = q0 + c - k0 + 1
+    b = q1 - 1 + c - k0 + 1
+    return np.where(q1 > q0, S(b) - S(a - 1), 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class BandSinkMask(Mask):
+    """``allowed(q, k) = (k < sink) or |q - k| <= window``: the SVG mask.
+
+    ``sink`` is the number of leading keys every query sees (SVG: the first frame, ``F`` tokens);
+    ``window`` is the half-width of the diagonal band in tokens.  ``sink = 0`` gives a pure band.
+    """
+
+    L: int
+    sink: int
+    window: int
+    computable = True
+
+    def __post_init__(self):
+        _check_length(self.L)
+        if self.sink < 0 or self.window < 0:
+            raise ValueError(f"sink and window must be >= 0, got sink={self.sink}, window={self.window}")
+
+    def allowed(self, q, k):
+        d = q - k
+        return (k < self.sink) | ((d <= self.window) & (d >= -self.window))
+
+    def _band(self, q0, q1, k0, k1):
+        w = self.window
+        return (_pairs_with_offset_at_most(q0, q1, k0, k1, w)
+                - _pairs_with_offset_at_most(q0, q1, k0, k1, -w - 1))
+
+    def _count_grid(self, q_edges, k_edges):
+        q0, q1 = q_edges[:-1, None], q_edges[1:, None]
+        k0, k1 = k_edges[None, :-1], k_edges[None, 1:]
+        k1_sink = np.maximum(np.minimum(k1, self.sink), k0)  # keys of the rectangle inside the sink
+        rows = q1 - q0
+        return rows * (k1_sink - k0) + self._band(q0, q1, k0, k1) - self._band(q0, q1, k0, k1_sink)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ArrayMask(Mask):
+    """Any numpy boolean ``[L, L]`` array as a mask (tests, teaching, hand-made patterns)."""
+
+    array: np.ndarray
+
+    def __post_init__(self):
+        array = np.asarray(self.array)
+        if array.ndim != 2 or array.shape[0] != array.shape[1] or array.shape[0] == 0:
+            raise ValueError(f"mask array must be a square [L, L] array, got shape {array.shape}")
+        if array.dtype != np.bool_:
+            raise ValueError(f"mask array must have dtype bool, got {array.dtype}")
+        array = array.copy()
+        array.setflags(write=False)
+        object.__setattr__(self, "array", array)
+        object.__setattr__(self, "_digest", hashlib.sha1(np.packbits(array).tobytes()).hexdigest())
+
+    @property
+    def L(self) -> int:  # type: ignore[override]
+        return self.array.shape[0]
+
+    def __eq__(self, other):
+        return isinstance(other, ArrayMask) and self._digest == other._digest and \
+            np.array_equal(self.array, other.array)
+
+    def __hash__(self):
+        return hash(self._digest)
+
+    def allowed(self, q, k):
+        return self.array[q, k]
+
+    def block(self, q0, q1, k0, k1):
+        out = np.zeros((q1 - q0, k1 - k0), dtype=bool)
+        rq, rk = min(q1, self.L) - q0, min(k1, self.L) - k0
+        if rq > 0 and rk > 0:
+            out[:rq, :rk] = self.array[q0:q0 + rq, k0:k0 + rk]
+        return out
+
+    def _count_grid(self, q_edges, k_edges):
+        cum = np.zeros((self.L + 1, self.L + 1), dtype=np.int64)
+        cum[1:, 1:] = self.array.astype(np.int64).cumsum(0).cumsum(1)
+        q, k = q_edges, k_edges
+        total = cum[q[:, None], k[None, :]]
+        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TileMask(Mask):
+    """A mask made of whole ``block_q x block_kv`` tiles: ``allowed = tiles[q // bq, k // bkv]``.
+
+    This is what alignment produces (:func:`align`).  Classified with its own block sizes it has no
+    partial tile except where padded keys fall inside a kept tile.
+    """
+
+    L: int
+    block_q: int
+    block_kv: int
+    tiles: np.ndarray
+
+    def __post_init__(self):
+        _check_length(self.L)
+        tiles = np.asarray(self.tiles, dtype=bool)
+        expected = (ceil_div(self.L, self.block_q), ceil_div(self.L, self.block_kv))
+        if tiles.shape != expected:
+            raise ValueError(f"tiles must have shape {expected} for L={self.L}, "
+                             f"block_q={self.block_q}, block_kv={self.block_kv}; got {tiles.shape}")
+        tiles = tiles.copy()
+        tiles.setflags(write=False)
+        object.__setattr__(self, "tiles", tiles)
+        object.__setattr__(self, "_digest", hashlib.sha1(np.packbits(tiles).tobytes()).hexdigest())
+
+    def __eq__(self, other):
+        return (isinstance(other, TileMask) and (self.L, self.block_q, self.block_kv) ==
+                (other.L, other.block_q, other.block_kv) and np.array_equal(self.tiles, other.tiles))
+
+    def __hash__(self):
+        return hash((self.L, self.block_q, self.block_kv, self._digest))
+
+    def allowed(self, q, k):
+        return self.tiles[q // self.block_q, k // self.block_kv]
+
+    def _count_grid(self, q_edges, k_edges):
+        # Allowed pairs in [0, x) x [0, y) = a(x) @ tiles @ b(y), where a(x)_i is how many rows of
+        # tile row i lie below x (and inside L); counts of the grid are differences of that.
+        def overlap(edges, block, n):
+            starts = np.arange(n, dtype=np.int64) * block
+            ends = np.minimum(starts + block, self.L)
+            return np.clip(edges[:, None] - starts[None, :], 0, (ends - starts)[None, :]).astype(np.float64)
+
+        a = overlap(q_edges, self.block_q, self.tiles.shape[0])
+        b = overlap(k_edges, self.block_kv, self.tiles.shape[1])
+        total = np.rint(a @ self.tiles.astype(np.float64) @ b.T).astype(np.int64)
+        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class PermutedMask(Mask):
+    """``base`` seen through a token permutation: ``allowed(q, k) = base(perm[q], perm[k])``.
+
+    With ``perm`` = frame-major -> spatial-major positions this is the SVG temporal mask written
+    in the order the model stores tokens: a strided pattern that tiles badly, which is why SVG
+    transforms the layout instead of running it.
+    """
+
+    base: Mask
+    geometry: VideoGeometry
+
+    def __post_init__(self):
+        if self.base.L != self.geometry.L:
+            raise ValueError(f"base mask has L={self.base.L} but geometry {self.geometry} has L={self.geometry.L}")
+
+    @property
+    def L(self) -> int:  # type: ignore[override]
+        return self.geometry.L
+
+    def allowed(self, q, k):
+        g = self.geometry
+        # frame-major token i = f*F + s sits at spatial-major position s*T + f
+        return self.base.allowed((q % g.F) * g.T + q // g.F, (k % g.F) * g.T + k // g.F)
+
+
+# -- the SVG masks ---------------------------------------------------------------------------
+
+def band_window(geometry: VideoGeometry, multiplier: float) -> int:
+    """SVG band half-width ``W = ceil(multiplier * F / 128) * 128`` tokens."""
+    if not np.isfinite(multiplier) or multiplier <= 0:
+        raise ValueError(f"multiplier must be a positive number, got {multiplier!r}")
+    return ceil_div(int(np.ceil(multiplier * geometry.F)), BAND_QUANTUM) * BAND_QUANTUM
+
+
+def multiplier_for_sparsity(geometry: VideoGeometry, sparsity: float) -> float:
+    """The band multiplier whose SVG mask keeps the fraction ``sparsity`` of all pairs.
+
+    We follow SVG's convention: its ``sparsity`` argument (0.3 for Wan) is the *kept* fraction,
+    ``density = (#allowed pairs) / L^2``.  The band of half-width ``W`` plus the sink of ``F`` keys
+    keeps ``L*F + (L^2 - (L-W)^2 - W) - #(sink and band)`` pairs, which we count exactly
+    (:meth:`BandSinkMask.num_allowed`).  Since ``W`` moves in steps of 128 tokens we return the
+    multiplier ``W / F`` of the step whose density is closest to the target (the sink alone sets a
+    floor of about ``1 / T``).
+    """
+    if not np.isfinite(sparsity) or not 0 < sparsity < 1:
+        raise ValueError(f"sparsity must be in the open interval (0, 1), got {sparsity!r}")
+    g = geometry
+    steps = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1)
+    lo, hi = 0, len(steps) - 1
+    # density grows with W: binary search for the first step at or above the target
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if BandSinkMask(g.L, g.F, int(steps[mid]) * BAND_QUANTUM).density() >= sparsity:
+            hi = mid
+        else:
+            lo = mid + 1
+    best = min({max(lo - 1, 0), lo}, key=lambda i: abs(
+        BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density() - sparsity))
+    return float(steps[best] * BAND_QUANTUM / g.F)
+
+
+def _resolve_multiplier(geometry, multiplier, sparsity) -> float:
+    if (multiplier is None) == (sparsity is None):
+        raise ValueError("give exactly one of multiplier or sparsity")
+    return multiplier if multiplier is not None else multiplier_for_sparsity(geometry, sparsity)
+
+
+def svg_mask(geometry, multiplier: float | None = None, *, sparsity: float | None = None) -> BandSinkMask:
+    """The SVG band + first-frame sink mask (spatial heads; temporal heads after the transform)."""
+    g = get_geometry(geometry)
+    return BandSinkMask(g.L, g.F, band_window(g, _resolve_multiplier(g, multiplier, sparsity)))
+
+
+def temporal_frame_major_mask(geometry, multiplier: float | None = None, *,
+                              sparsity: float | None = None) -> PermutedMask:
+    """The SVG temporal mask expressed in frame-major order (what the layout transform avoids)."""
+    g = get_geometry(geometry)
+    return PermutedMask(svg_mask(g, multiplier, sparsity=sparsity), g)
+
+
+MaskKind = Literal["spatial", "temporal", "temporal-frame-major", "dense"]
+MASK_KINDS = ("spatial", "temporal", "temporal-frame-major", "dense")
+
+
+def make_mask(kind: str, geometry, multiplier: float | None = None, *,
+              sparsity: float | None = None) -> Mask:
+    """A mask by name, as the command line offers them.
+
+    ``spatial`` and ``temporal`` are the same band + sink mask (temporal heads run it after the
+    layout transformation); ``temporal-frame-major`` is the strided mask before the transform.
+    """
+    g = get_geometry(geometry)
+    if kind == "dense":
+        return DenseMask(g.L)
+    if kind in ("spatial", "temporal"):
+        return svg_mask(g, multiplier, sparsity=sparsity)
+    if kind == "temporal-frame-major":
+        return temporal_frame_major_mask(g, multiplier, sparsity=sparsity)
+    raise ValueError(f"mask must be one of {', '.join(MASK_KINDS)}, got {kind!r}")
+
+
+# -- alignment -------------------------------------------------------------------------------
+
+ALIGN_MODES = ("snap", "cover", "inner")
+
+
+def tile_edges(L: int, block: int) -> np.ndarray:
+    """Tile boundaries ``0, block, 2*block, ...`` covering ``L`` padded to a multiple of ``block``."""
+    if not isinstance(block, (int, np.integer)) or block <= 0:
+        raise ValueError(f"block size must be a positive integer, got {block!r}")
+    return np.arange(ceil_div(L, block) + 1, dtype=np.int64) * block
+
+
+def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMask:
+    """A tile-aligned version of ``mask`` for ``block_q x block_kv`` tiles.
+
+    Each tile is kept whole or dropped whole, judged by the fraction ``p`` of its valid pairs
+    (rows and keys inside ``L``) that ``mask`` allows:
+
+    - ``snap``: keep iff ``p >= 1/2`` — the aligned mask closest to the original (fewest pairs
+      added + dropped).  For the SVG band with square tiles this keeps exactly the kv tiles within
+      ``w`` tiles of the q tile's diagonal, where ``w`` is the largest tile offset whose tile still
+      lies at least half inside the band (about ``W / block``); the sink becomes its first
+      ``F // block_kv`` tiles plus the boundary tile if the sink (plus band) fills half of it.
+    - ``cover``: keep iff ``p > 0`` — a superset; never drops an allowed pair.
+    - ``inner``: keep iff ``p == 1`` — a subset; never adds a pair.
+    """
+    if mode not in ALIGN_MODES:
+        raise ValueError(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
+    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
+    counts = mask.count_grid(qe, ke)
+    valid = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None] * (np.minimum(ke[1:], mask.L) - ke[:-1])[None, :]
+    if mode == "snap":
+        keep = 2 * counts >= valid
+    elif mode == "cover":
+        keep = counts > 0
+    else:
+        keep = counts == valid
+    return TileMask(mask.L, block_q, block_kv, keep)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskDiff:
+    """How an aligned mask differs from the original, in ``(q, k)`` pairs."""
+
+    original: int   # pairs the original allows
+    aligned: int    # pairs the aligned mask allows
+    added: int      # allowed by aligned, not by original
+    dropped: int    # allowed by original, not by aligned
+
+    def as_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["added_fraction"] = self.added / max(self.original, 1)
+        out["dropped_fraction"] = self.dropped / max(self.original, 1)
+        return out
+
+
+def alignment_diff(original: Mask, aligned: TileMask) -> MaskDiff:
+    """Count the pairs alignment added and dropped, without materializing either mask."""
+    if original.L != aligned.L:
+        raise ValueError(f"masks differ in length: {original.L} vs {aligned.L}")
+    counts = original.count_grid(tile_edges(aligned.L, aligned.block_q), tile_edges(aligned.L, aligned.block_kv))
+    both = int(counts[aligned.tiles].sum())
+    n_orig, n_aligned = original.num_allowed(), aligned.num_allowed()
+    return MaskDiff(n_orig, n_aligned, n_aligned - both, n_orig - both)

@@ -1,0 +1,89 @@
+"""Tile classification: the vocabulary of the whole package.
+
+A flash-style kernel walks the ``L x L`` score matrix in ``block_q x block_kv`` tiles, with the
+sequence padded up to a tile multiple.  Each tile is
+
+- **empty** (0): no allowed pair; skipped, never fetched;
+- **partial** (1): some but not all pairs allowed, or a padded key inside: needs element-wise
+  masking (padded query rows do *not* make a tile partial; their outputs are discarded);
+- **full** (2): every pair allowed and no padded key: needs no mask at all.
+
+``partial_share = partial / (partial + full)`` is the "boundary masking work" of claim C3 and
+``density = (partial + full) / all tiles`` the compute actually done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from svgtpu.masks import Mask, tile_edges
+
+EMPTY, PARTIAL, FULL = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class TileStats:
+    """Counts of tile kinds for one mask and block size."""
+
+    full: int
+    partial: int
+    empty: int
+
+    @property
+    def total(self) -> int:
+        return self.full + self.partial + self.empty
+
+    @property
+    def partial_share(self) -> float:
+        """``partial / (partial + full)``: the share of computed tiles that need masking (C3)."""
+        computed = self.partial + self.full
+        return self.partial / computed if computed else 0.0
+
+    @property
+    def density(self) -> float:
+        """``(partial + full) / all tiles``: the share of tiles the kernel computes."""
+        return (self.partial + self.full) / self.total
+
+    def as_dict(self) -> dict:
+        return {"full": self.full, "partial": self.partial, "empty": self.empty, "total": self.total,
+                "partial_share": self.partial_share, "density": self.density}
+
+
+@dataclasses.dataclass(frozen=True)
+class TileClassification:
+    """The per-tile kind map (``int8 [nq, nk]``: 0 empty, 1 partial, 2 full) and its stats."""
+
+    kinds: np.ndarray
+    block_q: int
+    block_kv: int
+    L: int
+
+    @property
+    def stats(self) -> TileStats:
+        counts = np.bincount(self.kinds.ravel(), minlength=3)
+        return TileStats(full=int(counts[FULL]), partial=int(counts[PARTIAL]), empty=int(counts[EMPTY]))
+
+
+def check_block(name: str, value) -> int:
+    """Validate a block size: a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
+    """Classify every ``block_q x block_kv`` tile of ``mask`` as empty, partial or full.
+
+    Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so wan-1440p with 512 x 512
+    tiles (350k tiles) takes well under a second for the SVG masks.
+    """
+    block_q, block_kv = check_block("block_q", block_q), check_block("block_kv", block_kv)
+    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
+    counts = mask.count_grid(qe, ke)
+    valid_rows = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None]
+    kinds = np.full(counts.shape, PARTIAL, dtype=np.int8)
+    kinds[counts == 0] = EMPTY
+    kinds[counts == valid_rows * block_kv] = FULL  # padded keys count as masked, so never full
+    return TileClassification(kinds, block_q, block_kv, mask.L)
