@@ -1,0 +1,116 @@
+"""Multi-chip execution with JAX's own sharding: a named mesh, head-parallel and Ulysses attention.
+
+A 1440p Wan run does not fit one chip.  Attention parallelizes naturally over heads: every head is
+an independent problem, so each device profiles, layout-transforms and runs its own heads with the
+one shared kernel plan.  When there are fewer heads than devices (or the activations arrive split
+along the sequence, as in sequence-parallel DiT blocks), the Ulysses scheme re-shards: an
+all-to-all turns ``[heads, L/n]`` shards into ``[heads/n, L]`` shards, attention runs head-parallel,
+and a second all-to-all turns the output back.
+
+Mesh axes: ``data`` (the CFG / batch dimension), ``heads`` and ``seq``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+AXES = ("data", "heads", "seq")
+
+#: attention(q, k, v) -> out on ``[batch, heads, L, d]`` arrays (extra keywords are bound by the caller).
+AttentionFn = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+
+
+def make_mesh(data: int = 1, heads: int | None = None, seq: int = 1,
+              devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A ``(data, heads, seq)`` mesh over ``devices`` (default: all); ``heads=None`` takes the rest."""
+    devices = list(jax.devices() if devices is None else devices)
+    for name, size in (("data", data), ("seq", seq)):
+        if not isinstance(size, int) or size <= 0:
+            raise ValueError(f"mesh axis {name} must be a positive integer, got {size!r}")
+    if heads is None:
+        if len(devices) % (data * seq):
+            raise ValueError(f"data*seq = {data * seq} must divide the {len(devices)} devices")
+        heads = len(devices) // (data * seq)
+    if not isinstance(heads, int) or heads <= 0:
+        raise ValueError(f"mesh axis heads must be a positive integer, got {heads!r}")
+    if data * heads * seq > len(devices):
+        raise ValueError(f"mesh data*heads*seq = {data}*{heads}*{seq} = {data * heads * seq} needs more "
+                         f"than the {len(devices)} available devices")
+    grid = np.array(devices[:data * heads * seq]).reshape(data, heads, seq)
+    return Mesh(grid, AXES)
+
+
+def _check_divisible(name: str, size: int, mesh: Mesh, axis: str) -> None:
+    n = mesh.shape[axis]
+    if size % n:
+        raise ValueError(f"{name} = {size} must be divisible by the mesh's {axis} axis ({n} devices); "
+                         f"choose a device count that divides {size}")
+
+
+def _check_qkv(q, k, v) -> None:
+    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"q, k, v must share one shape [batch, heads, L, d], got "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+
+
+def head_parallel(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
+    """Run ``attention`` with batch split over ``data`` and heads split over ``heads`` (and ``seq``).
+
+    Every device sees whole sequences of its own heads, so any per-head method (SVG profiling,
+    layout transformation) runs unchanged, locally, without communication.
+    """
+    spec = P("data", ("heads", "seq"), None, None)
+
+    def run(q, k, v):
+        _check_qkv(q, k, v)
+        _check_divisible("batch", q.shape[0], mesh, "data")
+        if q.shape[1] % (mesh.shape["heads"] * mesh.shape["seq"]):
+            raise ValueError(f"heads = {q.shape[1]} must be divisible by the mesh's heads*seq devices "
+                             f"({mesh.shape['heads'] * mesh.shape['seq']})")
+        return jax.shard_map(attention, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
+                             check_vma=False)(q, k, v)
+
+    return run
+
+
+def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
+    """Sequence-parallel attention in the style of DeepSpeed-Ulysses.
+
+    Inputs and outputs are sharded along the sequence (``seq`` axis) and heads (``heads`` axis); inside,
+    an all-to-all over ``seq`` gathers the whole sequence for ``heads / seq`` of the local heads, the
+    attention runs head-parallel, and an all-to-all scatters the output back along the sequence.
+    """
+    spec = P("data", "heads", "seq", None)
+
+    def local(q, k, v):
+        # [b, h, L/n, d] -> [b, h/n, L, d]: split heads over the seq group, gather the sequence
+        to_heads = lambda x: jax.lax.all_to_all(x, "seq", split_axis=1, concat_axis=2, tiled=True)  # noqa: E731
+        out = attention(to_heads(q), to_heads(k), to_heads(v))
+        return jax.lax.all_to_all(out, "seq", split_axis=2, concat_axis=1, tiled=True)
+
+    def run(q, k, v):
+        _check_qkv(q, k, v)
+        _check_divisible("batch", q.shape[0], mesh, "data")
+        _check_divisible("sequence length L", q.shape[2], mesh, "seq")
+        if q.shape[1] % (mesh.shape["heads"] * mesh.shape["seq"]):
+            raise ValueError(f"heads = {q.shape[1]} must be divisible by heads*seq devices "
+                             f"({mesh.shape['heads'] * mesh.shape['seq']}) for Ulysses attention")
+        return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
+                             check_vma=False)(q, k, v)
+
+    return run
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    """Sharding that keeps a full copy on every device (weights)."""
+    return NamedSharding(mesh, P())
+
+
+def batch_sharded(mesh: Mesh, ndim: int) -> NamedSharding:
+    """Sharding that splits the leading (batch / CFG) axis over ``data``."""
+    return NamedSharding(mesh, P("data", *([None] * (ndim - 1))))
