@@ -1,0 +1,247 @@
+"""Input checks and the tile plan of the block-sparse attention kernel.
+
+The plan is everything the kernel needs to know about a static mask, computed once with numpy at
+trace time and cached (masks are hashable): a flat, ragged traversal of the non-empty tiles.
+Step ``s`` of head ``h`` visits q tile ``q_tile[h, s]`` and kv tile ``kv_tile[h, s]`` of kind
+``kind[h, s]`` (:mod:`svgtpu.tiles` kinds), and ``flags[h, s]`` says whether it opens (``FIRST``)
+and/or closes (``LAST``) its q row.  Rows run one after the other, so the output block changes
+exactly when the q row does.  A q row without any non-empty tile still takes one step (kind
+``EMPTY``, ``FIRST | LAST``) so that its output is written: zeros.  Per-head masks pad every head
+to the longest traversal with no-op steps (kind ``EMPTY``, no flags, same tiles as the last real
+step so nothing is fetched); :attr:`TilePlan.wasted_steps` counts them.
+
+How partial tiles get their mask (``mask_source``):
+
+- ``padding``: every masked tile is "partial" only because of padded keys, so the mask is just
+  ``key < L`` (dense masks, tile-aligned masks at their own block size);
+- ``iota``: the mask is ``computable`` (band + sink), evaluated on iotas inside the kernel;
+- ``blocks``: anything else; the boolean blocks of the masked tiles are compacted (deduplicated)
+  into ``blocks[num_blocks, block_q, block_kv]`` and ``block_index[h, s]`` says which to use.
+  Steps that need no mask repeat the previous index, so full tiles fetch no mask block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from svgtpu.masks import ArrayMask, Mask, tile_edges
+from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+
+FIRST, LAST = 1, 2
+#: TPU vector registers are 8 sublanes x 128 lanes and the MXU works on 128-wide operands: tile
+#: sides that are multiples of 128 keep every block load, matmul and mask lane-aligned.
+TILE_QUANTUM = 128
+HEAD_DIMS = (64, 128)
+DTYPES = ("float32", "bfloat16")
+
+MaskSpec = "Mask | tuple[Mask, ...]"
+
+
+def check_block_size(name: str, value, quantum: int = TILE_QUANTUM) -> int:
+    """A block size must be a positive multiple of 128 (TPU lane width / MXU operand width)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % quantum:
+        raise ValueError(
+            f"{name} must be a positive multiple of {quantum} (TPU vregs are 8x128 and the MXU "
+            f"takes 128-wide operands, so tiles must be lane-aligned), got {value!r}")
+    return int(value)
+
+
+def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
+    """Normalize ``mask`` to one :class:`Mask` for all heads or a tuple of one per head.
+
+    Accepts a mask object, a numpy bool ``[L, L]`` array or a numpy bool ``[heads, L, L]`` array.
+    """
+    if isinstance(mask, Mask):
+        if mask.L != L:
+            raise ValueError(f"mask has L={mask.L} but q, k, v have sequence length {L}")
+        return mask
+    if isinstance(mask, np.ndarray):
+        if mask.dtype != np.bool_:
+            raise ValueError(f"mask array must have dtype bool, got {mask.dtype}")
+        if mask.shape == (L, L):
+            return ArrayMask(mask)
+        if mask.shape == (heads, L, L):
+            return tuple(ArrayMask(m) for m in mask)
+        raise ValueError(f"mask array must have shape [L, L]=({L}, {L}) or [heads, L, L]=({heads}, {L}, {L}), "
+                         f"got {mask.shape}")
+    raise ValueError(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
+
+
+def check_inputs(q, k, v, mask, block_q, block_kv, block_kv_compute=None) -> Mask | tuple[Mask, ...]:
+    """Validate shapes, dtypes, head_dim and block sizes; return the normalized mask(s)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if getattr(x, "ndim", None) != 3:
+            raise ValueError(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
+        if str(x.dtype) not in DTYPES:
+            raise ValueError(f"{name} dtype must be one of {', '.join(DTYPES)}, got {x.dtype}")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"q, k, v must have the same shape [heads, L, d], got {q.shape}, {k.shape}, {v.shape}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    heads, L, d = q.shape
+    if heads == 0 or L == 0:
+        raise ValueError(f"q, k, v must have at least one head and one token, got shape {q.shape}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {d}")
+    check_block_size("block_q", block_q)
+    check_block_size("block_kv", block_kv)
+    if block_kv_compute is not None:
+        check_block_size("block_kv_compute", block_kv_compute)
+        if block_kv % block_kv_compute:
+            raise ValueError(f"block_kv_compute must divide block_kv={block_kv}, got {block_kv_compute}")
+    return as_masks(mask, heads, L)
+
+
+def resolve_interpret(interpret):
+    """``None`` -> compiled on TPU, Pallas interpret mode on any other backend."""
+    if interpret is None:
+        import jax
+        return jax.default_backend() != "tpu"
+    return interpret
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TilePlan:
+    """The ragged traversal of one mask (or one per head) at one tile size; see the module doc."""
+
+    L: int
+    block_q: int
+    block_kv: int
+    fast_path: bool
+    q_tile: np.ndarray        # int32 [plan_heads, steps]
+    kv_tile: np.ndarray       # int32 [plan_heads, steps]
+    kind: np.ndarray          # int32 [plan_heads, steps]: EMPTY / PARTIAL / FULL
+    flags: np.ndarray         # int32 [plan_heads, steps]: FIRST | LAST bits
+    mask_source: str          # "padding" | "iota" | "blocks"
+    block_index: np.ndarray | None  # int32 [plan_heads, steps] into blocks ("blocks" only)
+    blocks: np.ndarray | None       # bool [num_blocks, block_q, block_kv] ("blocks" only)
+    tile_stats: tuple[TileStats, ...]  # per plan head
+    real_steps: tuple[int, ...]        # steps before no-op padding, per plan head
+
+    @property
+    def plan_heads(self) -> int:
+        """1 when one mask serves all heads, else the number of heads."""
+        return self.kind.shape[0]
+
+    @property
+    def num_steps(self) -> int:
+        """Grid steps per head (the longest traversal)."""
+        return self.kind.shape[1]
+
+    @property
+    def wasted_steps(self) -> int:
+        """No-op steps added to pad per-head traversals to the same length (over all plan heads)."""
+        return self.plan_heads * self.num_steps - sum(self.real_steps)
+
+    @property
+    def empty_row_steps(self) -> int:
+        """Steps spent only to write zeros for q rows without any non-empty tile."""
+        return int(np.sum((self.kind == EMPTY) & (self.flags == FIRST | LAST)))
+
+    @property
+    def masked_steps(self) -> int:
+        """Steps that run the masking arithmetic (partial tiles; every tile without the fast path)."""
+        masked = (self.kind == PARTIAL) if self.fast_path else (self.kind != EMPTY)
+        return int(masked.sum())
+
+    def as_dict(self) -> dict:
+        """Plan statistics for reports (all heads of the plan summed)."""
+        nq, nk = -(-self.L // self.block_q), -(-self.L // self.block_kv)
+        full = sum(s.full for s in self.tile_stats)
+        partial = sum(s.partial for s in self.tile_stats)
+        total = sum(s.total for s in self.tile_stats)
+        return {
+            "L": self.L, "block_q": self.block_q, "block_kv": self.block_kv, "fast_path": self.fast_path,
+            "plan_heads": self.plan_heads, "steps_per_head": self.num_steps,
+            "dense_steps_per_head": nq * nk, "full": full, "partial": partial, "empty": total - full - partial,
+            "density": (full + partial) / total, "partial_share": partial / max(full + partial, 1),
+            "masked_steps": self.masked_steps, "empty_row_steps": self.empty_row_steps,
+            "wasted_steps": self.wasted_steps, "mask_source": self.mask_source,
+            "mask_blocks": 0 if self.blocks is None else int(self.blocks.shape[0]),
+        }
+
+
+def _traversal(kinds: np.ndarray) -> np.ndarray:
+    """``int64 [steps, 4]`` rows ``(q_tile, kv_tile, kind, flags)`` walking the non-empty tiles."""
+    rows = []
+    kv_prev = 0
+    for i in range(kinds.shape[0]):
+        js = np.flatnonzero(kinds[i])
+        if len(js) == 0:  # nothing to compute, but the output row must still be written (zeros)
+            rows.append(np.array([[i, kv_prev, EMPTY, FIRST | LAST]]))
+            continue
+        row = np.empty((len(js), 4), dtype=np.int64)
+        row[:, 0], row[:, 1], row[:, 2], row[:, 3] = i, js, kinds[i, js], 0
+        row[0, 3] |= FIRST
+        row[-1, 3] |= LAST
+        rows.append(row)
+        kv_prev = int(js[-1])
+    return np.concatenate(rows)
+
+
+def _padding_only(mask: Mask, masked: np.ndarray, block_q: int, block_kv: int) -> bool:
+    """True if every masked tile allows all its valid (in-``L``) pairs: only padding is masked."""
+    if not masked.any():
+        return True
+    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
+    counts = mask.count_grid(qe, ke)
+    valid = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None] * (np.minimum(ke[1:], mask.L) - ke[:-1])[None, :]
+    return bool(np.all(counts[masked] == valid[masked]))
+
+
+@functools.lru_cache(maxsize=64)
+def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int,
+              fast_path: bool = True) -> TilePlan:
+    """Build (and cache) the tile plan of ``mask`` (one mask, or a tuple with one per head)."""
+    masks = mask if isinstance(mask, tuple) else (mask,)
+    if any(m.L != L for m in masks):
+        raise ValueError(f"every mask must have L={L}, got {[m.L for m in masks]}")
+    check_block_size("block_q", block_q)
+    check_block_size("block_kv", block_kv)
+    classes = [classify(m, block_q, block_kv) for m in masks]
+    traversals = [_traversal(c.kinds) for c in classes]
+    steps = max(len(t) for t in traversals)
+    padded = np.empty((len(masks), steps, 4), dtype=np.int64)
+    for h, t in enumerate(traversals):
+        padded[h, :len(t)] = t
+        padded[h, len(t):] = (t[-1, 0], t[-1, 1], EMPTY, 0)  # no-op: same tiles, nothing to do
+    q_tile, kv_tile, kind, flags = (padded[..., c].astype(np.int32) for c in range(4))
+
+    masked_kinds = (PARTIAL,) if fast_path else (PARTIAL, FULL)
+    if all(_padding_only(m, np.isin(c.kinds, masked_kinds), block_q, block_kv)
+           for m, c in zip(masks, classes)):
+        source = "padding"
+    elif not isinstance(mask, tuple) and mask.computable:
+        source = "iota"
+    else:
+        source = "blocks"
+
+    block_index = blocks = None
+    if source == "blocks":
+        block_index = np.zeros(kind.shape, dtype=np.int32)
+        unique: dict[bytes, int] = {}
+        stored: list[np.ndarray] = []
+        for h, m in enumerate(masks):
+            current = 0
+            for s in range(steps):
+                if np.isin(kind[h, s], masked_kinds):
+                    q0, k0 = int(q_tile[h, s]) * block_q, int(kv_tile[h, s]) * block_kv
+                    b = m.block(q0, q0 + block_q, k0, k0 + block_kv)
+                    key = np.packbits(b).tobytes()
+                    if key not in unique:
+                        unique[key] = len(stored)
+                        stored.append(b)
+                    current = unique[key]
+                block_index[h, s] = current  # unmasked steps keep the last block: no new fetch
+        blocks = np.stack(stored) if stored else np.zeros((1, block_q, block_kv), dtype=bool)
+
+    for a in (q_tile, kv_tile, kind, flags) + ((block_index,) if block_index is not None else ()):
+        a.setflags(write=False)
+    return TilePlan(L=L, block_q=block_q, block_kv=block_kv, fast_path=fast_path,
+                    q_tile=q_tile, kv_tile=kv_tile, kind=kind, flags=flags, mask_source=source,
+                    block_index=block_index, blocks=blocks,
+                    tile_stats=tuple(c.stats for c in classes),
+                    real_steps=tuple(len(t) for t in traversals))

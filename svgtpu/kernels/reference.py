@@ -1,0 +1,37 @@
+"""The readable definition of masked attention, in plain ``jax.numpy``.
+
+``out[h, i] = sum_j softmax_j(q[h, i] . k[h, j] * sm_scale over allowed j) v[h, j]``; a query row
+with no allowed key returns zeros (the convention of every kernel here).  It materializes the
+``[heads, L, L]`` scores, so it is for tests and small sequences only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from svgtpu.kernels.plan import as_masks
+
+
+def mask_array(mask, heads: int, L: int) -> np.ndarray:
+    """The mask as a numpy bool ``[heads, L, L]`` array (mask object or numpy array accepted)."""
+    masks = as_masks(mask, heads, L)
+    if isinstance(masks, tuple):
+        return np.stack([m.to_array() for m in masks])
+    return np.broadcast_to(masks.to_array(), (heads, L, L))
+
+
+def reference_attention(q, k, v, mask, *, sm_scale: float | None = None):
+    """Masked softmax attention on ``[heads, L, d]`` inputs, computed in float32, output in q's dtype."""
+    heads, L, d = q.shape
+    allowed = jnp.asarray(mask_array(mask, heads, L))
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    s = jnp.einsum("hqd,hkd->hqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
+    s = jnp.where(allowed, s, -jnp.inf)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    p = jnp.exp(s - jnp.where(jnp.isfinite(m), m, 0.0))
+    denom = p.sum(axis=-1, keepdims=True)
+    out = jnp.einsum("hqk,hkd->hqd", p, v.astype(jnp.float32)) / jnp.where(denom == 0, 1.0, denom)
+    return out.astype(q.dtype)

@@ -1,0 +1,72 @@
+"""Our masks on JAX's Splash Attention (``make_splash_mha``), used as a library: the baseline.
+
+Splash needs block sizes that divide the sequence length, so the sequence is padded up to a
+multiple of both blocks and the padded keys are masked by the mask itself (the numpy mask blocks
+are ``False`` past ``L``).  Masks become Splash ``NumpyMask``s (materialized ``[Lp, Lp]``: fine at
+test and benchmark sizes), one per head in a ``MultiHeadMask``; an unpadded dense mask becomes a
+``FullMask``.  Rows with no allowed key are set to zeros, the convention of every kernel here.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental.pallas.ops.tpu import splash_attention as splash
+
+from svgtpu.geometry import round_up
+from svgtpu.kernels.plan import check_inputs, resolve_interpret
+from svgtpu.masks import DenseMask, Mask
+
+
+def _rows_with_keys(mask: Mask) -> np.ndarray:
+    """bool ``[L]``: rows that allow at least one key."""
+    return mask.count_grid(np.arange(mask.L + 1), [0, mask.L])[:, 0] > 0
+
+
+@functools.lru_cache(maxsize=16)
+def _splash_kernel(mask: Mask | tuple[Mask, ...], heads: int, L: int, block_q: int, block_kv: int,
+                   block_kv_compute: int, interpret):
+    """The Splash kernel for ``mask`` padded to ``Lp``, plus the ``[heads, L]`` rows-with-keys map."""
+    Lp = round_up(L, math.lcm(block_q, block_kv))
+    masks = mask if isinstance(mask, tuple) else (mask,) * heads
+    converted: dict[Mask, splash.Mask] = {}
+    for m in masks:
+        if m not in converted:
+            converted[m] = (splash.FullMask((Lp, Lp)) if isinstance(m, DenseMask) and Lp == L
+                            else splash.NumpyMask(m.block(0, Lp, 0, Lp)))
+    kernel = splash.make_splash_mha(
+        splash.MultiHeadMask([converted[m] for m in masks]),
+        block_sizes=splash.BlockSizes(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute),
+        head_shards=1, q_seq_shards=1, interpret=interpret)
+    rows = np.stack([_rows_with_keys(m) for m in masks])
+    return kernel, Lp, rows
+
+
+@functools.partial(jax.jit, static_argnames=("mask", "block_q", "block_kv", "block_kv_compute",
+                                             "interpret", "sm_scale"))
+def _splash(q, k, v, *, mask, block_q, block_kv, block_kv_compute, interpret, sm_scale):
+    heads, L, d = q.shape
+    kernel, Lp, rows = _splash_kernel(mask, heads, L, block_q, block_kv, block_kv_compute, interpret)
+    q = (q.astype(jnp.float32) * sm_scale).astype(q.dtype)
+    pad = ((0, 0), (0, Lp - L), (0, 0))
+    out = kernel(jnp.pad(q, pad), jnp.pad(k, pad), jnp.pad(v, pad))[:, :L]
+    return jnp.where(jnp.asarray(rows)[:, :, None], out, 0).astype(q.dtype)
+
+
+def splash_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_compute: int | None = None,
+                     interpret=None, sm_scale: float | None = None):
+    """Masked attention with JAX's Splash kernel; same inputs and conventions as
+    :func:`~svgtpu.kernels.block_sparse_attention` (``[heads, L, d]``, ``sm_scale=None`` ->
+    ``1/sqrt(d)``, zeros for rows without keys, interpret mode off-TPU)."""
+    masks = check_inputs(q, k, v, mask, block_q, block_kv, block_kv_compute)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    return _splash(q, k, v, mask=masks, block_q=int(block_q), block_kv=int(block_kv),
+                   block_kv_compute=int(block_kv_compute or block_kv),
+                   interpret=resolve_interpret(interpret), sm_scale=scale)
+
+
+__all__ = ["splash_attention"]
