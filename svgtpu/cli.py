@@ -109,6 +109,58 @@ def run_tiles(args):
     return result, table
 
 
+# -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
+
+def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.reproduce import NOTEBOOKS, PROFILES
+    p.add_argument("--profile", default="cpu", choices=list(PROFILES),
+                   help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
+    p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
+                   help=f"run only these notebooks, by number or name ({', '.join(n[:2] for n in NOTEBOOKS)})")
+    p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
+    p.add_argument("--no-paper", action="store_true", help="do not regenerate the paper's tables afterwards")
+
+
+@command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
+         _reproduce_arguments)
+def run_reproduce(args):
+    import time
+
+    from svgtpu.paper import generate
+    from svgtpu.reproduce import reproduce, summary_rows
+    from svgtpu.results import results_path
+
+    start = time.perf_counter()
+    results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
+    paper = [] if args.no_paper else generate(results_path(args.figures_dir))
+    failed = [r.notebook for r in results if r.status != "ok"]
+    result = {"profile": args.profile, "notebooks": [r.as_dict() for r in results], "failed": failed,
+              "results": str(results_path(args.figures_dir)), "paper": paper,
+              "wall_seconds": time.perf_counter() - start}
+    table = format_table(summary_rows(results), ["notebook", "status", "seconds", "figures", "error"])
+    table += f"\n\nwall time {result['wall_seconds']:.0f} s; results in {result['results']}"
+    if paper:
+        table += "; paper tables regenerated in " + ", ".join(p["file"] for p in paper)
+    if failed:  # print the summary, then exit non-zero naming the failed notebooks
+        print(json.dumps(result, indent=2) if args.json else table)
+        print(f"svgtpu reproduce: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
+    return result, table
+
+
+def _paper_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", help="results file (default: figures/results.json)")
+    p.add_argument("files", nargs="*", help="files with svgtpu markers (default: paper/svgtpu.md and README.md)")
+
+
+@command("paper", "regenerate the paper's tables and figure blocks from the results file", _paper_arguments)
+def run_paper(args):
+    from svgtpu.paper import generate
+
+    report = generate(args.results, args.files or None)
+    return {"files": report}, format_table(report)
+
+
 # -- entry point ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,109 @@
+"""Figure helpers: one seaborn style, labelled axes, and provenance on every figure.
+
+Every figure the notebooks write says how its numbers were made (``measured-cpu-interpret``,
+``measured-tpu``, ``modeled-v6e`` or ``computed``) in a footer line, together with the profile and
+the versions, so a figure lifted out of the paper still carries its caveats.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # notebooks run headless under papermill
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from svgtpu.tiles import EMPTY, FULL, PARTIAL  # noqa: E402
+
+#: Tile-kind colours, used by every tile map (index = tile kind).
+TILE_COLORS = {EMPTY: "#f2f2f2", PARTIAL: "#e6842a", FULL: "#1f5f9e"}
+TILE_NAMES = {EMPTY: "empty (skipped)", PARTIAL: "partial (masked)", FULL: "full (mask-free)"}
+
+#: One colour per variant family, so the same thing has the same colour in every figure.
+PALETTE = {"dense": "#7f7f7f", "splash": "#9467bd", "unaligned": "#e6842a", "aligned": "#1f5f9e",
+           "measured": "#2ca02c", "modeled": "#1f5f9e", "reported": "#d62728"}
+
+
+def set_style() -> None:
+    """The house style: seaborn whitegrid, readable fonts, no top/right spines."""
+    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95)
+    plt.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
+                         "axes.titleweight": "bold", "axes.titlesize": 11, "legend.frameon": False,
+                         "svg.hashsalt": "svgtpu"})
+
+
+def provenance_footer(fig, provenance: str, profile: str, note: str = "") -> None:
+    """A small grey line under the figure: provenance, profile, versions (and a note)."""
+    from svgtpu.results import check_provenance, environment
+    env = environment()
+    text = (f"{check_provenance(provenance)} · profile {profile} · svgtpu {env['svgtpu']} · "
+            f"jax {env['jax']} ({env['backend']})")
+    if note:
+        text += f" · {note}"
+    # place the line under everything already drawn (tick labels and axis labels included)
+    bottom = fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
+    fig.text(0.5, min(bottom, 0.0) - 0.015, text, ha="center", va="top", fontsize=7.5, color="#666666")
+
+
+def tile_map(ax, kinds: np.ndarray, title: str = "", *, legend: bool = False) -> None:
+    """Draw an ``int8 [nq, nk]`` tile-kind map (0 empty, 1 partial, 2 full) with its counts."""
+    cmap = ListedColormap([TILE_COLORS[k] for k in (EMPTY, PARTIAL, FULL)])
+    ax.imshow(kinds, cmap=cmap, vmin=-0.5, vmax=2.5, interpolation="nearest", aspect="equal")
+    nq, nk = kinds.shape
+    ax.set_xticks(np.arange(-0.5, nk, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, nq, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.4 if max(nq, nk) < 60 else 0)
+    ax.grid(which="major", visible=False)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("kv tile index")
+    ax.set_ylabel("q tile index")
+    counts = np.bincount(kinds.ravel(), minlength=3)
+    computed = counts[PARTIAL] + counts[FULL]
+    share = counts[PARTIAL] / computed if computed else 0.0
+    ax.set_title(f"{title}\npartial share {share:.1%} · density {computed / kinds.size:.1%}")
+    if legend:
+        tile_legend(ax)
+
+
+def tile_legend(ax, **kwargs) -> None:
+    handles = [Patch(facecolor=TILE_COLORS[k], edgecolor="#999999", label=TILE_NAMES[k])
+               for k in (FULL, PARTIAL, EMPTY)]
+    ax.legend(handles=handles, **{"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kwargs})
+
+
+def mask_image(ax, allowed: np.ndarray, title: str = "", *, block_q: int | None = None,
+               block_kv: int | None = None) -> None:
+    """Draw a small boolean mask (allowed = dark) with optional tile boundaries."""
+    ax.imshow(allowed, cmap=ListedColormap(["white", "#333333"]), vmin=0, vmax=1,
+              interpolation="nearest", aspect="equal")
+    L = allowed.shape[0]
+    for block, draw in ((block_q, ax.axhline), (block_kv, ax.axvline)):
+        if block:
+            for edge in range(block, L, block):
+                draw(edge - 0.5, color=PALETTE["unaligned"], linewidth=0.6)
+    ax.grid(False)
+    ax.set_xlabel("key token k")
+    ax.set_ylabel("query token q")
+    ax.set_title(f"{title}\nkept {allowed.mean():.1%} of pairs" if title else "")
+
+
+def reference_line(ax, value: float, label: str, *, axis: str = "y", color: str | None = None,
+                   linestyle: str = "--") -> None:
+    """A line for a reported number (or an ideal), labelled in the legend."""
+    draw = ax.axhline if axis == "y" else ax.axvline
+    draw(value, linestyle=linestyle, linewidth=1.2, color=color or PALETTE["reported"], label=label)
+
+
+def bar_labels(ax, fmt: str = "{:.2f}") -> None:
+    """Write each bar's value on top of it."""
+    for container in ax.containers:
+        ax.bar_label(container, labels=[fmt.format(v) for v in container.datavalues], fontsize=8,
+                     padding=2)
+
+
+__all__ = ["TILE_COLORS", "PALETTE", "set_style", "provenance_footer", "tile_map", "tile_legend",
+           "mask_image", "reference_line", "bar_labels"]

@@ -1,0 +1,196 @@
+"""Run the notebooks through papermill: one command regenerates every figure and number.
+
+``svgtpu reproduce --profile cpu`` executes ``notebooks/*.ipynb`` in order, each with the
+parameters ``profile`` and ``figures_dir``, writes the executed copies to ``build/notebooks/``
+(ignored by git), shows a tqdm bar, prints a summary table (notebook, status, seconds, figures
+written) and then regenerates the paper's tables from the results file.  A failing notebook is
+reported with its cell and error; the others still run, and since every notebook replaces only
+its own entries in the results file, their results stay intact.
+
+The profiles trade size for time.  ``quick`` is for the test suite (seconds per notebook),
+``cpu`` is the default of ``make figures`` on a 2-core machine (minutes in all), ``tpu`` uses the
+real sizes on a TPU VM.  The sizes live here, in :data:`PROFILES`, not in the notebooks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = _REPO_ROOT / "notebooks"
+BUILD_DIR = _REPO_ROOT / "build"
+KERNEL_NAME = "svgtpu-reproduce"
+
+NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
+             "04_end_to_end_speedup", "05_quality")
+
+#: Per profile and notebook, the sizes each notebook runs at.
+PROFILES: dict[str, dict[str, dict]] = {
+    "quick": {
+        "01_quadratic_scaling": {"toy_frames": [4, 6], "toy_repeats": 3, "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
+                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
+                              "small_geometry": "6x8x12", "small_block": 64,
+                              "layout_geometry": "9x16x24", "layout_block": 256,
+                              "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
+                              "error_head_dim": 64},
+        "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
+                                  "heads": 1, "head_dim": 64, "sparsity": 0.3},
+        "04_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
+        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3, 0.6]},
+    },
+    "cpu": {
+        "01_quadratic_scaling": {"toy_frames": [2, 4, 6, 8, 12, 16], "toy_repeats": 5,
+                                 "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
+                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
+                              "small_geometry": "6x8x12", "small_block": 64,
+                              "layout_geometry": "wan-480p", "layout_block": 512,
+                              "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
+                              "error_head_dim": 64},
+        "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 9,
+                                  "heads": 2, "head_dim": 128, "sparsity": 0.3},
+        "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
+        "05_quality": {"seeds": [0, 1, 2], "steps": 10, "sparsities": [0.2, 0.3, 0.45, 0.6]},
+    },
+    "tpu": {
+        "01_quadratic_scaling": {"toy_frames": [2, 4, 8, 16, 32], "toy_repeats": 9,
+                                 "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
+                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
+                              "small_geometry": "6x8x12", "small_block": 64,
+                              "layout_geometry": "wan-480p", "layout_block": 512,
+                              "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
+                              "error_head_dim": 128},
+        "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3072, "block_kv": 2048, "rounds": 15,
+                                  "heads": 8, "head_dim": 128, "sparsity": 0.3},
+        "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
+        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.15, 0.2, 0.3, 0.45, 0.6]},
+    },
+}
+
+
+def settings(notebook: str, profile: str) -> dict:
+    """The sizes ``notebook`` runs at under ``profile`` (what its parameters cell implies)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    if notebook not in PROFILES[profile]:
+        raise ValueError(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
+    return dict(PROFILES[profile][notebook])
+
+
+def select(only: list[str] | None) -> list[str]:
+    """Notebooks whose name starts with or contains any of ``only`` (all when empty)."""
+    if not only:
+        return list(NOTEBOOKS)
+    chosen = [n for n in NOTEBOOKS if any(n.startswith(o) or o in n for o in only)]
+    if not chosen:
+        raise ValueError(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
+    return chosen
+
+
+def install_kernel(build_dir: Path = BUILD_DIR) -> str:
+    """A kernelspec that runs *this* interpreter, found through ``$JUPYTER_PATH``.
+
+    Works in a fresh venv without ``ipykernel install`` and never picks up some other Python's
+    ``python3`` kernel from the user's Jupyter directories.
+    """
+    spec_dir = build_dir / "jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "svgtpu (reproduce)", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    jupyter_path = str(build_dir / "jupyter")
+    current = os.environ.get("JUPYTER_PATH", "")
+    if jupyter_path not in current.split(os.pathsep):
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (jupyter_path, current) if p)
+    return KERNEL_NAME
+
+
+@dataclasses.dataclass
+class NotebookResult:
+    notebook: str
+    status: str           # "ok" or "failed"
+    seconds: float
+    figures: list[str]    # figure files (re)written by this run
+    error: str = ""       # "cell N: ExcName: message" when failed
+    output: str = ""      # the executed copy
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _describe_failure(error: Exception) -> str:
+    """One line naming the failing cell (execution count and index) and the exception."""
+    from papermill.exceptions import PapermillExecutionError
+    if isinstance(error, PapermillExecutionError):
+        message = str(error.evalue).strip().splitlines()
+        first = message[0] if message else ""
+        return f"cell {error.cell_index} (execution count {error.exec_count}): {error.ename}: {first}"
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+
+
+def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path,
+                 kernel_name: str, notebook_dir: Path = NOTEBOOK_DIR) -> NotebookResult:
+    """Execute one notebook with papermill; never raises for errors inside the notebook."""
+    import papermill
+
+    source = notebook_dir / f"{name}.ipynb"
+    output = output_dir / f"{name}.ipynb"
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    before = {p: p.stat().st_mtime_ns for p in figures_dir.iterdir()}
+    start = time.perf_counter()
+    status, error = "ok", ""
+    try:
+        papermill.execute_notebook(
+            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
+            kernel_name=kernel_name, cwd=str(notebook_dir), progress_bar=False, log_output=False)
+    except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
+        status, error = "failed", _describe_failure(exc)
+    seconds = time.perf_counter() - start
+    written = sorted(p.name for p in figures_dir.iterdir()
+                     if p.suffix != ".json" and before.get(p) != p.stat().st_mtime_ns)
+    return NotebookResult(name, status, seconds, written, error, str(output))
+
+
+def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
+              figures_dir: str | os.PathLike | None = None, build_dir: str | os.PathLike | None = None,
+              progress: bool = True) -> list[NotebookResult]:
+    """Run the selected notebooks under ``profile``; results go to ``figures_dir``."""
+    from tqdm.auto import tqdm
+
+    from svgtpu.results import figures_dir as default_figures_dir
+
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    names = select(only)
+    build = Path(build_dir) if build_dir is not None else BUILD_DIR
+    figures = default_figures_dir(figures_dir).resolve()
+    output_dir = build / "notebooks"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    kernel = install_kernel(build)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    results = []
+    bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+    for name in bar:
+        bar.set_postfix_str(name)
+        result = run_notebook(name, profile, figures_dir=figures, output_dir=output_dir, kernel_name=kernel)
+        if result.status != "ok":
+            tqdm.write(f"notebook {name} failed at {result.error} (executed copy: {result.output})",
+                       file=sys.stderr)
+        results.append(result)
+    return results
+
+
+def summary_rows(results: list[NotebookResult]) -> list[dict]:
+    return [{"notebook": r.notebook, "status": r.status, "seconds": round(r.seconds, 1),
+             "figures": len(r.figures), "error": r.error} for r in results]
+
+
+__all__ = ["NOTEBOOKS", "PROFILES", "settings", "select", "install_kernel", "NotebookResult",
+           "run_notebook", "reproduce", "summary_rows"]

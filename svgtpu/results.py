@@ -1,0 +1,202 @@
+"""The results file: every number the notebooks produce, keyed by claim and figure.
+
+One JSON file, ``figures/results.json``, holds
+
+- ``claims``: ``{claim_id: {name: entry}}`` for the claims C1–C5 of design.md (plus ``Q`` for
+  dense-vs-sparse video quality), each entry a value with its unit, the reported number where the
+  write-up gives one, and how it was made (provenance, profile, versions, backend, notebook);
+- ``figures``: ``{figure_id: entry}`` with the files written, the caption and the provenance;
+- ``notebooks``: when and how each notebook last ran.
+
+Notebooks write through a :class:`NotebookRun`, which replaces only that notebook's own entries
+when it saves (read-modify-write, atomic rename), so a notebook that fails leaves every other
+notebook's results intact.  The paper's tables are generated from this file
+(:mod:`svgtpu.paper`), never typed.
+
+Where the files go: ``$SVGTPU_FIGURES_DIR`` if set (tests point it at a temporary folder), else
+``figures/`` at the repository root.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+#: How a number was made (design.md, "How we measure").
+PROVENANCES = ("measured-cpu-interpret", "measured-tpu", "modeled-v6e", "computed")
+
+#: The claims this package reproduces (design.md section 1); ``Q`` collects video quality.
+CLAIMS = {
+    "C1": "end-to-end speedup of 1440p video generation",
+    "C2": "share of total time in self-attention at 1440p",
+    "C3": "share of boundary-masking (partial) tiles before -> after mask alignment",
+    "C4": "mask-free fast paths lower self-attention latency",
+    "C5": "attention cost grows quadratically with resolution",
+    "Q": "dense vs sparse video fidelity (not claimed by the write-up; SVG's own metric)",
+}
+
+#: The numbers the write-up reports, as fractions or ratios; ``None`` where it gives none.
+REPORTED = {
+    ("C1", "speedup"): 1.69,
+    ("C1", "minutes_saved"): 16.0,
+    ("C2", "attention_share_1440p"): 0.882,
+    ("C3", "partial_share_before"): 0.2755,
+    ("C3", "partial_share_after"): 0.0222,
+}
+
+RESULTS_NAME = "results.json"
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def figures_dir(override: str | os.PathLike | None = None) -> Path:
+    """Where figures and the results file go: ``override``, ``$SVGTPU_FIGURES_DIR``, or ``figures/``."""
+    path = override or os.environ.get("SVGTPU_FIGURES_DIR") or _REPO_ROOT / "figures"
+    return Path(path)
+
+
+def results_path(directory: str | os.PathLike | None = None) -> Path:
+    """The results file inside :func:`figures_dir`."""
+    return figures_dir(directory) / RESULTS_NAME
+
+
+def empty_results() -> dict:
+    return {"claims": {}, "figures": {}, "notebooks": {}}
+
+
+def load_results(path: str | os.PathLike | None = None) -> dict:
+    """The results file as a dict (an empty skeleton if it does not exist yet)."""
+    path = Path(path) if path is not None else results_path()
+    if not path.exists():
+        return empty_results()
+    data = json.loads(path.read_text())
+    for section, value in empty_results().items():
+        data.setdefault(section, value)
+    return data
+
+
+def write_results(data: dict, path: str | os.PathLike | None = None) -> Path:
+    """Write ``data`` atomically (temporary file + rename), keys sorted for readable diffs."""
+    path = Path(path) if path is not None else results_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _jsonable(value):
+    """numpy scalars and arrays, paths: what notebooks naturally hand us."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot store {type(value).__name__} in the results file")
+
+
+def environment() -> dict:
+    """Versions and backend stamped on every entry."""
+    import jax
+
+    import svgtpu
+    return {"jax": jax.__version__, "svgtpu": svgtpu.__version__, "backend": jax.default_backend(),
+            "python": platform.python_version()}
+
+
+def check_provenance(provenance: str) -> str:
+    if provenance not in PROVENANCES:
+        raise ValueError(f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}")
+    return provenance
+
+
+def check_claim(claim: str) -> str:
+    if claim not in CLAIMS:
+        raise ValueError(f"claim must be one of {', '.join(CLAIMS)}, got {claim!r}")
+    return claim
+
+
+class NotebookRun:
+    """Collects one notebook's numbers and figures and saves them into the results file.
+
+    ``record`` and ``save_figure`` only collect; :meth:`save` replaces this notebook's previous
+    entries in one read-modify-write, leaving every other notebook's entries untouched.
+    """
+
+    def __init__(self, notebook: str, profile: str, directory: str | os.PathLike | None = None):
+        self.notebook = notebook
+        self.profile = profile
+        self.directory = figures_dir(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.env = environment()
+        self.claims: dict[str, dict[str, dict]] = {}
+        self.figures: dict[str, dict] = {}
+
+    def _stamp(self, provenance: str) -> dict:
+        return {"provenance": check_provenance(provenance), "profile": self.profile,
+                "notebook": self.notebook, **self.env}
+
+    def record(self, claim: str, name: str, value: Any, *, provenance: str, unit: str = "",
+               description: str = "", **extra) -> Any:
+        """Keep ``value`` as ``claims[claim][name]``; returns ``value`` for chaining in a cell.
+
+        The reported number, where :data:`REPORTED` has one for ``(claim, name)``, is attached.
+        """
+        entry = {"value": value, "unit": unit, "description": description,
+                 "reported": REPORTED.get((check_claim(claim), name)), **extra,
+                 **self._stamp(provenance)}
+        self.claims.setdefault(claim, {})[name] = json.loads(json.dumps(entry, default=_jsonable))
+        return value
+
+    def save_figure(self, fig, name: str, *, caption: str, provenance: str, claim: str | None = None,
+                    formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+        """Write ``fig`` as ``<name>.png`` (+ vector copies) and remember it with its caption."""
+        if claim is not None:
+            check_claim(claim)
+        paths = []
+        for fmt in formats:
+            path = self.directory / f"{name}.{fmt}"
+            fig.savefig(path, dpi=150 if fmt == "png" else None, bbox_inches="tight",
+                        metadata=_figure_metadata(fmt, name))
+            paths.append(path)
+        self.figures[name] = {"files": [p.name for p in paths], "caption": caption, "claim": claim,
+                              **self._stamp(provenance)}
+        return paths
+
+    def save(self) -> Path:
+        """Merge this notebook's entries into the results file, replacing its old ones."""
+        path = results_path(self.directory)
+        data = load_results(path)
+        for claim in list(data["claims"]):
+            kept = {k: v for k, v in data["claims"][claim].items() if v.get("notebook") != self.notebook}
+            data["claims"][claim] = kept
+        for claim, entries in self.claims.items():
+            data["claims"].setdefault(claim, {}).update(entries)
+        data["claims"] = {k: v for k, v in data["claims"].items() if v}
+        data["figures"] = {k: v for k, v in data["figures"].items() if v.get("notebook") != self.notebook}
+        data["figures"].update(self.figures)
+        data["notebooks"][self.notebook] = {
+            "profile": self.profile, "finished": datetime.datetime.now(datetime.timezone.utc)
+            .isoformat(timespec="seconds"), "figures": sorted(self.figures),
+            "entries": sum(len(v) for v in self.claims.values()), **self.env}
+        return write_results(data, path)
+
+
+def _figure_metadata(fmt: str, name: str) -> dict | None:
+    """Stable metadata so regenerated vector figures do not differ by a timestamp alone."""
+    if fmt == "svg":
+        return {"Date": None, "Title": name}
+    if fmt == "pdf":
+        return {"CreationDate": None, "Title": name}
+    return {"Software": "svgtpu"} if fmt == "png" else None
+
+
+def entry(data: dict, claim: str, name: str) -> dict | None:
+    """``data['claims'][claim][name]`` or ``None``."""
+    return data.get("claims", {}).get(claim, {}).get(name)
+
+
+__all__ = ["PROVENANCES", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
+           "write_results", "environment", "NotebookRun", "entry"]
