@@ -33,7 +33,7 @@ def set_style() -> None:
     sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95)
     plt.rcParams.update({"figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False,
                          "axes.titleweight": "bold", "axes.titlesize": 11, "legend.frameon": False,
-                         "svg.hashsalt": "svgtpu"})
+                         "figure.constrained_layout.use": True, "svg.hashsalt": "svgtpu"})
 
 
 def provenance_footer(fig, provenance: str, profile: str, note: str = "") -> None:
@@ -45,6 +45,7 @@ def provenance_footer(fig, provenance: str, profile: str, note: str = "") -> Non
     if note:
         text += f" · {note}"
     # place the line under everything already drawn (tick labels and axis labels included)
+    fig.canvas.draw()
     bottom = fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
     fig.text(0.5, min(bottom, 0.0) - 0.015, text, ha="center", va="top", fontsize=7.5, color="#666666")
 
