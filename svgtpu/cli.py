@@ -161,6 +161,78 @@ def run_paper(args):
     return {"files": report}, format_table(report)
 
 
+# -- svgtpu costmodel --------------------------------------------------------------------------
+
+def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.costmodel import DEVICES, MODEL_NAMES, RESOLUTIONS, Efficiency
+    default = Efficiency()
+    p.add_argument("--model", default="wan2.1-14b", help=f"one of {', '.join(MODEL_NAMES)}")
+    p.add_argument("--resolution", help=f"one of {', '.join(RESOLUTIONS)}, a preset or TxHxW "
+                   "(default 1440p; the toy DiT's own grid for --model toy)")
+    p.add_argument("--device", default="v6e", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
+    p.add_argument("--chips", type=positive_int, default=8, help="chips sharing the work as head parallelism")
+    p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
+    p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
+                   help="classifier-free guidance: 2 transformer passes per step")
+    p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
+    p.add_argument("--block-q", type=positive_int, default=3024)
+    p.add_argument("--block-kv", type=positive_int, default=2048)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--sparsity", type=float, help="SVG kept fraction (default 0.3, SVG's Wan setting)")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
+    p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
+    p.add_argument("--matmul-efficiency", type=float, default=default.matmul)
+    p.add_argument("--attention-efficiency", type=float, default=default.attention)
+    p.add_argument("--memory-efficiency", type=float, default=default.memory)
+    p.add_argument("--vector-scale", type=float, default=default.vector_scale,
+                   help="multiplier on the derived VPU/EUP rates")
+
+
+@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5)", _costmodel_arguments)
+def run_costmodel(args):
+    from svgtpu import costmodel as cm
+
+    model = cm.get_model(args.model)
+    if args.device == "cpu" and args.model == "toy":
+        result = cm.toy_attention_share_measured_vs_modeled()
+        table = format_table([{k: result[k] for k in (
+            "model", "L", "modeled_attention_share", "measured_attention_share",
+            "modeled_forward_seconds", "measured_forward_seconds")}])
+        return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
+    device = cm.calibrate_cpu() if args.device == "cpu" else cm.get_device(args.device)
+    if args.resolution is None and args.model == "toy":
+        from svgtpu.dit import DiTConfig
+        geometry = DiTConfig().geometry
+    else:
+        geometry = cm.get_resolution(args.resolution or "1440p")
+    sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
+    efficiency = cm.Efficiency(args.matmul_efficiency, args.attention_efficiency, args.memory_efficiency,
+                               args.vector_scale)
+    setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
+                     block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
+                     multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
+                     efficiency=efficiency)
+    if args.sweep == "resolution":
+        rows = cm.sweep_resolution(setup)
+        result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
+                  "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
+                  "reported": cm.REPORTED, "provenance": setup.provenance}
+        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: 88.2 %)"
+    result = cm.model_video(setup)
+    result["sensitivity"] = band = cm.sensitivity(setup)
+    reported = {"attention_share": 0.882, "speedup": 1.69, "saved_minutes": 16.0}
+    rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
+             "reported": reported.get(k, "")}
+            for k in ("attention_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")]
+    chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
+             for r in result["chain"]]
+    contributions = " x ".join(f"{k} {result['contributions'][k]:.3f}" for k in ("sparsity", "alignment", "fast_path"))
+    head = (f"{model.name} at {geometry} on {device.name} x{args.chips}, {args.steps} steps, "
+            f"cfg={args.cfg}, tiles {args.block_q}x{args.block_kv}  [{setup.provenance}]")
+    table = "\n\n".join([head, format_table(rows), format_table(chain), f"speedup = {contributions}"])
+    return result, table
+
+
 # -- entry point ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
