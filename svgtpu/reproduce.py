@@ -143,13 +143,15 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     source = notebook_dir / f"{name}.ipynb"
     output = output_dir / f"{name}.ipynb"
     figures_dir.mkdir(parents=True, exist_ok=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
     before = {p: p.stat().st_mtime_ns for p in figures_dir.iterdir()}
     start = time.perf_counter()
     status, error = "ok", ""
     try:
         papermill.execute_notebook(
             str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
-            kernel_name=kernel_name, cwd=str(notebook_dir), progress_bar=False, log_output=False)
+            kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
+            log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
         status, error = "failed", _describe_failure(exc)
     seconds = time.perf_counter() - start

@@ -79,11 +79,15 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
 
 
 def write_results(data: dict, path: str | os.PathLike | None = None) -> Path:
-    """Write ``data`` atomically (temporary file + rename), keys sorted for readable diffs."""
+    """Write ``data`` atomically (temporary file + rename).
+
+    Keys keep their order (table rows keep their column order); :meth:`NotebookRun.save` sorts
+    claims, entries and figures by name so regenerated files diff cleanly.
+    """
     path = Path(path) if path is not None else results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, default=_jsonable) + "\n")
     os.replace(tmp, path)
     return path
 
@@ -174,13 +178,14 @@ class NotebookRun:
             data["claims"][claim] = kept
         for claim, entries in self.claims.items():
             data["claims"].setdefault(claim, {}).update(entries)
-        data["claims"] = {k: v for k, v in data["claims"].items() if v}
-        data["figures"] = {k: v for k, v in data["figures"].items() if v.get("notebook") != self.notebook}
-        data["figures"].update(self.figures)
+        data["claims"] = {k: dict(sorted(v.items())) for k, v in sorted(data["claims"].items()) if v}
+        figures = {k: v for k, v in data["figures"].items() if v.get("notebook") != self.notebook}
+        data["figures"] = dict(sorted({**figures, **self.figures}.items()))
         data["notebooks"][self.notebook] = {
             "profile": self.profile, "finished": datetime.datetime.now(datetime.timezone.utc)
             .isoformat(timespec="seconds"), "figures": sorted(self.figures),
             "entries": sum(len(v) for v in self.claims.values()), **self.env}
+        data["notebooks"] = dict(sorted(data["notebooks"].items()))
         return write_results(data, path)
 
 
