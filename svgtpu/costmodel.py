@@ -85,9 +85,10 @@ class DeviceSpec:
 # (Cloud TPU v6e system architecture page: "a 128x8 vector processing unit (VPU) with 128 lanes x
 # 8 sublanes").
 VREG_ELEMENTS = 8 * 128
-# Two vector-ALU slots per VLIW bundle: Hot Chips 32 (2020), Norrie & Patil, "Google's Training
-# Chips Revealed: TPUv2 and TPUv3" (322-bit bundle: 2 scalar, 2 vector ALU, 2 vector load/store,
-# 2 matrix, 1 misc slots).  Later generations are assumed to keep it (no public figure).
+# Two vector ALUs per lane and sublane: Hot Chips 32 (2020), Norrie & Patil, "Google's Training
+# Chips Revealed: TPUv2 and TPUv3": 128 lanes x 8 sublanes x 2 ALUs = 2048 vector ALUs, fed by a
+# 322-bit VLIW bundle with 2 vector-ALU slots.  Later generations are assumed to keep two (no
+# public figure; Efficiency.vector_scale = 0.5 in the sensitivity band covers one).
 VALU_SLOTS = 2
 # The EUP (exp, rsqrt, tanh, reciprocal) accepts one vreg every 2 cycles: cycle table of the
 # public Pallas TPU tutorial (ayaka14732.github.io/pallas-tpu-tutorial, chapter 1, "EUP: vpow2 ...
@@ -236,12 +237,14 @@ class Efficiency:
     """Fractions of the roofline bound each kind of op reaches.  Set once, never fitted to C1/C2.
 
     - ``matmul`` 0.6: large bf16 matmuls whose dimensions are all multiples of 256 (true for Wan)
-      waste no MXU cells; single large GEMMs reach ~0.79 of peak (H100, 780 of 989 TFLOP/s, public
-      cuBLAS measurement), whole models less; 0.6 sits inside the commonly reported 0.35-0.8 band.
+      waste no MXU cells; a single large GEMM reaches ~0.79 of peak (H100: 780 of 989 TFLOP/s in
+      the public "H100 peak matmul FLOPS" torch.mm benchmark gist by Horace He), whole models
+      less; 0.6 sits inside the commonly reported 0.35-0.8 model-FLOPs-utilization band.
     - ``attention`` 0.6: a tuned flash-attention forward reaches 50-73 % of its bound unit
       (FlashAttention-2 paper, Dao 2023, A100); we take the middle.
-    - ``memory`` 0.8: streaming elementwise kernels reach roughly 80 % of peak HBM bandwidth
-      (first principles: DMA descriptor and refresh overheads); band 0.6-0.9.
+    - ``memory`` 0.8: an assumption, not a measured figure: streaming (STREAM-like) kernels
+      typically reach 80-90 % of peak HBM bandwidth; band 0.6-0.9.  Memory-bound ops are a few
+      percent of the time here, so this barely moves the results.
     - ``vector_scale`` 1.0: multiplies the derived VPU/EUP rates (0.5 if the MXU count or VALU
       slot count behind the derivation is off by 2x).
     """
@@ -292,7 +295,7 @@ XLA_UNFUSED = AttentionKernel(score_bytes=16.0)
 class Op:
     """One op of a forward pass, counted for the whole model (all chips together).
 
-    ``kind`` is ``matmul``, ``elementwise``, ``cross_attention`` or ``self_attention``; ``count``
+    ``kind`` is ``matmul``, ``elementwise`` or ``cross_attention``; ``count``
     is how many times it runs per forward (``layers`` for per-block ops).
     """
 
@@ -536,15 +539,18 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
 def video_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     """Seconds of one video: ``steps x passes`` forward passes, SVG schedule when ``kind != dense``.
 
-    Dense warm-up steps and layers always run the dense mask with the fast path (so only the padded
-    kv tiles are masked); sparse layers run mask ``kind`` and pay profiling and layout transforms.
+    ``kind = dense``: every layer runs the dense mask, with or without ``fast_path`` (without it,
+    the padded kv tiles make every tile pay the masking work, as in Splash).  Otherwise the SVG
+    schedule: dense warm-up steps and layers run the best dense kernel (fast path: only the padded
+    kv tiles are masked); sparse layers run mask ``kind`` with or without ``fast_path`` and pay
+    profiling and layout transforms.
     """
     breakdown = forward_breakdown(setup)
     other = sum(v for k, v in breakdown.items() if k != "self_attention")
     dense_layer = _per_chip_layer_attention(setup, "dense", True)
     n_layers, passes = setup.model.layers, setup.steps * setup.passes
     if kind == "dense":
-        return passes * (other + n_layers * dense_layer)
+        return passes * (other + n_layers * _per_chip_layer_attention(setup, "dense", fast_path))
     overhead = sum(svg_overhead_seconds(setup).values())
     sparse_layer = _per_chip_layer_attention(setup, kind, fast_path) + overhead
     dense_steps, dense_layers = setup.dense_steps, setup.dense_layers
@@ -554,7 +560,9 @@ def video_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
                            + sparse_steps * per_sparse_step)
 
 
-#: The chain of variants the speedup is broken down over, in order.
+#: The chain of variants the speedup is broken down over, in order: (name, sparse-layer mask, fast path).
+#: Each step changes one thing in the sparse layers; the dense reference and SVG's dense warm-up
+#: layers use the best dense kernel throughout.
 CHAIN = (
     ("dense", "dense", True),
     ("svg, unaligned, no fast path", "svg", False),
@@ -569,6 +577,9 @@ def model_video(setup: Setup) -> dict:
     forward = sum(breakdown.values())
     chain = [{"variant": name, "seconds": video_seconds(setup, kind, fast)} for name, kind, fast in CHAIN]
     unaligned_fast = video_seconds(setup, "svg", True)
+    # Splash-style dense baseline: the padded keys make the last kv tiles partial, so without a
+    # fast path every tile pays the masking work
+    dense_no_fast_path = video_seconds(setup, "dense", False)
     dense, svg = chain[0]["seconds"], chain[-1]["seconds"]
     for row in chain:
         row["speedup_vs_dense"] = dense / row["seconds"]
@@ -594,10 +605,11 @@ def model_video(setup: Setup) -> dict:
         "efficiency": dataclasses.asdict(setup.efficiency),
         "attention_share": breakdown["self_attention"] / forward,
         "forward_seconds": forward,
-        "forward_breakdown": {k: v / forward for k, v in breakdown.items()},
+        "forward_share_by_op": {k: v / forward for k, v in breakdown.items()},
         "dense_seconds": dense, "svg_seconds": svg, "speedup": dense / svg, "saved_seconds": dense - svg,
         "dense_minutes": dense / 60, "svg_minutes": svg / 60, "saved_minutes": (dense - svg) / 60,
-        "chain": chain, "unaligned_fast_path_seconds": unaligned_fast, "contributions": contributions,
+        "chain": chain, "unaligned_fast_path_seconds": unaligned_fast,
+        "dense_no_fast_path_seconds": dense_no_fast_path, "contributions": contributions,
         "svg_overhead_per_sparse_layer": svg_overhead_seconds(setup), "tiles": tiles,
         "reported": REPORTED, "provenance": setup.provenance,
     }

@@ -31,6 +31,17 @@ def test_flops_equal_hand_count():
                          "self_attention": 576}
 
 
+def test_toy_dit_adapter():
+    from svgtpu.dit import DiTConfig
+
+    config = DiTConfig(heads=3, head_dim=64, depth=2, mlp_ratio=2, context_tokens=5)
+    toy = cm.ModelConfig.from_dit(config)
+    assert (toy.layers, toy.dim, toy.heads, toy.head_dim, toy.ffn, toy.text_len, toy.patch_in) == \
+        (2, 192, 3, 64, 384, 5, config.channels * 4)
+    L = config.geometry.L
+    assert cm.forward_flops(toy, L)["ffn_in"] == 2 * 2 * L * 192 * 384
+
+
 def test_wan_14b_attention_flops_match_design_envelope():
     # design.md: ~8e18 FLOPs per 1440p video (50 steps x 2 CFG passes), dominated by self-attention
     flops = cm.forward_flops(cm.get_model("wan2.1-14b"), cm.get_resolution("1440p").L)
@@ -113,6 +124,8 @@ def test_svg_schedule_and_chain():
     c = result["contributions"]
     assert c["sparsity"] * c["alignment"] * c["fast_path"] == pytest.approx(result["speedup"])
     assert result["provenance"] == "modeled-v6e"
+    # L = 302400 is no multiple of block_kv = 2048: padded keys make dense Splash-style mask everywhere
+    assert result["dense_no_fast_path_seconds"] > result["dense_seconds"]
     # CFG doubles every pass; head parallelism splits attention evenly over 8 chips
     no_cfg = cm.model_video(dataclasses.replace(setup, cfg=False))
     assert result["dense_seconds"] == pytest.approx(2 * no_cfg["dense_seconds"])
