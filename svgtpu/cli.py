@@ -186,10 +186,14 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-efficiency", type=float, default=default.memory)
     p.add_argument("--vector-scale", type=float, default=default.vector_scale,
                    help="multiplier on the derived VPU/EUP rates")
+    p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
+                   help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
 
 
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5)", _costmodel_arguments)
 def run_costmodel(args):
+    import dataclasses
+
     from svgtpu import costmodel as cm
 
     model = cm.get_model(args.model)
@@ -200,6 +204,8 @@ def run_costmodel(args):
             "modeled_forward_seconds", "measured_forward_seconds")}])
         return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
     device = cm.calibrate_cpu() if args.device == "cpu" else cm.get_device(args.device)
+    if not args.mxu_width_penalty:
+        device = dataclasses.replace(device, matmul_tile=None)
     if args.resolution is None and args.model == "toy":
         from svgtpu.dit import DiTConfig
         geometry = DiTConfig().geometry

@@ -24,7 +24,10 @@ are checked with a model anyone can read, run and argue with:
   HBM traffic for temporal heads, and classifier-free guidance (2 passes per step).
 
 The efficiencies (:class:`Efficiency`) are set once from public figures (see their comments) and
-**never fitted to the claims**; :func:`sensitivity` sweeps them over a band.  Every number this
+**never fitted to the claims**; :func:`sensitivity` sweeps them over a band.  The one structural
+assumption that moves the results most: with ``head_dim = 128`` on v6e's 256 x 256 MXUs, QK^T
+(contraction 128) and PV (output width 128) use half of the array (``DeviceSpec.matmul_tile``; set
+it to ``None`` to drop the penalty), which makes dense attention MXU-bound on v6e.  Every number this
 module reports is labelled ``modeled-<device>``.  VAE decoding and the text encoder are outside
 the model (they run once per video and are not part of the DiT passes).
 """
@@ -598,7 +601,7 @@ def model_video(setup: Setup) -> dict:
     g = setup.geometry
     return {
         "model": setup.model.name, "geometry": {"name": g.name, "T": g.T, "H": g.H, "W": g.W, "L": g.L},
-        "device": setup.device.name, "chips": setup.chips, "heads_per_chip": setup.heads_per_chip,
+        "device": setup.device.name, "device_spec": setup.device.as_dict(), "chips": setup.chips, "heads_per_chip": setup.heads_per_chip,
         "steps": setup.steps, "cfg": setup.cfg, "block_q": setup.block_q, "block_kv": setup.block_kv,
         "sparsity": setup.sparsity, "multiplier": setup.multiplier,
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,

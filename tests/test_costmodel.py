@@ -178,6 +178,10 @@ def test_cli_json_contract(capsys):
                 "chain", "sensitivity", "reported"):
         assert key in out
     assert out["provenance"] == "modeled-v6e" and out["chips"] == 8 and out["cfg"] is True
+    assert out["device_spec"]["matmul_tile"] == 256
+    assert main(["costmodel", "--resolution", "720p", "--no-mxu-width-penalty", "--json"]) == 0
+    full_mxu = json.loads(capsys.readouterr().out)
+    assert full_mxu["device_spec"]["matmul_tile"] is None and full_mxu["dense_seconds"] < out["dense_seconds"]
     assert main(["costmodel", "--sweep", "resolution", "--no-cfg", "--device", "v5e", "--json"]) == 0
     sweep = json.loads(capsys.readouterr().out)
     assert [r["resolution"] for r in sweep["sweep"]] == list(cm.RESOLUTIONS)
