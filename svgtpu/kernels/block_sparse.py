@@ -78,13 +78,14 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
     def chunk_mask(c):
-        shape = (block_q, block_kv_compute)
+        """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
         if source == "blocks":
             return mask_ref[:, c * block_kv_compute:(c + 1) * block_kv_compute]
-        k_ids = kv_tile_ref[h, s] * block_kv + c * block_kv_compute + lax.broadcasted_iota(jnp.int32, shape, 1)
+        k0 = kv_tile_ref[h, s] * block_kv + c * block_kv_compute
+        k_ids = k0 + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
         keep = k_ids < L
         if source == "iota":
-            q_ids = q_tile_ref[h, s] * block_q + lax.broadcasted_iota(jnp.int32, shape, 0)
+            q_ids = q_tile_ref[h, s] * block_q + lax.broadcasted_iota(jnp.int32, (block_q, 1), 0)
             keep = keep & mask.allowed(q_ids, k_ids)
         return keep
 

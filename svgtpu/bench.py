@@ -1,0 +1,241 @@
+"""Kernel benchmarks for claim C4: timings of the attention variants and vector-op counts per tile kind.
+
+- :func:`bench_kernels` times XLA dense attention, Splash (dense, SVG mask, aligned mask) and our
+  kernel (dense; SVG and aligned SVG mask, fast path off/on) on one geometry and block size.
+  Variants are compiled first, then run interleaved round-robin (rotating the order each round)
+  and every round's time is divided by the same round's time of our dense run: on a shared machine
+  the paired ratios are stable where back-to-back blocks drift.  ``overhead_vs_ideal =
+  (t / t_dense) / density``: 1.0 means time proportional to the tiles computed.
+- :func:`count_tile_ops` counts the primitives of the kernel's own jaxpr (what Pallas lowers to
+  Mosaic) in the branch each tile kind takes, fast path on and off: deterministic evidence of
+  the masking work the fast path removes from full tiles.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter
+
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+import numpy as np
+
+from svgtpu.geometry import get_geometry
+from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
+from svgtpu.kernels.plan import as_masks, check_block_size
+from svgtpu.masks import DenseMask, align, alignment_diff, make_mask, svg_mask
+from svgtpu.tiles import classify
+
+BASELINE = "ours-dense"
+
+
+def xla_dense_attention(q, k, v):
+    """Unmasked attention written in plain XLA ops (the dense reference timing)."""
+    s = jnp.einsum("hqd,hkd->hqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
+    return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1).astype(v.dtype), v).astype(q.dtype)
+
+
+def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv_compute, interpret):
+    """``name -> (jitted fn(q, k, v), mask or None)`` for every variant of the benchmark."""
+    g = get_geometry(geometry)
+    dense, svg = DenseMask(g.L), svg_mask(g, multiplier)
+    aligned = align(svg, block_q, block_kv, "snap")
+    blocks = dict(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, interpret=interpret)
+
+    def ours(mask, fast_path):
+        return jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, mask, fast_path=fast_path, **blocks))
+
+    def theirs(mask):
+        return jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, **blocks))
+
+    return {
+        "xla-dense": (jax.jit(xla_dense_attention), None),
+        "splash-dense": (theirs(dense), dense),
+        "splash-svg": (theirs(svg), svg),
+        "splash-aligned": (theirs(aligned), aligned),
+        BASELINE: (ours(dense, True), dense),
+        "ours-svg-nofast": (ours(svg, False), svg),
+        "ours-svg-fast": (ours(svg, True), svg),
+        "ours-aligned-nofast": (ours(aligned, False), aligned),
+        "ours-aligned-fast": (ours(aligned, True), aligned),
+    }
+
+
+def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+                  block_kv_compute: int | None = None, heads: int = 2, head_dim: int = 128,
+                  dtype: str = "float32", multiplier: float = 1.0, rounds: int = 9, seed: int = 0,
+                  interpret=None, progress: bool = True) -> dict:
+    """Time all variants interleaved; returns per-variant medians, paired ratios and headline numbers."""
+    from tqdm.auto import tqdm
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds}")
+    g = get_geometry(geometry)
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.standard_normal((heads, g.L, head_dim)), dtype) for _ in range(3))
+    variants = _variants(g, multiplier, block_q, block_kv, block_kv_compute, interpret)
+    names = list(variants)
+
+    for name in tqdm(names, desc="compile + warm-up", disable=not progress):
+        jax.block_until_ready(variants[name][0](q, k, v))
+    times = {name: [] for name in names}
+    with tqdm(total=rounds * len(names), desc="timing rounds", disable=not progress) as bar:
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order each round
+                start = time.perf_counter()
+                jax.block_until_ready(variants[name][0](q, k, v))
+                times[name].append(time.perf_counter() - start)
+                bar.update()
+
+    def ratio(a, b):
+        return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
+    rows = []
+    for name in names:
+        mask = variants[name][1]
+        stats = classify(mask, block_q, block_kv).stats if mask is not None else None
+        plan = tile_plan(mask, g.L, block_q, block_kv, not name.endswith("nofast")) \
+            if mask is not None and name.startswith("ours") else None
+        density = stats.density if stats else 1.0
+        r = ratio(name, BASELINE)
+        rows.append({
+            "variant": name, "median_s": statistics.median(times[name]), "ratio_to_ours_dense": r,
+            "density": density, "partial_share": stats.partial_share if stats else 0.0,
+            "overhead_vs_ideal": r / density, "grid_steps_per_head": plan.num_steps if plan else None,
+            "masked_steps_per_head": plan.masked_steps if plan else None, "times_s": times[name],
+        })
+    aligned = align(svg_mask(g, multiplier), block_q, block_kv, "snap")
+    by_name = {row["variant"]: row for row in rows}
+    return {
+        "provenance": "measured-cpu-interpret" if jax.default_backend() != "tpu" else "measured-tpu",
+        "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
+        "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
+        "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
+        "block_kv_compute": block_kv_compute or block_kv, "rounds": rounds, "baseline": BASELINE,
+        "variants": rows,
+        "headline": {
+            "aligned_fast_overhead_vs_ideal": by_name["ours-aligned-fast"]["overhead_vs_ideal"],
+            "ours_over_splash_svg": ratio("ours-svg-fast", "splash-svg"),
+            "ours_over_splash_aligned": ratio("ours-aligned-fast", "splash-aligned"),
+            "aligned_fast_speedup_over_dense": 1.0 / by_name["ours-aligned-fast"]["ratio_to_ours_dense"],
+            "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
+            "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
+            "ours_dense_over_splash_dense": ratio(BASELINE, "splash-dense"),
+        },
+        "alignment": alignment_diff(svg_mask(g, multiplier), aligned).as_dict(),
+    }
+
+
+# -- vector-op counts ---------------------------------------------------------------------------
+
+MASKING = {"iota", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "select_n"}
+REDUCTION = {"reduce_max", "reduce_sum", "reduce_min", "argmax"}
+MEMORY = {"get", "swap", "load", "store"}
+LAYOUT = {"broadcast_in_dim", "reshape", "concatenate", "slice", "squeeze", "transpose",
+          "convert_element_type", "dynamic_slice"}
+
+
+def _category(primitive: str) -> str:
+    if primitive == "dot_general":
+        return "matmul"
+    for name, group in (("masking", MASKING), ("reduction", REDUCTION), ("memory", MEMORY),
+                        ("layout", LAYOUT)):
+        if primitive in group:
+            return name
+    return "elementwise"
+
+
+def _sub_jaxprs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, jax.extend.core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, jax.extend.core.Jaxpr):
+                yield item
+
+
+def _count(jaxpr, ops: Counter, elements: Counter, mask_loads: list) -> None:
+    """Count primitives (and output elements) by category, recursing into sub-jaxprs."""
+    for eqn in jaxpr.eqns:
+        subs = list(_sub_jaxprs(eqn))
+        if subs:
+            for sub in subs:
+                _count(sub, ops, elements, mask_loads)
+            continue
+        category = _category(eqn.primitive.name)
+        size = sum(int(np.prod(v.aval.shape)) for v in eqn.outvars if hasattr(v.aval, "shape"))
+        ops[category] += 1
+        elements[category] += size
+        if eqn.primitive.name == "get" and eqn.outvars[0].aval.dtype == jnp.bool_:
+            mask_loads.append(size)
+
+
+def _find_pallas_jaxpr(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            return eqn.params["jaxpr"]
+        for sub in _sub_jaxprs(eqn):
+            found = _find_pallas_jaxpr(sub)
+            if found is not None:
+                return found
+    return None
+
+
+def _tile_branches(kernel_jaxpr, fast_path: bool) -> dict:
+    """``{tile kind: branch jaxpr}``: the ``pl.when`` bodies of the kernel, in trace order
+    (init, full, partial, finish with the fast path; init, masked, finish without)."""
+    conds = [eqn for eqn in kernel_jaxpr.eqns if eqn.primitive.name == "cond"]
+    bodies = [eqn.params["branches"][-1].jaxpr for eqn in conds]  # branch 1 = predicate true
+    assert len(bodies) == (4 if fast_path else 3), f"unexpected kernel structure: {len(bodies)} conds"
+    return {"full": bodies[1], "partial": bodies[2]} if fast_path else {"full": bodies[1], "partial": bodies[1]}
+
+
+def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_compute: int | None = None,
+                   head_dim: int = 128, dtype: str = "float32") -> list[dict]:
+    """Per tile kind and fast path: primitives and output elements by category in the kernel body."""
+    masks = as_masks(mask, 1, L)
+    x = jax.ShapeDtypeStruct((1, L, head_dim), dtype)
+    rows = []
+    for fast_path in (False, True):
+        f = lambda q, k, v: block_sparse_attention(q, k, v, masks, block_q=block_q, block_kv=block_kv,  # noqa: E731
+                                                   block_kv_compute=block_kv_compute, fast_path=fast_path,
+                                                   interpret=True)
+        kernel = _find_pallas_jaxpr(jax.make_jaxpr(f)(x, x, x).jaxpr)
+        for kind, body in _tile_branches(kernel, fast_path).items():
+            ops, elements, mask_loads = Counter(), Counter(), []
+            _count(body, ops, elements, mask_loads)
+            vector = {c: n for c, n in ops.items() if c != "matmul"}
+            rows.append({
+                "fast_path": fast_path, "tile": kind, "mask_source": tile_plan(masks, L, block_q, block_kv,
+                                                                                fast_path).mask_source,
+                "matmul_ops": ops["matmul"], "vector_ops": sum(vector.values()),
+                "masking_ops": ops["masking"], "mask_block_loads": len(mask_loads),
+                "vector_elements": sum(n for c, n in elements.items() if c not in ("matmul", "memory")),
+                "masking_elements": elements["masking"],
+                "ops_by_category": dict(sorted(ops.items())),
+                "elements_by_category": dict(sorted(elements.items())),
+            })
+    return rows
+
+
+def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+              block_kv_compute: int | None = None, head_dim: int = 128, dtype: str = "float32",
+              multiplier: float = 1.0) -> dict:
+    """Op counts for the SVG mask (partial tiles masked from iota) and the same mask in frame-major
+    temporal order (an arbitrary mask: partial tiles read a mask block)."""
+    check_block_size("block_q", block_q)
+    check_block_size("block_kv", block_kv)
+    g = get_geometry(geometry)
+    rows = []
+    for name, mask in (("svg", svg_mask(g, multiplier)),
+                       ("temporal-frame-major", make_mask("temporal-frame-major", g, multiplier))):
+        for row in count_tile_ops(mask, g.L, block_q=block_q, block_kv=block_kv,
+                                  block_kv_compute=block_kv_compute, head_dim=head_dim, dtype=dtype):
+            rows.append({"mask": name, **row})
+    return {"provenance": "computed", "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
+            "block_kv_compute": block_kv_compute or block_kv, "head_dim": head_dim, "dtype": dtype,
+            "counted_in": "kernel jaxpr (the pl.when branch each tile kind takes; what Pallas lowers to Mosaic)",
+            "rows": rows}

@@ -1,0 +1,214 @@
+"""Attention kernels against a float64 numpy reference (interpret mode on CPU), plans, and input checks."""
+
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from svgtpu.geometry import VideoGeometry
+from svgtpu.kernels import (block_sparse_attention, mask_array, reference_attention, splash_attention,
+                            tile_plan)
+from svgtpu.kernels.plan import FIRST, LAST
+from svgtpu.masks import ArrayMask, BandSinkMask, DenseMask, PermutedMask, align, svg_mask
+from svgtpu.tiles import EMPTY, classify
+
+TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
+
+
+def numpy_attention(q, k, v, allowed, sm_scale=None):
+    """float64 masked attention; rows with no allowed key -> 0."""
+    q, k, v = (np.asarray(jnp.asarray(x, jnp.float32), np.float64) for x in (q, k, v))
+    scale = 1 / np.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    s = np.where(allowed, np.einsum("hqd,hkd->hqk", q, k) * scale, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0))
+    denom = p.sum(-1, keepdims=True)
+    return np.einsum("hqk,hkd->hqd", p, v) / np.where(denom == 0, 1, denom)
+
+
+def relative_error(out, ref) -> float:
+    """max |out - ref| / max |ref|."""
+    return float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+
+
+def random_qkv(seed, heads, L, d, dtype):
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.standard_normal((heads, L, d)), dtype) for _ in range(3))
+
+
+def tile_pattern_mask(L, block, seed) -> np.ndarray:
+    """Random tiles on/off, holes punched into some kept tiles, and one q row block with no key."""
+    rng = np.random.default_rng(seed)
+    n = -(-L // block)
+    tiles = rng.random((n, n)) < 0.5
+    allowed = np.kron(tiles, np.ones((block, block), bool))[:L, :L]
+    holed = np.kron(rng.random((n, n)) < 0.4, np.ones((block, block), bool))[:L, :L]
+    allowed &= ~holed | (rng.random((L, L)) < 0.7)
+    allowed[block:block + 40] = False  # rows with no allowed key at all
+    return allowed
+
+
+def per_head_masks(L, seed) -> np.ndarray:
+    """Three different masks: a band, a random tile pattern, and one that is nearly all empty."""
+    band = BandSinkMask(L, 0, 200).to_array()
+    sparse = np.zeros((L, L), bool)
+    sparse[L // 2:, :50] = True
+    return np.stack([band, tile_pattern_mask(L, 128, seed), sparse])
+
+
+GEOM_SPATIAL = VideoGeometry(4, 9, 10)    # F = 90, L = 360
+GEOM_TEMPORAL = VideoGeometry(5, 8, 12)   # F = 96, L = 480
+
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute)
+CASES = [
+    ("dense", lambda L: DenseMask(L), 1, 300, 64, "float32", 128, 256, None),
+    ("svg-spatial", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 2, 360, 128, "bfloat16", 128, 128, None),
+    ("svg-spatial-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 256, 128, None),
+    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 128),
+    ("aligned-other-blocks", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 256, 256), 1, 360, 64, "bfloat16",
+     128, 128, None),
+    ("temporal-frame-major", lambda L: PermutedMask(svg_mask(GEOM_TEMPORAL, 1.0), GEOM_TEMPORAL), 2, 480, 64,
+     "float32", 128, 128, None),
+    ("tile-pattern", lambda L: tile_pattern_mask(L, 128, 7), 4, 590, 128, "float32", 128, 128, None),
+    ("per-head", lambda L: per_head_masks(L, 3), 3, 400, 64, "float32", 128, 128, None),
+    ("band-long", lambda L: BandSinkMask(L, 100, 300), 1, 700, 128, "bfloat16", 256, 256, 128),
+]
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "nofast"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_block_sparse_matches_float64_reference(case, fast_path):
+    name, build, heads, L, d, dtype, bq, bkv, bkc = case
+    mask = build(L)
+    q, k, v = random_qkv(zlib.crc32(name.encode()), heads, L, d, dtype)
+    out = block_sparse_attention(q, k, v, mask, block_q=bq, block_kv=bkv, block_kv_compute=bkc,
+                                 fast_path=fast_path)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    ref = numpy_attention(q, k, v, mask_array(mask, heads, L))
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+
+
+def test_temporal_heads_via_layout_transform():
+    """Temporal heads: permute to spatial-major, run the band mask, permute back == strided mask."""
+    g = GEOM_TEMPORAL
+    band = svg_mask(g, 1.0)
+    q, k, v = random_qkv(11, 2, g.L, 64, "float32")
+    out = block_sparse_attention(g.to_spatial_major(q), g.to_spatial_major(k), g.to_spatial_major(v), band,
+                                 block_q=128, block_kv=128)
+    ref = numpy_attention(q, k, v, PermutedMask(band, g).to_array())
+    assert relative_error(g.to_frame_major(out), ref) <= TOLERANCE["float32"]
+
+
+def test_rows_without_keys_return_zeros_and_sm_scale():
+    L = 260
+    allowed = np.random.default_rng(0).random((L, L)) < 0.3
+    allowed[5:140] = False  # covers all of q tile 0's tail and tile 1's head
+    q, k, v = random_qkv(1, 2, L, 128, "float32")
+    for fn in (block_sparse_attention, splash_attention):
+        out = np.asarray(fn(q, k, v, allowed, block_q=128, block_kv=128, sm_scale=0.3))
+        assert np.all(out[:, 5:140] == 0)
+        assert np.all(np.abs(out[:, :5]).max(-1) > 0)
+        assert relative_error(out, numpy_attention(q, k, v, allowed, 0.3)) <= TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("mask_name", ["svg", "per-head"])
+def test_equals_splash_and_jnp_reference(mask_name):
+    L, heads = 500, 3
+    mask = svg_mask(VideoGeometry(5, 10, 10), 1.5) if mask_name == "svg" else per_head_masks(L, 5)
+    q, k, v = random_qkv(2, heads, L, 128, "float32")
+    ours = block_sparse_attention(q, k, v, mask, block_q=128, block_kv=256)
+    theirs = splash_attention(q, k, v, mask, block_q=128, block_kv=256)
+    plain = reference_attention(q, k, v, mask)
+    ref = numpy_attention(q, k, v, mask_array(mask, heads, L))
+    assert relative_error(theirs, ref) <= TOLERANCE["float32"]
+    assert relative_error(plain, ref) <= TOLERANCE["float32"]
+    assert relative_error(ours, np.asarray(theirs, np.float64)) <= 2 * TOLERANCE["float32"]
+
+
+def test_plan_walks_exactly_the_nonempty_tiles():
+    L = 400
+    masks = per_head_masks(L, 1)
+    plan = tile_plan(tuple(ArrayMask(m) for m in masks), L, 128, 128)
+    assert plan.mask_source == "blocks" and plan.plan_heads == 3
+    for h, m in enumerate(masks):
+        kinds = classify(ArrayMask(m), 128, 128).kinds
+        steps = plan.real_steps[h]
+        q_t, kv_t, kind, flags = (a[h, :steps] for a in (plan.q_tile, plan.kv_tile, plan.kind, plan.flags))
+        visited = kind != EMPTY
+        assert sorted(zip(q_t[visited], kv_t[visited])) == sorted(zip(*np.nonzero(kinds)))
+        assert np.array_equal(kind[visited], kinds[q_t[visited], kv_t[visited]])
+        assert np.all(np.diff(q_t) >= 0)  # rows in order: the output block changes with the q row
+        assert np.array_equal(np.unique(q_t[(flags & FIRST) != 0]), np.arange(kinds.shape[0]))
+        assert np.sum((flags & LAST) != 0) == kinds.shape[0]  # every row written exactly once
+        empty_rows = ~kinds.any(axis=1)
+        assert np.sum(~visited) == empty_rows.sum()
+        padding = plan.kind[h, steps:], plan.flags[h, steps:]
+        assert np.all(padding[0] == EMPTY) and np.all(padding[1] == 0)
+    assert plan.wasted_steps == 3 * plan.num_steps - sum(plan.real_steps) > 0
+    assert tile_plan(tuple(ArrayMask(m) for m in masks), L, 128, 128) is plan  # cached
+
+
+def test_plan_mask_sources_and_fast_path_ablation():
+    L = 360
+    svg = svg_mask(GEOM_SPATIAL, 1.0)
+    assert tile_plan(svg, L, 128, 128).mask_source == "iota"
+    assert tile_plan(DenseMask(L), L, 128, 128).mask_source == "padding"
+    assert tile_plan(align(svg, 128, 128), L, 128, 128).mask_source == "padding"
+    on, off = tile_plan(svg, L, 128, 128, True), tile_plan(svg, L, 128, 128, False)
+    stats = classify(svg, 128, 128).stats
+    assert on.masked_steps == stats.partial and off.masked_steps == stats.partial + stats.full
+    assert on.num_steps == off.num_steps == stats.partial + stats.full + on.empty_row_steps
+    blocks_on = tile_plan(ArrayMask(svg.to_array()), L, 128, 128, True)
+    assert blocks_on.mask_source == "blocks" and blocks_on.blocks.shape[0] <= stats.partial
+
+
+def test_jit_compiles_once_per_mask_and_shape():
+    L = 260
+    q, k, v = random_qkv(4, 2, L, 64, "float32")
+    from svgtpu.kernels.block_sparse import _block_sparse
+    f = jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, BandSinkMask(L, 30, 60), block_q=128, block_kv=128))
+    first = f(q, k, v)
+    before = _block_sparse._cache_size()
+    second = f(k, v, q)  # new data, a new but equal mask object each trace
+    block_sparse_attention(q, k, v, BandSinkMask(L, 30, 60), block_q=128, block_kv=128)
+    block_sparse_attention(k, q, v, BandSinkMask(L, 30, 60), block_q=128, block_kv=128)
+    assert f._cache_size() == 1
+    assert _block_sparse._cache_size() == before + 1  # the eager calls share one compilation
+    assert not np.allclose(first, second)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_lowers_for_tpu(fast_path):
+    """Pallas' Mosaic (TPU) lowering accepts the kernel for iota- and block-masked plans."""
+    x = jax.ShapeDtypeStruct((2, 300, 128), jnp.bfloat16)
+    for mask in (BandSinkMask(300, 40, 60), np.random.default_rng(0).random((300, 300)) < 0.3):
+        f = jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, mask, block_q=128, block_kv=256,
+                                                           block_kv_compute=128, fast_path=fast_path,
+                                                           interpret=False))
+        text = jax.export.export(f, platforms=["tpu"])(x, x, x).mlir_module()
+        assert "tpu_custom_call" in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(block_q=100), "block_q must be a positive multiple of 128"),
+    (dict(block_kv=0), "block_kv must be a positive multiple of 128"),
+    (dict(block_kv_compute=384), "block_kv_compute must divide block_kv"),
+    (dict(d=32), "head_dim must be one of"),
+    (dict(dtype="float16"), "dtype must be one of"),
+    (dict(k_len=100), "q, k, v must have the same shape"),
+    (dict(mask=DenseMask(99)), "mask has L=99"),
+    (dict(mask=np.ones((3, 3), bool)), "mask array must have shape"),
+    (dict(mask=np.ones((200, 200), np.int32)), "mask array must have dtype bool"),
+    (dict(mask="dense"), "mask must be an svgtpu mask object"),
+])
+def test_bad_input_raises_clear_value_error(change, message):
+    p = dict(block_q=128, block_kv=256, block_kv_compute=None, d=64, dtype="float32", k_len=200,
+             mask=DenseMask(200)) | change
+    q = jnp.ones((2, 200, p["d"]), p["dtype"])
+    k = jnp.ones((2, p["k_len"], p["d"]), p["dtype"])
+    for fn in (block_sparse_attention, splash_attention):
+        with pytest.raises(ValueError, match=message):
+            fn(q, k, q, p["mask"], block_q=p["block_q"], block_kv=p["block_kv"],
+               block_kv_compute=p["block_kv_compute"])
