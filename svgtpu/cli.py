@@ -239,6 +239,63 @@ def run_costmodel(args):
     return result, table
 
 
+# -- svgtpu profile ---------------------------------------------------------------------------
+
+def _profile_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.attention import BACKENDS
+    from svgtpu.masks import ALIGN_MODES
+    p.add_argument("--geometry", default="4x10x14", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--head-dim", type=positive_int, default=64)
+    p.add_argument("--contrast", type=float, default=8.0, help="logit gap of the planted pattern")
+    p.add_argument("--rows", type=positive_int, default=64, help="query rows profiling samples")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
+    group.add_argument("--sparsity", type=float, help="SVG kept fraction in (0, 1); default 0.3")
+    p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
+    p.add_argument("--block-q", type=positive_int, default=128)
+    p.add_argument("--block-kv", type=positive_int, default=128)
+    p.add_argument("--time", action="store_true",
+                   help="also time profiling against one sparse attention call (interleaved medians)")
+    p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds with --time")
+    p.add_argument("--backend", choices=BACKENDS, default="ours", help="attention kernel timed with --time")
+
+
+@command("profile", "check online head profiling on planted spatial/temporal heads", _profile_arguments)
+def run_profile(args):
+    import numpy as np
+
+    from svgtpu.attention import SVGConfig, profiling_cost
+    from svgtpu.geometry import get_geometry
+    from svgtpu.profiling import HEAD_KINDS, profile_planted
+
+    geometry = get_geometry(args.geometry)
+    config = SVGConfig(multiplier=args.multiplier, sparsity=args.sparsity, num_sampled_rows=args.rows,
+                       block_q=args.block_q, block_kv=args.block_kv, align=args.align, backend=args.backend)
+    confusion = profile_planted(geometry, config, args.seeds, heads=args.heads, head_dim=args.head_dim,
+                                contrast=args.contrast, progress=True)
+    mask = config.mask(geometry)
+    result = {"geometry": args.geometry, "T": geometry.T, "H": geometry.H, "W": geometry.W,
+              "F": geometry.F, "L": geometry.L, "multiplier": config.multiplier_for(geometry),
+              "mask_density": mask.density(), "align": args.align, "heads": args.heads,
+              "seeds": args.seeds, "head_dim": args.head_dim, "contrast": args.contrast,
+              "num_sampled_rows": args.rows,
+              "confusion": {planted: dict(zip(HEAD_KINDS, map(int, row)))
+                            for planted, row in zip(HEAD_KINDS, confusion)},
+              "accuracy": float(np.trace(confusion) / confusion.sum()), "provenance": "computed"}
+    table = format_table([{"planted": planted, **{f"predicted {k}": n for k, n in row.items()}}
+                          for planted, row in result["confusion"].items()])
+    table += f"\naccuracy {result['accuracy']:.4f} over {confusion.sum()} heads ({result['provenance']})"
+    if args.time:
+        result["timing"] = timing = profiling_cost(geometry, config, heads=args.heads, head_dim=args.head_dim,
+                                                   rounds=args.rounds)
+        table += "\n\n" + format_table([{k: timing[k] for k in (
+            "L", "heads", "profile_s", "kernel_s", "svg_sparse_s", "profile_over_kernel",
+            "profile_over_svg_sparse", "flop_ratio", "provenance")}])
+    return result, table
+
+
 # -- entry point ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,292 @@
+"""Sparse VideoGen attention as one drop-in function: :func:`svg_attention`.
+
+Per call (one denoising step of one layer):
+
+1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
+   ``warmup_layer_fraction`` of the layers run dense attention (SVG's Wan defaults: 0.2 and 0.03):
+   step ``i`` is a warm-up step iff ``i < fraction * num_steps`` (step 0 is the noisiest), and the
+   same for layers.  Dense runs through the configured backend with a :class:`DenseMask`.
+2. **Online profiling** (:func:`svgtpu.profiling.classify_heads`): sampled rows decide per head
+   whether it is spatial or temporal.
+3. **Layout transformation** (:func:`sparse_attention`): temporal heads' Q, K, V are permuted to
+   spatial-major order, every head runs the *one* band + sink mask through the kernel, and
+   temporal heads' outputs are permuted back.  The head choice is a runtime array used in
+   ``jnp.where`` on the head axis, so nothing about it is baked into the compiled program.
+
+Jit and recompilation: ``geometry``, ``config``, ``num_steps``, ``num_layers`` and ``return_info``
+are static (hashable Python values); ``q, k, v, key, step, layer`` are data.  When ``step`` and
+``layer`` are Python ints the warm-up decision is made in Python (only one branch is traced); when
+either is a traced array (e.g. ``jax.jit(svg_attention, static_argnames=...)`` with ``step`` passed
+as an argument) it is a runtime ``lax.cond``, so one compiled program serves every step and layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from svgtpu.geometry import VideoGeometry, get_geometry, round_up
+from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
+from svgtpu.profiling import TEMPORAL, classify_heads, planted_heads
+
+BACKENDS = ("ours", "splash", "reference")
+#: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (SVG's Wan runs).
+DEFAULT_SPARSITY = 0.3
+#: Head kind reported by ``return_info`` for a dense warm-up call.
+DENSE = -1
+
+
+def _positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SVGConfig:
+    """Everything :func:`svg_attention` needs besides the data; hashable, so it can be static.
+
+    - ``multiplier`` or ``sparsity`` (at most one; neither means ``sparsity = 0.3``): the band
+      width, ``W = ceil(multiplier * F / 128) * 128``; ``sparsity`` is SVG's *kept* fraction,
+      turned into a multiplier by :func:`svgtpu.masks.multiplier_for_sparsity`.
+    - ``num_sampled_rows``: query rows profiling samples per call (SVG: 64).
+    - ``warmup_step_fraction`` / ``warmup_layer_fraction``: leading share of steps / layers that
+      run dense, each in ``[0, 1]``.
+    - ``block_q``, ``block_kv``: kernel tile sizes, positive multiples of 128.
+    - ``align``: ``None`` or a :func:`svgtpu.masks.align` mode (``snap``, ``cover``, ``inner``).
+    - ``fast_path``: mask-free execution of full tiles (``ours`` backend only).
+    - ``backend``: ``ours`` (our block-sparse kernel), ``splash`` (JAX's Splash Attention) or
+      ``reference`` (plain masked attention in jnp).
+    """
+
+    multiplier: float | None = None
+    sparsity: float | None = None
+    num_sampled_rows: int = 64
+    warmup_step_fraction: float = 0.2
+    warmup_layer_fraction: float = 0.03
+    block_q: int = 128
+    block_kv: int = 128
+    align: str | None = None
+    fast_path: bool = True
+    backend: str = "ours"
+
+    def __post_init__(self):
+        if self.multiplier is not None and self.sparsity is not None:
+            raise ValueError("give at most one of multiplier or sparsity, "
+                             f"got multiplier={self.multiplier!r} and sparsity={self.sparsity!r}")
+        if self.multiplier is not None and not (isinstance(self.multiplier, (int, float))
+                                                and math.isfinite(self.multiplier) and self.multiplier > 0):
+            raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
+        if self.sparsity is not None and not (isinstance(self.sparsity, (int, float)) and 0 < self.sparsity < 1):
+            raise ValueError(f"sparsity must be in the open interval (0, 1), got {self.sparsity!r}")
+        _positive_int("num_sampled_rows", self.num_sampled_rows)
+        for name in ("block_q", "block_kv"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % 128:
+                raise ValueError(f"{name} must be a positive multiple of 128 (TPU lane width), got {value!r}")
+        for name in ("warmup_step_fraction", "warmup_layer_fraction"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        if self.align is not None and self.align not in ALIGN_MODES:
+            raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
+        if not isinstance(self.fast_path, bool):
+            raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+
+    def multiplier_for(self, geometry: VideoGeometry) -> float:
+        """The band multiplier this config means for ``geometry``."""
+        if self.multiplier is not None:
+            return float(self.multiplier)
+        sparsity = DEFAULT_SPARSITY if self.sparsity is None else self.sparsity
+        return multiplier_for_sparsity(geometry, sparsity)
+
+    def mask(self, geometry: VideoGeometry) -> Mask:
+        """The one band + sink mask every head runs (tile-aligned if ``align`` is set); cached."""
+        return _config_mask(self, get_geometry(geometry))
+
+    def dense_steps(self, num_steps: int) -> int:
+        """How many leading steps of ``num_steps`` run dense."""
+        return warmup_count(self.warmup_step_fraction, num_steps)
+
+    def dense_layers(self, num_layers: int) -> int:
+        """How many leading layers of ``num_layers`` run dense."""
+        return warmup_count(self.warmup_layer_fraction, num_layers)
+
+
+def warmup_count(fraction: float, n: int) -> int:
+    """Number of indices ``i < n`` with ``i < fraction * n`` (rounded so 0.2 * 50 gives 10)."""
+    return min(n, math.ceil(round(fraction * n, 9)))
+
+
+@functools.lru_cache(maxsize=64)
+def _config_mask(config: SVGConfig, geometry: VideoGeometry) -> Mask:
+    mask = svg_mask(geometry, config.multiplier_for(geometry))
+    return align(mask, config.block_q, config.block_kv, config.align) if config.align else mask
+
+
+class SVGInfo(NamedTuple):
+    """What :func:`svg_attention` decided (a pytree: fine to return from jit)."""
+
+    dense: jax.Array   # bool []: this call was a dense warm-up
+    kinds: jax.Array   # int32 [..., heads]: 0 spatial, 1 temporal, -1 dense warm-up
+    mse: jax.Array     # float32 [..., heads, 2]: profiled (spatial, temporal) MSE; NaN in warm-up
+
+
+def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConfig) -> jax.Array:
+    """Run ``mask`` through the configured backend for ``[..., heads, L, d]`` inputs."""
+    from svgtpu import kernels
+
+    lead, (L, d) = q.shape[:-2], q.shape[-2:]
+    q, k, v = (x.reshape(-1, L, d) for x in (q, k, v))
+    scale = 1.0 / math.sqrt(d)
+    if config.backend == "reference":
+        out = kernels.reference_attention(q, k, v, mask, sm_scale=scale)
+    elif config.backend == "splash":
+        out = kernels.splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
+                                       sm_scale=scale)
+    else:
+        out = kernels.block_sparse_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
+                                             fast_path=config.fast_path, sm_scale=scale)
+    return out.reshape(*lead, L, d)
+
+
+def sparse_attention(q: jax.Array, k: jax.Array, v: jax.Array, kinds: jax.Array,
+                     geometry: VideoGeometry, config: SVGConfig) -> jax.Array:
+    """SVG sparse attention for given head kinds (``int32 [..., heads]``, 1 = temporal).
+
+    Temporal heads are permuted to spatial-major order, all heads run ``config.mask(geometry)``,
+    and temporal heads' outputs are permuted back to frame-major.  ``kinds`` is data: changing it
+    does not retrace.
+    """
+    g = get_geometry(geometry)
+    temporal = (jnp.asarray(kinds) == TEMPORAL)[..., None, None]
+
+    def to_kernel_layout(x):
+        return jnp.where(temporal, g.to_spatial_major(x), x)
+
+    out = attend(*(to_kernel_layout(x) for x in (q, k, v)), config.mask(g), config)
+    return jnp.where(temporal, g.to_frame_major(out), out)
+
+
+def _static_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive Python int (static under jit), got {value!r}")
+    return int(value)
+
+
+def _index_below(name: str, index, limit: int, n: int):
+    """``index < limit`` as a Python bool for Python ints, else as a traced bool."""
+    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        if not 0 <= index < n:
+            raise ValueError(f"{name} must be in [0, {n}), got {index}")
+        return bool(index < limit)
+    index = jnp.asarray(index)
+    if index.shape != () or not jnp.issubdtype(index.dtype, jnp.integer):
+        raise ValueError(f"{name} must be an integer scalar, got {index.dtype}{list(index.shape)}")
+    return index < limit
+
+
+def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry, config: SVGConfig, *,
+                  key: jax.Array, step, num_steps: int, layer, num_layers: int, return_info: bool = False):
+    """Sparse VideoGen self-attention of one layer at one denoising step.
+
+    ``q, k, v``: ``[heads, L, d]`` or ``[batch, heads, L, d]``, frame-major, ``L = geometry.L``;
+    softmax scale ``1 / sqrt(d)``.  ``key`` seeds the row sampling of profiling.  ``step`` and
+    ``layer`` are Python ints or integer scalars (traced is fine: then warm-up is a runtime
+    ``lax.cond``); ``num_steps`` and ``num_layers`` are Python ints.  Returns the output, shaped
+    like ``q``, and with ``return_info`` also an :class:`SVGInfo`.
+    """
+    geometry = get_geometry(geometry)
+    if not isinstance(config, SVGConfig):
+        raise ValueError(f"config must be an SVGConfig, got {type(config).__name__}")
+    if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
+                         f"got {q.shape}, {k.shape}, {v.shape}")
+    if q.shape[-2] != geometry.L:
+        raise ValueError(f"sequence length {q.shape[-2]} does not match geometry {geometry} (L={geometry.L})")
+    num_steps, num_layers = _static_int("num_steps", num_steps), _static_int("num_layers", num_layers)
+    warm_step = _index_below("step", step, config.dense_steps(num_steps), num_steps)
+    warm_layer = _index_below("layer", layer, config.dense_layers(num_layers), num_layers)
+
+    heads_shape = q.shape[:-2]
+
+    def dense(q, k, v, key):
+        info = SVGInfo(jnp.array(True), jnp.full(heads_shape, DENSE, jnp.int32),
+                       jnp.full((*heads_shape, 2), jnp.nan, jnp.float32))
+        return attend(q, k, v, DenseMask(geometry.L), config).astype(q.dtype), info
+
+    def sparse(q, k, v, key):
+        kinds, mse = classify_heads(q, k, v, geometry, config, key, return_mse=True)
+        out = sparse_attention(q, k, v, kinds, geometry, config).astype(q.dtype)
+        return out, SVGInfo(jnp.array(False), kinds, mse.astype(jnp.float32))
+
+    if warm_step is True or warm_layer is True:
+        out, info = dense(q, k, v, key)
+    elif warm_step is False and warm_layer is False:
+        out, info = sparse(q, k, v, key)
+    else:
+        out, info = jax.lax.cond(jnp.logical_or(warm_step, warm_layer), dense, sparse, q, k, v, key)
+    return (out, info) if return_info else out
+
+
+def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int = 64, rounds: int = 9,
+                   seed: int = 0, progress: bool = True) -> dict:
+    """Time profiling against one sparse attention call on planted heads (design.md section 9).
+
+    Three jitted calls run interleaved (round-robin, direction alternating) after a compile run:
+    ``profile`` (:func:`classify_heads`), ``kernel`` (the band + sink mask through the backend) and
+    ``svg_sparse`` (:func:`sparse_attention`: layout transform + kernel + transform back).  Reports
+    medians of the per-round ratios, plus the ratio of multiply-adds as ``computed``: profiling does
+    ``8 r L d`` flops per head, the kernel ``4 d`` per pair of every tile it visits.  Off TPU the
+    kernels run in Pallas interpret mode, which inflates the kernel time (``measured-cpu-interpret``).
+    """
+    from tqdm import tqdm
+
+    from svgtpu.tiles import classify
+
+    g = get_geometry(geometry)
+    _positive_int("heads", heads)
+    _positive_int("rounds", rounds)
+    kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
+    q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
+    key = jax.random.PRNGKey(seed + 1)
+    mask = config.mask(g)
+    profile = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, g, config, key))
+    kernel = jax.jit(lambda q, k, v: attend(q, k, v, mask, config))
+    sparse = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, g, config))
+    calls = {"profile": lambda: profile(q, k, v, key), "kernel": lambda: kernel(q, k, v),
+             "svg_sparse": lambda: sparse(q, k, v, kinds)}
+    for call in calls.values():
+        jax.block_until_ready(call())
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for r in tqdm(range(rounds), desc="profiling cost", disable=not progress):
+        for name in (list(calls) if r % 2 == 0 else list(reversed(calls))):
+            start = time.perf_counter()
+            jax.block_until_ready(calls[name]())
+            times[name].append(time.perf_counter() - start)
+    t = {name: np.asarray(values) for name, values in times.items()}
+    rows = min(config.num_sampled_rows, g.L)
+    visited = classify(mask, config.block_q, config.block_kv).stats.density * \
+        (round_up(g.L, config.block_q) * round_up(g.L, config.block_kv))
+    return {
+        "geometry": str(g), "L": g.L, "heads": heads, "head_dim": head_dim, "rounds": rounds,
+        "num_sampled_rows": rows, "backend": config.backend, "block_q": config.block_q,
+        "block_kv": config.block_kv, "mask_density": mask.density(),
+        **{f"{name}_s": float(np.median(values)) for name, values in t.items()},
+        "profile_over_kernel": float(np.median(t["profile"] / t["kernel"])),
+        "profile_over_svg_sparse": float(np.median(t["profile"] / t["svg_sparse"])),
+        "provenance": "measured-tpu" if jax.default_backend() == "tpu" else "measured-cpu-interpret",
+        "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
+    }
+
+
+__all__ = ["BACKENDS", "DEFAULT_SPARSITY", "DENSE", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
+           "profiling_cost", "svg_attention", "warmup_count"]

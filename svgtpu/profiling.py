@@ -1,0 +1,150 @@
+"""Online head profiling: decide per head whether it is spatial or temporal, from the data.
+
+Sparse VideoGen (Xi et al. 2025) re-decides every step and layer which of its two masks suits each
+head.  It samples ``r`` query rows (SVG: 64), computes their exact (dense) attention output and
+their outputs under the two candidate masks, and picks per head the mask with the lower mean
+squared error against exact:
+
+- **spatial** (0): the band + sink mask in the frame-major order the model stores tokens in;
+- **temporal** (1): the same mask after the layout transformation, i.e. seen from frame-major
+  order the strided pattern ``PermutedMask(mask, geometry)``.
+
+The masks are those the kernel will really run (``config.mask(geometry)``: tile-aligned when the
+config asks for it).  They are evaluated on the sampled rows x all keys with ``jnp`` index
+arithmetic, so the cost is ``O(r * L * d)`` per head and no ``L x L`` array is ever built (the
+scores of the sampled rows take ``heads * r * L`` floats).
+
+:func:`planted_heads` builds synthetic Q/K/V whose heads are spatial or temporal by construction;
+tests and ``svgtpu profile`` use it to check that profiling recovers them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from svgtpu.geometry import VideoGeometry
+from svgtpu.masks import Mask, PermutedMask, TileMask
+
+if TYPE_CHECKING:  # only for type hints: attention imports this module
+    from svgtpu.attention import SVGConfig
+
+#: Head kinds, as :func:`classify_heads` returns them.
+SPATIAL, TEMPORAL = 0, 1
+HEAD_KINDS = ("spatial", "temporal")
+
+
+def allowed_rows(mask: Mask, rows: jax.Array, keys: jax.Array) -> jax.Array:
+    """``mask.allowed(rows, keys)`` on ``jnp`` index arrays (traceable, broadcasting).
+
+    Computable masks (band + sink, dense) are plain arithmetic; a :class:`TileMask` looks its tiles
+    up from a constant array; a :class:`PermutedMask` maps frame-major token ``f * F + s`` to its
+    spatial-major position ``s * T + f`` and asks its base mask.
+    """
+    if isinstance(mask, PermutedMask):
+        g = mask.geometry
+        return allowed_rows(mask.base, (rows % g.F) * g.T + rows // g.F, (keys % g.F) * g.T + keys // g.F)
+    if isinstance(mask, TileMask):
+        return jnp.asarray(mask.tiles)[rows // mask.block_q, keys // mask.block_kv]
+    if mask.computable:
+        return mask.allowed(rows, keys)
+    raise ValueError(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
+
+
+def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.Array:
+    """Softmax of ``scores [..., r, L]`` restricted to ``allowed [r, L]``, times ``v [..., L, d]``."""
+    probs = jax.nn.softmax(jnp.where(allowed, scores, -jnp.inf), axis=-1)
+    return jnp.einsum("...rk,...kd->...rd", probs, v)
+
+
+def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry,
+                   config: "SVGConfig", key: jax.Array, *, return_mse: bool = False):
+    """Per-head kind, ``int32 [..., heads]``: 0 = spatial, 1 = temporal (lower sampled MSE wins).
+
+    ``q, k, v`` are ``[heads, L, d]`` or ``[batch, heads, L, d]`` in frame-major order.  The same
+    ``config.num_sampled_rows`` rows (at most ``L``, drawn without replacement with ``key``) are
+    used for every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
+    (spatial, temporal).  Jit-friendly: the result is data, its shape depends only on the inputs.
+    """
+    if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
+                         f"got {q.shape}, {k.shape}, {v.shape}")
+    L, d = q.shape[-2:]
+    if L != geometry.L:
+        raise ValueError(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")
+    spatial = config.mask(geometry)
+    temporal = PermutedMask(spatial, geometry)
+
+    rows = jax.random.choice(key, L, shape=(min(config.num_sampled_rows, L),), replace=False)
+    keys = jnp.arange(L)
+    q_rows = jnp.take(q, rows, axis=-2).astype(jnp.float32)
+    v32 = v.astype(jnp.float32)
+    scores = jnp.einsum("...rd,...kd->...rk", q_rows, k.astype(jnp.float32)) / math.sqrt(d)
+
+    exact = _masked_output(scores, jnp.ones((1, L), bool), v32)
+    mse = jnp.stack([
+        jnp.mean((_masked_output(scores, allowed_rows(m, rows[:, None], keys[None, :]), v32) - exact) ** 2,
+                 axis=(-2, -1))
+        for m in (spatial, temporal)], axis=-1)
+    kinds = jnp.argmin(mse, axis=-1).astype(jnp.int32)  # ties go to spatial (no transform)
+    return (kinds, mse) if return_mse else kinds
+
+
+def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
+                  head_dim: int = 64, contrast: float = 8.0, dtype=jnp.float32):
+    """Synthetic ``q, k, v [heads, L, head_dim]`` whose head ``h`` is ``kinds[h]`` by construction.
+
+    Every token ``i = f * F + s`` gets a random unit code: its frame's code ``u_f`` in a spatial
+    head, its spatial position's code ``w_s`` in a temporal head.  ``q = a * code + noise`` and
+    ``k = a * code + noise`` with ``a**2 = contrast * sqrt(d)``, so a query's logit to keys sharing
+    its code is about ``contrast`` above the rest: spatial heads attend inside the query's frame,
+    temporal heads to the same position in every frame.  The unit-normal noise keeps the pattern
+    soft, as in a real model.  ``v`` is standard normal.  Drawn with numpy (no compilation).
+    """
+    kinds = np.asarray(kinds)
+    if kinds.ndim != 1 or not np.isin(kinds, (SPATIAL, TEMPORAL)).all():
+        raise ValueError(f"kinds must be a 1-D sequence of 0 (spatial) / 1 (temporal), got {kinds.tolist()}")
+    if contrast <= 0:
+        raise ValueError(f"contrast must be positive, got {contrast}")
+    g, d, rng = geometry, head_dim, np.random.default_rng(seed)
+
+    def unit(n):
+        x = rng.standard_normal((len(kinds), n, d))
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+    by_frame = unit(g.T)[:, np.arange(g.L) // g.F]   # [heads, L, d]
+    by_pos = unit(g.F)[:, np.arange(g.L) % g.F]
+    code = np.where((kinds == TEMPORAL)[:, None, None], by_pos, by_frame)
+    a = math.sqrt(contrast * math.sqrt(d))
+    shape = (len(kinds), g.L, d)
+    q = a * code + rng.standard_normal(shape)
+    k = a * code + rng.standard_normal(shape)
+    v = rng.standard_normal(shape)
+    return tuple(jnp.asarray(x, dtype) for x in (q, k, v))
+
+
+def profile_planted(geometry: VideoGeometry, config: "SVGConfig", seeds: Sequence[int], *, heads: int = 8,
+                    head_dim: int = 64, contrast: float = 8.0, progress: bool = False) -> np.ndarray:
+    """Confusion matrix ``int64 [planted, predicted]`` of profiling on planted heads.
+
+    Per seed, ``heads`` heads (half spatial, half temporal, shuffled) are planted with
+    :func:`planted_heads` and classified with :func:`classify_heads`.
+    """
+    from tqdm import tqdm
+
+    classify = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, geometry, config, key))
+    confusion = np.zeros((2, 2), dtype=np.int64)
+    for seed in tqdm(seeds, desc="profiling planted heads", disable=not progress):
+        planted = np.random.default_rng(seed).permutation(np.arange(heads) % 2)
+        q, k, v = planted_heads(geometry, planted, seed, head_dim=head_dim, contrast=contrast)
+        got = np.asarray(classify(q, k, v, jax.random.fold_in(jax.random.PRNGKey(seed), 1)))
+        np.add.at(confusion, (planted, got), 1)
+    return confusion
+
+
+__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "allowed_rows", "classify_heads", "planted_heads",
+           "profile_planted"]
