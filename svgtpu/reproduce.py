@@ -32,7 +32,7 @@ NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
-        "01_quadratic_scaling": {"toy_frames": [4, 6], "toy_repeats": 3, "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "01_quadratic_scaling": {"toy_repeats": 3, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,
@@ -45,8 +45,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3, 0.6]},
     },
     "cpu": {
-        "01_quadratic_scaling": {"toy_frames": [2, 4, 6, 8, 12, 16], "toy_repeats": 5,
-                                 "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "01_quadratic_scaling": {"toy_repeats": 9, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,
@@ -59,8 +58,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0, 1, 2], "steps": 10, "sparsities": [0.2, 0.3, 0.45, 0.6]},
     },
     "tpu": {
-        "01_quadratic_scaling": {"toy_frames": [2, 4, 8, 16, 32], "toy_repeats": 9,
-                                 "sweep": ["480p", "720p", "1080p", "1440p"]},
+        "01_quadratic_scaling": {"toy_repeats": 15, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,

@@ -14,6 +14,12 @@ from svgtpu.results import PROVENANCES, load_results
 
 #: What each notebook must leave behind: figure names and result entries per claim.
 EXPECTED = {
+    "01_quadratic_scaling": {
+        "figures": ["c5_cost_vs_resolution", "c2_attention_share"],
+        "claims": {"C2": ["attention_share_1440p", "attention_share_720p", "toy_attention_share",
+                          "attention_share_sweep"],
+                   "C5": ["attention_exponent", "other_exponent"]},
+    },
     "02_mask_alignment": {
         "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff"],
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
