@@ -25,6 +25,11 @@ EXPECTED = {
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
                           "pairs_added", "pairs_dropped", "output_error_aligned"]},
     },
+    "03_fast_path_ablation": {
+        "figures": ["c4_kernel_variants", "c4_vector_ops"],
+        "claims": {"C4": ["fast_path_speedup", "aligned_fast_overhead_vs_ideal", "ours_over_splash_svg",
+                          "variants", "vector_ops_removed_full", "op_counts"]},
+    },
 }
 
 
