@@ -296,6 +296,122 @@ def run_profile(args):
     return result, table
 
 
+# -- svgtpu train / generate / quality (toy DiT) -----------------------------------------------
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="toy", help="model size: toy (shipped) or tiny")
+    p.add_argument("--steps", type=positive_int, default=600)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=positive_int, default=4)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--out", default="checkpoints/toy_dit.npz", help="checkpoint .npz; the loss curve goes "
+                   "next to it as <name>.loss.json")
+
+
+@command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
+def run_train(args):
+    import json as json_module
+    import os
+    import shlex
+
+    from svgtpu.dit import count_params, save_checkpoint
+    from svgtpu.train import get_config, train
+
+    config = get_config(args.config)
+    params, history = train(config, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
+                            lr=args.lr, warmup=args.warmup)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    save_checkpoint(args.out, params, config)
+    curve_path = os.path.splitext(args.out)[0] + ".loss.json"
+    losses = history["losses"]
+    tail = max(1, len(losses) // 20)
+    result = {"config": args.config, "model": json_module.loads(config.to_json()),
+              "params": count_params(params), "checkpoint": args.out, "loss_curve": curve_path,
+              "checkpoint_bytes": os.path.getsize(args.out),
+              "first_loss": float(sum(losses[:tail]) / tail), "final_loss": float(sum(losses[-tail:]) / tail),
+              "command": "python -m svgtpu " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith(("svgtpu", "__main__.py")) else None,
+              "provenance": "measured-cpu", **{k: v for k, v in history.items() if k != "losses"}}
+    with open(curve_path, "w") as f:
+        json_module.dump({**result, "losses": losses}, f)
+    table = format_table([{k: result[k] for k in ("config", "params", "steps", "batch_size", "first_loss",
+                                                   "final_loss", "wall_s", "checkpoint_bytes")}])
+    return result, table
+
+
+def _sampling_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz")
+    p.add_argument("--steps", type=positive_int, default=20, help="Euler denoising steps")
+    p.add_argument("--guidance", type=float, default=3.0, help="classifier-free guidance scale")
+    p.add_argument("--shift", type=float, default=1.0, help="timestep shift (1 = uniform)")
+    p.add_argument("--sparsity", type=float, help="SVG kept fraction in (0, 1); default 0.3")
+
+
+def _generate_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.dit import ATTENTION_BACKENDS
+    from svgtpu.masks import ALIGN_MODES
+    _sampling_arguments(p)
+    p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
+    p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG mask (--attention svg)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--labels", type=int, nargs="+", help="motion labels, one video each (default: all)")
+    p.add_argument("--out", default="video.gif", help="animated GIF; the contact sheet goes next to it as .png")
+
+
+@command("generate", "sample videos from the toy DiT: an animated GIF and a contact-sheet PNG", _generate_arguments)
+def run_generate(args):
+    import time
+
+    from svgtpu.attention import SVGConfig
+    from svgtpu.data import MOTIONS
+    from svgtpu.dit import attention_backend, load_checkpoint
+    from svgtpu.sampler import sample, save_video
+
+    if args.align and args.attention != "svg":
+        raise ValueError(f"--align needs --attention svg, got --attention {args.attention}")
+    params, config = load_checkpoint(args.checkpoint)
+    labels = list(range(config.num_labels)) if args.labels is None else args.labels
+    svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
+    attention = attention_backend(args.attention, config.geometry, svg_config=svg_config)
+    start = time.perf_counter()
+    video = sample(params, config, labels, seed=args.seed, num_steps=args.steps, guidance=args.guidance,
+                   shift=args.shift, attention=attention)
+    seconds = time.perf_counter() - start
+    gif, png = save_video(video, args.out)
+    result = {"checkpoint": args.checkpoint, "attention": args.attention, "align": args.align,
+              "seed": args.seed, "steps": args.steps, "guidance": args.guidance, "shift": args.shift,
+              "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
+              "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
+              "provenance": "measured-cpu-interpret" if args.attention != "dense" else "measured-cpu"}
+    table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
+        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
+    return result, table
+
+
+def _quality_arguments(p: argparse.ArgumentParser) -> None:
+    _sampling_arguments(p)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
+    p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+
+
+@command("quality", "dense vs SVG (unaligned, aligned, fast path on/off) video PSNR/SSIM and head kinds",
+         _quality_arguments)
+def run_quality(args):
+    from svgtpu.dit import load_checkpoint
+    from svgtpu.quality import quality_study
+
+    params, config = load_checkpoint(args.checkpoint)
+    result = quality_study(params, config, seeds=args.seeds, num_steps=args.steps, guidance=args.guidance,
+                           shift=args.shift, sparsity=args.sparsity, block=args.block)
+    result["checkpoint"] = args.checkpoint
+    table = format_table(result["summary"])
+    table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
+        f"{k} {v:.2g}" for k, v in result["fast_path_max_abs_diff"].items())
+    for name in ("svg", "svg-aligned"):
+        table += f"\n\nhead kinds per layer, {name}:\n" + format_table(result["head_kinds"][name])
+    return result, table + f"\n({result['provenance']})"
+
+
 # -- entry point ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,84 @@
+"""Synthetic training video for the toy DiT: coloured shapes moving and bouncing on a dark field.
+
+Each video is ``FRAMES x HEIGHT x WIDTH`` RGB pixels in ``[-1, 1]`` (channels last), fully
+determined by one integer seed.  Its conditioning **label** is the motion kind shared by all of
+its shapes (``MOTIONS``); label ``NULL_LABEL`` is the "unconditional" label used for
+classifier-free guidance.
+
+Why these sizes: the toy DiT patchifies with patch ``(1, 2, 2)``, so ``20 x 28`` pixels are a
+``10 x 14`` token grid, ``F = 140`` tokens per frame -- deliberately *not* a multiple of 128, so
+SVG's band/sink boundaries fall inside kernel tiles just like at Wan resolutions.  ``8`` frames
+give ``L = 1120`` tokens.  There is no VAE: the model works directly on pixels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FRAMES, HEIGHT, WIDTH, CHANNELS = 8, 20, 28, 3
+
+#: The conditioning labels: every shape of a video moves this way (bouncing off the walls).
+MOTIONS = ("horizontal", "vertical", "diagonal")
+NUM_LABELS = len(MOTIONS)
+NULL_LABEL = NUM_LABELS  # the "no label" class for classifier-free guidance
+
+#: Saturated colours, RGB in [0, 1]; the background is black.
+COLORS = np.array([
+    [1.0, 0.15, 0.15], [0.15, 1.0, 0.15], [0.2, 0.4, 1.0],
+    [1.0, 0.9, 0.1], [0.1, 0.9, 0.9], [1.0, 0.2, 0.9],
+], dtype=np.float32)
+
+
+def _bounce(start: float, velocity: float, low: float, high: float, frames: int) -> np.ndarray:
+    """Positions of a point moving at ``velocity`` that reflects off ``low`` and ``high``."""
+    span = high - low
+    raw = start - low + velocity * np.arange(frames)
+    folded = np.mod(raw, 2 * span)
+    return low + np.where(folded > span, 2 * span - folded, folded)
+
+
+def make_video(seed: int, label: int | None = None) -> tuple[np.ndarray, int]:
+    """One video ``[FRAMES, HEIGHT, WIDTH, 3]`` float32 in ``[-1, 1]`` and its motion label.
+
+    Two shapes (a square or a disc each, radius 2.5-4.5 px, distinct colours) move at 1-2 px per
+    frame in the label's direction and bounce off the borders.  ``label=None`` draws it from the
+    seed too.
+    """
+    rng = np.random.default_rng(seed)
+    drawn = int(rng.integers(NUM_LABELS))
+    label = drawn if label is None else int(label)
+    if not 0 <= label < NUM_LABELS:
+        raise ValueError(f"label must be in [0, {NUM_LABELS}) ({', '.join(MOTIONS)}), got {label}")
+    yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32) + 0.5
+    video = np.zeros((FRAMES, HEIGHT, WIDTH, CHANNELS), np.float32)
+    colors = rng.choice(len(COLORS), size=2, replace=False)
+    for color in colors:
+        radius = rng.uniform(2.5, 4.5)
+        disc = rng.random() < 0.5
+        speed = rng.uniform(1.0, 2.0) * rng.choice([-1.0, 1.0])
+        vx = speed if MOTIONS[label] in ("horizontal", "diagonal") else 0.0
+        vy = (speed * rng.choice([-1.0, 1.0])) if MOTIONS[label] in ("vertical", "diagonal") else 0.0
+        cx = _bounce(rng.uniform(radius, WIDTH - radius), vx, radius, WIDTH - radius, FRAMES)
+        cy = _bounce(rng.uniform(radius, HEIGHT - radius), vy, radius, HEIGHT - radius, FRAMES)
+        for f in range(FRAMES):
+            dx, dy = xx - cx[f], yy - cy[f]
+            inside = (dx * dx + dy * dy <= radius * radius) if disc else (
+                (np.abs(dx) <= radius * 0.85) & (np.abs(dy) <= radius * 0.85))
+            video[f][inside] = COLORS[color]
+    return video * 2.0 - 1.0, label
+
+
+def make_batch(seed: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """``batch`` videos ``[batch, FRAMES, HEIGHT, WIDTH, 3]`` and labels ``[batch]`` (int32).
+
+    Video ``i`` uses seed ``(seed, i)`` so batches with different seeds never share a video.
+    """
+    if batch <= 0:
+        raise ValueError(f"batch must be a positive integer, got {batch}")
+    seeds = np.random.SeedSequence([seed]).spawn(batch)
+    pairs = [make_video(int(s.generate_state(1)[0])) for s in seeds]
+    return np.stack([v for v, _ in pairs]), np.array([l for _, l in pairs], np.int32)
+
+
+__all__ = ["FRAMES", "HEIGHT", "WIDTH", "CHANNELS", "MOTIONS", "NUM_LABELS", "NULL_LABEL",
+           "COLORS", "make_video", "make_batch"]
