@@ -88,8 +88,11 @@ def claims_table(data: dict) -> str:
         entry = data["claims"].get(claim, {}).get(name)
         if entry is None:
             continue
-        rows.append({"claim": claim, "what": what, "reported": reported,
-                     "ours": format_value(entry["value"], entry.get("unit", "")),
+        ours = format_value(entry["value"], entry.get("unit", ""))
+        if entry.get("band"):
+            low, high = (format_value(b, entry.get("unit", "")) for b in entry["band"])
+            ours += f" (band {low} – {high})"
+        rows.append({"claim": claim, "what": what, "reported": reported, "ours": ours,
                      "provenance": f"`{entry['provenance']}`", "profile": entry["profile"]})
     return _markdown_table(rows) if rows else _missing("no claim has results")
 

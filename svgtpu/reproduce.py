@@ -25,6 +25,8 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = _REPO_ROOT / "notebooks"
 BUILD_DIR = _REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
+#: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 04 and 05 sample from it.
+CHECKPOINT = _REPO_ROOT / "checkpoints" / "toy_dit.npz"
 
 NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
              "04_end_to_end_speedup", "05_quality")
@@ -42,7 +44,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
                                   "heads": 1, "head_dim": 64},
         "04_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
-        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3, 0.6]},
+        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
     },
     "cpu": {
         "01_quadratic_scaling": {"toy_repeats": 9, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
@@ -55,7 +57,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 9,
                                   "heads": 2, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        "05_quality": {"seeds": [0, 1, 2], "steps": 10, "sparsities": [0.2, 0.3, 0.45, 0.6]},
+        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.15, 0.3, 0.5],
+                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
     },
     "tpu": {
         "01_quadratic_scaling": {"toy_repeats": 15, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
@@ -68,7 +71,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3072, "block_kv": 2048, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
-        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.15, 0.2, 0.3, 0.45, 0.6]},
+        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.15, 0.2, 0.3, 0.45, 0.6],
+                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
     },
 }
 
