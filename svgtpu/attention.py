@@ -255,6 +255,9 @@ def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int
     g = get_geometry(geometry)
     _positive_int("heads", heads)
     _positive_int("rounds", rounds)
+    if config.backend == "reference":
+        raise ValueError("backend must be ours or splash to time profiling against a sparse attention call; "
+                         "reference materializes every L x L score")
     kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
     q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
     key = jax.random.PRNGKey(seed + 1)

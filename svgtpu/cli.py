@@ -273,6 +273,8 @@ def run_profile(args):
     geometry = get_geometry(args.geometry)
     config = SVGConfig(multiplier=args.multiplier, sparsity=args.sparsity, num_sampled_rows=args.rows,
                        block_q=args.block_q, block_kv=args.block_kv, align=args.align, backend=args.backend)
+    timing = profiling_cost(geometry, config, heads=args.heads, head_dim=args.head_dim,
+                            rounds=args.rounds) if args.time else None
     confusion = profile_planted(geometry, config, args.seeds, heads=args.heads, head_dim=args.head_dim,
                                 contrast=args.contrast, progress=True)
     mask = config.mask(geometry)
@@ -287,9 +289,8 @@ def run_profile(args):
     table = format_table([{"planted": planted, **{f"predicted {k}": n for k, n in row.items()}}
                           for planted, row in result["confusion"].items()])
     table += f"\naccuracy {result['accuracy']:.4f} over {confusion.sum()} heads ({result['provenance']})"
-    if args.time:
-        result["timing"] = timing = profiling_cost(geometry, config, heads=args.heads, head_dim=args.head_dim,
-                                                   rounds=args.rounds)
+    if timing is not None:
+        result["timing"] = timing
         table += "\n\n" + format_table([{k: timing[k] for k in (
             "L", "heads", "profile_s", "kernel_s", "svg_sparse_s", "profile_over_kernel",
             "profile_over_svg_sparse", "flop_ratio", "provenance")}])

@@ -14,6 +14,7 @@ from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks import PermutedMask
 from svgtpu.profiling import classify_heads, planted_heads, profile_planted
+from svgtpu.tiles import classify
 
 # frame sizes 140, 117, 77: none a multiple of 128
 GEOMETRIES = [VideoGeometry(4, 10, 14), VideoGeometry(3, 9, 13), VideoGeometry(6, 7, 11)]
@@ -93,11 +94,19 @@ def test_classify_heads_rejects_bad_shapes():
         planted_heads(g, [0, 2], 0)
 
 
-def test_profile_command_prints_confusion_table(capsys):
-    assert main(["profile", "--geometry", "3x9x13", "--heads", "4", "--seeds", "0", "1", "--json"]) == 0
+def test_profile_command_prints_confusion_table_and_timing(capsys):
+    assert main(["profile", "--geometry", "3x9x13", "--heads", "4", "--seeds", "0", "1", "--time",
+                 "--rounds", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     confusion = result["confusion"]
     assert sum(sum(row.values()) for row in confusion.values()) == 8
     assert result["accuracy"] >= 0.95 and result["provenance"] == "computed"
+    timing = result["timing"]
+    assert timing["provenance"] == "measured-cpu-interpret" and timing["profile_s"] > 0
+    stats = classify(SVGConfig().mask(VideoGeometry(3, 9, 13)), 128, 128).stats
+    visited = (stats.full + stats.partial) * 128 * 128  # pairs the kernel computes, 4 d flops each
+    assert timing["flop_ratio"] == pytest.approx(8 * 64 * 351 / (4 * visited))  # profiling: 8 r L d
+    assert main(["profile", "--geometry", "3x9x13", "--time", "--backend", "reference"]) == 2
+    assert "backend must be ours or splash" in capsys.readouterr().err
     assert main(["profile", "--geometry", "0x9x13"]) == 2
     assert "geometry" in capsys.readouterr().err
