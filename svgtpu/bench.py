@@ -207,7 +207,7 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
         for kind, body in _tile_branches(kernel, fast_path).items():
             ops, elements, mask_loads = Counter(), Counter(), []
             _count(body, ops, elements, mask_loads)
-            vector = {c: n for c, n in ops.items() if c != "matmul"}
+            vector = {c: n for c, n in ops.items() if c not in ("matmul", "memory")}
             rows.append({
                 "fast_path": fast_path, "tile": kind, "mask_source": tile_plan(masks, L, block_q, block_kv,
                                                                                 fast_path).mask_source,

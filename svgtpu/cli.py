@@ -109,136 +109,6 @@ def run_tiles(args):
     return result, table
 
 
-# -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
-
-def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.reproduce import NOTEBOOKS, PROFILES
-    p.add_argument("--profile", default="cpu", choices=list(PROFILES),
-                   help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
-    p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
-                   help=f"run only these notebooks, by number or name ({', '.join(n[:2] for n in NOTEBOOKS)})")
-    p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
-    p.add_argument("--no-paper", action="store_true", help="do not regenerate the paper's tables afterwards")
-
-
-@command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
-         _reproduce_arguments)
-def run_reproduce(args):
-    import time
-
-    from svgtpu.paper import generate
-    from svgtpu.reproduce import reproduce, summary_rows
-    from svgtpu.results import results_path
-
-    start = time.perf_counter()
-    results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
-    paper = [] if args.no_paper else generate(results_path(args.figures_dir))
-    failed = [r.notebook for r in results if r.status != "ok"]
-    result = {"profile": args.profile, "notebooks": [r.as_dict() for r in results], "failed": failed,
-              "results": str(results_path(args.figures_dir)), "paper": paper,
-              "wall_seconds": time.perf_counter() - start}
-    table = format_table(summary_rows(results), ["notebook", "status", "seconds", "figures", "error"])
-    table += f"\n\nwall time {result['wall_seconds']:.0f} s; results in {result['results']}"
-    if paper:
-        table += "; paper tables regenerated in " + ", ".join(p["file"] for p in paper)
-    if failed:  # print the summary, then exit non-zero naming the failed notebooks
-        print(json.dumps(result, indent=2) if args.json else table)
-        print(f"svgtpu reproduce: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
-        raise SystemExit(1)
-    return result, table
-
-
-def _paper_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", help="results file (default: figures/results.json)")
-    p.add_argument("files", nargs="*", help="files with svgtpu markers (default: paper/svgtpu.md and README.md)")
-
-
-@command("paper", "regenerate the paper's tables and figure blocks from the results file", _paper_arguments)
-def run_paper(args):
-    from svgtpu.paper import generate
-
-    report = generate(args.results, args.files or None)
-    return {"files": report}, format_table(report)
-
-
-# -- svgtpu costmodel --------------------------------------------------------------------------
-
-def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.costmodel import DEVICES, MODEL_NAMES, RESOLUTIONS, Efficiency
-    default = Efficiency()
-    p.add_argument("--model", default="wan2.1-14b", help=f"one of {', '.join(MODEL_NAMES)}")
-    p.add_argument("--resolution", help=f"one of {', '.join(RESOLUTIONS)}, a preset or TxHxW "
-                   "(default 1440p; the toy DiT's own grid for --model toy)")
-    p.add_argument("--device", default="v6e", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
-    p.add_argument("--chips", type=positive_int, default=8, help="chips sharing the work as head parallelism")
-    p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
-    p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
-                   help="classifier-free guidance: 2 transformer passes per step")
-    p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
-    p.add_argument("--block-q", type=positive_int, default=3024)
-    p.add_argument("--block-kv", type=positive_int, default=2048)
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, help="SVG kept fraction (default 0.3, SVG's Wan setting)")
-    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
-    p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
-    p.add_argument("--matmul-efficiency", type=float, default=default.matmul)
-    p.add_argument("--attention-efficiency", type=float, default=default.attention)
-    p.add_argument("--memory-efficiency", type=float, default=default.memory)
-    p.add_argument("--vector-scale", type=float, default=default.vector_scale,
-                   help="multiplier on the derived VPU/EUP rates")
-    p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
-                   help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
-
-
-@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5)", _costmodel_arguments)
-def run_costmodel(args):
-    import dataclasses
-
-    from svgtpu import costmodel as cm
-
-    model = cm.get_model(args.model)
-    if args.device == "cpu" and args.model == "toy":
-        result = cm.toy_attention_share_measured_vs_modeled()
-        table = format_table([{k: result[k] for k in (
-            "model", "L", "modeled_attention_share", "measured_attention_share",
-            "modeled_forward_seconds", "measured_forward_seconds")}])
-        return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
-    device = cm.calibrate_cpu() if args.device == "cpu" else cm.get_device(args.device)
-    if not args.mxu_width_penalty:
-        device = dataclasses.replace(device, matmul_tile=None)
-    if args.resolution is None and args.model == "toy":
-        from svgtpu.dit import DiTConfig
-        geometry = DiTConfig().geometry
-    else:
-        geometry = cm.get_resolution(args.resolution or "1440p")
-    sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
-    efficiency = cm.Efficiency(args.matmul_efficiency, args.attention_efficiency, args.memory_efficiency,
-                               args.vector_scale)
-    setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
-                     block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
-                     multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
-                     efficiency=efficiency)
-    if args.sweep == "resolution":
-        rows = cm.sweep_resolution(setup)
-        result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
-                  "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
-                  "reported": cm.REPORTED, "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: 88.2 %)"
-    result = cm.model_video(setup)
-    result["sensitivity"] = band = cm.sensitivity(setup)
-    reported = {"attention_share": 0.882, "speedup": 1.69, "saved_minutes": 16.0}
-    rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
-             "reported": reported.get(k, "")}
-            for k in ("attention_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")]
-    chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
-             for r in result["chain"]]
-    contributions = " x ".join(f"{k} {result['contributions'][k]:.3f}" for k in ("sparsity", "alignment", "fast_path"))
-    head = (f"{model.name} at {geometry} on {device.name} x{args.chips}, {args.steps} steps, "
-            f"cfg={args.cfg}, tiles {args.block_q}x{args.block_kv}  [{setup.provenance}]")
-    table = "\n\n".join([head, format_table(rows), format_table(chain), f"speedup = {contributions}"])
-    return result, table
-
-
 # -- svgtpu profile ---------------------------------------------------------------------------
 
 def _profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -295,6 +165,58 @@ def run_profile(args):
             "L", "heads", "profile_s", "kernel_s", "svg_sparse_s", "profile_over_kernel",
             "profile_over_svg_sparse", "flop_ratio", "provenance")}])
     return result, table
+
+
+# -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
+
+def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.reproduce import NOTEBOOKS, PROFILES
+    p.add_argument("--profile", default="cpu", choices=list(PROFILES),
+                   help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
+    p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
+                   help=f"run only these notebooks, by number or name ({', '.join(n[:2] for n in NOTEBOOKS)})")
+    p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
+    p.add_argument("--no-paper", action="store_true", help="do not regenerate the paper's tables afterwards")
+
+
+@command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
+         _reproduce_arguments)
+def run_reproduce(args):
+    import time
+
+    from svgtpu.paper import generate
+    from svgtpu.reproduce import reproduce, summary_rows
+    from svgtpu.results import results_path
+
+    start = time.perf_counter()
+    results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
+    paper = [] if args.no_paper else generate(results_path(args.figures_dir))
+    failed = [r.notebook for r in results if r.status != "ok"]
+    result = {"profile": args.profile, "notebooks": [r.as_dict() for r in results], "failed": failed,
+              "results": str(results_path(args.figures_dir)), "paper": paper,
+              "wall_seconds": time.perf_counter() - start}
+    table = format_table(summary_rows(results), ["notebook", "status", "seconds", "figures", "error"])
+    table += f"\n\nwall time {result['wall_seconds']:.0f} s; results in {result['results']}"
+    if paper:
+        table += "; paper tables regenerated in " + ", ".join(p["file"] for p in paper)
+    if failed:  # print the summary, then exit non-zero naming the failed notebooks
+        print(json.dumps(result, indent=2) if args.json else table)
+        print(f"svgtpu reproduce: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
+    return result, table
+
+
+def _paper_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", help="results file (default: figures/results.json)")
+    p.add_argument("files", nargs="*", help="files with svgtpu markers (default: paper/svgtpu.md and README.md)")
+
+
+@command("paper", "regenerate the paper's tables and figure blocks from the results file", _paper_arguments)
+def run_paper(args):
+    from svgtpu.paper import generate
+
+    report = generate(args.results, args.files or None)
+    return {"files": report}, format_table(report)
 
 
 # -- svgtpu train / generate / quality (toy DiT) -----------------------------------------------
@@ -411,6 +333,130 @@ def run_quality(args):
     for name in ("svg", "svg-aligned"):
         table += f"\n\nhead kinds per layer, {name}:\n" + format_table(result["head_kinds"][name])
     return result, table + f"\n({result['provenance']})"
+
+
+# -- svgtpu costmodel --------------------------------------------------------------------------
+
+def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.costmodel import DEVICES, MODEL_NAMES, RESOLUTIONS, Efficiency
+    default = Efficiency()
+    p.add_argument("--model", default="wan2.1-14b", help=f"one of {', '.join(MODEL_NAMES)}")
+    p.add_argument("--resolution", help=f"one of {', '.join(RESOLUTIONS)}, a preset or TxHxW "
+                   "(default 1440p; the toy DiT's own grid for --model toy)")
+    p.add_argument("--device", default="v6e", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
+    p.add_argument("--chips", type=positive_int, default=8, help="chips sharing the work as head parallelism")
+    p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
+    p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
+                   help="classifier-free guidance: 2 transformer passes per step")
+    p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
+    p.add_argument("--block-q", type=positive_int, default=3024)
+    p.add_argument("--block-kv", type=positive_int, default=2048)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--sparsity", type=float, help="SVG kept fraction (default 0.3, SVG's Wan setting)")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
+    p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
+    p.add_argument("--matmul-efficiency", type=float, default=default.matmul)
+    p.add_argument("--attention-efficiency", type=float, default=default.attention)
+    p.add_argument("--memory-efficiency", type=float, default=default.memory)
+    p.add_argument("--vector-scale", type=float, default=default.vector_scale,
+                   help="multiplier on the derived VPU/EUP rates")
+    p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
+                   help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
+
+
+@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5)", _costmodel_arguments)
+def run_costmodel(args):
+    import dataclasses
+
+    from svgtpu import costmodel as cm
+
+    model = cm.get_model(args.model)
+    if args.device == "cpu" and args.model == "toy":
+        result = cm.toy_attention_share_measured_vs_modeled()
+        table = format_table([{k: result[k] for k in (
+            "model", "L", "modeled_attention_share", "measured_attention_share",
+            "modeled_forward_seconds", "measured_forward_seconds")}])
+        return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
+    device = cm.calibrate_cpu() if args.device == "cpu" else cm.get_device(args.device)
+    if not args.mxu_width_penalty:
+        device = dataclasses.replace(device, matmul_tile=None)
+    if args.resolution is None and args.model == "toy":
+        from svgtpu.dit import DiTConfig
+        geometry = DiTConfig().geometry
+    else:
+        geometry = cm.get_resolution(args.resolution or "1440p")
+    sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
+    efficiency = cm.Efficiency(args.matmul_efficiency, args.attention_efficiency, args.memory_efficiency,
+                               args.vector_scale)
+    setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
+                     block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
+                     multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
+                     efficiency=efficiency)
+    if args.sweep == "resolution":
+        rows = cm.sweep_resolution(setup)
+        result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
+                  "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
+                  "reported": cm.REPORTED, "provenance": setup.provenance}
+        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: 88.2 %)"
+    result = cm.model_video(setup)
+    result["sensitivity"] = band = cm.sensitivity(setup)
+    reported = {"attention_share": 0.882, "speedup": 1.69, "saved_minutes": 16.0}
+    rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
+             "reported": reported.get(k, "")}
+            for k in ("attention_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")]
+    chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
+             for r in result["chain"]]
+    contributions = " x ".join(f"{k} {result['contributions'][k]:.3f}" for k in ("sparsity", "alignment", "fast_path"))
+    head = (f"{model.name} at {geometry} on {device.name} x{args.chips}, {args.steps} steps, "
+            f"cfg={args.cfg}, tiles {args.block_q}x{args.block_kv}  [{setup.provenance}]")
+    table = "\n\n".join([head, format_table(rows), format_table(chain), f"speedup = {contributions}"])
+    return result, table
+
+
+# -- svgtpu bench kernels | ops ---------------------------------------------------------------
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=("kernels", "ops"),
+                   help="kernels: interleaved timings of the attention variants; ops: vector ops per tile kind")
+    p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
+    p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
+    p.add_argument("--block-q", type=positive_int, default=512)
+    p.add_argument("--block-kv", type=positive_int, default=512)
+    p.add_argument("--block-kv-compute", type=positive_int, default=None)
+    p.add_argument("--heads", type=positive_int, default=2)
+    p.add_argument("--head-dim", type=positive_int, default=128)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds (kernels)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+@command("bench", "attention kernel benchmarks for C4: timings (kernels) and vector-op counts (ops)",
+         _bench_arguments)
+def run_bench(args):
+    from svgtpu import bench
+    from svgtpu.kernels.plan import HEAD_DIMS, check_block_size
+
+    check_block_size("block_q", args.block_q)
+    check_block_size("block_kv", args.block_kv)
+    if args.head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
+    common = dict(block_q=args.block_q, block_kv=args.block_kv, block_kv_compute=args.block_kv_compute,
+                  head_dim=args.head_dim, dtype=args.dtype, multiplier=args.multiplier)
+    if args.what == "ops":
+        result = bench.bench_ops(args.geometry, **common)
+        rows = [{k: r[k] for k in ("mask", "mask_source", "fast_path", "tile", "matmul_ops", "vector_ops",
+                                   "masking_ops", "mask_block_loads", "vector_elements", "masking_elements")}
+                for r in result["rows"]]
+        return result, format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})"
+    result = bench.bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, seed=args.seed, **common)
+    rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
+                               "overhead_vs_ideal", "grid_steps_per_head", "masked_steps_per_head")}
+            for r in result["variants"]]
+    head = (f"{result['geometry']} L={result['L']} heads={result['heads']} d={result['head_dim']} "
+            f"{result['dtype']} tiles {result['block_q']}x{result['block_kv']}, {result['rounds']} rounds "
+            f"[{result['provenance']}]; ratios are medians of per-round ratios")
+    headline = "\n".join(f"{k}: {v:.3f}" for k, v in result["headline"].items())
+    return result, "\n\n".join([head, format_table(rows), headline])
 
 
 # -- entry point ------------------------------------------------------------------------------

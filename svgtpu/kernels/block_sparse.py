@@ -77,26 +77,28 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
         l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
-    def chunk_mask(c):
+    def chunk_mask(c, chunk):
         """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
         if source == "blocks":
-            return mask_ref[:, c * block_kv_compute:(c + 1) * block_kv_compute]
+            return mask_ref[:, chunk]
         k0 = kv_tile_ref[h, s] * block_kv + c * block_kv_compute
         k_ids = k0 + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
-        keep = k_ids < L
+        keep = k_ids < L  # padded keys; [1, bkc]
         if source == "iota":
             q_ids = q_tile_ref[h, s] * block_q + lax.broadcasted_iota(jnp.int32, (block_q, 1), 0)
-            keep = keep & mask.allowed(q_ids, k_ids)
+            allowed = mask.allowed(q_ids, k_ids)
+            keep = allowed & keep if L % block_kv else allowed
         return keep
 
     def run(masked: bool):
-        q = q_ref[...]
-        m, l, acc = m_ref[...], l_ref[...], acc_ref[...]
-        for c in range(block_kv // block_kv_compute):
-            chunk = slice(c * block_kv_compute, (c + 1) * block_kv_compute)
-            m, l, acc = tile_update(q, k_ref[chunk, :], v_ref[chunk, :], m, l, acc,
-                                    chunk_mask(c) if masked else None)
-        m_ref[...], l_ref[...], acc_ref[...] = m, l, acc
+        def body(c, state):
+            chunk = pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute)
+            return tile_update(q_ref[...], k_ref[chunk, :], v_ref[chunk, :], *state,
+                               chunk_mask(c, chunk) if masked else None)
+
+        state = lax.fori_loop(0, block_kv // block_kv_compute, body, (m_ref[...], l_ref[...], acc_ref[...]),
+                              unroll=True)
+        m_ref[...], l_ref[...], acc_ref[...] = state
 
     if fast_path:
         pl.when(kind == FULL)(lambda: run(masked=False))
@@ -133,6 +135,9 @@ def _block_sparse(q, k, v, *, mask, block_q, block_kv, block_kv_compute, fast_pa
     def kv_map(h, s, q_tile, kv_tile, *_):
         return h, kv_tile[row(h), s], 0
 
+    # The plan rides in scalar prefetch.  (The optimization barrier only matters in interpret mode:
+    # it keeps XLA from constant-folding a uniform plan, e.g. all-full tiles, which would hoist
+    # the tile body out of its conditional and copy all of q, k, v at every grid step.)
     prefetch = [plan.q_tile, plan.kv_tile, plan.kind, plan.flags]
     in_specs = [pl.BlockSpec((None, block_q, d), q_map),
                 pl.BlockSpec((None, block_kv, d), kv_map),
@@ -162,7 +167,7 @@ def _block_sparse(q, k, v, *, mask, block_q, block_kv, block_kv_compute, fast_pa
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
         interpret=interpret,
         name="block_sparse_attention",
-    )(*(jnp.asarray(p) for p in prefetch), *operands)
+    )(*lax.optimization_barrier(tuple(jnp.asarray(p) for p in prefetch)), *operands)
     return out[:, :L]
 
 
