@@ -12,7 +12,7 @@ squared error against exact:
 The masks are those the kernel will really run (``config.mask(geometry)``: tile-aligned when the
 config asks for it).  They are evaluated on the sampled rows x all keys with ``jnp`` index
 arithmetic, so the cost is ``O(r * L * d)`` per head and no ``L x L`` array is ever built (the
-scores of the sampled rows take ``heads * r * L`` floats).
+scores of the sampled rows take ``r * L`` floats per head, and heads are processed in chunks).
 
 :func:`planted_heads` builds synthetic Q/K/V whose heads are spatial or temporal by construction;
 tests and ``svgtpu profile`` use it to check that profiling recovers them.
@@ -55,10 +55,18 @@ def allowed_rows(mask: Mask, rows: jax.Array, keys: jax.Array) -> jax.Array:
     raise ValueError(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
 
 
+#: Working memory profiling allows itself per chunk of heads (scores plus three softmaxes of the
+#: sampled rows); at wan-1440p one head takes 64 rows x 302,400 keys x 16 B = 310 MB.
+PROFILE_CHUNK_BYTES = 512 * 2**20
+
+
 def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.Array:
-    """Softmax of ``scores [..., r, L]`` restricted to ``allowed [r, L]``, times ``v [..., L, d]``."""
+    """Softmax of ``scores [r, L]`` restricted to ``allowed [r, L]``, times ``v [L, d]``.
+
+    A row with no allowed key gives zeros, the convention of every kernel here.
+    """
     probs = jax.nn.softmax(jnp.where(allowed, scores, -jnp.inf), axis=-1)
-    return jnp.einsum("...rk,...kd->...rd", probs, v)
+    return jnp.where(jnp.any(allowed, axis=-1, keepdims=True), probs, 0.0) @ v
 
 
 def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry,
@@ -69,27 +77,30 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     ``config.num_sampled_rows`` rows (at most ``L``, drawn without replacement with ``key``) are
     used for every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
     (spatial, temporal).  Jit-friendly: the result is data, its shape depends only on the inputs.
+    Heads are processed in chunks of at most :data:`PROFILE_CHUNK_BYTES` of working memory.
     """
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
         raise ValueError(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
                          f"got {q.shape}, {k.shape}, {v.shape}")
-    L, d = q.shape[-2:]
+    lead, (L, d) = q.shape[:-2], q.shape[-2:]
     if L != geometry.L:
         raise ValueError(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")
     spatial = config.mask(geometry)
-    temporal = PermutedMask(spatial, geometry)
-
-    rows = jax.random.choice(key, L, shape=(min(config.num_sampled_rows, L),), replace=False)
+    r = min(config.num_sampled_rows, L)
+    rows = jax.random.choice(key, L, shape=(r,), replace=False)
     keys = jnp.arange(L)
-    q_rows = jnp.take(q, rows, axis=-2).astype(jnp.float32)
-    v32 = v.astype(jnp.float32)
-    scores = jnp.einsum("...rd,...kd->...rk", q_rows, k.astype(jnp.float32)) / math.sqrt(d)
+    allowed = [allowed_rows(m, rows[:, None], keys[None, :]) for m in (spatial, PermutedMask(spatial, geometry))]
 
-    exact = _masked_output(scores, jnp.ones((1, L), bool), v32)
-    mse = jnp.stack([
-        jnp.mean((_masked_output(scores, allowed_rows(m, rows[:, None], keys[None, :]), v32) - exact) ** 2,
-                 axis=(-2, -1))
-        for m in (spatial, temporal)], axis=-1)
+    def head_mse(qkv):
+        q_rows, k, v = (x.astype(jnp.float32) for x in qkv)
+        scores = q_rows @ k.T / math.sqrt(d)
+        exact = _masked_output(scores, jnp.ones((1, L), bool), v)
+        return jnp.stack([jnp.mean((_masked_output(scores, a, v) - exact) ** 2) for a in allowed])
+
+    flat = (jnp.take(q, rows, axis=-2).reshape(-1, r, d), k.reshape(-1, L, d), v.reshape(-1, L, d))
+    n = flat[0].shape[0]
+    mse = jax.lax.map(head_mse, flat, batch_size=max(1, min(n, PROFILE_CHUNK_BYTES // (16 * r * L))))
+    mse = mse.reshape(*lead, 2)
     kinds = jnp.argmin(mse, axis=-1).astype(jnp.int32)  # ties go to spatial (no transform)
     return (kinds, mse) if return_mse else kinds
 
@@ -146,5 +157,5 @@ def profile_planted(geometry: VideoGeometry, config: "SVGConfig", seeds: Sequenc
     return confusion
 
 
-__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "allowed_rows", "classify_heads", "planted_heads",
+__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "allowed_rows", "classify_heads", "planted_heads",
            "profile_planted"]

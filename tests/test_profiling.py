@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from svgtpu.attention import SVGConfig
+from svgtpu import profiling
 from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks import PermutedMask
@@ -50,19 +51,25 @@ def test_planted_heads_recovered_with_aligned_mask_and_batch():
 
 
 def _reference_output(q, k, v, allowed):
-    """float64 masked attention, ``q, k, v [h, L, d]``, ``allowed [L, L]``."""
+    """float64 masked attention, ``q, k, v [h, L, d]``, ``allowed [L, L]``; rows without keys give 0."""
     s = np.einsum("hqd,hkd->hqk", q, k) / math.sqrt(q.shape[-1])
     s = np.where(allowed, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
+    has_key = allowed.any(-1)[:, None]
+    p = np.exp(s - np.where(has_key, s.max(-1, keepdims=True), 0))
+    return np.where(has_key, np.einsum("hqk,hkd->hqd", p / np.maximum(p.sum(-1, keepdims=True), 1e-300), v), 0)
 
 
-@pytest.mark.parametrize("align", [None, "cover"])
-def test_mse_equals_float64_reference_with_all_rows(align):
+@pytest.mark.parametrize("fields", [
+    dict(sparsity=0.4),
+    dict(sparsity=0.4, align="cover"),
+    dict(multiplier=1.0, align="inner", block_q=256, block_kv=256),  # spatial rows 0..255 keep no key
+])
+def test_mse_equals_float64_reference_with_all_rows(fields, monkeypatch):
+    monkeypatch.setattr(profiling, "PROFILE_CHUNK_BYTES", 2 * 16 * 351 * 351)  # chunks of 2 heads of 3
     g = GEOMETRIES[1]
     rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((3, g.L, 16)) * 1.5 for _ in range(3))
-    config = SVGConfig(sparsity=0.4, num_sampled_rows=g.L, align=align)  # all rows: order does not matter
+    config = SVGConfig(num_sampled_rows=g.L, **fields)  # all rows: their order does not matter
     kinds, mse = classify_heads(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), g, config,
                                 jax.random.PRNGKey(0), return_mse=True)
     mask = config.mask(g)
@@ -73,12 +80,23 @@ def test_mse_equals_float64_reference_with_all_rows(align):
     np.testing.assert_array_equal(np.asarray(kinds), want.argmin(-1))
 
 
+def _shapes(jaxpr):
+    """Every intermediate shape of ``jaxpr``, inside scans and other sub-jaxprs too."""
+    for eqn in jaxpr.eqns:
+        yield from (var.aval.shape for var in eqn.outvars if hasattr(var.aval, "shape"))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    yield from _shapes(inner)
+
+
 def test_profiling_never_builds_an_L_by_L_array():
     g = VideoGeometry(4, 12, 16)  # L = 768
-    q = jnp.ones((2, g.L, 16))
+    q = jnp.ones((2, 3, g.L, 16))
     jaxpr = jax.make_jaxpr(lambda q, k, v, key: classify_heads(q, k, v, g, SVGConfig(), key))(
         q, q, q, jax.random.PRNGKey(0))
-    shapes = [var.aval.shape for eqn in jaxpr.jaxpr.eqns for var in eqn.outvars if hasattr(var.aval, "shape")]
+    shapes = list(_shapes(jaxpr.jaxpr))
     assert any(s[-2:] == (64, g.L) for s in shapes)  # the sampled scores are there
     assert not any(sum(dim == g.L for dim in s) >= 2 for s in shapes)
 
