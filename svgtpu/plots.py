@@ -99,11 +99,14 @@ def reference_line(ax, value: float, label: str, *, axis: str = "y", color: str 
     draw(value, linestyle=linestyle, linewidth=1.2, color=color or PALETTE["reported"], label=label)
 
 
-def bar_labels(ax, fmt: str = "{:.2f}") -> None:
-    """Write each bar's value on top of it."""
+def bar_labels(ax, fmt: str = "{:.2f}", *, inside: bool = False) -> None:
+    """Write each bar's value on top of it (or inside it, clear of error bars)."""
+    from matplotlib.container import BarContainer
     for container in ax.containers:
-        ax.bar_label(container, labels=[fmt.format(v) for v in container.datavalues], fontsize=8,
-                     padding=2)
+        if isinstance(container, BarContainer):
+            ax.bar_label(container, labels=[fmt.format(v) for v in container.datavalues], fontsize=8,
+                         padding=2, label_type="center" if inside else "edge",
+                         color="white" if inside else None)
 
 
 __all__ = ["TILE_COLORS", "PALETTE", "set_style", "provenance_footer", "tile_map", "tile_legend",
