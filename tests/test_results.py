@@ -171,3 +171,10 @@ def test_reproduce_rejects_a_bad_profile_on_the_command_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["reproduce", "--profile", "huge"])
     assert exit_info.value.code == 2
+
+
+def test_the_committed_paper_uses_only_known_markers_and_names_every_figure():
+    text, names = paper.fill(paper.PAPER.read_text(), results.empty_results(), paper.PAPER, paper.PAPER.parent)
+    assert "claims" in names and {"C1", "C2", "C3", "C4", "C5", "Q"} <= set(names)
+    figures = {n.split(" ", 1)[1] for n in names if n.startswith("figure ")}
+    assert "headline_speedup" in figures and len(figures) >= 10
