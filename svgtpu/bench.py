@@ -229,13 +229,17 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
     check_block_size("block_q", block_q)
     check_block_size("block_kv", block_kv)
     g = get_geometry(geometry)
+    svg, strided = svg_mask(g, multiplier), make_mask("temporal-frame-major", g, multiplier)
     rows = []
-    for name, mask in (("svg", svg_mask(g, multiplier)),
-                       ("temporal-frame-major", make_mask("temporal-frame-major", g, multiplier))):
+    for name, mask in (("svg", svg), ("temporal-frame-major", strided)):
         for row in count_tile_ops(mask, g.L, block_q=block_q, block_kv=block_kv,
                                   block_kv_compute=block_kv_compute, head_dim=head_dim, dtype=dtype):
             rows.append({"mask": name, **row})
+    plans = [{"mask": name, **tile_plan(mask, g.L, block_q, block_kv).as_dict()} for name, mask in (
+        ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, block_q, block_kv)),
+        ("temporal-frame-major", strided), ("per-head: svg + temporal-frame-major", (svg, strided)))]
     return {"provenance": "computed", "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
             "block_kv_compute": block_kv_compute or block_kv, "head_dim": head_dim, "dtype": dtype,
-            "counted_in": "kernel jaxpr (the pl.when branch each tile kind takes; what Pallas lowers to Mosaic)",
-            "rows": rows}
+            "counted_in": "kernel jaxpr: the pl.when branch each tile kind takes, per kv chunk of "
+                          "block_kv_compute (what Pallas lowers to Mosaic)",
+            "rows": rows, "plans": plans}

@@ -447,7 +447,12 @@ def run_bench(args):
         rows = [{k: r[k] for k in ("mask", "mask_source", "fast_path", "tile", "matmul_ops", "vector_ops",
                                    "masking_ops", "mask_block_loads", "vector_elements", "masking_elements")}
                 for r in result["rows"]]
-        return result, format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})"
+        plans = format_table(result["plans"], ["mask", "steps_per_head", "dense_steps_per_head", "full", "partial",
+                                               "empty", "masked_steps", "empty_row_steps", "wasted_steps",
+                                               "mask_source", "mask_blocks"])
+        return result, "\n\n".join([format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
+                                     "tile plans (grid steps per head; wasted = no-op padding of per-head plans)",
+                                     plans])
     result = bench.bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, seed=args.seed, **common)
     rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
                                "overhead_vs_ideal", "grid_steps_per_head", "masked_steps_per_head")}

@@ -212,3 +212,30 @@ def test_bad_input_raises_clear_value_error(change, message):
         with pytest.raises(ValueError, match=message):
             fn(q, k, q, p["mask"], block_q=p["block_q"], block_kv=p["block_kv"],
                block_kv_compute=p["block_kv_compute"])
+
+
+def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():
+    from svgtpu.bench import bench_ops
+    rows = bench_ops("2x8x20", block_q=128, block_kv=128, head_dim=64)["rows"]
+    by = {(r["mask"], r["fast_path"], r["tile"]): r for r in rows}
+    for mask in ("svg", "temporal-frame-major"):
+        fast_full, slow_full = by[(mask, True, "full")], by[(mask, False, "full")]
+        assert fast_full["masking_ops"] == 0 and fast_full["mask_block_loads"] == 0
+        assert slow_full["masking_ops"] > 0 and by[(mask, True, "partial")]["masking_ops"] > 0
+        assert fast_full["vector_elements"] < slow_full["vector_elements"]
+        assert fast_full["matmul_ops"] == slow_full["matmul_ops"] == 2
+    assert by[("temporal-frame-major", True, "partial")]["mask_block_loads"] == 1
+
+
+def test_bench_kernels_command_reports_every_variant(capsys):
+    import json
+
+    from svgtpu.cli import main
+    assert main(["bench", "kernels", "--geometry", "2x8x16", "--block-q", "128", "--block-kv", "128",
+                 "--heads", "1", "--head-dim", "64", "--rounds", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["provenance"] == "measured-cpu-interpret"
+    names = [row["variant"] for row in result["variants"]]
+    assert names[0] == "xla-dense" and {"ours-aligned-fast", "splash-svg", "ours-dense"} <= set(names)
+    assert all(row["median_s"] > 0 and 0 < row["density"] <= 1 for row in result["variants"])
+    assert main(["bench", "ops", "--block-q", "100"]) == 2
