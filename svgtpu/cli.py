@@ -403,7 +403,8 @@ def run_costmodel(args):
     reported = {"attention_share": 0.882, "speedup": 1.69, "saved_minutes": 16.0}
     rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
              "reported": reported.get(k, "")}
-            for k in ("attention_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")]
+            for k in ("attention_share", "communication_share", "dense_minutes", "svg_minutes", "speedup",
+                      "saved_minutes")]
     chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
              for r in result["chain"]]
     contributions = " x ".join(f"{k} {result['contributions'][k]:.3f}" for k in ("sparsity", "alignment", "fast_path"))

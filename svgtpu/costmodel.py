@@ -17,8 +17,11 @@ are checked with a model anyone can read, run and argue with:
   EUP time for exp, HBM time for K and V)``; partial tiles add the element-wise masking work to
   the VPU.  The *fast path* skips masking on full tiles; without it (what Splash Attention does)
   every computed tile pays the masking work as soon as the mask has any partial tile.
-- **Multi-chip** as head parallelism: each chip runs ``ceil(heads / chips)`` heads of attention
-  and ``1 / chips`` of every other op (collectives are the multi-chip issue's business).
+- **Multi-chip** as Ulysses sequence parallelism (:mod:`svgtpu.sharding`): every op but
+  self-attention runs on ``1 / chips`` of the tokens; around self-attention four all-to-alls (Q, K,
+  V in, O out) re-shard the sequence into heads, so each chip runs ``ceil(heads / chips)`` heads
+  over the whole sequence.  The all-to-alls cost ICI time (:func:`communication_seconds`), counted
+  without overlap with compute (an upper bound on its share).
 - **The SVG schedule** (:func:`model_video`): dense warm-up (first 20 % of steps, first 3 % of
   layers, rounded up), per-head profiling of ``r = 64`` query rows, the layout transformation's
   HBM traffic for temporal heads, and classifier-free guidance (2 passes per step).
@@ -65,6 +68,7 @@ class DeviceSpec:
     matmul_tile: int | None    # systolic array side; a contraction or output width below it
                                # leaves part of the array idle (None: no such penalty)
     source: str                # public sources of the constants above
+    ici_bandwidth: float | None = None  # bidirectional chip-to-chip bytes/s per chip (None: unknown)
     derivation: str = ""       # how derived constants were computed
 
     def __post_init__(self):
@@ -100,7 +104,7 @@ EUP_CYCLES_PER_VREG = 2
 
 
 def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes: float,
-             cores: int, mxus_per_core: int, mxu_dim: int, source: str) -> DeviceSpec:
+             cores: int, mxus_per_core: int, mxu_dim: int, ici_bandwidth: float, source: str) -> DeviceSpec:
     """A TPU spec whose vector rates are derived from its peak matmul rate and MXU geometry.
 
     ``clock = matmul_flops / (cores * mxus_per_core * mxu_dim^2 * 2 FLOP per MAC)``;
@@ -113,37 +117,42 @@ def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes:
     return DeviceSpec(name, matmul_flops, hbm_bandwidth, hbm_bytes,
                       vector_ops=cores * VALU_SLOTS * VREG_ELEMENTS * clock,
                       exp_ops=cores * VREG_ELEMENTS * clock / EUP_CYCLES_PER_VREG,
-                      matmul_tile=mxu_dim, source=source, derivation=derivation)
+                      matmul_tile=mxu_dim, source=source, derivation=derivation,
+                      ici_bandwidth=ici_bandwidth)
 
 
 DEVICES: dict[str, DeviceSpec] = {
     # Cloud TPU docs, "TPU v6e" system architecture: 918 TFLOP/s bf16, 1638 GB/s HBM, 32 GB HBM,
-    # one TensorCore per chip with two 256x256 MXUs and a 128x8 VPU.  (If the chip had four MXUs at
+    # one TensorCore per chip with two 256x256 MXUs and a 128x8 VPU; "Bidirectional inter-chip
+    # interconnect (ICI) bandwidth (per chip): 800 GBps", 4 ICI ports, 2D torus.  (If the chip had four MXUs at
     # half the derived clock, the VPU/EUP rates would halve: Efficiency.vector_scale = 0.5 in the
     # sensitivity band covers that.)
     "v6e": tpu_spec("v6e", matmul_flops=918e12, hbm_bandwidth=1638e9, hbm_bytes=32e9, cores=1,
-                    mxus_per_core=2, mxu_dim=256,
+                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=800e9,
                     source="Cloud TPU docs 'TPU v6e' (system architecture + key specifications table)"),
     # Cloud TPU docs, "TPU v5e": 197 TFLOP/s bf16, 16 GB HBM2 at 819 GB/s, one TensorCore with four
     # MXUs (128x128: JAX 'TPU Hardware Reference' / Pallas TPU docs).  Derived clock 1.5 GHz.
+    # ICI: "Bidirectional inter-chip interconnect (ICI) bandwidth (per chip): 400 GBps".
     "v5e": tpu_spec("v5e", matmul_flops=197e12, hbm_bandwidth=819e9, hbm_bytes=16e9, cores=1,
-                    mxus_per_core=4, mxu_dim=128,
+                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=400e9,
                     source="Cloud TPU docs 'TPU v5e' (system architecture + key chip specifications)"),
     # Cloud TPU docs, "TPU v5p": 459 TFLOP/s bf16, 95 GB HBM2e at 2765 GB/s, four MXUs per
     # TensorCore; two TensorCores per chip (JAX 'TPU Hardware Reference': dual-core v4/v5p).
+    # ICI: "Bidirectional inter-chip interconnect (ICI) bandwidth per chip (GBps): 1200".
     "v5p": tpu_spec("v5p", matmul_flops=459e12, hbm_bandwidth=2765e9, hbm_bytes=95e9, cores=2,
-                    mxus_per_core=4, mxu_dim=128,
+                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=1200e9,
                     source="Cloud TPU docs 'TPU v5p' (key specifications); JAX docs 'TPU Hardware Reference'"),
     # NVIDIA H100 SXM datasheet: 989 TFLOP/s dense bf16 tensor core, 80 GB HBM3 at 3.35 TB/s,
     # 67 TFLOP/s FP32 non-tensor (= 33.5e12 FMA lanes/s); exp on the SFUs: FlashAttention-3 paper
     # (Shah et al. 2024): "989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions".
+    # NVLink 4: 900 GB/s bidirectional per GPU (same datasheet; H200 likewise).
     "h100": DeviceSpec("h100", matmul_flops=989e12, hbm_bandwidth=3.35e12, hbm_bytes=80e9,
-                       vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None,
+                       vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None, ici_bandwidth=900e9,
                        source="NVIDIA H100 SXM datasheet; FlashAttention-3 paper (Shah et al. 2024) for SFU rate"),
     # NVIDIA H200 SXM datasheet: same GH100 compute as H100 (989 TFLOP/s dense bf16), 141 GB HBM3e
     # at 4.8 TB/s.
     "h200": DeviceSpec("h200", matmul_flops=989e12, hbm_bandwidth=4.8e12, hbm_bytes=141e9,
-                       vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None,
+                       vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None, ici_bandwidth=900e9,
                        source="NVIDIA H200 SXM datasheet; compute rates as H100 (same GH100 die)"),
 }
 
@@ -250,12 +259,16 @@ class Efficiency:
       percent of the time here, so this barely moves the results.
     - ``vector_scale`` 1.0: multiplies the derived VPU/EUP rates (0.5 if the MXU count or VALU
       slot count behind the derivation is off by 2x).
+    - ``ici`` 0.5: an assumption: the fraction of a chip's one-way ICI bandwidth an all-to-all
+      reaches on a small 2D torus (multi-hop routes share links); band 0.3-0.8.  Communication is
+      under 2 % of the time in every setup modeled here, so this barely moves the results.
     """
 
     matmul: float = 0.6
     attention: float = 0.6
     memory: float = 0.8
     vector_scale: float = 1.0
+    ici: float = 0.5
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -266,7 +279,7 @@ class Efficiency:
 
 #: The band :func:`sensitivity` sweeps (every corner of it).
 SENSITIVITY_BAND = {"matmul": (0.35, 0.8), "attention": (0.5, 0.73), "memory": (0.6, 0.9),
-                    "vector_scale": (0.5, 1.0)}
+                    "vector_scale": (0.5, 1.0), "ici": (0.3, 0.8)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -531,10 +544,30 @@ def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
     return {"profiling": profile, "layout": layout}
 
 
+def communication_seconds(setup: Setup) -> float:
+    """ICI seconds of one forward pass on one chip: the Ulysses all-to-alls around self-attention.
+
+    Per layer, Q, K and V go from sequence-sharded to head-sharded and O comes back: four
+    all-to-alls, in each of which a chip keeps ``1 / chips`` of its ``L / chips x width`` shard and
+    sends the rest, at half its bidirectional ICI bandwidth (one direction) times ``Efficiency.ici``.
+    Zero on one chip.
+    """
+    n = setup.chips
+    if n == 1:
+        return 0.0
+    if setup.device.ici_bandwidth is None:
+        raise ValueError(f"device {setup.device.name} has no ici_bandwidth; model it on chips=1")
+    sent = setup.geometry.L / n * setup.model.dim * setup.dtype_bytes * (n - 1) / n
+    one_way = setup.device.ici_bandwidth / 2 * setup.efficiency.ici
+    return setup.model.layers * 4 * sent / one_way
+
+
 def forward_breakdown(setup: Setup) -> dict[str, float]:
-    """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path)."""
+    """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path),
+    including the all-to-all ``communication`` of multi-chip runs."""
     ops = forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes)
     out = {op.name: op_seconds(op, setup.device, setup.efficiency, setup.chips) for op in ops}
+    out["communication"] = communication_seconds(setup)
     out["self_attention"] = setup.model.layers * _per_chip_layer_attention(setup, "dense", True)
     return out
 
@@ -607,6 +640,7 @@ def model_video(setup: Setup) -> dict:
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
         "efficiency": dataclasses.asdict(setup.efficiency),
         "attention_share": breakdown["self_attention"] / forward,
+        "communication_share": breakdown["communication"] / forward,
         "forward_seconds": forward,
         "forward_share_by_op": {k: v / forward for k, v in breakdown.items()},
         "dense_seconds": dense, "svg_seconds": svg, "speedup": dense / svg, "saved_seconds": dense - svg,
@@ -632,7 +666,7 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTION
 
 def sensitivity(setup: Setup, band: dict[str, tuple[float, float]] = SENSITIVITY_BAND) -> dict:
     """Min and max of the headline numbers over every corner of the efficiency ``band``."""
-    keys = ("attention_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")
+    keys = ("attention_share", "communication_share", "dense_minutes", "svg_minutes", "speedup", "saved_minutes")
     names = list(band)
     values = {k: [] for k in keys}
     for corner in np.ndindex(*(2,) * len(names)):
@@ -707,7 +741,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     device = device or calibrate_cpu(seed)
     model, g = ModelConfig.from_dit(config), config.geometry
     setup = Setup(model, g, device, chips=1, steps=1, cfg=False, block_q=g.L, block_kv=g.L,
-                  multiplier=1.0, sparsity=None, efficiency=Efficiency(1.0, 1.0, 1.0, 1.0),
+                  multiplier=1.0, sparsity=None, efficiency=Efficiency(1.0, 1.0, 1.0, 1.0, 1.0),
                   kernel=XLA_UNFUSED, dtype_bytes=4)
     breakdown = {k: v * batch for k, v in forward_breakdown(setup).items()}
     modeled = breakdown["self_attention"] / sum(breakdown.values())
@@ -745,6 +779,6 @@ __all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "ModelConfig", "MO
            "get_model", "RESOLUTIONS", "get_resolution", "Efficiency", "SENSITIVITY_BAND",
            "AttentionKernel", "FLASH", "XLA_UNFUSED", "Op", "matmul_op", "elementwise_op", "forward_ops",
            "forward_flops", "self_attention_flops", "op_seconds", "tile_seconds", "attention_head_seconds",
-           "mask_tiles", "Setup", "svg_overhead_seconds", "forward_breakdown", "video_seconds", "CHAIN",
+           "mask_tiles", "Setup", "svg_overhead_seconds", "communication_seconds", "forward_breakdown", "video_seconds", "CHAIN",
            "model_video", "sweep_resolution", "sensitivity", "calibrate_cpu",
            "toy_attention_share_measured_vs_modeled", "REPORTED"]

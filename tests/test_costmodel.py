@@ -149,12 +149,27 @@ def test_every_spec_constant_is_cited():
     for model in cm.MODELS.values():
         assert model.source.strip()
     source = open(cm.__file__).read()
-    for number in ("918e12", "1638e9", "197e12", "819e9", "459e12", "2765e9", "989e12", "3.35e12", "4.8e12"):
+    for number in ("918e12", "1638e9", "197e12", "819e9", "459e12", "2765e9", "989e12", "3.35e12", "4.8e12",
+                   "ici_bandwidth=800e9", "ici_bandwidth=400e9", "ici_bandwidth=1200e9"):
         assert number in source
     with pytest.raises(ValueError, match="source"):
         cm.DeviceSpec("x", 1.0, 1.0, 1.0, 1.0, 1.0, None, source="")
     assert cm.get_device("v6e").derivation.count("3.5 GHz") == 1     # 918e12 / (2 * 256^2 * 2)
     assert cm.get_device("v5e").derivation.count("1.5 GHz") == 1
+
+
+def test_ulysses_communication_hand_count_and_share():
+    # 4 all-to-alls per layer; each chip sends (L/n) * dim * bytes * (n-1)/n at ici/2 * eff.ici
+    setup = cm.Setup(TINY, cm.get_resolution("480p"), cm.get_device("v6e"), chips=4)
+    L = setup.geometry.L
+    expected = 2 * 4 * (L / 4 * 4 * 2 * 3 / 4) / (800e9 / 2 * 0.5)
+    assert cm.communication_seconds(setup) == pytest.approx(expected)
+    assert cm.communication_seconds(dataclasses.replace(setup, chips=1)) == 0.0
+    shares = [cm.model_video(wan_setup(r))["communication_share"] for r in ("480p", "1440p")]
+    assert 0 < shares[1] < shares[0] < 0.1   # linear in L while attention grows as L^2
+    no_ici = dataclasses.replace(cm.get_device("v6e"), ici_bandwidth=None)
+    with pytest.raises(ValueError, match="ici_bandwidth"):
+        cm.communication_seconds(dataclasses.replace(setup, device=no_ici))
 
 
 @pytest.mark.parametrize("call,word", [
