@@ -178,3 +178,16 @@ def test_the_committed_paper_uses_only_known_markers_and_names_every_figure():
     assert "claims" in names and {"C1", "C2", "C3", "C4", "C5", "Q"} <= set(names)
     figures = {n.split(" ", 1)[1] for n in names if n.startswith("figure ")}
     assert "headline_speedup" in figures and len(figures) >= 10
+
+
+def test_reproduce_prints_the_summary_and_exits_non_zero_when_a_notebook_fails(monkeypatch, tmp_path, capsys):
+    failed = reproduce.NotebookResult("02_mask_alignment", "failed", 1.5, [], "cell 4 (execution count 3): "
+                                      "RuntimeError: boom", "build/notebooks/02_mask_alignment.ipynb")
+    ok = reproduce.NotebookResult("01_quadratic_scaling", "ok", 2.0, ["c2_attention_share.png"])
+    monkeypatch.setattr(reproduce, "reproduce", lambda *a, **k: [ok, failed])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["reproduce", "--figures-dir", str(tmp_path), "--no-paper"])
+    assert exit_info.value.code == 1
+    out, err = capsys.readouterr()
+    assert "02_mask_alignment" in out and "RuntimeError: boom" in out and "01_quadratic_scaling" in out
+    assert "failed: 02_mask_alignment" in err
