@@ -113,6 +113,15 @@ def environment() -> dict:
             "python": platform.python_version()}
 
 
+def measured_provenance(interpret: bool = True) -> str:
+    """The label of a timing taken now: ``measured-tpu`` on a TPU, else ``measured-cpu-interpret``
+    for Pallas kernels in interpret mode (``interpret=True``) or ``measured-cpu`` for plain XLA."""
+    import jax
+    if jax.default_backend() == "tpu":
+        return "measured-tpu"
+    return "measured-cpu-interpret" if interpret else "measured-cpu"
+
+
 def check_provenance(provenance: str) -> str:
     if provenance not in PROVENANCES and not re.fullmatch(r"modeled-[a-z0-9]+", str(provenance)):
         raise ValueError(f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}")
@@ -207,4 +216,4 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
 
 
 __all__ = ["PROVENANCES", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
-           "write_results", "environment", "NotebookRun", "entry"]
+           "write_results", "environment", "measured_provenance", "check_provenance", "NotebookRun", "entry"]
