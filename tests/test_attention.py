@@ -79,12 +79,14 @@ def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
 def test_warmup_steps_and_layers_are_dense(step, layer):
     config = SVGConfig(backend="reference")  # 10 of 50 steps, 1 of 10 layers
     q, k, v = _random_qkv(2, 2)
-    out, info = svg_attention(q, k, v, G, config, key=jax.random.PRNGKey(0), step=step, num_steps=50,
-                              layer=layer, num_layers=10, return_info=True)
+    # Python-int step and layer: the warm-up decision is made while tracing
+    fn = jax.jit(svg_attention, static_argnums=(3, 4),
+                 static_argnames=("step", "num_steps", "layer", "num_layers", "return_info"))
+    out, info = fn(q, k, v, G, config, key=jax.random.PRNGKey(0), step=step, num_steps=50,
+                   layer=layer, num_layers=10, return_info=True)
     assert bool(info.dense) and np.all(np.asarray(info.kinds) == DENSE)
     assert _max_rel_err(out, _reference(q, k, v, np.ones((G.L, G.L), bool))) < 1e-5
-    sparse = svg_attention(q, k, v, G, config, key=jax.random.PRNGKey(0), step=10, num_steps=50,
-                           layer=1, num_layers=10)
+    sparse = fn(q, k, v, G, config, key=jax.random.PRNGKey(0), step=10, num_steps=50, layer=1, num_layers=10)
     assert _max_rel_err(sparse, _reference(q, k, v, np.ones((G.L, G.L), bool))) > 1e-3
 
 
