@@ -104,7 +104,8 @@ def install_kernel(build_dir: Path = BUILD_DIR) -> str:
     """
     spec_dir = build_dir / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                     "--IPKernelApp.log_level=ERROR"],  # no per-kernel transport warnings
             "display_name": "svgtpu (reproduce)", "language": "python"}
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
     jupyter_path = str(build_dir / "jupyter")
