@@ -82,6 +82,12 @@ def _missing(what: str) -> str:
     return f"_Not generated yet: {what}. Run `python -m svgtpu reproduce`._"
 
 
+def _fraction_columns(rows: list[dict]) -> dict:
+    """Columns of a fraction-valued table that hold fractions: every value a float in [0, 1]."""
+    return {c: "fraction" for c in rows[0]
+            if all(isinstance(r.get(c), float) and 0.0 <= r[c] <= 1.0 for r in rows)}
+
+
 def claims_table(data: dict) -> str:
     rows = []
     for claim, name, what, reported in CLAIM_ROWS:
@@ -106,8 +112,7 @@ def claim_details(data: dict, claim: str) -> str:
     for name, entry in sorted(entries.items()):
         value = entry["value"]
         if isinstance(value, list) and value and isinstance(value[0], dict):
-            units = {c: entry.get("unit", "") for c in value[0]
-                     if isinstance(value[0][c], float) and entry.get("unit") == "fraction"}
+            units = entry.get("units") or (_fraction_columns(value) if entry.get("unit") == "fraction" else {})
             tables.append(f"*{entry.get('description') or name}* (`{entry['provenance']}`, profile "
                           f"{entry['profile']}, `{name}`)\n\n" + _markdown_table(value, units=units))
         else:
