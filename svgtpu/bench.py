@@ -66,13 +66,17 @@ def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv
 
 def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
                   block_kv_compute: int | None = None, heads: int = 2, head_dim: int = 128,
-                  dtype: str = "float32", multiplier: float = 1.0, rounds: int = 9, seed: int = 0,
-                  interpret=None, progress: bool = True) -> dict:
-    """Time all variants interleaved; returns per-variant medians, paired ratios and headline numbers."""
+                  dtype: str = "float32", multiplier: float = 1.0, rounds: int = 9, repeats: int = 3,
+                  seed: int = 0, interpret=None, progress: bool = True) -> dict:
+    """Time all variants interleaved; returns per-variant medians, paired ratios and headline numbers.
+
+    Each round times every variant ``repeats`` times back to back and keeps the fastest call:
+    other processes on a shared machine only ever add time, so the minimum filters their spikes.
+    """
     from tqdm.auto import tqdm
 
-    if rounds < 1:
-        raise ValueError(f"rounds must be a positive integer, got {rounds}")
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"rounds and repeats must be positive integers, got {rounds} and {repeats}")
     g = get_geometry(geometry)
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.standard_normal((heads, g.L, head_dim)), dtype) for _ in range(3))
@@ -85,9 +89,12 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
     with tqdm(total=rounds * len(names), desc="timing rounds", disable=not progress) as bar:
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order each round
-                start = time.perf_counter()
-                jax.block_until_ready(variants[name][0](q, k, v))
-                times[name].append(time.perf_counter() - start)
+                calls = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    jax.block_until_ready(variants[name][0](q, k, v))
+                    calls.append(time.perf_counter() - start)
+                times[name].append(min(calls))
                 bar.update()
 
     def ratio(a, b):
@@ -114,7 +121,8 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
-        "block_kv_compute": block_kv_compute or block_kv, "rounds": rounds, "baseline": BASELINE,
+        "block_kv_compute": block_kv_compute or block_kv, "rounds": rounds, "repeats": repeats,
+        "baseline": BASELINE,
         "variants": rows,
         "headline": {
             "aligned_fast_overhead_vs_ideal": by_name["ours-aligned-fast"]["overhead_vs_ideal"],

@@ -428,6 +428,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head-dim", type=positive_int, default=128)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds (kernels)")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="calls per variant per round, fastest kept (kernels)")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -454,12 +456,14 @@ def run_bench(args):
         return result, "\n\n".join([format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
                                      "tile plans (grid steps per head; wasted = no-op padding of per-head plans)",
                                      plans])
-    result = bench.bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, seed=args.seed, **common)
+    result = bench.bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, repeats=args.repeats,
+                                 seed=args.seed, **common)
     rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
                                "overhead_vs_ideal", "grid_steps_per_head", "masked_steps_per_head")}
             for r in result["variants"]]
     head = (f"{result['geometry']} L={result['L']} heads={result['heads']} d={result['head_dim']} "
             f"{result['dtype']} tiles {result['block_q']}x{result['block_kv']}, {result['rounds']} rounds "
+            f"(fastest of {result['repeats']} calls each) "
             f"[{result['provenance']}]; ratios are medians of per-round ratios")
     headline = "\n".join(f"{k}: {v:.3f}" for k, v in result["headline"].items())
     return result, "\n\n".join([head, format_table(rows), headline])

@@ -232,7 +232,7 @@ def test_bench_kernels_command_reports_every_variant(capsys):
 
     from svgtpu.cli import main
     assert main(["bench", "kernels", "--geometry", "2x8x16", "--block-q", "128", "--block-kv", "128",
-                 "--heads", "1", "--head-dim", "64", "--rounds", "1", "--json"]) == 0
+                 "--heads", "1", "--head-dim", "64", "--rounds", "1", "--repeats", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["provenance"] == "measured-cpu-interpret"
     names = [row["variant"] for row in result["variants"]]

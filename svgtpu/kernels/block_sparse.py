@@ -44,7 +44,9 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None):
     shifted by 0 instead, so it contributes nothing (and no NaN).  A full tile (no mask) needs no
     such guard: its row maxima are finite.  Returns ``(m, l, acc)``.
     """
-    bkv, d = k.shape
+    (bq, d), (bkv, _) = q.shape, k.shape
+    assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape == (bq, LANES)
+    assert acc_prev.shape == (bq, d) and (mask is None or mask.shape[-1] == bkv)
     s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32)
     if mask is not None:
         s = jnp.where(mask, s, -jnp.inf)
@@ -67,6 +69,11 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
     else:
         q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref = refs
         mask_ref = None
+    d = q_ref.shape[-1]
+    assert q_ref.shape == o_ref.shape == acc_ref.shape == (block_q, d), (q_ref.shape, o_ref.shape)
+    assert k_ref.shape == v_ref.shape == (block_kv, d), (k_ref.shape, v_ref.shape)
+    assert m_ref.shape == l_ref.shape == (block_q, LANES)
+    assert mask_ref is None or mask_ref.shape == (block_q, block_kv)
     h = pl.program_id(0) if per_head else 0
     s = pl.program_id(1)
     kind, flags = kind_ref[h, s], flags_ref[h, s]
@@ -110,7 +117,6 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
     def _finish():
         l = l_ref[...]
         inv = jnp.where(l == 0.0, 0.0, 1.0 / l)  # rows with no allowed key -> 0
-        d = acc_ref.shape[-1]
         o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 

@@ -37,8 +37,6 @@ TILE_QUANTUM = 128
 HEAD_DIMS = (64, 128)
 DTYPES = ("float32", "bfloat16")
 
-MaskSpec = "Mask | tuple[Mask, ...]"
-
 
 def check_block_size(name: str, value, quantum: int = TILE_QUANTUM) -> int:
     """A block size must be a positive multiple of 128 (TPU lane width / MXU operand width)."""
