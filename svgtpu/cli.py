@@ -228,6 +228,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=4)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
     p.add_argument("--out", default="checkpoints/toy_dit.npz", help="checkpoint .npz; the loss curve goes "
                    "next to it as <name>.loss.json")
 
@@ -238,12 +239,16 @@ def run_train(args):
     import os
     import shlex
 
-    from svgtpu.dit import count_params, save_checkpoint
+    from svgtpu.dit import count_params, load_checkpoint, save_checkpoint
     from svgtpu.train import get_config, train
 
-    config = get_config(args.config)
+    config, init = get_config(args.config), None
+    if args.init:
+        init, init_config = load_checkpoint(args.init)
+        if init_config != config:
+            raise ValueError(f"--init checkpoint {args.init} is not a {args.config!r} model")
     params, history = train(config, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
-                            lr=args.lr, warmup=args.warmup)
+                            lr=args.lr, warmup=args.warmup, init=init)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     save_checkpoint(args.out, params, config)
     curve_path = os.path.splitext(args.out)[0] + ".loss.json"

@@ -71,19 +71,27 @@ def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def head_kinds(infos: list) -> dict:
-    """Per layer, the share of (step, video, head) calls profiled spatial / temporal / dense, and
-    how decisive profiling was: median of ``|mse_s - mse_t| / max(mse_s, mse_t)`` over the sparse
-    calls (0 = both masks equally good, 1 = one mask far better)."""
+    """Per layer: the share of calls that were dense warm-up, and among the profiled (sparse) calls
+    the share of heads chosen spatial / temporal, overall and per head index; plus how decisive
+    profiling was, the median of ``|mse_s - mse_t| / max(mse_s, mse_t)`` over profiled heads
+    (0 = both masks equally good, 1 = one mask far better).  ``infos[step][layer]`` are
+    :class:`svgtpu.attention.SVGInfo` with ``kinds [heads]`` or ``[batch, heads]``."""
     layers = []
     for layer in range(len(infos[0])):
         kinds = np.stack([np.asarray(step[layer].kinds) for step in infos])
-        mse = np.stack([np.asarray(step[layer].mse) for step in infos])
+        heads = kinds.shape[-1]
+        kinds = kinds.reshape(len(infos), -1, heads)  # [steps, batch, heads]
+        mse = np.stack([np.asarray(step[layer].mse) for step in infos]).reshape(len(infos), -1, heads, 2)
         sparse = kinds >= 0
+        profiled = kinds[sparse.all(axis=(1, 2))].reshape(-1, heads)  # [calls, heads]
         m_s, m_t = mse[..., 0][sparse], mse[..., 1][sparse]
         gap = np.abs(m_s - m_t) / np.maximum(np.maximum(m_s, m_t), 1e-30)
-        layers.append({"layer": layer, "spatial": float((kinds == 0).mean()), "temporal": float((kinds == 1).mean()),
-                       "dense": float((kinds < 0).mean()),
-                       "decisiveness": float(np.median(gap)) if gap.size else float("nan")})
+        nan = float("nan")
+        layers.append({"layer": layer, "warmup": float((~sparse).mean()),
+                       "spatial": float((profiled == 0).mean()) if profiled.size else nan,
+                       "temporal": float((profiled == 1).mean()) if profiled.size else nan,
+                       "temporal_by_head": [float(x) for x in (profiled == 1).mean(0)] if profiled.size else [],
+                       "decisiveness": float(np.median(gap)) if gap.size else nan})
     return {"layers": layers}
 
 

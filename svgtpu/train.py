@@ -54,8 +54,9 @@ def make_optimizer(steps: int, lr: float, warmup: int) -> optax.GradientTransfor
 
 def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, lr: float = 3e-4,
           warmup: int = 100, label_dropout: float = 0.1, progress: bool = True,
-          fixed_batch: bool = False) -> tuple[Params, dict]:
-    """Train from scratch; returns ``(params, history)`` with the per-step losses.
+          fixed_batch: bool = False, init: Params | None = None) -> tuple[Params, dict]:
+    """Train from scratch, or go on from ``init`` params with a fresh optimizer; returns
+    ``(params, history)`` with the per-step losses.
 
     ``fixed_batch=True`` reuses one batch every step (tests: the loss must then fall).
     """
@@ -67,7 +68,7 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
         raise ValueError(f"label_dropout must be in [0, 1), got {label_dropout}")
     key = jax.random.PRNGKey(seed)
     key, init_key = jax.random.split(key)
-    params = init_params(config, init_key)
+    params = init_params(config, init_key) if init is None else init
     optimizer = make_optimizer(steps, lr, warmup)
     opt_state = optimizer.init(params)
 

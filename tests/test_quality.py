@@ -69,8 +69,8 @@ def test_head_kinds_counts_fractions_per_layer():
     steps = [[info([-1, -1], [[np.nan, np.nan]] * 2), info([0, 1], [[1.0, 3.0], [2.0, 1.0]])],
              [info([-1, -1], [[np.nan, np.nan]] * 2), info([1, 1], [[4.0, 1.0], [1.0, 1.0]])]]
     layers = head_kinds(steps)["layers"]
-    assert layers[0]["dense"] == 1.0 and layers[0]["spatial"] == 0.0
-    assert layers[1] == {"layer": 1, "spatial": 0.25, "temporal": 0.75, "dense": 0.0,
+    assert layers[0]["warmup"] == 1.0 and np.isnan(layers[0]["spatial"]) and layers[0]["temporal_by_head"] == []
+    assert layers[1] == {"layer": 1, "warmup": 0.0, "spatial": 0.25, "temporal": 0.75, "temporal_by_head": [0.5, 1.0],
                          "decisiveness": pytest.approx(np.median([2 / 3, 1 / 2, 3 / 4, 0.0]))}
 
 
@@ -85,7 +85,7 @@ def test_quality_study_on_the_shipped_checkpoint():
         assert 0 < row["mask_density"] < 1
     assert result["fast_path_max_abs_diff"]["svg-aligned"] < 1e-4
     kinds = result["head_kinds"]["svg-aligned"]
-    assert len(kinds) == config.depth and kinds[0]["dense"] == 1.0  # the first layer is dense warm-up
+    assert len(kinds) == config.depth and kinds[0]["warmup"] == 1.0  # the first layer is dense warm-up
     for layer in kinds[1:]:
-        assert layer["spatial"] + layer["temporal"] + layer["dense"] == pytest.approx(1.0)
-        assert layer["dense"] == pytest.approx(0.5)  # step 0 of 2 is the dense warm-up step
+        assert layer["spatial"] + layer["temporal"] == pytest.approx(1.0)
+        assert layer["warmup"] == pytest.approx(0.5)  # step 0 of 2 is the dense warm-up step
