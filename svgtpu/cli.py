@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable
 
@@ -284,6 +285,8 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--labels", type=int, nargs="+", help="motion labels, one video each (default: all)")
     p.add_argument("--out", default="video.gif", help="animated GIF; the contact sheet goes next to it as .png")
+    p.add_argument("--devices", type=positive_int, default=1,
+                   help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices)")
 
 
 @command("generate", "sample videos from the toy DiT: an animated GIF and a contact-sheet PNG", _generate_arguments)
@@ -294,6 +297,7 @@ def run_generate(args):
     from svgtpu.data import MOTIONS
     from svgtpu.dit import attention_backend, load_checkpoint
     from svgtpu.sampler import sample, save_video
+    from svgtpu.sharding import mesh_for_model
 
     if args.align and args.attention != "svg":
         raise ValueError(f"--align needs --attention svg, got --attention {args.attention}")
@@ -301,15 +305,17 @@ def run_generate(args):
     labels = list(range(config.num_labels)) if args.labels is None else args.labels
     svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
     attention = attention_backend(args.attention, config.geometry, svg_config=svg_config)
+    mesh = mesh_for_model(args.devices, config.heads) if args.devices > 1 else None
     start = time.perf_counter()
     video = sample(params, config, labels, seed=args.seed, num_steps=args.steps, guidance=args.guidance,
-                   shift=args.shift, attention=attention)
+                   shift=args.shift, attention=attention, mesh=mesh)
     seconds = time.perf_counter() - start
     gif, png = save_video(video, args.out)
     result = {"checkpoint": args.checkpoint, "attention": args.attention, "align": args.align,
               "seed": args.seed, "steps": args.steps, "guidance": args.guidance, "shift": args.shift,
               "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
               "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
+              "devices": args.devices, "mesh": dict(mesh.shape) if mesh is not None else None,
               "provenance": "measured-cpu-interpret" if args.attention != "dense" else "measured-cpu"}
     table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
         "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
@@ -487,7 +493,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fake_host_devices(argv: list[str]) -> None:
+    """Let ``--devices N`` run on a CPU-only machine: ask XLA for N host devices before jax starts.
+
+    The flag only affects the host (CPU) platform, so it changes nothing on a TPU VM.
+    """
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--devices", type=int, default=1)
+    devices = pre.parse_known_args(argv)[0].devices
+    flags = os.environ.get("XLA_FLAGS", "")
+    if devices > 1 and "jax" not in sys.modules and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+
+
 def main(argv: list[str] | None = None) -> int:
+    _fake_host_devices(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     _, _, run = _COMMANDS[args.command]

@@ -17,8 +17,10 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
+from svgtpu import sharding
 from svgtpu.dit import Attention, DiTConfig, Params, dense_attention, forward
 
 
@@ -48,12 +50,16 @@ def guided_velocity(params: Params, x: jax.Array, t: jax.Array, labels: jax.Arra
 
 def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_steps: int = 20,
            guidance: float = 3.0, shift: float = 1.0, attention: Attention = dense_attention,
-           with_info: bool = False, progress: bool = True):
+           with_info: bool = False, progress: bool = True, mesh: "Mesh | None" = None):
     """Videos ``[B, T, H, W, C]`` in ``[-1, 1]`` (float32 numpy), one per label.
 
     The starting noise depends only on ``seed`` and the batch shape, so dense and sparse runs with
     the same seed start from the same noise.  With ``with_info`` also returns the per-step list of
     what the attention backend reported (see :func:`svgtpu.dit.forward`).
+
+    With a ``mesh`` (:func:`svgtpu.sharding.mesh_for_model`) the run is sharded: weights replicated,
+    the CFG batch split over the ``data`` axis and self-attention head-parallel over ``heads``
+    (:func:`svgtpu.sharding.sharded_backend`); every step stays on the devices.
     """
     labels = jnp.asarray(np.asarray(labels, np.int32).reshape(-1))
     if labels.size == 0 or int(labels.min()) < 0 or int(labels.max()) > config.num_labels:
@@ -62,6 +68,11 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
     noise_key, attention_key = jax.random.split(jax.random.PRNGKey(seed))
     x = jax.random.normal(noise_key, (labels.shape[0], config.frames, config.height, config.width,
                                       config.channels))
+    if mesh is not None:
+        if with_info:
+            raise ValueError("with_info is not supported with a mesh (per-head infos are not sharded)")
+        attention = sharding.sharded_backend(attention, mesh)
+        params = jax.device_put(params, sharding.replicated(mesh))
     infos = []
     for step in tqdm(range(num_steps), desc="sample", disable=not progress):
         v, info = guided_velocity(params, x, jnp.float32(ts[step]), labels, jnp.float32(guidance),

@@ -12,6 +12,8 @@ Mesh axes: ``data`` (the CFG / batch dimension), ``heads`` and ``seq``.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Callable, Sequence
 
 import jax
@@ -104,6 +106,41 @@ def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
                              check_vma=False)(q, k, v)
 
     return run
+
+
+def sharded_backend(attention: Callable[..., jax.Array], mesh: Mesh, mode: str = "heads"):
+    """A DiT attention backend (``attention(q, k, v, *, layer, step, ...)``) run under ``mesh``.
+
+    ``mode``: ``heads`` (:func:`head_parallel`) or ``ulysses`` (:func:`ulysses`).  The backend must
+    return the output array only (no per-head info: that would need its own sharding).
+    """
+    wraps = {"heads": head_parallel, "ulysses": ulysses}
+    if mode not in wraps:
+        raise ValueError(f"mode must be one of {', '.join(wraps)}, got {mode!r}")
+
+    def backend(q, k, v, **call):
+        return wraps[mode](functools.partial(attention, **call), mesh)(q, k, v)
+    return backend
+
+
+def mesh_for_model(devices: int, heads: int, batch: int = 2) -> Mesh:
+    """The mesh a sharded DiT step uses on the first ``devices`` devices.
+
+    The ``data`` axis takes the classifier-free-guidance pair (2) when ``devices`` and ``batch``
+    are even; the ``heads`` axis takes the rest, which must divide the model's ``heads``.
+    """
+    if not isinstance(devices, int) or devices <= 0:
+        raise ValueError(f"devices must be a positive integer, got {devices!r}")
+    if devices > jax.device_count():
+        raise ValueError(f"devices = {devices} but only {jax.device_count()} are available (on CPU, set "
+                         f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} before jax starts)")
+    data = math.gcd(2, devices, batch)
+    rest = devices // data
+    if heads % rest:
+        raise ValueError(f"the model's heads = {heads} must be divisible by the {rest} devices of the heads "
+                         f"axis ({devices} devices / data axis {data}); use devices in "
+                         f"{sorted({data * h for h in range(1, heads + 1) if heads % h == 0})}")
+    return make_mesh(data=data, heads=rest, devices=jax.devices()[:devices])
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
