@@ -57,7 +57,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 7,
                                   "heads": 1, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.15, 0.3, 0.5],
+        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6],
                        "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
     },
     "tpu": {
@@ -71,7 +71,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3072, "block_kv": 2048, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
-        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.15, 0.2, 0.3, 0.45, 0.6],
+        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
                        "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
     },
 }
