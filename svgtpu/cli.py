@@ -1,5 +1,4 @@
-"""The ``svgtpu`` command line: every subcommand prints a readable table, or one JSON object with
-``--json``.
+"""The svgtpu command line: each subcommand prints a table, or one JSON object with --json.
 
 A subcommand is a function ``run(args) -> (result, table)`` registered with :func:`command`; the
 result is a JSON-able dict and the table the human rendering of it.  A ``ValueError`` raised
