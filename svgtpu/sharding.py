@@ -47,17 +47,27 @@ def make_mesh(data: int = 1, heads: int | None = None, seq: int = 1,
     return Mesh(grid, AXES)
 
 
-def _check_divisible(name: str, size: int, mesh: Mesh, axis: str) -> None:
-    n = mesh.shape[axis]
-    if size % n:
-        raise ValueError(f"{name} = {size} must be divisible by the mesh's {axis} axis ({n} devices); "
-                         f"choose a device count that divides {size}")
+def _shard(local: AttentionFn, mesh: Mesh, spec: P, seq_sharded: bool) -> AttentionFn:
+    """``local`` under ``shard_map`` with q, k, v and the output all in ``spec``, after checking
+    that the mesh divides the batch, the heads (over ``heads x seq``) and, if ``seq_sharded``, L."""
+    n_data, n_heads = mesh.shape["data"], mesh.shape["heads"] * mesh.shape["seq"]
 
+    def run(q, k, v):
+        if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
+            raise ValueError(f"q, k, v must share one shape [batch, heads, L, d], got "
+                             f"{q.shape}, {k.shape}, {v.shape}")
+        batch, heads, L, _ = q.shape
+        if batch % n_data:
+            raise ValueError(f"batch = {batch} must be divisible by the mesh's data axis ({n_data} devices)")
+        if heads % n_heads:
+            raise ValueError(f"heads = {heads} must be divisible by the mesh's heads*seq devices ({n_heads})")
+        if seq_sharded and L % mesh.shape["seq"]:
+            raise ValueError(f"sequence length L = {L} must be divisible by the mesh's seq axis "
+                             f"({mesh.shape['seq']} devices)")
+        return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
+                             check_vma=False)(q, k, v)
 
-def _check_qkv(q, k, v) -> None:
-    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(f"q, k, v must share one shape [batch, heads, L, d], got "
-                         f"{q.shape}, {k.shape}, {v.shape}")
+    return run
 
 
 def head_parallel(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
@@ -66,18 +76,7 @@ def head_parallel(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
     Every device sees whole sequences of its own heads, so any per-head method (SVG profiling,
     layout transformation) runs unchanged, locally, without communication.
     """
-    spec = P("data", ("heads", "seq"), None, None)
-
-    def run(q, k, v):
-        _check_qkv(q, k, v)
-        _check_divisible("batch", q.shape[0], mesh, "data")
-        if q.shape[1] % (mesh.shape["heads"] * mesh.shape["seq"]):
-            raise ValueError(f"heads = {q.shape[1]} must be divisible by the mesh's heads*seq devices "
-                             f"({mesh.shape['heads'] * mesh.shape['seq']})")
-        return jax.shard_map(attention, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
-                             check_vma=False)(q, k, v)
-
-    return run
+    return _shard(attention, mesh, P("data", ("heads", "seq"), None, None), seq_sharded=False)
 
 
 def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
@@ -87,25 +86,13 @@ def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
     an all-to-all over ``seq`` gathers the whole sequence for ``heads / seq`` of the local heads, the
     attention runs head-parallel, and an all-to-all scatters the output back along the sequence.
     """
-    spec = P("data", "heads", "seq", None)
-
     def local(q, k, v):
         # [b, h, L/n, d] -> [b, h/n, L, d]: split heads over the seq group, gather the sequence
         to_heads = lambda x: jax.lax.all_to_all(x, "seq", split_axis=1, concat_axis=2, tiled=True)  # noqa: E731
         out = attention(to_heads(q), to_heads(k), to_heads(v))
         return jax.lax.all_to_all(out, "seq", split_axis=2, concat_axis=1, tiled=True)
 
-    def run(q, k, v):
-        _check_qkv(q, k, v)
-        _check_divisible("batch", q.shape[0], mesh, "data")
-        _check_divisible("sequence length L", q.shape[2], mesh, "seq")
-        if q.shape[1] % (mesh.shape["heads"] * mesh.shape["seq"]):
-            raise ValueError(f"heads = {q.shape[1]} must be divisible by heads*seq devices "
-                             f"({mesh.shape['heads'] * mesh.shape['seq']}) for Ulysses attention")
-        return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
-                             check_vma=False)(q, k, v)
-
-    return run
+    return _shard(local, mesh, P("data", "heads", "seq", None), seq_sharded=True)
 
 
 def sharded_backend(attention: Callable[..., jax.Array], mesh: Mesh, mode: str = "heads"):
