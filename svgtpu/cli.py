@@ -254,14 +254,24 @@ def run_train(args):
     curve_path = os.path.splitext(args.out)[0] + ".loss.json"
     losses = history["losses"]
     tail = max(1, len(losses) // 20)
+    command = "python -m svgtpu " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith(("svgtpu", "__main__.py")) else None
+    stage = {"command": command, "first_loss": float(sum(losses[:tail]) / tail),
+             "final_loss": float(sum(losses[-tail:]) / tail), "init": args.init, **history}
+    # a run that goes on from a checkpoint carries the stages that made that checkpoint
+    previous = os.path.splitext(args.init)[0] + ".loss.json" if args.init else None
+    stages = []
+    if previous and os.path.exists(previous):
+        with open(previous) as f:
+            stages = json_module.load(f).get("stages", [])
+    stages.append(stage)
     result = {"config": args.config, "model": json_module.loads(config.to_json()),
               "params": count_params(params), "checkpoint": args.out, "loss_curve": curve_path,
               "checkpoint_bytes": os.path.getsize(args.out),
-              "first_loss": float(sum(losses[:tail]) / tail), "final_loss": float(sum(losses[-tail:]) / tail),
-              "command": "python -m svgtpu " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith(("svgtpu", "__main__.py")) else None,
-              "provenance": "measured-cpu", **{k: v for k, v in history.items() if k != "losses"}}
+              **{k: v for k, v in stage.items() if k != "losses"},
+              "total_steps": sum(s["steps"] for s in stages), "total_wall_s": sum(s["wall_s"] for s in stages),
+              "reproduce": [s["command"] for s in stages], "provenance": "measured-cpu"}
     with open(curve_path, "w") as f:
-        json_module.dump({**result, "losses": losses}, f)
+        json_module.dump({**result, "stages": stages}, f)
     table = format_table([{k: result[k] for k in ("config", "params", "steps", "batch_size", "first_loss",
                                                    "final_loss", "wall_s", "checkpoint_bytes")}])
     return result, table

@@ -23,6 +23,8 @@ VARIANTS: dict[str, dict] = {
     "svg-no-fast-path": {"align": None, "fast_path": False},
     "svg-aligned": {"align": "snap", "fast_path": True},
     "svg-aligned-no-fast-path": {"align": "snap", "fast_path": False},
+    # snap keeps the mask's size only roughly; inner never adds tokens: the two bracket the unaligned mask
+    "svg-aligned-inner": {"align": "inner", "fast_path": True},
 }
 
 
