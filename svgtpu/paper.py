@@ -46,6 +46,7 @@ CLAIM_ROWS = [
     ("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k (toy DiT, CPU)", "quadratic"),
     ("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video", "—"),
     ("Q", "psnr_unaligned", "PSNR of SVG vs dense video", "—"),
+    ("Q", "psnr_aligned_inner", "PSNR of inner-aligned SVG (adds no pair) vs dense video", "—"),
 ]
 
 

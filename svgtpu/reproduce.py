@@ -58,7 +58,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                                   "heads": 1, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6],
-                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
+                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path",
+                                    "svg-aligned-inner"]},
     },
     "tpu": {
         "01_quadratic_scaling": {"toy_repeats": 15, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
@@ -72,7 +73,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                                   "heads": 8, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
-                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path"]},
+                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path",
+                                    "svg-aligned-inner"]},
     },
 }
 
