@@ -507,9 +507,10 @@ def _fake_host_devices(argv: list[str]) -> None:
 
     The flag only affects the host (CPU) platform, so it changes nothing on a TPU VM.
     """
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--devices", type=int, default=1)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--devices", default="1")
     devices = pre.parse_known_args(argv)[0].devices
+    devices = int(devices) if devices.isdigit() else 1  # the real parser reports bad values
     flags = os.environ.get("XLA_FLAGS", "")
     if devices > 1 and "jax" not in sys.modules and "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
