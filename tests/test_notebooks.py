@@ -30,6 +30,16 @@ EXPECTED = {
         "claims": {"C4": ["fast_path_speedup", "aligned_fast_overhead_vs_ideal", "ours_over_splash_svg",
                           "variants", "vector_ops_removed_full", "op_counts"]},
     },
+    "04_end_to_end_speedup": {
+        "figures": ["headline_speedup"],
+        "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
+                          "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup"]},
+    },
+    "05_quality": {
+        "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet"],
+        "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "sparsity_sweep",
+                         "head_kinds"]},
+    },
 }
 
 
