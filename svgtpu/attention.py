@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import time
 from typing import NamedTuple
 
 import jax
@@ -241,16 +240,15 @@ def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int
                    seed: int = 0, progress: bool = True) -> dict:
     """Time profiling against one sparse attention call on planted heads (design.md section 9).
 
-    Three jitted calls run interleaved (round-robin, direction alternating) after a compile run:
+    Three jitted calls run interleaved (:func:`svgtpu.timing.interleaved_times`) after a compile run:
     ``profile`` (:func:`classify_heads`), ``kernel`` (the band + sink mask through the backend) and
     ``svg_sparse`` (:func:`sparse_attention`: layout transform + kernel + transform back).  Reports
     medians of the per-round ratios, plus the ratio of multiply-adds as ``computed``: profiling does
     ``8 r L d`` flops per head, the kernel ``4 d`` per pair of every tile it visits.  Off TPU the
     kernels run in Pallas interpret mode, which inflates the kernel time (``measured-cpu-interpret``).
     """
-    from tqdm import tqdm
-
     from svgtpu.tiles import classify
+    from svgtpu.timing import interleaved_times, paired_ratio
 
     g = get_geometry(geometry)
     _positive_int("heads", heads)
@@ -267,15 +265,7 @@ def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int
     sparse = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, g, config))
     calls = {"profile": lambda: profile(q, k, v, key), "kernel": lambda: kernel(q, k, v),
              "svg_sparse": lambda: sparse(q, k, v, kinds)}
-    for call in calls.values():
-        jax.block_until_ready(call())
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for r in tqdm(range(rounds), desc="profiling cost", disable=not progress):
-        for name in (list(calls) if r % 2 == 0 else list(reversed(calls))):
-            start = time.perf_counter()
-            jax.block_until_ready(calls[name]())
-            times[name].append(time.perf_counter() - start)
-    t = {name: np.asarray(values) for name, values in times.items()}
+    times = interleaved_times(calls, rounds=rounds, desc="profiling cost", progress=progress)
     rows = min(config.num_sampled_rows, g.L)
     visited = classify(mask, config.block_q, config.block_kv).stats.density * \
         (round_up(g.L, config.block_q) * round_up(g.L, config.block_kv))
@@ -283,9 +273,9 @@ def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int
         "geometry": str(g), "L": g.L, "heads": heads, "head_dim": head_dim, "rounds": rounds,
         "num_sampled_rows": rows, "backend": config.backend, "block_q": config.block_q,
         "block_kv": config.block_kv, "mask_density": mask.density(),
-        **{f"{name}_s": float(np.median(values)) for name, values in t.items()},
-        "profile_over_kernel": float(np.median(t["profile"] / t["kernel"])),
-        "profile_over_svg_sparse": float(np.median(t["profile"] / t["svg_sparse"])),
+        **{f"{name}_s": float(np.median(values)) for name, values in times.items()},
+        "profile_over_kernel": paired_ratio(times, "profile", "kernel"),
+        "profile_over_svg_sparse": paired_ratio(times, "profile", "svg_sparse"),
         "provenance": "measured-tpu" if jax.default_backend() == "tpu" else "measured-cpu-interpret",
         "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
     }

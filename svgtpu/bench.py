@@ -13,9 +13,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-import time
 from collections import Counter
 
 import jax
@@ -28,6 +28,7 @@ from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.plan import as_masks, check_block_size
 from svgtpu.masks import DenseMask, align, alignment_diff, make_mask, svg_mask
 from svgtpu.tiles import classify
+from svgtpu.timing import interleaved_times, paired_ratio
 
 BASELINE = "ours-dense"
 
@@ -73,32 +74,15 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
     Each round times every variant ``repeats`` times back to back and keeps the fastest call:
     other processes on a shared machine only ever add time, so the minimum filters their spikes.
     """
-    from tqdm.auto import tqdm
-
-    if rounds < 1 or repeats < 1:
-        raise ValueError(f"rounds and repeats must be positive integers, got {rounds} and {repeats}")
     g = get_geometry(geometry)
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.standard_normal((heads, g.L, head_dim)), dtype) for _ in range(3))
     variants = _variants(g, multiplier, block_q, block_kv, block_kv_compute, interpret)
     names = list(variants)
 
-    for name in tqdm(names, desc="compile + warm-up", disable=not progress):
-        jax.block_until_ready(variants[name][0](q, k, v))
-    times = {name: [] for name in names}
-    with tqdm(total=rounds * len(names), desc="timing rounds", disable=not progress) as bar:
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order each round
-                calls = []
-                for _ in range(repeats):
-                    start = time.perf_counter()
-                    jax.block_until_ready(variants[name][0](q, k, v))
-                    calls.append(time.perf_counter() - start)
-                times[name].append(min(calls))
-                bar.update()
-
-    def ratio(a, b):
-        return statistics.median(x / y for x, y in zip(times[a], times[b]))
+    times = interleaved_times({name: functools.partial(variants[name][0], q, k, v) for name in names},
+                              rounds=rounds, repeats=repeats, progress=progress)
+    ratio = functools.partial(paired_ratio, times)
 
     rows = []
     for name in names:
@@ -251,3 +235,24 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
             "counted_in": "kernel jaxpr: the pl.when branch each tile kind takes, per kv chunk of "
                           "block_kv_compute (what Pallas lowers to Mosaic)",
             "rows": rows, "plans": plans}
+
+
+def bench_sampling(params, config, backends: dict, *, num_steps: int, rounds: int = 3, seed: int = 0,
+                   progress: bool = True) -> dict:
+    """End-to-end toy DiT sampling time per attention backend (one video, ``num_steps`` steps).
+
+    ``backends`` maps names to DiT attention backends and must include ``dense``, the baseline.
+    Timed with :func:`svgtpu.timing.interleaved_times`; ``speedup_vs_dense`` is the median of the
+    per-round ratios ``t_dense / t``.
+    """
+    from svgtpu.sampler import sample
+
+    if "dense" not in backends:
+        raise ValueError(f"backends must include 'dense' (the baseline), got {sorted(backends)}")
+    calls = {name: functools.partial(sample, params, config, [seed % config.num_labels], seed=seed,
+                                     num_steps=num_steps, attention=attention, progress=False)
+             for name, attention in backends.items()}
+    times = interleaved_times(calls, rounds=rounds, desc="sampling rounds", progress=progress)
+    return {"num_steps": num_steps, "rounds": rounds, "L": config.geometry.L, "times_s": times,
+            "variants": [{"variant": name, "median_s": statistics.median(times[name]),
+                          "speedup_vs_dense": paired_ratio(times, "dense", name)} for name in backends]}

@@ -730,12 +730,14 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     :func:`calibrate_cpu`), f32 values, unfused XLA attention (one tile per head: the whole score
     matrix passes through memory), efficiencies 1 (the rates were measured on the same kinds of op).
     Measured: jitted forward pass (dense attention) vs ``depth`` calls of the jitted dense attention
-    on the same q/k/v shapes, interleaved over ``rounds`` rounds; median of the per-round shares.
+    on the same q/k/v shapes, interleaved over ``rounds`` rounds (:mod:`svgtpu.timing`); median of
+    the per-round shares.
     """
     import jax
     import jax.numpy as jnp
 
     from svgtpu import dit
+    from svgtpu.timing import interleaved_times, paired_ratio
 
     config = dit.DiTConfig()
     device = device or calibrate_cpu(seed)
@@ -754,24 +756,14 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     fwd = jax.jit(lambda p, x: dit.forward(p, config, x, t, labels))
     qkv = jax.random.normal(key, (3, batch, config.heads, g.L, config.head_dim))
     attn = jax.jit(lambda q, k, v: dit.dense_attention(q, k, v))
-    fwd(params, video).block_until_ready()
-    attn(*qkv).block_until_ready()
-    shares, t_fwd, t_attn = [], [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fwd(params, video).block_until_ready()
-        mid = time.perf_counter()
-        for _ in range(config.depth):
-            attn(*qkv).block_until_ready()
-        end = time.perf_counter()
-        t_fwd.append(mid - start)
-        t_attn.append(end - mid)
-        shares.append((end - mid) / (mid - start))
+    times = interleaved_times({"forward": lambda: fwd(params, video),
+                               "attention": lambda: [attn(*qkv) for _ in range(config.depth)]},
+                              rounds=rounds, desc="toy DiT timing", progress=False)
     return {"model": "toy", "L": g.L, "batch": batch, "device": device.as_dict(),
             "modeled_attention_share": modeled, "modeled_forward_seconds": sum(breakdown.values()),
-            "measured_attention_share": float(np.median(shares)),
-            "measured_forward_seconds": float(np.median(t_fwd)),
-            "measured_attention_seconds": float(np.median(t_attn)),
+            "measured_attention_share": paired_ratio(times, "attention", "forward"),
+            "measured_forward_seconds": float(np.median(times["forward"])),
+            "measured_attention_seconds": float(np.median(times["attention"])),
             "provenance": {"modeled": "modeled-cpu (rates measured-cpu)", "measured": "measured-cpu"}}
 
 

@@ -1,0 +1,51 @@
+"""How we time things on a shared machine (design.md section 9), in one place.
+
+Every call is run once first (compile, warm up).  Then the calls run interleaved, round-robin, the
+order rotating each round; in each round a call runs ``repeats`` times back to back and keeps its
+fastest time (other processes only ever add time, so the minimum filters their spikes).  Compare
+calls by :func:`paired_ratio`, the median of per-round ratios: back-to-back blocks of runs drift by
+10-20 % here, paired ratios do not.  Absolute CPU times mean little.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import jax
+from tqdm.auto import tqdm
+
+
+def interleaved_times(calls: dict[str, Callable[[], Any]], *, rounds: int = 9, repeats: int = 1,
+                      desc: str = "timing rounds", progress: bool = True) -> dict[str, list[float]]:
+    """Seconds per round of each call (``{name: [round 0, round 1, ...]}``), timed as above.
+
+    Each call's result is passed to ``jax.block_until_ready`` so asynchronous dispatch is timed in full.
+    """
+    for name, value in (("rounds", rounds), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    names = list(calls)
+    for name in names:
+        jax.block_until_ready(calls[name]())
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with tqdm(total=rounds * len(names), desc=desc, disable=not progress) as bar:
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                fastest = float("inf")
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    jax.block_until_ready(calls[name]())
+                    fastest = min(fastest, time.perf_counter() - start)
+                times[name].append(fastest)
+                bar.update()
+    return times
+
+
+def paired_ratio(times: dict[str, list[float]], a: str, b: str) -> float:
+    """Median over rounds of ``time[a] / time[b]``."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
+
+__all__ = ["interleaved_times", "paired_ratio"]
