@@ -417,10 +417,11 @@ def run_costmodel(args):
         result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
                   "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
                   "reported": cm.REPORTED, "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: 88.2 %)"
+        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: {cm.REPORTED['C2_attention_share']:.1%})"
     result = cm.model_video(setup)
     result["sensitivity"] = band = cm.sensitivity(setup)
-    reported = {"attention_share": 0.882, "speedup": 1.69, "saved_minutes": 16.0}
+    reported = {"attention_share": cm.REPORTED["C2_attention_share"], "speedup": cm.REPORTED["C1_speedup"],
+                "saved_minutes": cm.REPORTED["C1_saved_minutes"]}
     rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
              "reported": reported.get(k, "")}
             for k in ("attention_share", "communication_share", "dense_minutes", "svg_minutes", "speedup",
