@@ -1,8 +1,18 @@
 """svgtpu: Sparse VideoGen attention on TPU, reproduced, tested and explained.
 
-Modules, one concept each: :mod:`~svgtpu.geometry` (video token grids), :mod:`~svgtpu.masks`
-(SVG masks and alignment), :mod:`~svgtpu.tiles` (tile classification), and the command line in
-:mod:`~svgtpu.cli`.
+One module per concept:
+
+- :mod:`~svgtpu.geometry`: video token grids, Wan presets, frame-/spatial-major layouts;
+- :mod:`~svgtpu.masks`, :mod:`~svgtpu.tiles`: SVG masks, tile alignment, tile classification (C3);
+- :mod:`~svgtpu.kernels`: reference, Splash baseline and our block-sparse Pallas kernel (C4);
+- :mod:`~svgtpu.profiling`, :mod:`~svgtpu.attention`: online head profiling and ``svg_attention``;
+- :mod:`~svgtpu.data`, :mod:`~svgtpu.dit`, :mod:`~svgtpu.train`, :mod:`~svgtpu.sampler`,
+  :mod:`~svgtpu.quality`: the toy Wan-shaped video DiT, its training, sampling and fidelity;
+- :mod:`~svgtpu.costmodel`: the TPU cost model (C1, C2, C5); :mod:`~svgtpu.sharding`: multi-device;
+- :mod:`~svgtpu.timing`, :mod:`~svgtpu.bench`: how we measure, and the benchmarks;
+- :mod:`~svgtpu.results`, :mod:`~svgtpu.reproduce`, :mod:`~svgtpu.plots`, :mod:`~svgtpu.paper`:
+  the results file, the notebook runner, figure style and the paper's generated tables;
+- :mod:`~svgtpu.cli`: the ``svgtpu`` command.
 """
 
 __version__ = "0.1.0"
