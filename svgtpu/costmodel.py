@@ -721,10 +721,11 @@ def calibrate_cpu(seed: int = 0) -> DeviceSpec:
                       matmul_tile=None, source="measured on this CPU by svgtpu.costmodel.calibrate_cpu")
 
 
-def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *, batch: int = 2,
+def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *, config=None, batch: int = 2,
                                             rounds: int = 9, seed: int = 0) -> dict:
     """The toy DiT's self-attention share of a forward pass: modeled with CPU-measured rates vs
-    measured by timing.
+    measured by timing.  ``config``: a :class:`svgtpu.dit.DiTConfig` (default: the shipped toy's
+    shape; vary ``frames`` to sweep the sequence length).
 
     Modeled: :func:`forward_breakdown` on the toy config with ``device`` (default
     :func:`calibrate_cpu`), f32 values, unfused XLA attention (one tile per head: the whole score
@@ -739,7 +740,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     from svgtpu import dit
     from svgtpu.timing import interleaved_times, paired_ratio
 
-    config = dit.DiTConfig()
+    config = config or dit.DiTConfig()
     device = device or calibrate_cpu(seed)
     model, g = ModelConfig.from_dit(config), config.geometry
     setup = Setup(model, g, device, chips=1, steps=1, cfg=False, block_q=g.L, block_kv=g.L,

@@ -34,7 +34,8 @@ NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
-        "01_quadratic_scaling": {"toy_repeats": 3, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
+        "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4],
+                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,
@@ -47,7 +48,8 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
     },
     "cpu": {
-        "01_quadratic_scaling": {"toy_repeats": 9, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
+        "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16],
+                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,
@@ -62,7 +64,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                                     "svg-aligned-inner"]},
     },
     "tpu": {
-        "01_quadratic_scaling": {"toy_repeats": 15, "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
+        "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32],
+                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
         "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
                               "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
                               "small_geometry": "6x8x12", "small_block": 64,
