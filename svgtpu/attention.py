@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry, get_geometry, round_up
+from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry, round_up
 from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
 from svgtpu.profiling import TEMPORAL, classify_heads, planted_heads
 
@@ -40,11 +40,6 @@ BACKENDS = ("ours", "splash", "reference")
 DEFAULT_SPARSITY = 0.3
 #: Head kind reported by ``return_info`` for a dense warm-up call.
 DENSE = -1
-
-
-def _positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +79,7 @@ class SVGConfig:
             raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
         if self.sparsity is not None and not (isinstance(self.sparsity, (int, float)) and 0 < self.sparsity < 1):
             raise ValueError(f"sparsity must be in the open interval (0, 1), got {self.sparsity!r}")
-        _positive_int("num_sampled_rows", self.num_sampled_rows)
+        check_positive_int("num_sampled_rows", self.num_sampled_rows)
         for name in ("block_q", "block_kv"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % 128:
@@ -251,8 +246,8 @@ def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int
     from svgtpu.timing import interleaved_times, paired_ratio
 
     g = get_geometry(geometry)
-    _positive_int("heads", heads)
-    _positive_int("rounds", rounds)
+    check_positive_int("heads", heads)
+    check_positive_int("rounds", rounds)
     if config.backend == "reference":
         raise ValueError("backend must be ours or splash to time profiling against a sparse attention call; "
                          "reference materializes every L x L score")

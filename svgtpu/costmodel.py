@@ -45,9 +45,9 @@ from typing import Iterable
 
 import numpy as np
 
-from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, get_geometry
+from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks import DenseMask, align, svg_mask
-from svgtpu.tiles import TileStats, check_block, classify
+from svgtpu.tiles import TileStats, classify
 
 #: What the write-up reports (design.md section 1); the model is compared with these, never fit to them.
 REPORTED = {"C1_speedup": 1.69, "C1_saved_minutes": 16.0, "C2_attention_share": 0.882}
@@ -185,9 +185,7 @@ class ModelConfig:
 
     def __post_init__(self):
         for field in ("layers", "dim", "heads", "head_dim", "ffn", "text_len", "patch_in"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"ModelConfig.{field} must be a positive integer, got {value!r}")
+            check_positive_int(f"ModelConfig.{field}", getattr(self, field))
         if self.heads * self.head_dim != self.dim:
             raise ValueError(f"ModelConfig: heads * head_dim = {self.heads * self.head_dim} != dim {self.dim}")
 
@@ -475,12 +473,8 @@ class Setup:
     dtype_bytes: int = 2
 
     def __post_init__(self):
-        for field in ("chips", "steps", "profile_rows", "dtype_bytes"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"{field} must be a positive integer, got {value!r}")
-        check_block("block_q", self.block_q)
-        check_block("block_kv", self.block_kv)
+        for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
+            check_positive_int(field, getattr(self, field))
         if (self.sparsity is None) == (self.multiplier is None):
             raise ValueError("give exactly one of sparsity or multiplier")
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):

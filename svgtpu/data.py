@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from svgtpu.geometry import check_positive_int
+
 FRAMES, HEIGHT, WIDTH, CHANNELS = 8, 20, 28, 3
 
 #: The conditioning labels: every shape of a video moves this way (bouncing off the walls).
@@ -73,8 +75,7 @@ def make_batch(seed: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
 
     Video ``i`` uses seed ``(seed, i)`` so batches with different seeds never share a video.
     """
-    if batch <= 0:
-        raise ValueError(f"batch must be a positive integer, got {batch}")
+    check_positive_int("batch", batch)
     seeds = np.random.SeedSequence([seed]).spawn(batch)
     pairs = [make_video(int(s.generate_state(1)[0])) for s in seeds]
     return np.stack([v for v, _ in pairs]), np.array([l for _, l in pairs], np.int32)

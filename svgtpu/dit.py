@@ -30,7 +30,7 @@ import numpy as np
 from einops import rearrange
 
 from svgtpu import data
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import VideoGeometry, check_positive_int
 
 Params = dict[str, Any]
 Attention = Callable[..., jax.Array]
@@ -58,9 +58,7 @@ class DiTConfig:
         object.__setattr__(self, "patch", tuple(int(p) for p in self.patch))
         for name in ("frames", "height", "width", "channels", "heads", "depth", "mlp_ratio",
                      "num_labels", "context_tokens", "freq_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"DiTConfig.{name} must be a positive integer, got {value!r}")
+            check_positive_int(f"DiTConfig.{name}", getattr(self, name))
         if self.head_dim not in (64, 128):
             raise ValueError(f"DiTConfig.head_dim must be 64 or 128 (kernel head sizes), got {self.head_dim}")
         if len(self.patch) != 3 or min(self.patch) <= 0:

@@ -22,6 +22,23 @@ WAN_VAE_STRIDE = (4, 8, 8)
 WAN_PATCH = (1, 2, 2)
 
 
+def check_positive_int(name: str, value) -> int:
+    """``value`` as an ``int`` if it is a positive integer (not a bool), else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive integers."""
+    return -(-a // b)
+
+
+def round_up(a: int, b: int) -> int:
+    """``a`` rounded up to a multiple of ``b``."""
+    return ceil_div(a, b) * b
+
+
 @dataclasses.dataclass(frozen=True)
 class VideoGeometry:
     """Token grid of one video: ``T`` latent frames of ``H x W`` tokens each."""
@@ -33,9 +50,7 @@ class VideoGeometry:
 
     def __post_init__(self):
         for field in ("T", "H", "W"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"geometry {field} must be a positive integer, got {value!r}")
+            check_positive_int(f"geometry {field}", getattr(self, field))
 
     @property
     def F(self) -> int:
@@ -127,14 +142,4 @@ def get_geometry(spec: "str | VideoGeometry") -> VideoGeometry:
     return VideoGeometry(T, H, W)
 
 
-def ceil_div(a: int, b: int) -> int:
-    """``ceil(a / b)`` for positive integers."""
-    return -(-a // b)
-
-
-def round_up(a: int, b: int) -> int:
-    """``a`` rounded up to a multiple of ``b``."""
-    return ceil_div(a, b) * b
-
-
-__all__ = ["VideoGeometry", "PRESETS", "get_geometry", "ceil_div", "round_up"]
+__all__ = ["VideoGeometry", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up"]

@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
+from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
 
 #: Granularity of the SVG band width, in tokens (SVG rounds the window up to 128).
 BAND_QUANTUM = 128
@@ -98,9 +98,7 @@ class Mask:
 
 
 def _check_length(L) -> int:
-    if not isinstance(L, (int, np.integer)) or L <= 0:
-        raise ValueError(f"mask length L must be a positive integer, got {L!r}")
-    return int(L)
+    return check_positive_int("mask length L", L)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,8 +375,7 @@ ALIGN_MODES = ("snap", "cover", "inner")
 
 def tile_edges(L: int, block: int) -> np.ndarray:
     """Tile boundaries ``0, block, 2*block, ...`` covering ``L`` padded to a multiple of ``block``."""
-    if not isinstance(block, (int, np.integer)) or block <= 0:
-        raise ValueError(f"block size must be a positive integer, got {block!r}")
+    check_positive_int("block size", block)
     return np.arange(ceil_div(L, block) + 1, dtype=np.int64) * block
 
 

@@ -22,12 +22,12 @@ from tqdm.auto import tqdm
 
 from svgtpu import sharding
 from svgtpu.dit import Attention, DiTConfig, Params, dense_attention, forward
+from svgtpu.geometry import check_positive_int
 
 
 def time_grid(num_steps: int, shift: float = 1.0) -> np.ndarray:
     """``num_steps + 1`` flow times from 1 down to 0, shifted by ``shift``."""
-    if num_steps <= 0:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
+    check_positive_int("num_steps", num_steps)
     if not shift > 0:
         raise ValueError(f"shift must be positive, got {shift}")
     t = np.linspace(1.0, 0.0, num_steps + 1)

@@ -21,6 +21,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from svgtpu.geometry import check_positive_int
+
 AXES = ("data", "heads", "seq")
 
 #: attention(q, k, v) -> out on ``[batch, heads, L, d]`` arrays (extra keywords are bound by the caller).
@@ -31,15 +33,12 @@ def make_mesh(data: int = 1, heads: int | None = None, seq: int = 1,
               devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A ``(data, heads, seq)`` mesh over ``devices`` (default: all); ``heads=None`` takes the rest."""
     devices = list(jax.devices() if devices is None else devices)
-    for name, size in (("data", data), ("seq", seq)):
-        if not isinstance(size, int) or size <= 0:
-            raise ValueError(f"mesh axis {name} must be a positive integer, got {size!r}")
+    data, seq = check_positive_int("mesh axis data", data), check_positive_int("mesh axis seq", seq)
     if heads is None:
         if len(devices) % (data * seq):
             raise ValueError(f"data*seq = {data * seq} must divide the {len(devices)} devices")
         heads = len(devices) // (data * seq)
-    if not isinstance(heads, int) or heads <= 0:
-        raise ValueError(f"mesh axis heads must be a positive integer, got {heads!r}")
+    heads = check_positive_int("mesh axis heads", heads)
     if data * heads * seq > len(devices):
         raise ValueError(f"mesh data*heads*seq = {data}*{heads}*{seq} = {data * heads * seq} needs more "
                          f"than the {len(devices)} available devices")
@@ -116,8 +115,7 @@ def mesh_for_model(devices: int, heads: int, batch: int = 2) -> Mesh:
     The ``data`` axis takes the classifier-free-guidance pair (2) when ``devices`` and ``batch``
     are even; the ``heads`` axis takes the rest, which must divide the model's ``heads``.
     """
-    if not isinstance(devices, int) or devices <= 0:
-        raise ValueError(f"devices must be a positive integer, got {devices!r}")
+    devices = check_positive_int("devices", devices)
     if devices > jax.device_count():
         raise ValueError(f"devices = {devices} but only {jax.device_count()} are available (on CPU, set "
                          f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} before jax starts)")

@@ -18,6 +18,7 @@ import dataclasses
 
 import numpy as np
 
+from svgtpu.geometry import check_positive_int
 from svgtpu.masks import Mask, tile_edges
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
@@ -66,20 +67,13 @@ class TileClassification:
         return TileStats(full=int(counts[FULL]), partial=int(counts[PARTIAL]), empty=int(counts[EMPTY]))
 
 
-def check_block(name: str, value) -> int:
-    """Validate a block size: a positive integer."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     """Classify every ``block_q x block_kv`` tile of ``mask`` as empty, partial or full.
 
     Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so wan-1440p with 512 x 512
     tiles (350k tiles) takes well under a second for the SVG masks.
     """
-    block_q, block_kv = check_block("block_q", block_q), check_block("block_kv", block_kv)
+    block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
     qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
     counts = mask.count_grid(qe, ke)
     valid_rows = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None]

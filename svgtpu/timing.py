@@ -16,6 +16,8 @@ from typing import Any, Callable
 import jax
 from tqdm.auto import tqdm
 
+from svgtpu.geometry import check_positive_int
+
 
 def interleaved_times(calls: dict[str, Callable[[], Any]], *, rounds: int = 9, repeats: int = 1,
                       desc: str = "timing rounds", progress: bool = True) -> dict[str, list[float]]:
@@ -23,9 +25,8 @@ def interleaved_times(calls: dict[str, Callable[[], Any]], *, rounds: int = 9, r
 
     Each call's result is passed to ``jax.block_until_ready`` so asynchronous dispatch is timed in full.
     """
-    for name, value in (("rounds", rounds), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_positive_int("rounds", rounds)
+    check_positive_int("repeats", repeats)
     names = list(calls)
     for name in names:
         jax.block_until_ready(calls[name]())

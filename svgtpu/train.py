@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from svgtpu import data
 from svgtpu.dit import DiTConfig, Params, forward, init_params
+from svgtpu.geometry import check_positive_int
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {
@@ -60,10 +61,8 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
 
     ``fixed_batch=True`` reuses one batch every step (tests: the loss must then fall).
     """
-    if steps <= 0:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    check_positive_int("steps", steps)
+    check_positive_int("batch_size", batch_size)
     if not 0.0 <= label_dropout < 1.0:
         raise ValueError(f"label_dropout must be in [0, 1), got {label_dropout}")
     key = jax.random.PRNGKey(seed)
