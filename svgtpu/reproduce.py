@@ -14,6 +14,7 @@ real sizes on a TPU VM.  The sizes live here, in :data:`PROFILES`, not in the no
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -31,15 +32,18 @@ CHECKPOINT = _REPO_ROOT / "checkpoints" / "toy_dit.npz"
 NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
              "04_end_to_end_speedup", "05_quality")
 
+# What every profile shares: the resolutions and tile sizes of the claims themselves (cheap: computed).
+_SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
+_ALIGNMENT = {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
+              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
+              "small_geometry": "6x8x12", "small_block": 64}
+_QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
+
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
-        "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4],
-                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
-        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
-                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
-                              "small_geometry": "6x8x12", "small_block": 64,
-                              "layout_geometry": "9x16x24", "layout_block": 256,
+        "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
+        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "9x16x24", "layout_block": 256,
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
@@ -48,39 +52,27 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
     },
     "cpu": {
-        "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16],
-                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
-        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
-                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
-                              "small_geometry": "6x8x12", "small_block": 64,
-                              "layout_geometry": "wan-480p", "layout_block": 512,
+        "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
+        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
         "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 7,
                                   "heads": 1, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6],
-                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path",
-                                    "svg-aligned-inner"]},
+        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS},
     },
     "tpu": {
-        "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32],
-                                 "sweep": ["480p", "720p", "1080p", "1440p", "2160p"]},
-        "02_mask_alignment": {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
-                              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
-                              "small_geometry": "6x8x12", "small_block": 64,
-                              "layout_geometry": "wan-480p", "layout_block": 512,
+        "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
+        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
         "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3072, "block_kv": 2048, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
-                       "variants": ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path",
-                                    "svg-aligned-inner"]},
+                       "variants": _QUALITY_VARIANTS},
     },
 }
-
 
 def settings(notebook: str, profile: str) -> dict:
     """The sizes ``notebook`` runs at under ``profile`` (what its parameters cell implies)."""
@@ -88,7 +80,7 @@ def settings(notebook: str, profile: str) -> dict:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     if notebook not in PROFILES[profile]:
         raise ValueError(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
-    return dict(PROFILES[profile][notebook])
+    return copy.deepcopy(PROFILES[profile][notebook])  # profiles share lists: never hand one out
 
 
 def select(only: list[str] | None) -> list[str]:
