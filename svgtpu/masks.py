@@ -291,6 +291,45 @@ class PermutedMask(Mask):
         # frame-major token i = f*F + s sits at spatial-major position s*T + f
         return self.base.allowed((q % g.F) * g.T + q // g.F, (k % g.F) * g.T + k // g.F)
 
+    def _count_grid(self, q_edges, k_edges):
+        """Analytic for a band + sink base: split each rectangle into runs of one frame.
+
+        Inside one query frame ``fq`` and key frame ``fk`` the spatial-major offset is
+        ``(sq - sk) * T + (fq - fk)``, so the band is a band in ``sq - sk`` and the sink a prefix of
+        key positions ``sk < ceil((sink - fk) / T)``: both have the closed form of
+        :class:`BandSinkMask`.  Cost: (rectangles + frames)^2 per axis pair, never ``L^2``.
+        """
+        if not isinstance(self.base, BandSinkMask):
+            return super()._count_grid(q_edges, k_edges)
+        g, sink, w = self.geometry, self.base.sink, self.base.window
+        qs, qb = _frame_runs(q_edges, g.F)
+        ks, kb = _frame_runs(k_edges, g.F)
+        fq, sq0, sq1 = (x[:, None] for x in (qs[:-1] // g.F, qs[:-1] % g.F, qs[:-1] % g.F + np.diff(qs)))
+        fk, sk0 = ks[None, :-1] // g.F, ks[None, :-1] % g.F
+        sk1 = sk0 + np.diff(ks)[None, :]
+        df = fq - fk
+        lo, hi = -((w + df) // g.T), (w - df) // g.T        # lo <= sq - sk <= hi  (lo = ceil((-w - df) / T))
+        sk1_sink = np.maximum(np.minimum(sk1, -(-(sink - fk) // g.T)), sk0)
+
+        def band(k1):
+            inside = (_pairs_with_offset_at_most(sq0, sq1, sk0, k1, -lo)
+                      - _pairs_with_offset_at_most(sq0, sq1, sk0, k1, -hi - 1))
+            return np.maximum(inside, 0)
+
+        runs = (sq1 - sq0) * (sk1_sink - sk0) + band(sk1) - band(sk1_sink)
+        cum = np.zeros((runs.shape[0] + 1, runs.shape[1] + 1), dtype=np.int64)
+        cum[1:, 1:] = runs.cumsum(0).cumsum(1)
+        total = cum[qb[:, None], kb[None, :]]
+        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+
+
+def _frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cut ``[edges[0], edges[-1])`` at every edge and frame boundary: run starts (plus the end)
+    and, per edge, the index of the first run at or after it."""
+    inner = np.arange(ceil_div(int(edges[0]) + 1, F) * F, int(edges[-1]), F, dtype=np.int64)
+    points = np.union1d(edges, inner)
+    return points, np.searchsorted(points, edges)
+
 
 # -- the SVG masks ---------------------------------------------------------------------------
 
