@@ -1,23 +1,27 @@
-"""Figure helpers: one seaborn style, labelled axes, and provenance on every figure.
+"""Figure helpers: one seaborn style, labelled axes, provenance on every figure, a takeaway under it.
 
 Every figure the notebooks write says how its numbers were made (``measured-cpu-interpret``,
 ``measured-tpu``, ``modeled-v6e`` or ``computed``) in a footer line, together with the profile and
-the versions, so a figure lifted out of the paper still carries its caveats.
+the versions, so a figure lifted out of the paper still carries its caveats.  :func:`takeaway`
+puts one sentence under a figure whose numbers are filled in from the recorded results.
+
+No matplotlib backend is chosen here: in JupyterLab and in papermill's executed copies the
+inline backend shows every figure in the notebook; headless scripts get matplotlib's own
+fallback (Agg).
 """
 
 from __future__ import annotations
 
-import matplotlib
+import string
+import types
 
-matplotlib.use("Agg")  # notebooks run headless under papermill
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from svgtpu.tiles import EMPTY, FULL, PARTIAL  # noqa: E402
+from svgtpu.tiles import EMPTY, FULL, PARTIAL
 
 #: Tile-kind colours, used by every tile map (index = tile kind).
 TILE_COLORS = {EMPTY: "#f2f2f2", PARTIAL: "#e6842a", FULL: "#1f5f9e"}
@@ -109,5 +113,42 @@ def bar_labels(ax, fmt: str = "{:.2f}", *, inside: bool = False) -> None:
                          color="white" if inside else None)
 
 
+def _recorded(run) -> dict[str, types.SimpleNamespace]:
+    """``{claim: namespace of recorded values}`` of a NotebookRun or a loaded results dict."""
+    claims = run.claims if hasattr(run, "claims") else run.get("claims", {})
+    return {claim: types.SimpleNamespace(**{name: e["value"] for name, e in entries.items()})
+            for claim, entries in claims.items()}
+
+
+def takeaway(run, figure: str | None, template: str, **context) -> None:
+    """Show the one-sentence takeaway of a figure, its numbers filled in from the recorded results.
+
+    ``template`` is a format string whose fields name recorded values as ``{C3.partial_share_after:.2%}``
+    (``run`` is the notebook's :class:`~svgtpu.results.NotebookRun` or a loaded results dict); other
+    fields come from ``context`` (values the notebook computed with the package).  So a sentence
+    never holds a number typed by hand.  When ``figure`` names a figure saved by ``run``, the
+    sentence is stored with it in the results file (``figures[figure]["takeaway"]``).  Displayed as
+    Markdown in a notebook, printed elsewhere (returns nothing, so a cell does not echo it twice).
+    """
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    values = {**_recorded(run), **context}
+    missing = sorted(f for f in fields if f.split(".")[0].split("[")[0] not in values)
+    if missing:
+        raise ValueError(f"takeaway fields must name recorded claims ({', '.join(sorted(_recorded(run)))}) "
+                         f"or context values, got unknown {', '.join(missing)}")
+    text = template.format_map(values)
+    if figure is not None and figure in getattr(run, "figures", {}):
+        run.figures[figure]["takeaway"] = text
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:  # pragma: no cover -- IPython ships with the notebook stack
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(Markdown(f"**Takeaway.** {text}"))
+    else:
+        print(f"Takeaway: {text}")
+
+
 __all__ = ["TILE_COLORS", "PALETTE", "set_style", "provenance_footer", "tile_map", "tile_legend",
-           "mask_image", "reference_line", "bar_labels"]
+           "mask_image", "reference_line", "bar_labels", "takeaway"]

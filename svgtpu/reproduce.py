@@ -9,7 +9,13 @@ its own entries in the results file, their results stay intact.
 
 The profiles trade size for time.  ``quick`` is for the test suite (seconds per notebook),
 ``cpu`` is the default of ``make figures`` on a 2-core machine (minutes in all), ``tpu`` uses the
-real sizes on a TPU VM.  The sizes live here, in :data:`PROFILES`, not in the notebooks.
+real sizes on a TPU VM.  What a student would change (geometry, kept fraction, tile sizes) sits in
+each notebook's ``parameters`` cell; :data:`PROFILES` holds the sizes that trade time for
+precision and may override a parameter (``quick`` shrinks the geometry, ``tpu`` grows it).
+
+A notebook run by hand writes to a scratch folder (:data:`SCRATCH_DIR`) unless its parameter
+``update_figures`` is true; ``svgtpu reproduce`` always passes ``figures_dir``, so it writes the
+committed ``figures/`` (or the folder it is given).
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ BUILD_DIR = _REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
 #: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 04 and 05 sample from it.
 CHECKPOINT = _REPO_ROOT / "checkpoints" / "toy_dit.npz"
+#: Where a notebook run by hand writes its figures and results (ignored by git).
+SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
+#: papermill's kernel draws with the inline backend, so executed copies hold their figures.
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
              "04_end_to_end_speedup", "05_quality")
@@ -74,13 +84,24 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
 }
 
-def settings(notebook: str, profile: str) -> dict:
-    """The sizes ``notebook`` runs at under ``profile`` (what its parameters cell implies)."""
+def settings(notebook: str, profile: str, **parameters) -> dict:
+    """The sizes ``notebook`` runs at under ``profile``: its ``parameters`` cell values, overridden
+    by whatever the profile sets for the same names."""
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     if notebook not in PROFILES[profile]:
         raise ValueError(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
-    return copy.deepcopy(PROFILES[profile][notebook])  # profiles share lists: never hand one out
+    # profiles share lists: never hand one out
+    return copy.deepcopy({**parameters, **PROFILES[profile][notebook]})
+
+
+def output_dir(figures_dir: str | os.PathLike | None = None, update_figures: bool = False) -> Path:
+    """Where a notebook writes: ``figures_dir`` when given (``svgtpu reproduce`` passes it), the
+    committed ``figures/`` when ``update_figures``, else :data:`SCRATCH_DIR`."""
+    from svgtpu.results import figures_dir as committed_figures_dir
+    if figures_dir is not None:
+        return Path(figures_dir)
+    return committed_figures_dir() if update_figures else SCRATCH_DIR
 
 
 def select(only: list[str] | None) -> list[str]:
@@ -147,6 +168,8 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     before = {p: p.stat().st_mtime_ns for p in figures_dir.iterdir()}
     start = time.perf_counter()
     status, error = "ok", ""
+    backend = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     try:
         papermill.execute_notebook(
             str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
@@ -154,6 +177,11 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
             log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
         status, error = "failed", _describe_failure(exc)
+    finally:
+        if backend is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = backend
     seconds = time.perf_counter() - start
     written = sorted(p.name for p in figures_dir.iterdir()
                      if p.suffix != ".json" and before.get(p) != p.stat().st_mtime_ns)
@@ -176,7 +204,6 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     results = []
     bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
     for name in bar:
@@ -194,5 +221,5 @@ def summary_rows(results: list[NotebookResult]) -> list[dict]:
              "figures": len(r.figures), "error": r.error} for r in results]
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "settings", "select", "install_kernel", "NotebookResult",
+__all__ = ["NOTEBOOKS", "PROFILES", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
            "run_notebook", "reproduce", "summary_rows"]
