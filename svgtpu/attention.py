@@ -5,7 +5,7 @@ Per call (one denoising step of one layer):
 1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
    ``warmup_layer_fraction`` of the layers run dense attention (SVG's Wan defaults: 0.2 and 0.03):
    step ``i`` is a warm-up step iff ``i < fraction * num_steps`` (step 0 is the noisiest), and the
-   same for layers.  Dense runs through the configured backend with a :class:`DenseMask`.
+   same for layers.  Dense runs through the configured kernel with a :class:`DenseMask`.
 2. **Online profiling** (:func:`svgtpu.profiling.classify_heads`): sampled rows decide per head
    whether it is spatial or temporal.
 3. **Layout transformation** (:func:`sparse_attention`): temporal heads' Q, K, V are permuted to
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +33,14 @@ import numpy as np
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry, round_up
 from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
-from svgtpu.profiling import TEMPORAL, classify_heads, planted_heads
+from svgtpu.profiling import TEMPORAL, classify_heads
 
-BACKENDS = ("ours", "splash", "reference")
+#: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
+KERNELS = ("ours", "splash", "reference")
+#: The self-attention choices of the toy DiT (:func:`attention_backend`).
+ATTENTION_BACKENDS = ("dense", "splash", "svg")
+#: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.
+Attention = Callable[..., jax.Array]
 #: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (SVG's Wan runs).
 DEFAULT_SPARSITY = 0.3
 #: Head kind reported by ``return_info`` for a dense warm-up call.
@@ -48,15 +53,23 @@ class SVGConfig:
 
     - ``multiplier`` or ``sparsity`` (at most one; neither means ``sparsity = 0.3``): the band
       width, ``W = ceil(multiplier * F / 128) * 128``; ``sparsity`` is SVG's *kept* fraction,
-      turned into a multiplier by :func:`svgtpu.masks.multiplier_for_sparsity`.
+      turned into a multiplier by :func:`svgtpu.masks.multiplier_for_sparsity`.  Words for how much
+      of the ``L x L`` score matrix a mask keeps, in this package:
+
+      ============  =============================================================================
+      sparsity      SVG's word, what users type (``--sparsity``): the kept fraction of pairs
+      density       the same fraction measured on a mask (``Mask.density()``), 0.3 means 30 % kept
+      tile density  the share of tiles a kernel computes (``TileStats.density``, partial + full)
+      multiplier    the band width in frames, ``W = ceil(multiplier * F / 128) * 128``
+      ============  =============================================================================
     - ``num_sampled_rows``: query rows profiling samples per call (SVG: 64).
     - ``warmup_step_fraction`` / ``warmup_layer_fraction``: leading share of steps / layers that
       run dense, each in ``[0, 1]``.
     - ``block_q``, ``block_kv``: kernel tile sizes, positive multiples of 128.
     - ``align``: ``None`` or a :func:`svgtpu.masks.align` mode (``snap``, ``cover``, ``inner``).
-    - ``fast_path``: mask-free execution of full tiles (``ours`` backend only).
-    - ``backend``: ``ours`` (our block-sparse kernel), ``splash`` (JAX's Splash Attention) or
-      ``reference`` (plain masked attention in jnp).
+    - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
+    - ``kernel``: one of :data:`KERNELS`: ``ours`` (our block-sparse kernel), ``splash`` (JAX's
+      Splash Attention) or ``reference`` (plain masked attention in jnp).
     """
 
     multiplier: float | None = None
@@ -68,7 +81,7 @@ class SVGConfig:
     block_kv: int = 128
     align: str | None = None
     fast_path: bool = True
-    backend: str = "ours"
+    kernel: str = "ours"
 
     def __post_init__(self):
         if self.multiplier is not None and self.sparsity is not None:
@@ -92,8 +105,8 @@ class SVGConfig:
             raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
         if not isinstance(self.fast_path, bool):
             raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
     def multiplier_for(self, geometry: VideoGeometry) -> float:
         """The band multiplier this config means for ``geometry``."""
@@ -135,15 +148,15 @@ class SVGInfo(NamedTuple):
 
 
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConfig) -> jax.Array:
-    """Run ``mask`` through the configured backend for ``[..., heads, L, d]`` inputs."""
+    """Run ``mask`` through the configured kernel for ``[..., heads, L, d]`` inputs."""
     from svgtpu import kernels
 
     lead, (L, d) = q.shape[:-2], q.shape[-2:]
     q, k, v = (x.reshape(-1, L, d) for x in (q, k, v))
     scale = 1.0 / math.sqrt(d)
-    if config.backend == "reference":
+    if config.kernel == "reference":
         out = kernels.reference_attention(q, k, v, mask, sm_scale=scale)
-    elif config.backend == "splash":
+    elif config.kernel == "splash":
         out = kernels.splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
                                        sm_scale=scale)
     else:
@@ -218,7 +231,8 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
         return attend(q, k, v, DenseMask(geometry.L), config).astype(q.dtype), info
 
     def sparse(q, k, v, key):
-        kinds, mse = classify_heads(q, k, v, geometry, config, key, return_mse=True)
+        kinds, mse = classify_heads(q, k, v, geometry, config.mask(geometry), key,
+                                    num_rows=config.num_sampled_rows, return_mse=True)
         out = sparse_attention(q, k, v, kinds, geometry, config).astype(q.dtype)
         return out, SVGInfo(jnp.array(False), kinds, mse.astype(jnp.float32))
 
@@ -231,50 +245,43 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
     return (out, info) if return_info else out
 
 
-def profiling_cost(geometry, config: SVGConfig, *, heads: int = 2, head_dim: int = 64, rounds: int = 9,
-                   seed: int = 0, progress: bool = True) -> dict:
-    """Time profiling against one sparse attention call on planted heads (design.md section 9).
+def dense_attention(q, k, v, *, layer=0, step=0, num_steps=1, num_layers=1, key=None):
+    """Plain softmax attention, float32 accumulation; q/k/v ``[B, heads, L, d]``."""
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
+    probs = jax.nn.softmax(scores, axis=-1)
+    return jnp.einsum("bhqk,bhkd->bhqd", probs.astype(v.dtype), v).astype(q.dtype)
 
-    Three jitted calls run interleaved (:func:`svgtpu.timing.interleaved_times`) after a compile run:
-    ``profile`` (:func:`classify_heads`), ``kernel`` (the band + sink mask through the backend) and
-    ``svg_sparse`` (:func:`sparse_attention`: layout transform + kernel + transform back).  Reports
-    medians of the per-round ratios, plus the ratio of multiply-adds as ``computed``: profiling does
-    ``8 r L d`` flops per head, the kernel ``4 d`` per pair of every tile it visits.  Off TPU the
-    kernels run in Pallas interpret mode, which inflates the kernel time (``measured-cpu-interpret``).
+
+def attention_backend(name: str, geometry: VideoGeometry | None = None, **options) -> Attention:
+    """The self-attention backend ``name`` (one of :data:`ATTENTION_BACKENDS`) for the toy DiT.
+
+    ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
+    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``splash`` runs JAX's Splash Attention
+    kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
     """
-    from svgtpu.tiles import classify
-    from svgtpu.timing import interleaved_times, paired_ratio
+    if name == "dense":
+        return dense_attention
+    if name == "svg":
+        if geometry is None:
+            raise ValueError("attention backend 'svg' needs the model geometry")
+        config = options.get("svg_config") or SVGConfig()
+        return_info = bool(options.get("return_info", False))
 
-    g = get_geometry(geometry)
-    check_positive_int("heads", heads)
-    check_positive_int("rounds", rounds)
-    if config.backend == "reference":
-        raise ValueError("backend must be ours or splash to time profiling against a sparse attention call; "
-                         "reference materializes every L x L score")
-    kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
-    q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
-    key = jax.random.PRNGKey(seed + 1)
-    mask = config.mask(g)
-    profile = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, g, config, key))
-    kernel = jax.jit(lambda q, k, v: attend(q, k, v, mask, config))
-    sparse = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, g, config))
-    calls = {"profile": lambda: profile(q, k, v, key), "kernel": lambda: kernel(q, k, v),
-             "svg_sparse": lambda: sparse(q, k, v, kinds)}
-    times = interleaved_times(calls, rounds=rounds, desc="profiling cost", progress=progress)
-    rows = min(config.num_sampled_rows, g.L)
-    visited = classify(mask, config.block_q, config.block_kv).stats.density * \
-        (round_up(g.L, config.block_q) * round_up(g.L, config.block_kv))
-    return {
-        "geometry": str(g), "L": g.L, "heads": heads, "head_dim": head_dim, "rounds": rounds,
-        "num_sampled_rows": rows, "backend": config.backend, "block_q": config.block_q,
-        "block_kv": config.block_kv, "mask_density": mask.density(),
-        **{f"{name}_s": float(np.median(values)) for name, values in times.items()},
-        "profile_over_kernel": paired_ratio(times, "profile", "kernel"),
-        "profile_over_svg_sparse": paired_ratio(times, "profile", "svg_sparse"),
-        "provenance": "measured-tpu" if jax.default_backend() == "tpu" else "measured-cpu-interpret",
-        "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
-    }
+        def svg(q, k, v, *, layer, step, num_steps, num_layers, key):
+            return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
+                                 layer=layer, num_layers=num_layers, return_info=return_info)
+        return svg
+    if name == "splash":
+        from svgtpu.kernels import splash_attention
+        block = int(options.get("block", 128))
+
+        def splash(q, k, v, **_):
+            B, H, L, d = q.shape
+            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
+            return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
+        return splash
+    raise ValueError(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
 
 
-__all__ = ["BACKENDS", "DEFAULT_SPARSITY", "DENSE", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
-           "profiling_cost", "svg_attention", "warmup_count"]
+__all__ = ["ATTENTION_BACKENDS", "Attention", "DEFAULT_SPARSITY", "DENSE", "KERNELS", "SVGConfig", "SVGInfo",
+           "attend", "attention_backend", "dense_attention", "sparse_attention", "svg_attention", "warmup_count"]

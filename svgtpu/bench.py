@@ -256,3 +256,51 @@ def bench_sampling(params, config, backends: dict, *, num_steps: int, rounds: in
     return {"num_steps": num_steps, "rounds": rounds, "L": config.geometry.L, "times_s": times,
             "variants": [{"variant": name, "median_s": statistics.median(times[name]),
                           "speedup_vs_dense": paired_ratio(times, "dense", name)} for name in backends]}
+
+
+def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rounds: int = 9,
+                    seed: int = 0, progress: bool = True) -> dict:
+    """Time online head profiling against one sparse attention call on planted heads.
+
+    ``config`` is an :class:`svgtpu.attention.SVGConfig`.  Three jitted calls run interleaved
+    (:func:`svgtpu.timing.interleaved_times`) after a compile run: ``profile``
+    (:func:`svgtpu.profiling.classify_heads`), ``kernel`` (the band + sink mask through the
+    configured kernel) and ``svg_sparse`` (:func:`svgtpu.attention.sparse_attention`: layout
+    transform + kernel + transform back).  Reports medians of the per-round ratios, plus the ratio
+    of multiply-adds as ``flop_ratio`` (``computed``): profiling does ``8 r L d`` flops per head,
+    the kernel ``4 d`` per pair of every tile it visits.  Off TPU the kernels run in Pallas
+    interpret mode, which inflates the kernel time.
+    """
+    from svgtpu.attention import attend, sparse_attention
+    from svgtpu.geometry import check_positive_int, round_up
+    from svgtpu.profiling import classify_heads, planted_heads
+    from svgtpu.results import measured_provenance
+
+    g = get_geometry(geometry)
+    check_positive_int("heads", heads)
+    check_positive_int("rounds", rounds)
+    if config.kernel == "reference":
+        raise ValueError("kernel must be ours or splash to time profiling against a sparse attention call; "
+                         "reference materializes every L x L score")
+    kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
+    q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
+    key = jax.random.PRNGKey(seed + 1)
+    mask, rows = config.mask(g), min(config.num_sampled_rows, g.L)
+    profile = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, g, mask, key, num_rows=rows))
+    kernel = jax.jit(lambda q, k, v: attend(q, k, v, mask, config))
+    sparse = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, g, config))
+    calls = {"profile": lambda: profile(q, k, v, key), "kernel": lambda: kernel(q, k, v),
+             "svg_sparse": lambda: sparse(q, k, v, kinds)}
+    times = interleaved_times(calls, rounds=rounds, desc="profiling cost", progress=progress)
+    visited = classify(mask, config.block_q, config.block_kv).stats.density * \
+        (round_up(g.L, config.block_q) * round_up(g.L, config.block_kv))
+    return {
+        "geometry": str(g), "L": g.L, "heads": heads, "head_dim": head_dim, "rounds": rounds,
+        "num_sampled_rows": rows, "kernel": config.kernel, "block_q": config.block_q,
+        "block_kv": config.block_kv, "mask_density": mask.density(),
+        **{f"{name}_s": float(np.median(values)) for name, values in times.items()},
+        "profile_over_kernel": paired_ratio(times, "profile", "kernel"),
+        "profile_over_svg_sparse": paired_ratio(times, "profile", "svg_sparse"),
+        "provenance": measured_provenance(interpret=True),
+        "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
+    }

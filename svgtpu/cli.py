@@ -109,10 +109,10 @@ def run_tiles(args):
     return result, table
 
 
-# -- svgtpu profile ---------------------------------------------------------------------------
+# -- svgtpu profile-heads ---------------------------------------------------------------------
 
-def _profile_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.attention import BACKENDS
+def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.attention import KERNELS
     from svgtpu.masks import ALIGN_MODES
     p.add_argument("--geometry", default="4x10x14", help="preset (wan-480p ... wan-1440p) or TxHxW")
     p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
@@ -129,25 +129,27 @@ def _profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time", action="store_true",
                    help="also time profiling against one sparse attention call (interleaved medians)")
     p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds with --time")
-    p.add_argument("--backend", choices=BACKENDS, default="ours", help="attention kernel timed with --time")
+    p.add_argument("--kernel", choices=KERNELS, default="ours", help="attention kernel timed with --time")
 
 
-@command("profile", "check online head profiling on planted spatial/temporal heads", _profile_arguments)
-def run_profile(args):
+@command("profile-heads", "check online head profiling on planted spatial/temporal heads",
+         _profile_heads_arguments)
+def run_profile_heads(args):
     import numpy as np
 
-    from svgtpu.attention import SVGConfig, profiling_cost
+    from svgtpu.attention import SVGConfig
+    from svgtpu.bench import bench_profiling
     from svgtpu.geometry import get_geometry
     from svgtpu.profiling import HEAD_KINDS, profile_planted
 
     geometry = get_geometry(args.geometry)
     config = SVGConfig(multiplier=args.multiplier, sparsity=args.sparsity, num_sampled_rows=args.rows,
-                       block_q=args.block_q, block_kv=args.block_kv, align=args.align, backend=args.backend)
-    timing = profiling_cost(geometry, config, heads=args.heads, head_dim=args.head_dim,
-                            rounds=args.rounds) if args.time else None
-    confusion = profile_planted(geometry, config, args.seeds, heads=args.heads, head_dim=args.head_dim,
-                                contrast=args.contrast, progress=True)
+                       block_q=args.block_q, block_kv=args.block_kv, align=args.align, kernel=args.kernel)
+    timing = bench_profiling(geometry, config, heads=args.heads, head_dim=args.head_dim,
+                             rounds=args.rounds) if args.time else None
     mask = config.mask(geometry)
+    confusion = profile_planted(geometry, mask, args.seeds, num_rows=args.rows, heads=args.heads,
+                                head_dim=args.head_dim, contrast=args.contrast, progress=True)
     result = {"geometry": args.geometry, "T": geometry.T, "H": geometry.H, "W": geometry.W,
               "F": geometry.F, "L": geometry.L, "multiplier": config.multiplier_for(geometry),
               "mask_density": mask.density(), "align": args.align, "heads": args.heads,
@@ -286,7 +288,7 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.dit import ATTENTION_BACKENDS
+    from svgtpu.attention import ATTENTION_BACKENDS
     from svgtpu.masks import ALIGN_MODES
     _sampling_arguments(p)
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
@@ -302,9 +304,9 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
 def run_generate(args):
     import time
 
-    from svgtpu.attention import SVGConfig
+    from svgtpu.attention import SVGConfig, attention_backend
     from svgtpu.data import MOTIONS
-    from svgtpu.dit import attention_backend, load_checkpoint
+    from svgtpu.dit import load_checkpoint
     from svgtpu.sampler import sample, save_video
     from svgtpu.sharding import mesh_for_model
 

@@ -14,7 +14,8 @@ block starts as the identity).  Parameters are a plain pytree of dicts/lists of 
 
 Self-attention goes through a *backend*: a callable
 ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)`` with q/k/v ``[batch, heads, L,
-head_dim]`` in frame-major token order, returning the same shape (see :func:`attention_backend`).
+head_dim]`` in frame-major token order, returning the same shape (see
+:func:`svgtpu.attention.attention_backend`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,10 +31,10 @@ import numpy as np
 from einops import rearrange
 
 from svgtpu import data
+from svgtpu.attention import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
 
 Params = dict[str, Any]
-Attention = Callable[..., jax.Array]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,51 +132,6 @@ def apply_rope(x: jax.Array, angles: jax.Array) -> jax.Array:
     cos, sin = jnp.cos(angles), jnp.sin(angles)
     a, b = pairs[..., 0], pairs[..., 1]
     return rearrange(jnp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1), "... n two -> ... (n two)")
-
-
-# -- attention backends ------------------------------------------------------------------------
-
-def dense_attention(q, k, v, *, layer=0, step=0, num_steps=1, num_layers=1, key=None):
-    """Plain softmax attention, float32 accumulation; q/k/v ``[B, heads, L, d]``."""
-    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
-    probs = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("bhqk,bhkd->bhqd", probs.astype(v.dtype), v).astype(q.dtype)
-
-
-ATTENTION_BACKENDS = ("dense", "splash", "svg")
-
-
-def attention_backend(name: str, geometry: VideoGeometry | None = None, **options) -> Attention:
-    """The self-attention backend ``name`` (one of ``ATTENTION_BACKENDS``).
-
-    ``svg`` needs ``geometry`` and takes ``svg_config=`` (an ``svgtpu.attention.SVGConfig``) and
-    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``splash`` runs JAX's Splash Attention
-    kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
-    """
-    if name == "dense":
-        return dense_attention
-    if name == "svg":
-        if geometry is None:
-            raise ValueError("attention backend 'svg' needs the model geometry")
-        from svgtpu.attention import SVGConfig, svg_attention
-        config = options.get("svg_config") or SVGConfig()
-        return_info = bool(options.get("return_info", False))
-
-        def svg(q, k, v, *, layer, step, num_steps, num_layers, key):
-            return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
-                                 layer=layer, num_layers=num_layers, return_info=return_info)
-        return svg
-    if name == "splash":
-        from svgtpu.kernels import splash_attention
-        from svgtpu.masks import DenseMask
-        block = int(options.get("block", 128))
-
-        def splash(q, k, v, **_):
-            B, H, L, d = q.shape
-            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
-            return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
-        return splash
-    raise ValueError(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -342,5 +298,5 @@ def load_checkpoint(path: str) -> tuple[Params, DiTConfig]:
 
 
 __all__ = ["DiTConfig", "patchify", "unpatchify", "rope_split", "rope_angles", "apply_rope",
-           "dense_attention", "attention_backend", "ATTENTION_BACKENDS", "init_params", "count_params",
+           "init_params", "count_params",
            "timestep_embedding", "forward", "save_checkpoint", "load_checkpoint"]

@@ -9,29 +9,27 @@ squared error against exact:
 - **temporal** (1): the same mask after the layout transformation, i.e. seen from frame-major
   order the strided pattern ``PermutedMask(mask, geometry)``.
 
-The masks are those the kernel will really run (``config.mask(geometry)``: tile-aligned when the
-config asks for it).  They are evaluated on the sampled rows x all keys with ``jnp`` index
+The caller passes the mask the kernel will really run (``SVGConfig.mask(geometry)``: tile-aligned
+when the config asks for it) and the number of rows to sample; this module needs nothing else from
+:mod:`svgtpu.attention`, which imports it.  They are evaluated on the sampled rows x all keys with ``jnp`` index
 arithmetic, so the cost is ``O(r * L * d)`` per head and no ``L x L`` array is ever built (the
 scores of the sampled rows take ``r * L`` floats per head, and heads are processed in chunks).
 
 :func:`planted_heads` builds synthetic Q/K/V whose heads are spatial or temporal by construction;
-tests and ``svgtpu profile`` use it to check that profiling recovers them.
+tests and ``svgtpu profile-heads`` use it to check that profiling recovers them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import VideoGeometry, check_positive_int
 from svgtpu.masks import Mask, PermutedMask, TileMask
-
-if TYPE_CHECKING:  # only for type hints: attention imports this module
-    from svgtpu.attention import SVGConfig
 
 #: Head kinds, as :func:`classify_heads` returns them.
 SPATIAL, TEMPORAL = 0, 1
@@ -69,13 +67,14 @@ def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.A
     return jnp.where(jnp.any(allowed, axis=-1, keepdims=True), probs, 0.0) @ v
 
 
-def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry,
-                   config: "SVGConfig", key: jax.Array, *, return_mse: bool = False):
+def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry, mask: Mask,
+                   key: jax.Array, *, num_rows: int = 64, return_mse: bool = False):
     """Per-head kind, ``int32 [..., heads]``: 0 = spatial, 1 = temporal (lower sampled MSE wins).
 
-    ``q, k, v`` are ``[heads, L, d]`` or ``[batch, heads, L, d]`` in frame-major order.  The same
-    ``config.num_sampled_rows`` rows (at most ``L``, drawn without replacement with ``key``) are
-    used for every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
+    ``q, k, v`` are ``[heads, L, d]`` or ``[batch, heads, L, d]`` in frame-major order; ``mask`` is
+    the spatial (frame-major) mask, the temporal candidate is ``PermutedMask(mask, geometry)``.  The
+    same ``num_rows`` rows (at most ``L``, drawn without replacement with ``key``) are used for
+    every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
     (spatial, temporal).  Jit-friendly: the result is data, its shape depends only on the inputs.
     Heads are processed in chunks of at most :data:`PROFILE_CHUNK_BYTES` of working memory.
     """
@@ -85,8 +84,11 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     lead, (L, d) = q.shape[:-2], q.shape[-2:]
     if L != geometry.L:
         raise ValueError(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")
-    spatial = config.mask(geometry)
-    r = min(config.num_sampled_rows, L)
+    check_positive_int("num_rows", num_rows)
+    if mask.L != L:
+        raise ValueError(f"mask length {mask.L} does not match geometry {geometry} (L={geometry.L})")
+    spatial = mask
+    r = min(num_rows, L)
     rows = jax.random.choice(key, L, shape=(r,), replace=False)
     keys = jnp.arange(L)
     allowed = [allowed_rows(m, rows[:, None], keys[None, :]) for m in (spatial, PermutedMask(spatial, geometry))]
@@ -138,8 +140,9 @@ def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
     return tuple(jnp.asarray(x, dtype) for x in (q, k, v))
 
 
-def profile_planted(geometry: VideoGeometry, config: "SVGConfig", seeds: Sequence[int], *, heads: int = 8,
-                    head_dim: int = 64, contrast: float = 8.0, progress: bool = False) -> np.ndarray:
+def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *, num_rows: int = 64,
+                    heads: int = 8, head_dim: int = 64, contrast: float = 8.0,
+                    progress: bool = False) -> np.ndarray:
     """Confusion matrix ``int64 [planted, predicted]`` of profiling on planted heads.
 
     Per seed, ``heads`` heads (half spatial, half temporal, shuffled) are planted with
@@ -147,7 +150,7 @@ def profile_planted(geometry: VideoGeometry, config: "SVGConfig", seeds: Sequenc
     """
     from tqdm import tqdm
 
-    classify = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, geometry, config, key))
+    classify = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, geometry, mask, key, num_rows=num_rows))
     confusion = np.zeros((2, 2), dtype=np.int64)
     for seed in tqdm(seeds, desc="profiling planted heads", disable=not progress):
         planted = np.random.default_rng(seed).permutation(np.arange(heads) % 2)

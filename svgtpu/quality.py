@@ -106,8 +106,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
     and the head-kind fractions per layer.
     """
-    from svgtpu.attention import SVGConfig
-    from svgtpu.dit import attention_backend
+    from svgtpu.attention import SVGConfig, attention_backend
     from svgtpu.sampler import sample
 
     variants = VARIANTS if variants is None else variants

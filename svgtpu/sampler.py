@@ -21,7 +21,8 @@ from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
 from svgtpu import sharding
-from svgtpu.dit import Attention, DiTConfig, Params, dense_attention, forward
+from svgtpu.attention import Attention, dense_attention
+from svgtpu.dit import DiTConfig, Params, forward
 from svgtpu.geometry import check_positive_int
 
 

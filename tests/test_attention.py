@@ -1,13 +1,12 @@
 """svg_attention: the layout-transformed paths equal float64 references under the right masks,
 warm-up is dense, one compiled program serves every step and layer, bad configs fail clearly."""
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from float64_reference import masked_attention, relative_error
 from svgtpu.attention import DENSE, SVGConfig, sparse_attention, svg_attention, warmup_count
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks import PermutedMask
@@ -17,20 +16,11 @@ G = VideoGeometry(4, 10, 14)  # F = 140, L = 560: neither a multiple of 128
 D = 64
 
 
-def _reference(q, k, v, allowed):
-    """float64 masked attention, ``q, k, v [h, L, d]``, ``allowed [L, L]`` bool."""
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    s = np.einsum("hqd,hkd->hqk", q, k) / math.sqrt(q.shape[-1])
-    s = np.where(allowed, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
-
-
 def _expected(q, k, v, kinds, config):
     """Per head: the band + sink mask for spatial heads, the strided frame-major mask for temporal."""
     mask = config.mask(G)
     spatial, temporal = mask.to_array(), PermutedMask(mask, G).to_array()
-    return np.stack([_reference(q[h:h + 1], k[h:h + 1], v[h:h + 1], temporal if kind else spatial)[0]
+    return np.stack([masked_attention(q[h:h + 1], k[h:h + 1], v[h:h + 1], temporal if kind else spatial)[0]
                      for h, kind in enumerate(np.asarray(kinds))])
 
 
@@ -39,24 +29,20 @@ def _random_qkv(seed, heads, dtype=jnp.float32):
     return tuple(jax.random.normal(key, (heads, G.L, D), dtype) for key in keys)
 
 
-def _max_rel_err(got, want):
-    return float(np.abs(np.asarray(got, np.float64) - want).max() / np.abs(want).max())
-
-
-@pytest.mark.parametrize("backend, align, dtype, tol", [
+@pytest.mark.parametrize("kernel, align, dtype, tol", [
     ("ours", None, jnp.float32, 1e-5),
     ("ours", "snap", jnp.bfloat16, 2e-2),
     ("splash", None, jnp.float32, 1e-5),
 ])
-def test_sparse_attention_matches_float64_reference_per_head_kind(backend, align, dtype, tol):
-    config = SVGConfig(multiplier=0.5, backend=backend, align=align)
+def test_sparse_attention_matches_float64_reference_per_head_kind(kernel, align, dtype, tol):
+    config = SVGConfig(multiplier=0.5, kernel=kernel, align=align)
     q, k, v = _random_qkv(1, 4, dtype)
     kinds = jnp.array([1, 0, 0, 1], jnp.int32)
     got = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, G, config))(q, k, v, kinds)
     assert got.shape == q.shape and got.dtype == dtype
-    assert _max_rel_err(got, _expected(q, k, v, kinds, config)) < tol
+    assert relative_error(got, _expected(q, k, v, kinds, config)) < tol
     # the temporal path is not the spatial one: swapping the kinds changes the answer
-    assert _max_rel_err(got, _expected(q, k, v, 1 - kinds, config)) > 1e-2
+    assert relative_error(got, _expected(q, k, v, 1 - kinds, config)) > 1e-2
 
 
 def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
@@ -72,12 +58,12 @@ def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
     assert info.mse.shape == (2, 4, 2) and np.all(np.isfinite(np.asarray(info.mse)))
     for b in range(2):
         want = _expected(q[b], k[b], v[b], planted[b], config)
-        assert _max_rel_err(out[b], want) < 1e-5
+        assert relative_error(out[b], want) < 1e-5
 
 
 @pytest.mark.parametrize("step, layer", [(0, 5), (9, 5), (30, 0)])
 def test_warmup_steps_and_layers_are_dense(step, layer):
-    config = SVGConfig(backend="reference")  # 10 of 50 steps, 1 of 10 layers
+    config = SVGConfig(kernel="reference")  # 10 of 50 steps, 1 of 10 layers
     q, k, v = _random_qkv(2, 2)
     # Python-int step and layer: the warm-up decision is made while tracing
     fn = jax.jit(svg_attention, static_argnums=(3, 4),
@@ -85,9 +71,9 @@ def test_warmup_steps_and_layers_are_dense(step, layer):
     out, info = fn(q, k, v, G, config, key=jax.random.PRNGKey(0), step=step, num_steps=50,
                    layer=layer, num_layers=10, return_info=True)
     assert bool(info.dense) and np.all(np.asarray(info.kinds) == DENSE)
-    assert _max_rel_err(out, _reference(q, k, v, np.ones((G.L, G.L), bool))) < 1e-5
+    assert relative_error(out, masked_attention(q, k, v, np.ones((G.L, G.L), bool))) < 1e-5
     sparse = fn(q, k, v, G, config, key=jax.random.PRNGKey(0), step=10, num_steps=50, layer=1, num_layers=10)
-    assert _max_rel_err(sparse, _reference(q, k, v, np.ones((G.L, G.L), bool))) > 1e-3
+    assert relative_error(sparse, masked_attention(q, k, v, np.ones((G.L, G.L), bool))) > 1e-3
 
 
 def test_warmup_count_follows_svg_fractions():
@@ -116,7 +102,7 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
         else:
             np.testing.assert_array_equal(np.asarray(info.kinds), planted)
             seen_kinds.add(tuple(planted))
-            assert _max_rel_err(out, _expected(q, k, v, planted, config)) < 1e-5
+            assert relative_error(out, _expected(q, k, v, planted, config)) < 1e-5
     assert dense_calls == 2 and len(seen_kinds) >= 2
     assert len(traces) == 1 and fn._cache_size() == 1
 
@@ -132,7 +118,7 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
     (dict(block_kv=0), "block_kv must be a positive multiple of 128"),
     (dict(align="diagonal"), "align must be None or one of snap, cover, inner"),
     (dict(fast_path="yes"), "fast_path must be True or False"),
-    (dict(backend="flash"), "backend must be one of ours, splash, reference"),
+    (dict(kernel="flash"), "kernel must be one of ours, splash, reference"),
 ])
 def test_bad_config_raises_clear_error(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -7,10 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from float64_reference import masked_attention
 from svgtpu import data
-from svgtpu.attention import SVGConfig
-from svgtpu.dit import (DiTConfig, apply_rope, attention_backend, dense_attention, forward, init_params,
-                        load_checkpoint, patchify, rope_angles, rope_split, save_checkpoint, unpatchify)
+from svgtpu.attention import SVGConfig, attention_backend, dense_attention
+from svgtpu.dit import (DiTConfig, apply_rope, forward, init_params, load_checkpoint, patchify, rope_angles,
+                        rope_split, save_checkpoint, unpatchify)
 from svgtpu.geometry import VideoGeometry
 from svgtpu.sampler import sample, save_video, time_grid
 from svgtpu.train import CONFIGS, flow_matching_loss, get_config, train
@@ -81,17 +82,10 @@ def test_rope_preserves_norms_and_depends_only_on_relative_position():
         assert abs(float(q[index(0, 0, 1)] @ k[other] - s1)) > 1e-3
 
 
-def _reference(q, k, v):
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return (p / p.sum(-1, keepdims=True)) @ v
-
-
 def test_all_backends_agree_on_a_dense_mask():
     g = VideoGeometry(3, 10, 14)  # L = 420, F = 140: not tile multiples
     q, k, v = (jax.random.normal(jax.random.PRNGKey(i), (2, 2, g.L, 64)) for i in range(3))
-    expected = _reference(q, k, v)
+    expected = masked_attention(q, k, v)
     call = dict(layer=1, num_steps=10, num_layers=4, key=jax.random.PRNGKey(1))
     outputs = {
         "dense": dense_attention(q, k, v, step=5, **call),
