@@ -13,40 +13,87 @@ and this module regenerates what is between them from ``figures/results.json``:
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
   and the list-valued results as tables of their own;
 - ``figure NAME``: the figure image, its caption and provenance;
-- ``environment``: versions, backend and profile of each notebook's last run.
+- ``environment``: versions, backend and profile of each notebook's last run;
+- ``compiled``: every result counted in a program the real TPU compiler built (``compiled-*``);
+- ``gpu``: the claims of ``figures/results-gpu.json`` (a run on a GPU machine), if there is one;
+- ``entries CLAIM PREFIX``: the scalar results of ``CLAIM`` whose names start with ``PREFIX``.
+
+A number inside a sentence is an inline marker, filled the same way::
+
+    dense takes <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu --> per video
+
+(``C1.speedup band`` gives the band, ``C1.toy_speedup iqr`` the interquartile range).  A result the
+file does not hold yet renders as *not yet measured*, so the paper renders before every notebook,
+compile or GPU run has happened.  :func:`stray_numbers` finds numbers typed by hand outside the
+markers; the tests fail on any that is not the write-up's or a published spec (:data:`THEIR_NUMBERS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 from pathlib import Path
 
-from svgtpu.results import CLAIMS, load_results, results_path
+from svgtpu.results import CLAIMS, REPORTED, load_results, results_path
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 PAPER = _REPO_ROOT / "paper" / "svgtpu.md"
 README = _REPO_ROOT / "README.md"
+NOTEBOOKS = _REPO_ROOT / "notebooks"
+#: A GPU run's results (same layout as ``results.json``); absent until a GPU machine ran the notebooks.
+GPU_RESULTS = "results-gpu.json"
+NOT_YET = "not yet measured"
 
 _BLOCK = re.compile(r"(<!-- svgtpu:begin (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- svgtpu:end (?P=name) -->)",
                     re.DOTALL)
 
-#: The claims table: (claim, entry name, what, reported as the write-up words it).
+@dataclasses.dataclass(frozen=True)
+class ClaimRow:
+    """One row of the claims table: the results entry ``claim/name`` next to the write-up.
+
+    ``reported`` is the write-up's wording; ``{}`` in it is filled with ``REPORTED[claim, compare_to]``
+    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.results.REPORTED`.
+    """
+
+    claim: str
+    name: str
+    what: str
+    reported: str = "—"
+    compare_to: str | None = None
+
+    def reported_text(self) -> str:
+        if "{}" not in self.reported:
+            return self.reported
+        key = (self.claim, self.compare_to or self.name)
+        unit = {"speedup": "ratio", "minutes_saved": ""}.get(key[1], "fraction")
+        value = REPORTED[key]
+        return self.reported.format(format_value(value, unit) if unit else f"{value:g}")
+
+
+#: The claims table.  Main line: SVG's Wan setting (kept fraction 0.3) for C1, C3 and C4; the
+#: ``_m1`` rows repeat C3 with band multiplier 1.  Every row shows its mask, kept pairs and tiles.
 CLAIM_ROWS = [
-    ("C1", "speedup", "end-to-end speedup, Wan 2.1 14B 1440p, v6e-8", "1.69x"),
-    ("C1", "minutes_saved", "minutes saved per video", "over 16 min"),
-    ("C1", "toy_speedup", "end-to-end speedup, toy DiT on this CPU", "—"),
-    ("C2", "attention_share_1440p", "self-attention share of time at 1440p", "88.2 %"),
-    ("C2", "attention_share_720p", "self-attention share of time at 720p", "—"),
-    ("C3", "partial_share_before", "partial (masked) tiles, SVG mask, 1440p", "27.55 %"),
-    ("C3", "partial_share_after", "partial (masked) tiles after alignment, 1440p", "2.22 %"),
-    ("C4", "fast_path_speedup", "attention speedup from the mask-free fast path", "lower latency (no number)"),
-    ("C4", "vector_ops_removed_full", "vector ops removed from a full tile by the fast path", "—"),
-    ("C5", "attention_exponent", "attention time ∝ L^k, exponent k (Wan on v6e)", "quadratic"),
-    ("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k (toy DiT, CPU)", "quadratic"),
-    ("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video", "—"),
-    ("Q", "psnr_unaligned", "PSNR of SVG vs dense video", "—"),
-    ("Q", "psnr_aligned_inner", "PSNR of inner-aligned SVG (adds no pair) vs dense video", "—"),
+    ClaimRow("C1", "speedup", "end-to-end speedup, Wan 2.1 14B 1440p, v6e-8", "{}"),
+    ClaimRow("C1", "minutes_saved", "minutes saved per video, same setup", "over {} min"),
+    ClaimRow("C1", "toy_speedup", "toy DiT sampling speedup, dense vs SVG both through our kernel in "
+             "interpret mode on this CPU (not a TPU number)"),
+    ClaimRow("C2", "attention_share_1440p", "self-attention share of time, Wan 2.1 14B 1440p, v6e-8", "{}"),
+    ClaimRow("C2", "attention_share_720p", "self-attention share of time, Wan 2.1 14B 720p, v6e-8"),
+    ClaimRow("C3", "partial_share_before", "partial (masked) tiles, SVG mask, 1440p", "{}"),
+    ClaimRow("C3", "partial_share_after", "partial (masked) tiles after alignment, 1440p", "{}"),
+    ClaimRow("C3", "partial_share_before_m1", "partial tiles, SVG mask, band multiplier 1, 1440p", "{}",
+             compare_to="partial_share_before"),
+    ClaimRow("C3", "partial_share_after_m1", "partial tiles after alignment, band multiplier 1, 1440p", "{}",
+             compare_to="partial_share_after"),
+    ClaimRow("C4", "fast_path_speedup", "attention speedup from the fast path: an interpret-mode time ratio "
+             "on this CPU, not TPU latency", "lower latency (no number)"),
+    ClaimRow("C4", "vector_ops_removed_full", "vector work the fast path removes from a full tile (kernel program)"),
+    ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU",
+             "quadratic"),
+    ClaimRow("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video, toy DiT"),
+    ClaimRow("Q", "psnr_unaligned", "PSNR of SVG vs dense video, toy DiT"),
 ]
 
 
@@ -89,17 +136,34 @@ def _fraction_columns(rows: list[dict]) -> dict:
             if all(isinstance(r.get(c), float) and 0.0 <= r[c] <= 1.0 for r in rows)}
 
 
+def _spread(entry: dict) -> str:
+    """`` (band a – b)`` for a modeled range, `` (IQR a – b)`` for a measured spread, else nothing."""
+    unit = entry.get("unit", "")
+    for key, word in (("band", "band"), ("iqr", "IQR")):
+        if entry.get(key):
+            low, high = (format_value(b, unit) for b in entry[key])
+            return f" ({word} {low} – {high})"
+    return ""
+
+
+def _tiles(entry: dict) -> str:
+    if entry.get("block_q") and entry.get("block_kv"):
+        return f"{entry['block_q']}×{entry['block_kv']}"
+    return "—"
+
+
 def claims_table(data: dict) -> str:
+    """The claims table: one row per :data:`CLAIM_ROWS` entry the results hold, with the mask, its
+    kept pairs (``density``) and tile size as the notebook recorded them."""
     rows = []
-    for claim, name, what, reported in CLAIM_ROWS:
-        entry = data["claims"].get(claim, {}).get(name)
+    for row in CLAIM_ROWS:
+        entry = data["claims"].get(row.claim, {}).get(row.name)
         if entry is None:
             continue
-        ours = format_value(entry["value"], entry.get("unit", ""))
-        if entry.get("band"):
-            low, high = (format_value(b, entry.get("unit", "")) for b in entry["band"])
-            ours += f" (band {low} – {high})"
-        rows.append({"claim": claim, "what": what, "reported": reported, "ours": ours,
+        rows.append({"claim": row.claim, "what": row.what, "mask": entry.get("mask", "—"),
+                     "kept pairs": format_value(entry.get("density"), "fraction"), "tiles": _tiles(entry),
+                     "reported": row.reported_text(),
+                     "ours": format_value(entry["value"], entry.get("unit", "")) + _spread(entry),
                      "provenance": f"`{entry['provenance']}`", "profile": entry["profile"]})
     return _markdown_table(rows) if rows else _missing("no claim has results")
 
@@ -109,18 +173,14 @@ def claim_details(data: dict, claim: str) -> str:
     entries = data["claims"].get(claim, {})
     if not entries:
         return _missing(f"results for {claim}")
-    scalars, tables = [], []
+    tables = []
     for name, entry in sorted(entries.items()):
         value = entry["value"]
-        if isinstance(value, list) and value and isinstance(value[0], dict):
+        if _is_table(value):
             units = entry.get("units") or (_fraction_columns(value) if entry.get("unit") == "fraction" else {})
             tables.append(f"*{entry.get('description') or name}* (`{entry['provenance']}`, profile "
                           f"{entry['profile']}, `{name}`)\n\n" + _markdown_table(value, units=units))
-        else:
-            scalars.append({"result": f"`{name}`", "description": entry.get("description", ""),
-                            "ours": format_value(value, entry.get("unit", "")),
-                            "reported": format_value(entry.get("reported"), entry.get("unit", "")),
-                            "provenance": f"`{entry['provenance']}`", "profile": entry["profile"]})
+    scalars = _scalar_rows(entries)
     parts = [_markdown_table(scalars)] if scalars else []
     return "\n\n".join(parts + tables)
 
@@ -142,22 +202,83 @@ def environment_table(data: dict) -> str:
     return _markdown_table(rows) if rows else _missing("no notebook has run")
 
 
+def _scalar_rows(entries: dict) -> list[dict]:
+    return [{"result": f"`{name}`", "description": entry.get("description", ""),
+             "ours": format_value(entry["value"], entry.get("unit", "")) + _spread(entry),
+             "reported": format_value(entry.get("reported"), entry.get("unit", "")),
+             "provenance": f"`{entry['provenance']}`", "profile": entry["profile"]}
+            for name, entry in sorted(entries.items()) if not _is_table(entry["value"])]
+
+
+def _is_table(value) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict)
+
+
+def compiled_table(data: dict) -> str:
+    """Every result counted in a program the TPU compiler built, nothing run (``compiled-*``)."""
+    found = {f"{claim}.{name}": entry for claim, entries in data["claims"].items()
+             for name, entry in entries.items() if str(entry["provenance"]).startswith("compiled-")}
+    if not found:
+        return (f"_{NOT_YET.capitalize()}: no result compiled for a TPU target yet "
+                "(`python -m svgtpu compile` with libtpu installed)._")
+    return claim_details({"claims": {"compiled": found}}, "compiled")
+
+
+def gpu_table(figures: Path) -> str:
+    """The claims of a GPU run (``figures/results-gpu.json``), or why there are none."""
+    path = figures / GPU_RESULTS
+    if not path.exists():
+        return f"_{NOT_YET.capitalize()}: no GPU run yet (`{GPU_RESULTS}` is absent)._"
+    data = load_results(path)
+    parts = [f"**{claim}**\n\n" + claim_details(data, claim) for claim in sorted(data["claims"])]
+    return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS}` holds no result._"
+
+
+def entries_table(data: dict, claim: str, prefix: str) -> str:
+    """The scalar results of ``claim`` whose names start with ``prefix``."""
+    found = {n: e for n, e in data["claims"].get(claim, {}).items() if n.startswith(prefix)}
+    rows = _scalar_rows(found)
+    return _markdown_table(rows) if rows else f"_{NOT_YET.capitalize()}: no `{claim}` result `{prefix}*` yet._"
+
+
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
     if name == "claims":
         return claims_table(data)
     if name == "environment":
         return environment_table(data)
+    if name == "compiled":
+        return compiled_table(data)
+    if name == "gpu":
+        return gpu_table(figures)
     if name in CLAIMS:
         return claim_details(data, name)
     if name.startswith("figure "):
         return figure_block(data, name.split(" ", 1)[1].strip(), target, figures)
-    raise ValueError(f"unknown paper marker {name!r} in {target}: use claims, environment, "
-                     f"{', '.join(CLAIMS)} or 'figure NAME'")
+    words = name.split()
+    if len(words) == 3 and words[0] == "entries":
+        return entries_table(data, words[1], words[2])
+    raise ValueError(f"unknown paper marker {name!r} in {target}: use claims, environment, compiled, gpu, "
+                     f"{', '.join(CLAIMS)}, 'figure NAME' or 'entries CLAIM PREFIX'")
+
+
+_VALUE = re.compile(r"(<!-- svgtpu:value (?P<claim>\w+)\.(?P<name>[\w.-]+?)(?: (?P<field>band|iqr))? -->)"
+                    r"(?P<body>.*?)(<!-- /svgtpu -->)", re.DOTALL)
+
+
+def inline_value(data: dict, claim: str, name: str, field: str | None = None) -> str:
+    """One result as it reads inside a sentence: ``60.8 min``; its band or IQR as ``a – b``."""
+    entry = data["claims"].get(claim, {}).get(name)
+    if entry is None or (field and not entry.get(field)):
+        return f"_{NOT_YET}_"
+    unit = entry.get("unit", "")
+    if field:
+        return " – ".join(format_value(b, unit) for b in entry[field])
+    return format_value(entry["value"], unit)
 
 
 def fill(text: str, data: dict, target: Path, figures: Path) -> tuple[str, list[str]]:
-    """``text`` with every marker block regenerated; also the names of the blocks."""
+    """``text`` with every marker block and inline value regenerated; also the names of the blocks."""
     names = []
 
     def replace(match):
@@ -165,7 +286,74 @@ def fill(text: str, data: dict, target: Path, figures: Path) -> tuple[str, list[
         body = render(match["name"], data, target, figures).rstrip("\n") + "\n"
         return match.group(1) + body + match.group(4)
 
-    return _BLOCK.sub(replace, text), names
+    def replace_value(match):
+        names.append(f"{match['claim']}.{match['name']}")
+        return match.group(1) + inline_value(data, match["claim"], match["name"], match["field"]) + match.group(6)
+
+    return _VALUE.sub(replace_value, _BLOCK.sub(replace, text)), names
+
+
+# -- numbers typed by hand -------------------------------------------------------------------
+
+#: Published numbers prose may quote as theirs (besides the write-up's own, :data:`REPORTED`, and
+#: the Wan presets of :data:`svgtpu.geometry.PRESETS`), by source.  Nothing of ours belongs here.
+PUBLISHED = {
+    "Wan 2.1 model configs (Wan-Video/Wan2.1): 14B and 1.3B layers, width, heads, head dim, FFN, "
+    "text length; 81 frames, 50 sampling steps": (2.1, 14, 1.3, 40, 5120, 128, 13824, 512, 30, 1536, 12, 8960,
+                                                 81, 50),
+    "TPU v6e (cloud.google.com/tpu/docs/v6e): bf16 TFLOP/s, HBM GB/s and GB, ICI GB/s, v6e-8 chips, MXU "
+    "side": (918, 1638, 32, 800, 8, 256),
+    "MaxDiffusion's Wan Splash tile sizes, TPU lane width and the usual Splash tiles": (3024, 2048, 1024, 512,
+                                                                                      3072, 256, 128),
+    "Sparse VideoGen (Xi et al., ICML 2025, arXiv 2502.01776): Wan kept fraction, profiled rows, "
+    "warm-up steps and layers in %, band quantum": (2025, 2502.01776, 0.3, 64, 20, 3, 128),
+    "Python minimum version": (3.10,),
+    "counting words: small integers and 100 %": tuple(range(11)) + (100,),
+}
+
+_STRIPPED = [re.compile(p, re.DOTALL) for p in (
+    r"<!-- svgtpu:begin (?P<name>[^>]+?) -->\n.*?<!-- svgtpu:end (?P=name) -->",   # generated blocks
+    r"<!-- svgtpu:value .*?<!-- /svgtpu -->",                                      # generated values
+    r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->", r"\]\([^)]*\)", r"https?://\S+")]
+#: A number as prose writes it: 1,638 / 88.2 / 8e18 / 1.69x; not part of a name (C1, v6e, bf16, 1440p,
+#: 3D) and not a version (0.10.2).
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.,]?\d)(?![a-wyzA-Z])"
+                     r"|(?<![\w.])\d+(?:\.\d+)?(?:e\d+)?(?!\.?\d)(?![a-wyzA-Z_])")
+
+
+def their_numbers() -> set[float]:
+    """Every number prose may state without a marker: the write-up's, the presets', :data:`PUBLISHED`."""
+    from svgtpu.geometry import PRESETS, WAN_PATCH, WAN_VAE_STRIDE
+
+    allowed = {float(v) for values in PUBLISHED.values() for v in values}
+    for (claim, name), value in REPORTED.items():
+        allowed |= {float(value), round(100 * value, 6)}
+    for g in PRESETS.values():
+        pixels = [n * s * p for n, s, p in zip((g.H, g.W), WAN_VAE_STRIDE[1:], WAN_PATCH[1:])]
+        allowed |= {float(v) for v in (g.T, g.H, g.W, g.F, g.L, *pixels)}
+    allowed |= {float(v) for v in WAN_VAE_STRIDE + WAN_PATCH}
+    return allowed
+
+
+def stray_numbers(text: str, allowed: set[float] | None = None) -> list[str]:
+    """Numbers stated in ``text`` outside markers, code and links that are not in ``allowed``
+    (default :func:`their_numbers`): numbers of ours typed by hand, each with a little context."""
+    allowed = their_numbers() if allowed is None else allowed
+    for pattern in _STRIPPED:
+        text = pattern.sub(" ", text)
+    strays = []
+    for match in _NUMBER.finditer(text):
+        value = float(match.group().replace(",", ""))
+        if not any(abs(value - a) <= 1e-9 * max(1.0, abs(a)) for a in allowed):
+            context = " ".join(text[max(0, match.start() - 40):match.end() + 20].split())
+            strays.append(f"{match.group()!r} in \"...{context}...\"")
+    return strays
+
+
+def notebook_markdown(path: str | os.PathLike) -> str:
+    """The markdown cells of a notebook, joined (what a reader reads as prose)."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
 def generate(results: str | os.PathLike | None = None,
@@ -188,4 +376,5 @@ def generate(results: str | os.PathLike | None = None,
     return report
 
 
-__all__ = ["CLAIM_ROWS", "format_value", "claims_table", "claim_details", "fill", "generate"]
+__all__ = ["ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "claims_table", "claim_details", "inline_value",
+           "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]

@@ -2,7 +2,7 @@
 
 One JSON file, ``figures/results.json``, holds
 
-- ``claims``: ``{claim_id: {name: entry}}`` for the claims C1–C5 of design.md (plus ``Q`` for
+- ``claims``: ``{claim_id: {name: entry}}`` for the claims C1–C5 of docs/design.md (plus ``Q`` for
   dense-vs-sparse video quality), each entry a value with its unit, the reported number where the
   write-up gives one, and how it was made (provenance, profile, versions, backend, notebook);
 - ``figures``: ``{figure_id: entry}`` with the files written, the caption and the provenance;
@@ -27,29 +27,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-#: How a number was made (design.md, "How we measure"): kernels timed in Pallas interpret mode on
-#: this CPU, plain XLA timed on this CPU (the toy DiT), timed on a TPU, the cost model for a device
-#: (``modeled-<device>``, e.g. with this CPU's measured rates: ``modeled-cpu``), or exact arithmetic.
-PROVENANCES = ("measured-cpu-interpret", "measured-cpu", "measured-tpu", "modeled-v6e", "modeled-cpu", "computed")
+from svgtpu.claims import CLAIMS, REPORTED
 
-#: The claims this package reproduces (design.md section 1); ``Q`` collects video quality.
-CLAIMS = {
-    "C1": "end-to-end speedup of 1440p video generation",
-    "C2": "share of total time in self-attention at 1440p",
-    "C3": "share of boundary-masking (partial) tiles before -> after mask alignment",
-    "C4": "mask-free fast paths lower self-attention latency",
-    "C5": "attention cost grows quadratically with resolution",
-    "Q": "dense vs sparse video fidelity (not claimed by the write-up; SVG's own metric)",
-}
-
-#: The numbers the write-up reports, as fractions or ratios; ``None`` where it gives none.
-REPORTED = {
-    ("C1", "speedup"): 1.69,
-    ("C1", "minutes_saved"): 16.0,
-    ("C2", "attention_share_1440p"): 0.882,
-    ("C3", "partial_share_before"): 0.2755,
-    ("C3", "partial_share_after"): 0.0222,
-}
+#: How a number was made (docs/design.md, "How we measure"); :func:`provenance` derives the label from
+#: the source, never typed by hand.  ``computed``: exact arithmetic (tile counts, op counts);
+#: ``modeled-<device>``: the cost model for a device (``modeled-cpu``: fed with this CPU's measured
+#: rates); ``compiled-<device>``: counted in the program the real TPU compiler builds, nothing run;
+#: ``measured-cpu`` / ``measured-cpu-interpret``: timed on this CPU, plain XLA / with our Pallas
+#: kernels in interpret mode; ``measured-tpu``; ``measured-gpu-<device>``.
+PROVENANCES = ("measured-cpu-interpret", "measured-cpu", "measured-tpu", "measured-gpu-h200", "compiled-v6e",
+               "modeled-v6e", "modeled-cpu", "computed")
+SOURCES = ("computed", "modeled", "compiled", "measured")
 
 RESULTS_NAME = "results.json"
 _REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -113,17 +101,44 @@ def environment() -> dict:
             "python": platform.python_version()}
 
 
-def measured_provenance(interpret: bool = True) -> str:
-    """The label of a timing taken now: ``measured-tpu`` on a TPU, else ``measured-cpu-interpret``
-    for Pallas kernels in interpret mode (``interpret=True``) or ``measured-cpu`` for plain XLA."""
+def provenance(source: str, *, device: str | None = None, pallas: bool = False,
+               interpret: bool | None = None) -> str:
+    """The provenance label of a number, from where it came from (the one place labels are made).
+
+    ``source``: ``computed`` (exact arithmetic), ``modeled`` or ``compiled`` (need ``device``, e.g.
+    ``v6e``), or ``measured`` (timed now, on ``jax.default_backend()``).  For ``measured``,
+    ``pallas=True`` says our Pallas kernels ran: off a TPU they run in interpret mode unless
+    ``interpret=False`` was forced (the kernels' own rule, :func:`svgtpu.kernels.plan.resolve_interpret`).
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    if source == "computed":
+        return "computed"
+    if source in ("modeled", "compiled"):
+        if not device or not re.fullmatch(r"[a-z0-9]+", str(device)):
+            raise ValueError(f"a {source} number needs device, a lower-case name like 'v6e', got {device!r}")
+        return f"{source}-{device}"
     import jax
-    if jax.default_backend() == "tpu":
+
+    from svgtpu.kernels.plan import resolve_interpret
+    backend = jax.default_backend()
+    if backend == "tpu":
         return "measured-tpu"
-    return "measured-cpu-interpret" if interpret else "measured-cpu"
+    if backend == "gpu":
+        kind = device or jax.devices()[0].device_kind.split()[-1]   # "NVIDIA H200" -> "h200"
+        return f"measured-gpu-{kind.lower()}"
+    return "measured-cpu-interpret" if pallas and resolve_interpret(interpret) else "measured-cpu"
+
+
+def measured_provenance(interpret: bool = True) -> str:
+    """``provenance("measured", pallas=interpret)``: a timing taken now, with our Pallas kernels
+    (``interpret=True``, interpret mode off a TPU) or plain XLA (``interpret=False``)."""
+    return provenance("measured", pallas=interpret)
 
 
 def check_provenance(provenance: str) -> str:
-    if provenance not in PROVENANCES and not re.fullmatch(r"modeled-[a-z0-9]+", str(provenance)):
+    if provenance not in PROVENANCES and not re.fullmatch(r"(modeled|compiled|measured-gpu)-[a-z0-9]+",
+                                                          str(provenance)):
         raise ValueError(f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}")
     return provenance
 
@@ -159,6 +174,8 @@ class NotebookRun:
         """Keep ``value`` as ``claims[claim][name]``; returns ``value`` for chaining in a cell.
 
         The reported number, where :data:`REPORTED` has one for ``(claim, name)``, is attached.
+        ``extra`` keys the paper reads: ``band`` (a modeled range) or ``iqr`` (a measured spread),
+        and for a claims-table row ``mask`` (its words), ``density`` (kept pairs), ``block_q``, ``block_kv``.
         """
         entry = {"value": value, "unit": unit, "description": description,
                  "reported": REPORTED.get((check_claim(claim), name)), **extra,
@@ -215,5 +232,5 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
     return data.get("claims", {}).get(claim, {}).get(name)
 
 
-__all__ = ["PROVENANCES", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
-           "write_results", "environment", "measured_provenance", "check_provenance", "NotebookRun", "entry"]
+__all__ = ["PROVENANCES", "SOURCES", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
+           "write_results", "environment", "provenance", "measured_provenance", "check_provenance", "NotebookRun", "entry"]

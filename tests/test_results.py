@@ -127,7 +127,7 @@ def test_paper_blocks_are_generated_from_the_results(tmp_path):
     text = target.read_text()
     assert report == [{"file": str(target), "blocks": 3, "changed": True}]
     assert "old claims table" not in text
-    assert "| C3 | partial (masked) tiles, SVG mask, 1440p | 27.55 % | 23.49 % | `computed` | quick |" in text
+    assert "| C3 | partial (masked) tiles, SVG mask, 1440p | — | — | — | 27.55 % | 23.49 % | `computed` | quick |" in text
     assert "| wan-1440p | 23.49 % |" in text                    # list-valued result as its own table
     assert "![demo](../figures/demo.png)" in text and "Demo figure." in text
     assert text.startswith("# Title\nIntro text stays.\n") and "Between.\n" in text and text.endswith("The end.\n")
