@@ -418,6 +418,19 @@ def tile_edges(L: int, block: int) -> np.ndarray:
     return np.arange(ceil_div(L, block) + 1, dtype=np.int64) * block
 
 
+def tile_valid_lengths(L: int, edges: np.ndarray) -> np.ndarray:
+    """How many positions of each tile between ``edges`` lie inside ``L`` (the last tile may be padded)."""
+    return np.minimum(edges[1:], L) - edges[:-1]
+
+
+def tile_valid_pairs(L: int, q_edges: np.ndarray, k_edges: np.ndarray) -> np.ndarray:
+    """``int64 [nq, nk]``: the pairs of each tile whose row and key both lie inside ``L``.
+
+    A tile whose allowed-pair count equals this holds no masked pair inside the sequence.
+    """
+    return tile_valid_lengths(L, q_edges)[:, None] * tile_valid_lengths(L, k_edges)[None, :]
+
+
 def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMask:
     """A tile-aligned version of ``mask`` for ``block_q x block_kv`` tiles.
 
@@ -436,7 +449,7 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
         raise ValueError(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
     qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
     counts = mask.count_grid(qe, ke)
-    valid = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None] * (np.minimum(ke[1:], mask.L) - ke[:-1])[None, :]
+    valid = tile_valid_pairs(mask.L, qe, ke)
     if mode == "snap":
         keep = 2 * counts >= valid
     elif mode == "cover":

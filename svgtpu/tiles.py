@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from svgtpu.geometry import check_positive_int
-from svgtpu.masks import Mask, tile_edges
+from svgtpu.masks import Mask, tile_edges, tile_valid_lengths
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -76,8 +76,8 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
     qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
     counts = mask.count_grid(qe, ke)
-    valid_rows = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None]
     kinds = np.full(counts.shape, PARTIAL, dtype=np.int8)
     kinds[counts == 0] = EMPTY
-    kinds[counts == valid_rows * block_kv] = FULL  # padded keys count as masked, so never full
+    # padded keys count as masked (a tile holding one is never full); padded query rows do not
+    kinds[counts == tile_valid_lengths(mask.L, qe)[:, None] * block_kv] = FULL
     return TileClassification(kinds, block_q, block_kv, mask.L)

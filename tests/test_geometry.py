@@ -38,7 +38,9 @@ def test_parse_grid_and_str():
 
 
 def test_permutations_are_inverse_and_match_definition():
-    rng = np.random.default_rng()
+    seed = 20261130
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
     g = VideoGeometry(3, 4, 5)
     idx = g.to_spatial_major_index()
     for f in range(g.T):
