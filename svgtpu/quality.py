@@ -5,16 +5,19 @@ dense attention and once sparse, and comparing the decoded videos.  We do the sa
 shipped toy DiT (whose "decoded video" is its pixel output) for SVG with and without tile
 alignment, and check that the mask-free fast path leaves outputs unchanged.
 
-PSNR and SSIM are the textbook definitions: ``PSNR = 10 log10(R^2 / MSE)`` over all pixels, and
-SSIM of Wang et al. (2004) with an 11x11 Gaussian window (sigma 1.5, "valid" positions only),
-``K1 = 0.01, K2 = 0.03``, computed per frame and channel and averaged.  ``R`` is the data range,
-2 for our ``[-1, 1]`` pixels.
+PSNR and SSIM come from DeepMind's ``dm-pix`` (in JAX, float32): ``PSNR = 10 log10(R^2 / MSE)``
+over all pixels, and SSIM of Wang et al. (2004) with an 11x11 Gaussian window (sigma 1.5, "valid"
+positions only), ``K1 = 0.01, K2 = 0.03``, computed per frame and channel and averaged.  ``R`` is
+the data range, 2 for our ``[-1, 1]`` pixels.
 """
 
 from __future__ import annotations
 
 import time
 
+import dm_pix as pix
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
@@ -29,44 +32,27 @@ VARIANTS: dict[str, dict] = {
 
 
 def psnr(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0) -> float:
-    """Peak signal-to-noise ratio in dB over all elements (``inf`` for identical inputs)."""
-    reference, test = _pair(reference, test)
-    mse = float(np.mean((reference - test) ** 2))
-    return float("inf") if mse == 0.0 else float(10.0 * np.log10(data_range ** 2 / mse))
+    """Peak signal-to-noise ratio in dB over all elements (``inf`` for identical inputs).
 
-
-def _gaussian_window(size: int = 11, sigma: float = 1.5) -> np.ndarray:
-    x = np.arange(size) - (size - 1) / 2
-    g = np.exp(-x ** 2 / (2 * sigma ** 2))
-    return g / g.sum()
-
-
-def _filter_valid(image: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """Separable 2D filter over the last two axes, valid positions only."""
-    n = len(window)
-    rows = sum(window[i] * image[..., i:image.shape[-2] - n + 1 + i, :] for i in range(n))
-    return sum(window[i] * rows[..., i:rows.shape[-1] - n + 1 + i] for i in range(n))
+    DeepMind's ``dm_pix.psnr`` assumes a data range of 1, so both inputs are divided by ``data_range``;
+    flattening to one "image" makes its mean squared error run over every pixel of the video.
+    """
+    reference, test = (x.reshape(-1, 1, 1) / data_range for x in _pair(reference, test))
+    return float(pix.psnr(reference, test))
 
 
 def ssim(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0, window: int = 11,
          sigma: float = 1.5) -> float:
-    """Mean SSIM of two ``[..., H, W, C]`` image stacks (per 2D image and channel, then averaged)."""
+    """Mean SSIM of two ``[..., H, W, C]`` image stacks (``dm_pix.ssim`` per image, then averaged)."""
     reference, test = _pair(reference, test)
     if reference.ndim < 3 or min(reference.shape[-3:-1]) < window:
         raise ValueError(f"images must be [..., H, W, C] with H, W >= window={window}, got {reference.shape}")
-    x, y = (np.moveaxis(a, -1, -3) for a in (reference, test))  # [..., C, H, W]
-    w = _gaussian_window(window, sigma)
-    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
-    mx, my = _filter_valid(x, w), _filter_valid(y, w)
-    vx = _filter_valid(x * x, w) - mx * mx
-    vy = _filter_valid(y * y, w) - my * my
-    cov = _filter_valid(x * y, w) - mx * my
-    s = ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2))
-    return float(s.mean())
+    images = [x.reshape(-1, *x.shape[-3:]) for x in (reference, test)]
+    return float(jnp.mean(pix.ssim(*images, max_val=data_range, filter_size=window, filter_sigma=sigma)))
 
 
-def _pair(a, b) -> tuple[np.ndarray, np.ndarray]:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+def _pair(a, b) -> tuple[jax.Array, jax.Array]:
+    a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
     if a.shape != b.shape:
         raise ValueError(f"reference and test must have the same shape, got {a.shape} and {b.shape}")
     return a, b

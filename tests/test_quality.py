@@ -1,4 +1,5 @@
-"""PSNR / SSIM against known values and an independent reference; the dense-vs-SVG study."""
+"""PSNR / SSIM (dm-pix, float32) against hand-worked values and an independent float64 reference;
+the dense-vs-SVG study."""
 
 import os
 
@@ -16,8 +17,8 @@ CHECKPOINT = os.path.join(os.path.dirname(__file__), "..", "checkpoints", "toy_d
 def test_psnr_known_values():
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (3, 16, 16, 3))
-    assert psnr(x, x + 0.1) == pytest.approx(10 * np.log10(4 / 0.01), rel=1e-9)  # 26.0206 dB
-    assert psnr(x, x - 0.1, data_range=1.0) == pytest.approx(20.0, rel=1e-9)
+    assert psnr(x, x + 0.1) == pytest.approx(10 * np.log10(4 / 0.01), rel=1e-5)  # 26.0206 dB
+    assert psnr(x, x - 0.1, data_range=1.0) == pytest.approx(20.0, rel=1e-5)
     assert psnr(x, x) == float("inf")
     with pytest.raises(ValueError, match="same shape"):
         psnr(x, x[:2])
@@ -46,7 +47,7 @@ def test_ssim_matches_a_window_by_window_reference():
     y = np.clip(x + 0.3 * rng.standard_normal(x.shape), -1, 1)
     expected = _ssim_by_windows(x, y, 2.0)
     assert 0.1 < expected < 0.95
-    assert ssim(x, y) == pytest.approx(expected, rel=1e-9)
+    assert ssim(x, y) == pytest.approx(expected, rel=1e-5)
 
 
 def test_ssim_known_values():
@@ -56,7 +57,7 @@ def test_ssim_known_values():
     # constant images: only the luminance term is left, (2ab + C1) / (a^2 + b^2 + C1)
     a, b, c1 = 0.5, -0.25, (0.01 * 2.0) ** 2
     assert ssim(np.full((12, 12, 1), a), np.full((12, 12, 1), b)) == pytest.approx(
-        (2 * a * b + c1) / (a * a + b * b + c1), rel=1e-9)
+        (2 * a * b + c1) / (a * a + b * b + c1), rel=1e-5)
     noise = rng.standard_normal(x.shape)
     assert 1.0 > ssim(x, x + 0.05 * noise) > ssim(x, x + 0.3 * noise) > ssim(x, x + 1.0 * noise)
     with pytest.raises(ValueError, match="window"):
