@@ -31,3 +31,109 @@ def test_permuted_band_sink_counts_match_brute_force():
         k_edges = np.sort(rng.integers(0, g.L + 9, int(rng.integers(1, 8))))
         np.testing.assert_array_equal(mask.count_grid(q_edges, k_edges), _brute_counts(mask, q_edges, k_edges),
                                       err_msg=f"{g} sink={base.sink} window={base.window}")
+
+
+# -- the computing core -------------------------------------------------------------------------
+
+from svgtpu import explore  # noqa: E402
+from svgtpu.masks import make_mask  # noqa: E402
+
+
+def _brute_kinds(allowed: np.ndarray, bq: int, bkv: int) -> np.ndarray:
+    """Tile kinds by looking at every pair: padded keys are masked, padded query rows are not."""
+    L = allowed.shape[0]
+    nq, nk = -(-L // bq), -(-L // bkv)
+    kinds = np.zeros((nq, nk), dtype=int)
+    for i in range(nq):
+        for j in range(nk):
+            rows = allowed[i * bq:(i + 1) * bq]
+            block = np.zeros((rows.shape[0], bkv), dtype=bool)
+            block[:, :min(bkv, L - j * bkv)] = rows[:, j * bkv:(j + 1) * bkv]
+            kinds[i, j] = 0 if not block.any() else (2 if block.all() else 1)
+    return kinds
+
+
+@pytest.mark.parametrize("head", ["spatial", "temporal-frame-major", "dense"])
+@pytest.mark.parametrize("mode", ["none", "snap", "cover", "inner"])
+def test_compute_matches_brute_force(head, mode):
+    """Tile counts and pairs added/dropped on a grid that is not a tile multiple (L = 5*6*7 = 210)."""
+    s = explore.Settings(geometry="5x6x7", kept=0.4, head=head, block_q=48, block_kv=32, align=mode)
+    got = explore.compute(s)
+    allowed = make_mask(head, "5x6x7", s.band_multiplier).to_array()
+    kinds = _brute_kinds(allowed, 48, 32)
+    if mode != "none":
+        L = allowed.shape[0]
+        keep = np.zeros_like(kinds, dtype=bool)
+        for i in range(kinds.shape[0]):
+            for j in range(kinds.shape[1]):
+                tile = allowed[i * 48:(i + 1) * 48, j * 32:(j + 1) * 32]
+                frac = tile.mean()
+                keep[i, j] = {"snap": frac >= 0.5, "cover": frac > 0, "inner": frac == 1}[mode]
+        aligned = np.kron(keep, np.ones((48, 32), dtype=bool))[:L, :L]
+        assert got["alignment"]["added"] == int((aligned & ~allowed).sum())
+        assert got["alignment"]["dropped"] == int((allowed & ~aligned).sum())
+        assert got["before_alignment"]["partial"] == int((kinds == 1).sum())
+        allowed, kinds = aligned, _brute_kinds(aligned, 48, 32)
+    np.testing.assert_array_equal(got["kinds"], kinds)
+    assert (got["full"], got["partial"], got["empty"]) == tuple(int((kinds == k).sum()) for k in (2, 1, 0))
+    assert got["pair_density"] == pytest.approx(allowed.mean())
+    assert (got["tiles_q"], got["tiles_kv"]) == kinds.shape
+
+
+def test_downsample_mixes_colours_in_proportion():
+    from matplotlib.colors import to_rgb
+
+    from svgtpu.plots import TILE_COLORS
+    kinds = np.array([[2, 2, 0], [1, 2, 0], [0, 0, 0]], dtype=np.int8)
+    exact, factor = explore.downsample(kinds, max_side=3)
+    assert factor == 1
+    np.testing.assert_allclose(exact[1, 0], to_rgb(TILE_COLORS[1]))
+    mixed, factor = explore.downsample(kinds, max_side=2)
+    assert factor == 2 and mixed.shape == (2, 2, 3)
+    # top-left 2x2 block: three full tiles, one partial
+    expected = (3 * np.array(to_rgb(TILE_COLORS[2])) + np.array(to_rgb(TILE_COLORS[1]))) / 4
+    np.testing.assert_allclose(mixed[0, 0], expected)
+    # bottom-right block covers one real (empty) tile and three padding cells: only the real one counts
+    np.testing.assert_allclose(mixed[1, 1], to_rgb(TILE_COLORS[0]))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("geometry", "12x3", "geometry must be"), ("kept", 1.5, "kept must be"), ("head", "diagonal", "head must be"),
+    ("block_q", 0, "block_q must be"), ("align", "round", "align must be"), ("chips", -1, "chips must be")])
+def test_settings_refuse_bad_values_in_one_line(field, value, message):
+    with pytest.raises(ValueError, match=message) as info:
+        explore.Settings(**{field: value})
+    assert "\n" not in str(info.value)
+
+
+def test_kernel_refusals_are_shown_not_raised():
+    # 1000 rows: a multiple of 8 but not of 16, which bfloat16 blocks need (Mosaic's 16 x 128 tile)
+    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=1000, block_kv=512))["kernel"]
+    assert not refused["accepted"] and "block_q" in refused["reason"]
+    gpu = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="h100"))["kernel"]
+    assert gpu["accepted"] and "no TPU budget" in gpu["smem"]
+    ok = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="v6e"))["kernel"]
+    assert ok["accepted"] and "fits" in ok["vmem"] and ok["plan_steps"] >= 1
+
+
+def test_tile_png_is_the_map_scaled():
+    from PIL import Image
+    import io
+    stats = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128))
+    image = np.asarray(Image.open(io.BytesIO(explore.tile_png(stats, side=64))).convert("RGB"))
+    scale = 64 // max(stats["kinds"].shape)
+    rgb, _ = explore.downsample(stats["kinds"])
+    assert image.shape[:2] == (stats["kinds"].shape[0] * scale, stats["kinds"].shape[1] * scale)
+    np.testing.assert_array_equal(image[::scale, ::scale], np.rint(rgb * 255).astype(np.uint8))
+
+
+def test_panel_redraws_on_control_changes_and_shows_refusals():
+    panel = explore.Panel((explore.Settings(geometry="4x8x16", block_q=256, block_kv=256),), "t", "test")
+    controls = panel.controls[0].widgets
+    controls["block_kv"].value = 128
+    controls["align"].value = "snap"
+    expected = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=128, align="snap"))
+    assert f"<td class='svgtpu-partial'>{expected['partial']:,}</td>" in panel.table.value
+    assert "svgtpu-ok" in panel.status.value
+    controls["geometry"].value = "4x8"
+    assert "refused: geometry must be" in panel.status.value

@@ -1,0 +1,587 @@
+"""An interactive explorer of tiles, masks, kernel budget and modeled cost (JupyterLab, ipywidgets).
+
+Move a control and watch tiles turn from partial to full: geometry (preset or ``TxHxW``), kept
+fraction or band multiplier, head kind (spatial; temporal after or before the layout
+transformation; dense), tile size, alignment mode, device and chips.  Every redraw uses the masks'
+analytic tile counts (:meth:`svgtpu.masks.Mask.count_grid`), never an ``L x L`` array, so wan-1440p
+redraws in well under a second even at 512 x 512 tiles (``svgtpu explore --geometry wan-1440p
+--block-q 512 --block-kv 512`` prints the time).
+
+The computing core is plain functions, testable without widgets:
+
+- :class:`Settings` (frozen, validated once) -> :func:`compute` -> a stats dict (tile counts,
+  partial share, density, pairs alignment added/dropped, the kernel's check of the tile, the cost
+  model's attention time and speedup);
+- :func:`figure` draws the tile-kind map(s) of one setting or of two side by side, and
+  :func:`render` returns both, the figure as PNG bytes (what the widgets show).
+
+:func:`explorer` builds the widgets: one panel for one setting and a second comparing two.
+Refusals (a tile the kernel does not accept, a geometry that does not parse, a device the cost
+model lacks) are shown in the panel, never raised.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import html
+import io
+import time
+
+import numpy as np
+
+from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.masks import (ALIGN_MODES, DenseMask, Mask, TileMask, align, alignment_diff, make_mask,
+                          multiplier_for_sparsity)
+from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+
+#: Head kinds offered, label -> :func:`svgtpu.masks.make_mask` kind.
+HEAD_KINDS = {
+    "spatial": "spatial",
+    "temporal, after layout transform": "temporal",
+    "temporal, before layout transform (frame-major)": "temporal-frame-major",
+    "dense": "dense",
+}
+ALIGN_CHOICES = ("none", *ALIGN_MODES)
+#: Tile sides offered.  Mosaic's block rule (block dims divisible by 8/16 sublanes and 128 lanes,
+#: Pallas TPU docs) allows every one; :func:`kernel_check` says whether *our* kernel takes it.
+BLOCK_Q_CHOICES = (128, 256, 512, 1024, 2048, 3024, 4096)
+BLOCK_KV_CHOICES = (128, 256, 512, 1024, 2048, 4096)
+CHIP_CHOICES = (1, 2, 4, 8, 16, 32)
+#: Tile maps with more tiles per side than this are drawn downsampled (and say so).
+MAX_MAP_SIDE = 160
+#: Side of the widgets' tile-map image, in pixels (about; scaled by a whole factor).
+MAP_PIXELS = 360
+DPI = 90
+
+
+def _cost_devices() -> tuple[str, ...]:
+    """Device names the cost model knows (empty if its API moved)."""
+    try:
+        from svgtpu import costmodel
+        return tuple(costmodel.DEVICES)
+    except (ImportError, AttributeError):
+        return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """One point of the explorer.  Give ``kept`` (SVG's kept fraction) or ``multiplier``, not both."""
+
+    geometry: str = "wan-1440p"
+    kept: float | None = 0.3
+    multiplier: float | None = None
+    head: str = "spatial"
+    block_q: int = 3024
+    block_kv: int = 2048
+    align: str = "none"
+    device: str = "v6e"
+    chips: int = 8
+    model: str = "wan2.1-14b"
+
+    def __post_init__(self):
+        get_geometry(self.geometry)  # raises one line naming the geometry
+        if (self.kept is None) == (self.multiplier is None):
+            raise ValueError("give exactly one of kept (fraction of pairs kept, in (0, 1)) or multiplier")
+        if self.kept is not None and not (np.isfinite(self.kept) and 0 < self.kept < 1):
+            raise ValueError(f"kept must be a fraction in the open interval (0, 1), got {self.kept!r}")
+        if self.multiplier is not None and not (np.isfinite(self.multiplier) and self.multiplier > 0):
+            raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
+        if self.head not in HEAD_KINDS.values():
+            raise ValueError(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
+        check_positive_int("block_q", self.block_q)
+        check_positive_int("block_kv", self.block_kv)
+        check_positive_int("chips", self.chips)
+        if self.align not in ALIGN_CHOICES:
+            raise ValueError(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
+
+    @property
+    def video(self) -> VideoGeometry:
+        return get_geometry(self.geometry)
+
+    @property
+    def band_multiplier(self) -> float:
+        """The band multiplier the mask uses (from ``kept`` when that is given)."""
+        if self.multiplier is not None:
+            return float(self.multiplier)
+        return _multiplier_for(self.video, float(self.kept))
+
+
+@functools.lru_cache(maxsize=64)
+def _multiplier_for(geometry: VideoGeometry, kept: float) -> float:
+    return multiplier_for_sparsity(geometry, kept)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SharedCounts(Mask):
+    """``base`` with a memory for :meth:`count_grid`: classification, alignment and the alignment
+    diff all ask for the same tile grid, which is then counted once."""
+
+    base: Mask
+
+    def __post_init__(self):
+        object.__setattr__(self, "_memo", {})
+
+    @property
+    def L(self) -> int:  # type: ignore[override]
+        return self.base.L
+
+    @property
+    def computable(self) -> bool:  # type: ignore[override]
+        return self.base.computable
+
+    def allowed(self, q, k):
+        return self.base.allowed(q, k)
+
+    def count_grid(self, q_edges, k_edges):
+        q_edges, k_edges = np.asarray(q_edges, np.int64), np.asarray(k_edges, np.int64)
+        key = (q_edges.tobytes(), k_edges.tobytes())
+        if key not in self._memo:
+            self._memo[key] = self.base.count_grid(q_edges, k_edges)
+        return self._memo[key]
+
+
+@functools.lru_cache(maxsize=16)
+def _mask(geometry: VideoGeometry, head: str, multiplier: float) -> _SharedCounts:
+    return _SharedCounts(make_mask(head, geometry, multiplier))
+
+
+@functools.lru_cache(maxsize=32)
+def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, block_kv: int, mode: str):
+    """(the mask the kernel runs, its tile kinds, stats before alignment, :class:`MaskDiff` or None)."""
+    mask = _mask(geometry, head, multiplier)
+    before = classify(mask, block_q, block_kv)
+    if mode == "none":
+        return mask, before.kinds, before.stats, None
+    aligned = _SharedCounts(align(mask, block_q, block_kv, mode))
+    return aligned, classify(aligned, block_q, block_kv).kinds, before.stats, alignment_diff(mask, aligned.base)
+
+
+@functools.lru_cache(maxsize=16)
+def _dense_stats(L: int, block_q: int, block_kv: int) -> TileStats:
+    return classify(DenseMask(L), block_q, block_kv).stats
+
+
+def _head_dim(model: str) -> int | None:
+    """The model's head dimension from the cost model (``None`` if its API moved)."""
+    try:
+        from svgtpu import costmodel
+        return costmodel.get_model(model).head_dim
+    except (ImportError, AttributeError):
+        return None
+
+
+def kernel_check(settings: Settings, mask: Mask, head_dim: int | None) -> dict:
+    """Does our Pallas kernel take this tile, and does it fit the device's SMEM and VMEM?
+
+    Uses the kernel's own rules (:class:`svgtpu.kernels.config.KernelConfig`, the budgets of
+    :mod:`svgtpu.kernels.budget` and the tile plan's SMEM size).  Refusals come back as text
+    (``accepted: False`` and ``reason``, or a ``smem`` / ``vmem`` line saying what does not fit),
+    never as an exception.  Inputs are bfloat16, as Wan runs.  The plan of a mask the kernel can
+    neither compute from iotas nor cover with whole tiles (it would store mask blocks) is not built
+    here: at video sizes that means materializing every masked tile.
+    """
+    out = {"accepted": True, "reason": ""}
+    try:
+        from svgtpu.kernels import budget
+        from svgtpu.kernels.config import KernelConfig
+        from svgtpu.kernels.plan import tile_plan
+    except ImportError as error:
+        return {**out, "accepted": False, "reason": f"kernel API unavailable: {error}"}
+    try:
+        config = KernelConfig(block_q=settings.block_q, block_kv=settings.block_kv)
+        config.check_dtype("bfloat16")
+    except ValueError as error:
+        return {**out, "accepted": False, "reason": str(error)}
+    try:
+        memory = budget.device_memory(settings.device)
+    except ValueError as error:
+        return {**out, "smem": f"no TPU budget: {error}", "vmem": "—"}
+    if mask.computable or isinstance(mask.base, TileMask):
+        plan = tile_plan(mask, mask.L, settings.block_q, settings.block_kv)
+        chunks = len(plan.chunks(memory.smem_budget)) if plan.smem_bytes > memory.smem_budget else 1
+        out["plan_steps"] = plan.num_steps
+        out["smem"] = (f"plan {plan.smem_bytes / 1024:,.1f} KiB of {memory.smem_budget / 1024:,.0f} KiB"
+                       + ("" if chunks == 1 else f": over budget, split into {chunks} calls"))
+        blocks = plan.mask_source == "blocks"
+    else:
+        out["smem"] = "plan not built (mask not computable in the kernel: it would store mask blocks)"
+        blocks = True
+    if head_dim is None:
+        out["vmem"] = f"needs the head dimension of {settings.model} (cost model unavailable)"
+        return out
+    need = budget.vmem_bytes(config, head_dim, 2, blocks)  # bfloat16: 2 bytes
+    verdict = "fits" if need <= memory.vmem_budget else "does not fit: refused"
+    out["vmem"] = f"{need / 2**20:,.1f} MiB of {memory.vmem_budget / 2**20:,.0f} MiB: {verdict}"
+    out["vmem_fits"] = need <= memory.vmem_budget
+    return out
+
+
+def modeled_cost(settings: Settings, stats: TileStats) -> dict:
+    """The cost model's self-attention time of one layer on one chip for this mask (fast path on)
+    against the dense mask at the same tile, and its end-to-end SVG speedup for this setup.
+
+    Uses :mod:`svgtpu.costmodel`'s public functions; if they refuse the setting (or moved), the
+    reason is returned as ``error`` so the panel can show it.
+    """
+    try:
+        from svgtpu import costmodel as cm
+        g = settings.video
+        setup = cm.Setup(cm.get_model(settings.model), g, cm.get_device(settings.device), chips=settings.chips,
+                         block_q=settings.block_q, block_kv=settings.block_kv,
+                         sparsity=settings.kept, multiplier=settings.multiplier)
+        head_dim = setup.model.head_dim
+
+        def layer_seconds(tile_stats: TileStats) -> float:
+            per_head = cm.attention_head_seconds(tile_stats, setup.device, setup.efficiency, head_dim,
+                                                 settings.block_q, settings.block_kv, fast_path=True,
+                                                 q_rows=ceil_div(g.L, settings.block_q))
+            return setup.heads_per_chip * per_head
+
+        this = layer_seconds(stats)
+        dense = layer_seconds(_dense_stats(g.L, settings.block_q, settings.block_kv))
+        video = cm.model_video(setup)
+        return {"provenance": setup.provenance, "attention_layer_seconds": this,
+                "dense_attention_layer_seconds": dense, "attention_speedup": dense / this if this else float("inf"),
+                "attention_share": video["attention_share"], "video_speedup": video["speedup"],
+                "dense_minutes": video["dense_minutes"], "svg_minutes": video["svg_minutes"], "error": ""}
+    except (ImportError, AttributeError, TypeError, ValueError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def compute(settings: Settings) -> dict:
+    """Everything the explorer shows for ``settings``, as a JSON-able dict (plus ``kinds``)."""
+    g = settings.video
+    multiplier = settings.band_multiplier
+    kernel_mask, kinds, before, diff = _tiles(g, settings.head, multiplier, settings.block_q,
+                                              settings.block_kv, settings.align)
+    counts = np.bincount(kinds.ravel(), minlength=3)
+    stats = TileStats(full=int(counts[FULL]), partial=int(counts[PARTIAL]), empty=int(counts[EMPTY]))
+    mask = _mask(g, settings.head, multiplier).base
+    out = {
+        "settings": dataclasses.asdict(settings),
+        "geometry": {"name": g.name or str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L},
+        "multiplier": multiplier, "window": getattr(getattr(mask, "base", mask), "window", None),
+        "pair_density": kernel_mask.density(), "tiles_q": int(kinds.shape[0]), "tiles_kv": int(kinds.shape[1]),
+        **stats.as_dict(),
+        "before_alignment": before.as_dict() if diff is not None else None,
+        "alignment": diff.as_dict() if diff is not None else None,
+        "kernel": kernel_check(settings, kernel_mask, _head_dim(settings.model)),
+        "cost": modeled_cost(settings, stats),
+        "provenance": "computed",
+        "kinds": kinds,
+    }
+    return out
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+def _rgb(color: str) -> np.ndarray:
+    from matplotlib.colors import to_rgb
+    return np.array(to_rgb(color))
+
+
+def downsample(kinds: np.ndarray, max_side: int = MAX_MAP_SIDE) -> tuple[np.ndarray, int]:
+    """``(rgb image, factor)``: each pixel covers ``factor x factor`` tiles and mixes the tile-kind
+    colours in proportion to how many tiles of each kind it covers (factor 1: exact colours)."""
+    from svgtpu.plots import TILE_COLORS
+    factor = max(1, ceil_div(max(kinds.shape), max_side))
+    nq, nk = ceil_div(kinds.shape[0], factor), ceil_div(kinds.shape[1], factor)
+    padded = np.full((nq * factor, nk * factor), -1, dtype=np.int8)
+    padded[:kinds.shape[0], :kinds.shape[1]] = kinds
+    blocks = padded.reshape(nq, factor, nk, factor)
+    share = np.stack([(blocks == k).sum(axis=(1, 3)) for k in (EMPTY, PARTIAL, FULL)], axis=-1).astype(float)
+    covered = share.sum(-1, keepdims=True)
+    colors = np.stack([_rgb(TILE_COLORS[k]) for k in (EMPTY, PARTIAL, FULL)])
+    image = np.where(covered > 0, share / np.maximum(covered, 1) @ colors, 1.0)
+    return image, factor
+
+
+def _describe(stats: dict) -> str:
+    s = stats["settings"]
+    head = next(label for label, kind in HEAD_KINDS.items() if kind == s["head"])
+    budget = f"kept {s['kept']:g}" if s["kept"] is not None else f"multiplier {s['multiplier']:g}"
+    aligned = "unaligned" if s["align"] == "none" else f"aligned ({s['align']})"
+    return f"{stats['geometry']['name']} · {head} · {budget} · {aligned}"
+
+
+def _draw_map(ax, stats: dict, title: str) -> None:
+    """The tile-kind map, exact colours when it fits :data:`MAX_MAP_SIDE`, downsampled otherwise.
+
+    Tile borders are one line collection (not a tick per tile: that costs seconds at 150 tiles).
+    """
+    kinds = stats["kinds"]
+    s = stats["settings"]
+    nq, nk = kinds.shape
+    image, factor = downsample(kinds)
+    ax.imshow(image, interpolation="nearest", aspect="equal", extent=(-0.5, nk - 0.5, nq - 0.5, -0.5))
+    if max(nq, nk) < 60:
+        ax.hlines(np.arange(0.5, nq - 1), -0.5, nk - 0.5, color="white", linewidth=0.4)
+        ax.vlines(np.arange(0.5, nk - 1), -0.5, nq - 0.5, color="white", linewidth=0.4)
+    ax.grid(False)
+    ax.set_xlabel("kv tile index")
+    ax.set_ylabel("q tile index")
+    view = "" if factor == 1 else f", downsampled: 1 pixel = {factor} x {factor} tiles, colours mixed"
+    ax.set_title(f"{title}\n{nq} x {nk} tiles of {s['block_q']} x {s['block_kv']}{view}\n"
+                 f"partial share {stats['partial_share']:.1%} · density {stats['density']:.1%}", fontsize=9)
+
+
+def figure(*stats: dict):
+    """The tile-kind map of one or more computed settings, side by side (a matplotlib Figure
+    drawn without pyplot, so nothing shows twice in a notebook)."""
+    from matplotlib.figure import Figure
+
+    from svgtpu.plots import tile_legend
+
+    fig = Figure(figsize=(4.6 * len(stats) + 1.9, 5.0), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(stats), squeeze=False)[0]
+    for i, (ax, st) in enumerate(zip(axes, stats)):
+        label = _describe(st) if len(stats) == 1 else f"{'AB'[i] if len(stats) == 2 else i + 1}: {_describe(st)}"
+        _draw_map(ax, st, label)
+    tile_legend(axes[-1], fontsize=8)
+    return fig
+
+
+def png(fig) -> bytes:
+    """A matplotlib figure as PNG bytes, reproducibly (no software metadata)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def tile_png(stats: dict, side: int = MAP_PIXELS) -> bytes:
+    """The tile-kind map as a small PNG drawn straight from the pixels (what the widgets show).
+
+    Same colours and downsampling as :func:`figure`, scaled by a whole factor to about ``side``
+    pixels, white tile borders when tiles are big enough to see them.  A few milliseconds, where a
+    matplotlib figure with titles and layout takes most of a second on a busy CPU.
+    """
+    from PIL import Image
+
+    image, factor = downsample(stats["kinds"])
+    scale = max(1, side // max(image.shape[:2]))
+    pixels = np.repeat(np.repeat(np.rint(image * 255).astype(np.uint8), scale, 0), scale, 1)
+    if factor == 1 and scale >= 4:
+        pixels[scale - 1::scale, :] = 255
+        pixels[:, scale - 1::scale] = 255
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def render(*settings: Settings) -> tuple[list[dict], list[bytes], float]:
+    """``(stats per setting, tile-map PNG per setting, seconds taken)``: one redraw of the widgets."""
+    start = time.perf_counter()
+    stats = [compute(s) for s in settings]
+    images = [tile_png(s) for s in stats]
+    return stats, images, time.perf_counter() - start
+
+
+# -- text -------------------------------------------------------------------------------------
+
+def _fmt_seconds(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def rows(stats: dict) -> list[tuple[str, str, str]]:
+    """``(key, label, value)`` rows of the stats table, values formatted as shown."""
+    a, k, c = stats["alignment"], stats["kernel"], stats["cost"]
+    out = [
+        ("grid", "token grid T x H x W (L)",
+         f"{stats['geometry']['T']} x {stats['geometry']['H']} x {stats['geometry']['W']} ({stats['geometry']['L']:,})"),
+        ("window", "band half-width W (multiplier)",
+         "—" if stats["window"] is None else f"{stats['window']:,} ({stats['multiplier']:.3g})"),
+        ("pair_density", "pairs kept by the mask the kernel runs", f"{stats['pair_density']:.2%}"),
+        ("tiles", "tiles (q x kv)", f"{stats['tiles_q']:,} x {stats['tiles_kv']:,} = {stats['total']:,}"),
+        ("full", "full tiles (mask-free)", f"{stats['full']:,}"),
+        ("partial", "partial tiles (masked)", f"{stats['partial']:,}"),
+        ("empty", "empty tiles (skipped)", f"{stats['empty']:,}"),
+        ("partial_share", "partial share", f"{stats['partial_share']:.2%}"),
+        ("density", "tile density", f"{stats['density']:.2%}"),
+    ]
+    if a is not None:
+        out += [("partial_share_before", "partial share before alignment",
+                 f"{stats['before_alignment']['partial_share']:.2%}"),
+                ("added", "pairs added by alignment", f"{a['added']:,} ({a['added_fraction']:.2%})"),
+                ("dropped", "pairs dropped by alignment", f"{a['dropped']:,} ({a['dropped_fraction']:.2%})")]
+    out.append(("kernel", "our kernel takes this tile",
+                "yes" if k["accepted"] else f"refused: {k['reason']}"))
+    if "plan_steps" in k:
+        out.append(("plan_steps", "kernel grid steps per head", f"{k['plan_steps']:,}"))
+    for key in ("smem", "vmem"):
+        if key in k:
+            out.append((key, f"{key.upper()} on {stats['settings']['device']}", k[key]))
+    if c["error"]:
+        out.append(("cost", "cost model", f"unavailable: {c['error']}"))
+    else:
+        prov = c["provenance"]
+        out += [
+            ("attention_time", f"attention / layer / chip, this mask [{prov}]", _fmt_seconds(c["attention_layer_seconds"])),
+            ("attention_dense", f"attention / layer / chip, dense [{prov}]", _fmt_seconds(c["dense_attention_layer_seconds"])),
+            ("attention_speedup", f"attention speedup vs dense [{prov}]", f"{c['attention_speedup']:.2f}x"),
+            ("video_speedup", f"SVG recipe end to end (snap + fast path) [{prov}]",
+             f"{c['video_speedup']:.2f}x ({c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min)"),
+        ]
+    return out
+
+
+def stats_html(*stats: dict, names: tuple[str, ...] = ()) -> str:
+    """The stats of one or more settings as one HTML table, a column per setting; each value cell
+    has the class ``svgtpu-<key>`` (the browser test reads them)."""
+    columns = [dict((key, value) for key, _, value in rows(st)) for st in stats]
+    labels = {key: label for st in stats for key, label, _ in rows(st)}
+    header = "".join(f"<th>{html.escape(n)}</th>" for n in names) if names else ""
+    body = "".join(
+        f"<tr><th style='text-align:left;font-weight:normal'>{html.escape(label)}</th>"
+        + "".join(f"<td class='svgtpu-{key}'>{html.escape(col.get(key, '—'))}</td>" for col in columns)
+        + "</tr>" for key, label in labels.items())
+    head = f"<tr><th></th>{header}</tr>" if header else ""
+    return f"<table class='svgtpu-stats'>{head}{body}</table>"
+
+
+def map_html(stats: dict, image: bytes, name: str = "") -> str:
+    """One tile map as HTML: what it shows, the PNG (inline) and the colour legend."""
+    from svgtpu.plots import TILE_COLORS, TILE_NAMES
+    s = stats["settings"]
+    kinds = stats["kinds"]
+    factor = downsample(kinds)[1]
+    view = "" if factor == 1 else f"; downsampled view: 1 pixel = {factor} x {factor} tiles, colours mixed"
+    legend = " ".join(f"<span style='display:inline-block;width:0.9em;height:0.9em;background:{TILE_COLORS[k]};"
+                      f"border:1px solid #999;vertical-align:middle'></span> {html.escape(TILE_NAMES[k])}"
+                      for k in (FULL, PARTIAL, EMPTY))
+    prefix = f"<b>{html.escape(name)}</b> " if name else ""
+    src = base64.b64encode(image).decode("ascii")
+    return (f"<div style='font-size:90%'>{prefix}{html.escape(_describe(stats))}<br>"
+            f"{kinds.shape[0]:,} x {kinds.shape[1]:,} tiles of {s['block_q']} x {s['block_kv']}{view}<br>"
+            f"<img class='svgtpu-map' alt='tile-kind map' src='data:image/png;base64,{src}'><br>{legend}</div>")
+
+
+def show(*settings: Settings) -> None:
+    """Display the maps and stats of ``settings`` as static HTML (what papermill and a notebook
+    without a widget frontend keep)."""
+    from IPython.display import HTML, display
+    stats, images, _ = render(*settings)
+    names = tuple("AB"[i] if len(settings) == 2 else str(i + 1) for i in range(len(settings))) if len(settings) > 1 else ()
+    maps = "".join(f"<div style='display:inline-block;vertical-align:top;margin-right:1em'>"
+                   f"{map_html(st, im, names[i] if names else '')}</div>" for i, (st, im) in enumerate(zip(stats, images)))
+    display(HTML(maps + stats_html(*stats, names=names)))
+
+
+# -- widgets ----------------------------------------------------------------------------------
+
+class _Controls:
+    """The widgets of one setting; ``css`` prefixes their classes (``svgtpu-<css>-block_q`` ...)."""
+
+    def __init__(self, settings: Settings, css: str):
+        import ipywidgets as w
+
+        by_kept = settings.kept is not None
+        style = {"description_width": "7em"}
+        layout = w.Layout(width="25em")
+        self.widgets = {
+            "geometry": w.Combobox(value=settings.geometry, options=list(PRESETS), description="geometry",
+                                   placeholder="preset or TxHxW", ensure_option=False, continuous_update=False),
+            "budget": w.ToggleButtons(options=["kept", "multiplier"], value="kept" if by_kept else "multiplier",
+                                      description="budget by"),
+            "value": w.FloatSlider(value=settings.kept if by_kept else settings.multiplier, min=0.05,
+                                   max=0.95 if by_kept else 8.0, step=0.01 if by_kept else 0.05,
+                                   description="kept" if by_kept else "multiplier", continuous_update=False),
+            "head": w.Dropdown(options=list(HEAD_KINDS.items()), value=settings.head, description="head"),
+            "block_q": w.Dropdown(options=_choices(BLOCK_Q_CHOICES, settings.block_q), value=settings.block_q,
+                                  description="block_q"),
+            "block_kv": w.Dropdown(options=_choices(BLOCK_KV_CHOICES, settings.block_kv), value=settings.block_kv,
+                                   description="block_kv"),
+            "align": w.Dropdown(options=list(ALIGN_CHOICES), value=settings.align, description="alignment"),
+            "device": w.Dropdown(options=_cost_devices() or (settings.device,), value=settings.device,
+                                 description="device"),
+            "chips": w.Dropdown(options=_choices(CHIP_CHOICES, settings.chips), value=settings.chips,
+                                description="chips"),
+        }
+        self.model = settings.model
+        for name, widget in self.widgets.items():
+            widget.style = style
+            widget.layout = layout
+            widget.add_class(f"svgtpu-{css}-{name}")
+        self.widgets["budget"].style = {"description_width": "7em", "button_width": "8em"}
+        self.widgets["budget"].observe(self._budget_changed, "value")
+        self.box = w.VBox(list(self.widgets.values()))
+
+    def _budget_changed(self, change) -> None:
+        slider = self.widgets["value"]
+        kept = change["new"] == "kept"
+        with slider.hold_trait_notifications():
+            slider.max = 0.95 if kept else 8.0    # widen first, so value stays inside
+            slider.step = 0.01 if kept else 0.05
+            slider.value = 0.3 if kept else 1.0
+            slider.description = "kept" if kept else "multiplier"
+
+    def observe(self, callback) -> None:
+        for name, widget in self.widgets.items():
+            if name != "budget":   # the slider change that follows it triggers the redraw
+                widget.observe(callback, "value")
+
+    def settings(self) -> Settings:
+        """The current setting (``ValueError`` with one line if a value is refused)."""
+        v = {name: widget.value for name, widget in self.widgets.items()}
+        budget = {"kept": v["value"], "multiplier": None} if v["budget"] == "kept" else \
+            {"kept": None, "multiplier": v["value"]}
+        return Settings(geometry=str(v["geometry"]).strip(), head=v["head"], block_q=v["block_q"],
+                        block_kv=v["block_kv"], align=v["align"], device=v["device"], chips=v["chips"],
+                        model=self.model, **budget)
+
+
+def _choices(options: tuple[int, ...], value: int) -> list[tuple[str, int]]:
+    return [(str(o), o) for o in sorted({*options, value})]
+
+
+class Panel:
+    """Controls for one or two settings, their tile maps and one stats table, redrawn on change."""
+
+    def __init__(self, settings: tuple[Settings, ...], css: str, title: str):
+        import ipywidgets as w
+
+        self.css = css
+        self.names = tuple("AB"[i] for i in range(len(settings))) if len(settings) == 2 else ()
+        self.controls = [_Controls(s, f"{css}-{n.lower()}" if self.names else css)
+                         for s, n in zip(settings, self.names or ("",))]
+        self.maps = [w.HTML() for _ in settings]
+        for m in self.maps:
+            m.add_class(f"svgtpu-{css}-figure")
+        self.table = w.HTML()
+        self.table.add_class(f"svgtpu-{css}-stats")
+        self.status = w.HTML()
+        self.status.add_class(f"svgtpu-{css}-status")
+        columns = [w.VBox([c.box, m]) for c, m in zip(self.controls, self.maps)]
+        if len(columns) == 1:
+            columns = [w.HBox([self.controls[0].box, self.maps[0]])]
+        self.widget = w.VBox([w.HTML(f"<h3>{html.escape(title)}</h3>"), w.HBox(columns), self.table, self.status])
+        self.widget.add_class(f"svgtpu-{css}")
+        for c in self.controls:
+            c.observe(self.redraw)
+        self.redraw()
+
+    def redraw(self, *_) -> None:
+        """Recompute and redraw; a refused value is shown in the status line, not raised."""
+        try:
+            settings = [c.settings() for c in self.controls]
+            stats, images, seconds = render(*settings)
+        except ValueError as error:
+            self.status.value = (f"<span class='svgtpu-error' style='color:#b00020'>refused: "
+                                 f"{html.escape(str(error))}</span>")
+            return
+        for m, st, im, name in zip(self.maps, stats, images, self.names or ("",)):
+            m.value = map_html(st, im, name)
+        self.table.value = stats_html(*stats, names=self.names)
+        self.status.value = (f"<span class='svgtpu-ok' style='color:#666'>redrawn in "
+                             f"{seconds * 1e3:.0f} ms · tiles: computed from analytic counts</span>")
+
+
+def explorer(settings: Settings | None = None, compare: tuple[Settings, Settings] | None = None):
+    """The explorer widget: one setting, then two side by side (default: unaligned vs snap)."""
+    import ipywidgets as w
+
+    settings = settings or Settings()
+    compare = compare or (dataclasses.replace(settings, align="none"), dataclasses.replace(settings, align="snap"))
+    return w.VBox([Panel((settings,), "explore", "Explore one setting").widget,
+                   Panel(compare, "compare", "Compare two settings (A vs B)").widget])
