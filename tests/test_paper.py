@@ -1,0 +1,119 @@
+"""Prose states no number of ours by hand: the paper, the README and the notebooks' markdown.
+
+Every number of ours is generated from ``figures/results.json`` between markers; a number typed by
+hand must be the write-up's or a published spec (``svgtpu.paper.their_numbers``).  The negative
+cases below show the check catches the sentences it was written for.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from svgtpu import paper, results
+
+NOTEBOOKS = sorted(paper.NOTEBOOKS.glob("*.ipynb"))
+
+
+def _results(tmp_path, **entries):
+    """A results file holding ``entries`` (``"C1.name": (value, extras)``) recorded by one notebook."""
+    run = results.NotebookRun("04_end_to_end_speedup", "quick", tmp_path)
+    for key, (value, extra) in entries.items():
+        claim, name = key.split(".", 1)
+        run.record(claim, name, value, **{"provenance": "computed", **extra})
+    return results.load_results(run.save())
+
+
+@pytest.mark.parametrize("path", [paper.PAPER, paper.README, *NOTEBOOKS], ids=lambda p: Path(p).name)
+def test_prose_states_no_number_of_ours_by_hand(path):
+    text = paper.notebook_markdown(path) if path.suffix == ".ipynb" else path.read_text()
+    strays = paper.stray_numbers(text)
+    assert not strays, f"{path.name}: numbers typed by hand (generate them from the results or drop them):\n" + \
+        "\n".join(strays)
+
+
+@pytest.mark.parametrize("path", [paper.PAPER, paper.README], ids=lambda p: p.name)
+def test_generated_numbers_match_the_results_file(path):
+    """What sits between markers is what `svgtpu paper` makes from the committed results file."""
+    text = path.read_text()
+    data = results.load_results()
+    regenerated, names = paper.fill(text, data, path.resolve(), results.figures_dir().resolve())
+    assert names, f"{path.name} has no generated numbers"
+    assert regenerated == text, f"{path.name} is stale: run `python -m svgtpu paper`"
+
+
+def test_a_hand_typed_number_of_ours_is_caught():
+    text = ("A back-of-envelope check: about 8e18 FLOPs at 45–50 % utilization is 37–40 minutes dense, "
+            "and the write-up's 1.69x would save about 16 of them; our mask leaves 23.5 % partial tiles.")
+    strays = paper.stray_numbers(text)
+    assert [s.split()[0] for s in strays] == ["'8e18'", "'37'", "'23.5'"]
+
+
+def test_quoted_numbers_code_markers_and_names_are_not_flagged():
+    text = ("The write-up: 27.55 % to 2.22 %, 88.2 % and 1.69x. Wan 2.1 at wan-1440p has L = 302,400 "
+            "(21×90×160, 2560×1440 pixels) on v6e-8, 918 TFLOP/s, tiles 3024 × 2048, C1–C5, bf16, 3D, 2K/4K, "
+            "jax 0.10.2, `svgtpu tiles --multiplier 1.37`, [link](figures/x_0.93.png), "
+            "<!-- svgtpu:value C1.speedup -->1.99x<!-- /svgtpu -->,\n"
+            "<!-- svgtpu:begin claims -->\n| 93.62 % |\n<!-- svgtpu:end claims -->\n"
+            "```\nmake figures  # 252 s\n```\n")
+    assert paper.stray_numbers(text) == []
+
+
+def test_inline_values_are_filled_from_the_results(tmp_path):
+    data = _results(tmp_path, **{
+        "C1.dense_minutes": (60.84, {"unit": "min"}),
+        "C1.speedup": (1.987, {"unit": "ratio", "band": [1.871, 2.04]}),
+        "C1.toy_speedup": (1.31, {"unit": "ratio", "iqr": [1.2, 1.45]})})
+    text = ("dense <!-- svgtpu:value C1.dense_minutes -->37–40 minutes<!-- /svgtpu -->, "
+            "<!-- svgtpu:value C1.speedup -->?<!-- /svgtpu --> (band <!-- svgtpu:value C1.speedup band --><!-- /svgtpu -->), "
+            "toy <!-- svgtpu:value C1.toy_speedup iqr -->x<!-- /svgtpu -->, "
+            "GPU <!-- svgtpu:value C1.gpu_speedup -->2.5x<!-- /svgtpu -->.")
+    filled, names = paper.fill(text, data, tmp_path / "p.md", tmp_path)
+    assert filled == ("dense <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu -->, "
+                      "<!-- svgtpu:value C1.speedup -->1.99x<!-- /svgtpu --> (band <!-- svgtpu:value C1.speedup "
+                      "band -->1.87x – 2.04x<!-- /svgtpu -->), toy <!-- svgtpu:value C1.toy_speedup iqr -->1.20x – "
+                      "1.45x<!-- /svgtpu -->, GPU <!-- svgtpu:value C1.gpu_speedup -->_not yet measured_<!-- /svgtpu -->.")
+    assert names == ["C1.dense_minutes", "C1.speedup", "C1.speedup", "C1.toy_speedup", "C1.gpu_speedup"]
+    assert paper.fill(filled, data, tmp_path / "p.md", tmp_path)[0] == filled   # idempotent
+
+
+def test_claims_rows_carry_mask_kept_pairs_tiles_and_the_reported_number(tmp_path):
+    mask = {"mask": "SVG kept 0.3", "density": 0.3012, "block_q": 3024, "block_kv": 2048}
+    data = _results(tmp_path, **{
+        "C3.partial_share_before": (0.1083, {"unit": "fraction", **mask}),
+        "C3.partial_share_before_m1": (0.2349, {"unit": "fraction", "mask": "SVG multiplier 1",
+                                                "density": 0.1385, "block_q": 3024, "block_kv": 2048}),
+        "C1.toy_speedup": (1.31, {"unit": "ratio", "iqr": [1.2, 1.45], "mask": "SVG kept 0.3, snap",
+                                  "density": 0.4, "block_q": 128, "block_kv": 128})})
+    table = paper.claims_table(data)
+    lines = table.splitlines()
+    assert lines[0] == "| claim | what | mask | kept pairs | tiles | reported | ours | provenance | profile |"
+    assert len(lines) == 5          # header, rule, three rows: rows without results are left out
+    assert "| SVG kept 0.3 | 30.12 % | 3024×2048 | 27.55 % | 10.83 % | `computed` | quick |" in table
+    assert "| SVG multiplier 1 | 13.85 % | 3024×2048 | 27.55 % | 23.49 % |" in table
+    assert "| 128×128 | — | 1.31x (IQR 1.20x – 1.45x) |" in table
+
+
+def test_reported_column_comes_from_the_one_table_of_reported_numbers():
+    rows = {(r.claim, r.name): r.reported_text() for r in paper.CLAIM_ROWS}
+    assert rows["C1", "speedup"] == "1.69x" and rows["C1", "minutes_saved"] == "over 16 min"
+    assert rows["C2", "attention_share_1440p"] == "88.2 %"
+    assert rows["C3", "partial_share_after_m1"] == "2.22 %"
+    assert {r.claim for r in paper.CLAIM_ROWS} == set(results.CLAIMS)
+
+
+def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
+    data = results.empty_results()
+    assert "not yet measured" in paper.render("gpu", data, tmp_path / "p.md", tmp_path).lower()
+    assert "not yet measured" in paper.render("compiled", data, tmp_path / "p.md", tmp_path).lower()
+    assert "not yet measured" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path).lower()
+
+    gpu = results.NotebookRun("03_fast_path_ablation", "quick", tmp_path / "gpu")
+    gpu.record("C4", "fast_path_speedup", 1.21, provenance="measured-gpu-h200", unit="ratio")
+    (tmp_path / paper.GPU_RESULTS).write_text(gpu.save().read_text())
+    data = _results(tmp_path / "cpu", **{"C4.llo_masking_ops_full": (0, {"provenance": "compiled-v6e"}),
+                                         "C1.validation_wan_a100": (0.93, {"provenance": "modeled-v6e",
+                                                                           "unit": "ratio"})})
+    assert "1.21x" in paper.render("gpu", data, tmp_path / "p.md", tmp_path)
+    compiled = paper.render("compiled", data, tmp_path / "p.md", tmp_path)
+    assert "`C4.llo_masking_ops_full`" in compiled and "`compiled-v6e`" in compiled and "validation" not in compiled
+    assert "0.93x" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
