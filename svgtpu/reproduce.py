@@ -39,7 +39,7 @@ SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
-NOTEBOOKS = ("01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
+NOTEBOOKS = ("00_explore", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
              "04_end_to_end_speedup", "05_quality")
 
 # What every profile shares: the resolutions and tile sizes of the claims themselves (cheap: computed).
@@ -52,6 +52,7 @@ _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-f
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
+        "00_explore": {},   # computed only: the same at every profile
         "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
         "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "9x16x24", "layout_block": 256,
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
@@ -62,6 +63,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
     },
     "cpu": {
+        "00_explore": {},   # computed only: the same at every profile
         "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
         "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
@@ -72,6 +74,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS},
     },
     "tpu": {
+        "00_explore": {},   # computed only: the same at every profile
         "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
         "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
