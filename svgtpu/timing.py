@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable
 
 import jax
+import numpy as np
 from tqdm.auto import tqdm
 
 from svgtpu.geometry import check_positive_int
@@ -49,4 +50,11 @@ def paired_ratio(times: dict[str, list[float]], a: str, b: str) -> float:
     return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
 
-__all__ = ["interleaved_times", "paired_ratio"]
+def paired_ratio_iqr(times: dict[str, list[float]], a: str, b: str) -> list[float]:
+    """The interquartile range ``[q1, q3]`` over rounds of ``time[a] / time[b]``: the spread of
+    :func:`paired_ratio` (one round gives ``[r, r]``)."""
+    ratios = [x / y for x, y in zip(times[a], times[b])]
+    return [float(q) for q in np.percentile(ratios, [25, 75])]
+
+
+__all__ = ["interleaved_times", "paired_ratio", "paired_ratio_iqr"]
