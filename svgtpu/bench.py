@@ -28,6 +28,7 @@ from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.plan import as_masks, check_block_size
 from svgtpu.masks import DenseMask, align, alignment_diff, make_mask, svg_mask
+from svgtpu.results import provenance
 from svgtpu.tiles import classify
 from svgtpu.timing import interleaved_times, paired_ratio, paired_ratio_iqr
 
@@ -102,7 +103,7 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
     aligned = align(svg_mask(g, multiplier), block_q, block_kv, "snap")
     by_name = {row["variant"]: row for row in rows}
     return {
-        "provenance": "measured-cpu-interpret" if jax.default_backend() != "tpu" else "measured-tpu",
+        "provenance": provenance("measured", pallas=True, interpret=interpret),
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
@@ -231,7 +232,7 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
     plans = [{"mask": name, **tile_plan(mask, g.L, block_q, block_kv).as_dict()} for name, mask in (
         ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, block_q, block_kv)),
         ("temporal-frame-major", strided), ("per-head: svg + temporal-frame-major", (svg, strided)))]
-    return {"provenance": "computed", "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
+    return {"provenance": provenance("computed"), "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
             "block_kv_compute": block_kv_compute or block_kv, "head_dim": head_dim, "dtype": dtype,
             "counted_in": "kernel jaxpr: the pl.when branch each tile kind takes, per kv chunk of "
                           "block_kv_compute (what Pallas lowers to Mosaic)",
@@ -291,7 +292,6 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
     from svgtpu.attention import attend, sparse_attention
     from svgtpu.geometry import check_positive_int, round_up
     from svgtpu.profiling import classify_heads, planted_heads
-    from svgtpu.results import measured_provenance
 
     g = get_geometry(geometry)
     check_positive_int("heads", heads)
@@ -318,6 +318,6 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
         **{f"{name}_s": float(np.median(values)) for name, values in times.items()},
         "profile_over_kernel": paired_ratio(times, "profile", "kernel"),
         "profile_over_svg_sparse": paired_ratio(times, "profile", "svg_sparse"),
-        "provenance": measured_provenance(interpret=True),
+        "provenance": provenance("measured", pallas=True),
         "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
     }
