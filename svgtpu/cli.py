@@ -360,8 +360,7 @@ def run_quality(args):
 # -- svgtpu costmodel --------------------------------------------------------------------------
 
 def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.costmodel import DEVICES, MODEL_NAMES, RESOLUTIONS, Efficiency
-    default = Efficiency()
+    from svgtpu.costmodel import DEVICES, MODEL_NAMES, PARTS, RESOLUTIONS, WEIGHTS
     p.add_argument("--model", default="wan2.1-14b", help=f"one of {', '.join(MODEL_NAMES)}")
     p.add_argument("--resolution", help=f"one of {', '.join(RESOLUTIONS)}, a preset or TxHxW "
                    "(default 1440p; the toy DiT's own grid for --model toy)")
@@ -370,36 +369,65 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
     p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
                    help="classifier-free guidance: 2 transformer passes per step")
+    p.add_argument("--cfg-split", action="store_true", help="run the two CFG passes at once on two halves of the slice")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto",
+                   help="auto: shard (and all-gather) weights only when replicas do not fit in HBM")
+    p.add_argument("--exclude", action="append", choices=PARTS, default=[],
+                   help="leave a term out of the video's time (repeatable)")
     p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
+    p.add_argument("--validate", action="store_true",
+                   help="predicted vs published measured Wan generation times (calibration point per device family)")
     p.add_argument("--block-q", type=positive_int, default=3024)
     p.add_argument("--block-kv", type=positive_int, default=2048)
     group = p.add_mutually_exclusive_group()
     group.add_argument("--sparsity", type=float, help="SVG kept fraction (default 0.3, SVG's Wan setting)")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
     p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
-    p.add_argument("--matmul-efficiency", type=float, default=default.matmul)
-    p.add_argument("--attention-efficiency", type=float, default=default.attention)
-    p.add_argument("--memory-efficiency", type=float, default=default.memory)
-    p.add_argument("--vector-scale", type=float, default=default.vector_scale,
-                   help="multiplier on the derived VPU/EUP rates")
+    p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
+    p.add_argument("--attention-efficiency", type=float, help="default: the device family's")
+    p.add_argument("--memory-efficiency", type=float)
+    p.add_argument("--vector-scale", type=float, help="multiplier on the derived VPU/EUP rates")
     p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
                    help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
 
 
-@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5)", _costmodel_arguments)
+def _costmodel_validate():
+    from svgtpu import costmodel as cm
+
+    result = cm.validate()
+    rows = [{k: r[k] for k in ("id", "role", "device", "model", "pixels", "frames", "steps", "cfg", "measures",
+                                "published_s", "predicted_s", "error")} for r in result["points"]]
+    v, families = result["validation"], result["families"]
+    note = (f"validation points: {v['points']}, median |error| {v['median_abs_error']:.1%}, "
+            f"worst |error| {v['worst_abs_error']:.1%}\n"
+            + "\n".join(f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
+                        + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
+                        for f, x in families.items())
+            + f"\n({result['provenance']})")
+    return result, format_table(rows) + "\n" + note
+
+
+@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
 def run_costmodel(args):
     import dataclasses
 
     from svgtpu import costmodel as cm
 
+    if args.validate:
+        return _costmodel_validate()
     model = cm.get_model(args.model)
     if args.device == "cpu" and args.model == "toy":
-        result = cm.toy_attention_share_measured_vs_modeled()
+        from svgtpu.bench_cpu import toy_attention_share_measured_vs_modeled
+        result = toy_attention_share_measured_vs_modeled()
         table = format_table([{k: result[k] for k in (
             "model", "L", "modeled_attention_share", "measured_attention_share",
             "modeled_forward_seconds", "measured_forward_seconds")}])
         return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
-    device = cm.calibrate_cpu() if args.device == "cpu" else cm.get_device(args.device)
+    if args.device == "cpu":
+        from svgtpu.bench_cpu import calibrate_cpu
+        device = calibrate_cpu()
+    else:
+        device = cm.get_device(args.device)
     if not args.mxu_width_penalty:
         device = dataclasses.replace(device, matmul_tile=None)
     if args.resolution is None and args.model == "toy":
@@ -408,12 +436,16 @@ def run_costmodel(args):
     else:
         geometry = cm.get_resolution(args.resolution or "1440p")
     sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
-    efficiency = cm.Efficiency(args.matmul_efficiency, args.attention_efficiency, args.memory_efficiency,
-                               args.vector_scale)
+    family = cm.family_efficiency(device.family)["efficiency"] if device.family != "cpu" else cm.Efficiency()
+    overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
+                                   ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
+                 if v is not None}
+    efficiency = cm.Efficiency(**{**dataclasses.asdict(family), **overrides})
     setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
                      block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
                      multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
-                     efficiency=efficiency)
+                     efficiency=efficiency, cfg_split=args.cfg_split, weights=args.weights,
+                     parts=frozenset(cm.PARTS) - set(args.exclude))
     if args.sweep == "resolution":
         rows = cm.sweep_resolution(setup)
         result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
@@ -422,18 +454,20 @@ def run_costmodel(args):
         return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: {cm.REPORTED['C2_attention_share']:.1%})"
     result = cm.model_video(setup)
     result["sensitivity"] = band = cm.sensitivity(setup)
-    reported = {"attention_share": cm.REPORTED["C2_attention_share"], "speedup": cm.REPORTED["C1_speedup"],
-                "saved_minutes": cm.REPORTED["C1_saved_minutes"]}
+    reported = {"attention_share": cm.REPORTED["C2_attention_share"],
+                "attention_share_end_to_end": cm.REPORTED["C2_attention_share"],
+                "speedup": cm.REPORTED["C1_speedup"], "saved_minutes": cm.REPORTED["C1_saved_minutes"]}
     rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
-             "reported": reported.get(k, "")}
-            for k in ("attention_share", "communication_share", "dense_minutes", "svg_minutes", "speedup",
-                      "saved_minutes")]
+             "reported": reported.get(k, "")} for k in cm.sensitivity_quantities()]
+    rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k], "band_min": band[f"split_{k}"]["min"],
+              "band_max": band[f"split_{k}"]["max"], "reported": ""} for k in ("sparsity", "alignment", "fast_path")]
     chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
              for r in result["chain"]]
-    contributions = " x ".join(f"{k} {result['contributions'][k]:.3f}" for k in ("sparsity", "alignment", "fast_path"))
+    tornado = [{k: r[k] for k in ("knob", "range", "value_at_low", "value_at_high", "swing")}
+               for r in cm.tornado_rows(band, "speedup")]
     head = (f"{model.name} at {geometry} on {device.name} x{args.chips}, {args.steps} steps, "
             f"cfg={args.cfg}, tiles {args.block_q}x{args.block_kv}  [{setup.provenance}]")
-    table = "\n\n".join([head, format_table(rows), format_table(chain), f"speedup = {contributions}"])
+    table = "\n\n".join([head, format_table(rows), format_table(chain), "speedup tornado:\n" + format_table(tornado)])
     return result, table
 
 

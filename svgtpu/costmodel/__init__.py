@@ -1,0 +1,58 @@
+"""A readable cost model of video DiT inference: attention share, dense vs SVG time, speedup.
+
+There is no TPU here, so claims C1 (1.69x end to end at 1440p, over 16 minutes saved), C2 (88.2 %
+of the time in self-attention at 1440p) and C5 (attention grows quadratically) are checked with a
+model anyone can read, run and argue with.  Its parts, one module each:
+
+- :mod:`~svgtpu.costmodel.specs`: devices as data, each constant with its public source; TPU
+  vector rates built from the units (MXU count/size -> clock -> VPU and EUP issue rates);
+- :mod:`~svgtpu.costmodel.workload`: model configs (Wan 2.1 14B / 1.3B, Wan 2.2 5B, the toy DiT)
+  and resolutions;
+- :mod:`~svgtpu.costmodel.roofline`: efficiencies and the DiT's non-attention ops as roofline ops;
+- :mod:`~svgtpu.costmodel.kernel_work`: VPU/EUP work per score element counted from our kernel;
+- :mod:`~svgtpu.costmodel.tile_costs`: one tile on each unit (QK^T and PV apart), a head from the
+  kernel's tile plan (grid steps, empty rows), the unit-level attention ceiling per device;
+- :mod:`~svgtpu.costmodel.parallel`: slice mesh, all-to-alls across its bisection, weight sharding;
+- :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer), host;
+- :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
+- :mod:`~svgtpu.costmodel.sensitivity`: every uncertain constant's range, tornado and band;
+- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one
+  calibration point per device family, predicted vs published.
+
+Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench_cpu`).
+Every number is labelled ``modeled-<device>``.
+"""
+
+from svgtpu.costmodel.specs import (DEVICES, EUP_CYCLES_PER_VREG, FAMILIES, GRID_STEP_SECONDS, VALU_SLOTS,
+                                    VREG_ELEMENTS, DeviceSpec, get_device, tpu_spec)
+from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, RESOLUTIONS, ModelConfig, get_model, get_resolution
+from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
+                                       op_seconds, self_attention_flops)
+from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, AttentionKernel, counted_kernel
+from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attention_head_seconds, mask_tiles,
+                                         tile_seconds, tile_units)
+from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
+from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_flops
+from svgtpu.costmodel.pipeline import (CHAIN, PARTS, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
+                                       forward_breakdown, memory, model_video, sparse_layer_efficiency,
+                                       stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
+                                       weight_gather_seconds)
+from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows
+from svgtpu.costmodel.validate import (PublishedPoint, device_efficiency, family_efficiency, predict_seconds,
+                                       published_points, validate)
+
+__all__ = [
+    "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
+    "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
+    "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution",
+    "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",
+    "op_seconds",
+    "AttentionKernel", "FLASH", "XLA_UNFUSED", "counted_kernel",
+    "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
+    "mesh_shape", "all_to_all_seconds", "all_gather_seconds", "text_encoder_flops", "vae_decode_flops",
+    "REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+    "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
+    "sparse_layer_efficiency", "model_video", "sweep_resolution",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows",
+    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "device_efficiency", "validate",
+]

@@ -1,0 +1,340 @@
+"""One video, end to end: the SVG schedule over the DiT passes, the multi-chip terms and the stages
+around the DiT, and the C1/C2 numbers (:func:`model_video`).
+
+Terms, each switchable through ``Setup.parts`` (:data:`PARTS`):
+
+- ``communication``: Ulysses all-to-alls around self-attention (Q, K, V in, O out) across the
+  slice's mesh (:mod:`svgtpu.costmodel.parallel`), counted without overlap with compute;
+- ``weight_gather``: when replicated bf16 weights do not fit next to the activations
+  (``Setup.weights = "auto"``), weights are sharded over the chips of a pass and all-gathered once
+  per pass;
+- ``text_encoder``, ``vae_decode``, ``host``: :mod:`svgtpu.costmodel.stages`.
+
+With ``cfg_split`` the two CFG passes of a step run at the same time on two halves of the slice.
+The SVG schedule follows SVG's own code: ``floor(0.2 x steps)`` dense steps and
+``floor(0.03 x layers)`` dense layers (``num_fp_timesteps``/``num_fp_layers`` in the Sparse-VideoGen
+Wan scripts); sparse layers pay online profiling and, for temporal heads, the layout transform.
+Every number is labelled ``modeled-<device>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable
+
+from svgtpu.costmodel import parallel, stages
+from svgtpu.costmodel.kernel_work import AttentionKernel, counted_kernel
+from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
+from svgtpu.costmodel.specs import DeviceSpec
+from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
+from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
+from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
+from svgtpu.tiles import TileStats
+
+#: What the write-up reports (design.md section 1); the model is compared with these, never fit to them.
+REPORTED = {"C1_speedup": 1.69, "C1_saved_minutes": 16.0, "C2_attention_share": 0.882}
+#: Switchable terms of a video's time beyond the DiT's ops and self-attention.
+PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "host")
+WEIGHTS = ("auto", "replicated", "sharded")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Everything one modeled video depends on.  Defaults: design.md's assumed C1 setup."""
+
+    model: ModelConfig
+    geometry: VideoGeometry
+    device: DeviceSpec
+    chips: int = 8
+    steps: int = 50
+    cfg: bool = True
+    block_q: int = 3024               # MaxDiffusion's Wan block sizes (design.md section 3)
+    block_kv: int = 2048
+    sparsity: float | None = 0.3      # SVG's Wan setting (kept fraction); or give multiplier
+    multiplier: float | None = None
+    warmup_steps: float = 0.2         # SVG Wan defaults: first 20 % of steps dense ...
+    warmup_layers: float = 0.03       # ... and first 3 % of layers
+    profile_rows: int = 64            # SVG online profiling samples r query rows per head
+    temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
+    efficiency: Efficiency = Efficiency()
+    kernel: AttentionKernel | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_kernel,
+                                            # tiles from its plan); else another kernel's work per score
+    dtype_bytes: int = 2
+    cfg_split: bool = False           # run the two CFG passes at once on two halves of the slice
+    weights: str = "auto"             # auto: shard weights only when replicas do not fit in HBM
+    parts: frozenset = frozenset(PARTS)
+    host_seconds_per_step: float = 0.02   # assumption: Python loop + scheduler + dispatch per step
+
+    def __post_init__(self):
+        for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
+            check_positive_int(field, getattr(self, field))
+        if (self.sparsity is None) == (self.multiplier is None):
+            raise ValueError("give exactly one of sparsity or multiplier")
+        for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
+            value = getattr(self, field)
+            if not 0 <= value <= 1:
+                raise ValueError(f"{field} must be in [0, 1], got {value!r}")
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+        unknown = set(self.parts) - set(PARTS)
+        if unknown:
+            raise ValueError(f"parts must be drawn from {', '.join(PARTS)}, got {sorted(unknown)}")
+        object.__setattr__(self, "parts", frozenset(self.parts))
+        if self.cfg_split and (not self.cfg or self.chips % 2):
+            raise ValueError(f"cfg_split needs cfg and an even chip count, got cfg={self.cfg}, chips={self.chips}")
+        if not self.host_seconds_per_step >= 0:
+            raise ValueError(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
+        parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
+
+    @property
+    def passes(self) -> int:
+        """Transformer passes per denoising step: 2 with classifier-free guidance."""
+        return 2 if self.cfg else 1
+
+    @property
+    def chips_per_pass(self) -> int:
+        return self.chips // 2 if self.cfg_split else self.chips
+
+    @property
+    def sequential_passes(self) -> int:
+        """Passes per step one after the other (1 when CFG's two passes run side by side)."""
+        return 1 if self.cfg_split else self.passes
+
+    @property
+    def dense_steps(self) -> int:
+        """SVG: ``floor(first_times_fp x steps)``."""
+        return math.floor(round(self.warmup_steps * self.steps, 9))
+
+    @property
+    def dense_layers(self) -> int:
+        """SVG: ``floor(first_layers_fp x layers)``."""
+        return math.floor(round(self.warmup_layers * self.model.layers, 9))
+
+    @property
+    def heads_per_chip(self) -> int:
+        return ceil_div(self.model.heads, self.chips_per_pass)
+
+    @property
+    def attention_kernel(self) -> AttentionKernel:
+        if self.kernel is not None:
+            return self.kernel
+        from svgtpu.kernels.config import default_block_kv_compute
+        return counted_kernel(self.model.head_dim, "bfloat16" if self.dtype_bytes == 2 else "float32",
+                              default_block_kv_compute(self.block_q, self.block_kv))
+
+    @property
+    def provenance(self) -> str:
+        return f"modeled-{self.device.name}"
+
+    def tiles(self, kind: str) -> tuple[TileStats, dict]:
+        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.sparsity,
+                          from_plan=self.kernel is None)
+
+
+def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool) -> float:
+    """Self-attention seconds of one layer on one chip: its heads split over the chip's cores."""
+    stats, info = setup.tiles(kind)
+    per_head = attention_head_seconds(stats, setup.device, setup.efficiency, setup.model.head_dim,
+                                      setup.block_q, setup.block_kv, fast_path=fast_path,
+                                      q_rows=info["q_rows"], kernel=setup.attention_kernel,
+                                      dtype_bytes=setup.dtype_bytes, empty_row_steps=info["empty_row_steps"])
+    return ceil_div(setup.heads_per_chip, setup.device.cores) * per_head
+
+
+def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
+    """Per sparse layer, per chip: online profiling and the layout transformation.
+
+    Profiling (per head): ``r`` sampled rows against all ``L`` keys: QK^T once, PV for the exact
+    output and the two candidate masks (3x), three masked softmaxes; reads K and V once.  Layout
+    transformation (per temporal head): permute Q, K, V to spatial-major and O back, each a read and
+    a write of ``L x d`` values over HBM.
+    """
+    dev, eff, d, L, r = setup.device, setup.efficiency, setup.model.head_dim, setup.geometry.L, setup.profile_rows
+    k = setup.attention_kernel
+    elements = float(r) * L
+    mxu = (2 + 3 * 2) * elements * d / (dev.matmul_flops * dev.matmul_utilization(d))
+    vpu = elements * 3 * (k.vector_ops + k.mask_vector_ops) / (dev.vector_ops * eff.vector_scale)
+    eup = elements * 3 * k.exp_ops / (dev.exp_ops * eff.vector_scale)
+    hbm = 2.0 * L * d * setup.dtype_bytes / (dev.hbm_bandwidth * eff.memory)
+    profile = setup.heads_per_chip * max(mxu, vpu, eup, hbm) / eff.attention
+    layout_bytes = 4 * 2 * L * d * setup.dtype_bytes
+    layout = setup.heads_per_chip * setup.temporal_fraction * layout_bytes / (dev.hbm_bandwidth * eff.memory)
+    return {"profiling": profile, "layout": layout}
+
+
+def memory(setup: Setup) -> dict:
+    """Bytes per chip, HBM available, and whether weights are sharded (``Setup.weights``)."""
+    m = parallel.memory_per_chip(setup.model, setup.geometry.L, setup.chips_per_pass, setup.heads_per_chip,
+                                 setup.dtype_bytes)
+    available = setup.device.hbm_bytes * parallel.HBM_USABLE
+    fits = m["weights"] + m["activations"] <= available
+    sharded = setup.weights == "sharded" or (setup.weights == "auto" and not fits and setup.chips_per_pass > 1)
+    return {**m, "hbm_usable": available, "replicas_fit": fits, "weights_sharded": sharded}
+
+
+def communication_seconds(setup: Setup) -> float:
+    """ICI seconds of one forward pass on one chip: four Ulysses all-to-alls per layer, each chip
+    re-sharding its ``L / chips x dim`` slice between sequence and heads."""
+    if "communication" not in setup.parts:
+        return 0.0
+    n = setup.chips_per_pass
+    shard = setup.geometry.L / n * setup.model.dim * setup.dtype_bytes
+    return setup.model.layers * 4 * parallel.all_to_all_seconds(shard, n, setup.device, setup.efficiency)
+
+
+def weight_gather_seconds(setup: Setup) -> float:
+    """ICI seconds per forward pass to all-gather sharded weights (0 when replicas fit)."""
+    if "weight_gather" not in setup.parts or not memory(setup)["weights_sharded"]:
+        return 0.0
+    return parallel.all_gather_seconds(float(setup.model.params) * setup.dtype_bytes, setup.chips_per_pass,
+                                       setup.device, setup.efficiency)
+
+
+def forward_breakdown(setup: Setup) -> dict[str, float]:
+    """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path),
+    including the ``communication`` and ``weight_gather`` of multi-chip runs."""
+    ops = forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes)
+    out = {op.name: op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass) for op in ops}
+    out["communication"] = communication_seconds(setup)
+    out["weight_gather"] = weight_gather_seconds(setup)
+    out["self_attention"] = setup.model.layers * _per_chip_layer_attention(setup, "dense", True)
+    return out
+
+
+def stage_seconds(setup: Setup) -> dict[str, float]:
+    """Seconds of the stages outside the DiT passes (0 for parts switched off)."""
+    dev, eff, chips = setup.device, setup.efficiency, setup.chips
+    out = {"text_encoder": 0.0, "vae_decode": 0.0, "host": 0.0}
+    if "text_encoder" in setup.parts:
+        out["text_encoder"] = stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
+            dev.matmul_flops * eff.matmul)
+    if "vae_decode" in setup.parts:   # spatially sharded over the slice, as MaxDiffusion does
+        out["vae_decode"] = stages.vae_decode_flops(setup.geometry) / (chips * dev.matmul_flops * eff.matmul)
+    if "host" in setup.parts:
+        out["host"] = setup.steps * setup.host_seconds_per_step
+    return out
+
+
+def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
+    """Seconds of the DiT passes of one video, SVG schedule when ``kind != dense``.
+
+    ``kind = dense``: every layer runs the dense mask, with or without ``fast_path`` (without it,
+    the padded kv tiles make every tile pay the masking work, as in Splash).  Otherwise the SVG
+    schedule: dense warm-up steps and layers run the best dense kernel (fast path: only the padded
+    kv tiles are masked); sparse layers run mask ``kind`` with or without ``fast_path`` and pay
+    profiling and layout transforms.
+    """
+    breakdown = forward_breakdown(setup)
+    other = sum(v for k, v in breakdown.items() if k != "self_attention")
+    dense_layer = _per_chip_layer_attention(setup, "dense", True)
+    n_layers, passes = setup.model.layers, setup.steps * setup.sequential_passes
+    if kind == "dense":
+        return passes * (other + n_layers * _per_chip_layer_attention(setup, "dense", fast_path))
+    overhead = sum(svg_overhead_seconds(setup).values())
+    sparse_layer = _per_chip_layer_attention(setup, kind, fast_path) + overhead
+    dense_steps, dense_layers = setup.dense_steps, setup.dense_layers
+    sparse_steps = setup.steps - dense_steps
+    per_sparse_step = dense_layers * dense_layer + (n_layers - dense_layers) * sparse_layer
+    return setup.sequential_passes * (setup.steps * other + dense_steps * n_layers * dense_layer
+                                      + sparse_steps * per_sparse_step)
+
+
+def video_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
+    """Seconds of one video end to end: the DiT passes plus the stages switched on in ``parts``."""
+    return dit_seconds(setup, kind, fast_path) + sum(stage_seconds(setup).values())
+
+
+#: The chain of variants the speedup is broken down over, in order: (name, sparse-layer mask, fast path).
+#: Each step changes one thing in the sparse layers; the dense reference and SVG's dense warm-up
+#: layers use the best dense kernel throughout.
+CHAIN = (
+    ("dense", "dense", True),
+    ("svg, unaligned, no fast path", "svg", False),
+    ("svg, aligned, no fast path", "svg-aligned", False),
+    ("svg, aligned + fast path", "svg-aligned", True),
+)
+
+
+def sparse_layer_efficiency(setup: Setup, kind: str = "svg-aligned") -> float:
+    """Ideal sparse-layer time (dense layer x mask density) over the modeled one (with profiling,
+    layout, grid steps and masking): how close the sparse layers come to scaling with density."""
+    stats, info = setup.tiles(kind)
+    ideal = _per_chip_layer_attention(setup, "dense", True) * info["density"]
+    actual = _per_chip_layer_attention(setup, kind, True) + sum(svg_overhead_seconds(setup).values())
+    return ideal / actual
+
+
+def model_video(setup: Setup) -> dict:
+    """The C1/C2 numbers for one setup: attention shares (DiT-only and end to end), dense and SVG
+    time (end to end), speedup, the speedup split, the stages and the multi-chip terms."""
+    breakdown = forward_breakdown(setup)
+    forward = sum(breakdown.values())
+    stage = stage_seconds(setup)
+    stage_total = sum(stage.values())
+    chain = [{"variant": name, "seconds": video_seconds(setup, kind, fast)} for name, kind, fast in CHAIN]
+    unaligned_fast = video_seconds(setup, "svg", True)
+    dense_no_fast_path = video_seconds(setup, "dense", False)
+    dense, svg = chain[0]["seconds"], chain[-1]["seconds"]
+    for row in chain:
+        row["speedup_vs_dense"] = dense / row["seconds"]
+    contributions = {
+        "sparsity": chain[0]["seconds"] / chain[1]["seconds"],
+        "alignment": chain[1]["seconds"] / chain[2]["seconds"],
+        "fast_path": chain[2]["seconds"] / chain[3]["seconds"],
+        # the other order: fast path first, then alignment
+        "fast_path_before_alignment": chain[1]["seconds"] / unaligned_fast,
+        "alignment_after_fast_path": unaligned_fast / chain[3]["seconds"],
+    }
+    tiles = {}
+    for kind in ("dense", "svg", "svg-aligned"):
+        stats, info = setup.tiles(kind)
+        tiles[kind] = {**stats.as_dict(), **info}
+    dense_dit, svg_dit = dense - stage_total, svg - stage_total
+    attention_video = setup.steps * setup.sequential_passes * breakdown["self_attention"]
+    g = setup.geometry
+    return {
+        "model": setup.model.name, "geometry": {"name": g.name, "T": g.T, "H": g.H, "W": g.W, "L": g.L},
+        "device": setup.device.name, "device_spec": setup.device.as_dict(), "chips": setup.chips,
+        "chips_per_pass": setup.chips_per_pass, "cfg_split": setup.cfg_split,
+        "mesh": parallel.mesh_shape(setup.device, setup.chips_per_pass), "heads_per_chip": setup.heads_per_chip,
+        "steps": setup.steps, "cfg": setup.cfg, "block_q": setup.block_q, "block_kv": setup.block_kv,
+        "sparsity": setup.sparsity, "multiplier": setup.multiplier,
+        "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
+        "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.attention_kernel),
+        "parts": sorted(setup.parts), "memory": memory(setup),
+        "attention_share": breakdown["self_attention"] / forward,
+        "attention_share_dit": breakdown["self_attention"] / forward,
+        "attention_share_end_to_end": attention_video / dense,
+        "communication_share": (breakdown["communication"] + breakdown["weight_gather"]) / forward,
+        "forward_seconds": forward,
+        "forward_share_by_op": {k: v / forward for k, v in breakdown.items()},
+        "stage_seconds": stage,
+        "dense_seconds": dense, "svg_seconds": svg, "speedup": dense / svg, "saved_seconds": dense - svg,
+        "dense_minutes": dense / 60, "svg_minutes": svg / 60, "saved_minutes": (dense - svg) / 60,
+        "dense_dit_seconds": dense_dit, "svg_dit_seconds": svg_dit, "speedup_dit": dense_dit / svg_dit,
+        "sparse_layer_efficiency": sparse_layer_efficiency(setup),
+        "chain": chain, "unaligned_fast_path_seconds": unaligned_fast,
+        "dense_no_fast_path_seconds": dense_no_fast_path, "contributions": contributions,
+        "svg_overhead_per_sparse_layer": svg_overhead_seconds(setup), "tiles": tiles,
+        "reported": REPORTED, "provenance": setup.provenance,
+    }
+
+
+def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTIONS)) -> list[dict]:
+    """C2/C5: attention shares, dense/SVG minutes and speedup per resolution."""
+    rows = []
+    for name in resolutions:
+        result = model_video(dataclasses.replace(setup, geometry=get_resolution(name)))
+        rows.append({"resolution": name, "L": result["geometry"]["L"],
+                     "attention_share": result["attention_share"],
+                     "attention_share_end_to_end": result["attention_share_end_to_end"],
+                     "dense_minutes": result["dense_minutes"], "svg_minutes": result["svg_minutes"],
+                     "speedup": result["speedup"], "saved_minutes": result["saved_minutes"],
+                     "provenance": result["provenance"]})
+    return rows
+
+
+__all__ = ["REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+           "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
+           "sparse_layer_efficiency", "model_video", "sweep_resolution"]

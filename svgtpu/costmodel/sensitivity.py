@@ -1,0 +1,107 @@
+"""Which assumption moves the answer: every uncertain constant with its stated range, a tornado
+(one constant at a time to each end of its range) and the band they give together.
+
+The band combines the one-at-a-time swings as a root sum of squares, separately upward and
+downward: it treats the constants as independent and their effects as additive, which is what a
+tornado chart shows.  Ranges come from each constant's source or, where there is none, are marked
+as assumptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from svgtpu.costmodel.pipeline import Setup, model_video
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One uncertain constant: where it lives in a :class:`Setup` (``field`` or ``field.sub``),
+    the two ends of its range, and why that range."""
+
+    path: str
+    low: Any
+    high: Any
+    why: str
+
+    def get(self, setup: Setup):
+        head, _, tail = self.path.partition(".")
+        value = getattr(setup, head)
+        return getattr(value, tail) if tail else value
+
+    def apply(self, setup: Setup, value) -> Setup:
+        head, _, tail = self.path.partition(".")
+        if tail:
+            value = dataclasses.replace(getattr(setup, head), **{tail: value})
+        return dataclasses.replace(setup, **{head: value})
+
+
+KNOBS = (
+    Knob("efficiency.matmul", 0.35, 0.8, "model-FLOPs utilization of large bf16 matmuls (roofline.Efficiency)"),
+    Knob("efficiency.attention", 0.4, 0.8, "flash-attention forward at 50-73 % of its bound unit (FA2 paper), widened"),
+    Knob("efficiency.memory", 0.6, 0.9, "streaming kernels at 60-90 % of HBM bandwidth (assumption)"),
+    Knob("efficiency.vector_scale", 0.5, 1.0, "TPU clock not published: derived clock or half of it"),
+    Knob("efficiency.ici", 0.4, 0.9, "achieved share of ICI link bandwidth (assumption)"),
+    Knob("device.matmul_tile", None, "device", "MXU width penalty for head_dim 128 on 256-wide MXUs off / on"),
+    Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost (assumption, no public figure)"),
+    Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
+    Knob("warmup_steps", 0.2, 0.3, "SVG scripts: 20 % dense steps (current code) vs 30 % (first Wan script)"),
+    Knob("sparsity", 0.25, 0.3, "SVG Wan scripts: kept fraction 0.25; design.md: 0.3"),
+    Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
+)
+
+#: Headline quantities the band and tornado are computed for.
+QUANTITIES = ("attention_share", "attention_share_end_to_end", "communication_share", "dense_minutes",
+              "svg_minutes", "speedup", "saved_minutes")
+SPLIT = ("sparsity", "alignment", "fast_path")
+
+
+def _quantities(result: dict) -> dict[str, float]:
+    return {**{k: result[k] for k in QUANTITIES}, **{f"split_{k}": result["contributions"][k] for k in SPLIT}}
+
+
+def _applicable(knob: Knob, setup: Setup) -> bool:
+    if knob.path == "device.matmul_tile":
+        return setup.device.matmul_tile is not None
+    if knob.path == "sparsity":
+        return setup.sparsity is not None
+    if knob.path == "device.grid_step_seconds":
+        return setup.device.grid_step_seconds > 0
+    return True
+
+
+def _ends(knob: Knob, setup: Setup) -> tuple:
+    return tuple(knob.get(setup) if v == "device" else v for v in (knob.low, knob.high))
+
+
+def sensitivity(setup: Setup, knobs: tuple[Knob, ...] = KNOBS) -> dict:
+    """The tornado (per knob: each quantity at both ends) and the combined band per quantity."""
+    central = _quantities(model_video(setup))
+    tornado = []
+    for knob in knobs:
+        if not _applicable(knob, setup):
+            continue
+        low, high = _ends(knob, setup)
+        at = {end: _quantities(model_video(knob.apply(setup, value))) for end, value in (("low", low), ("high", high))}
+        tornado.append({"knob": knob.path, "low": low, "high": high, "central": knob.get(setup), "why": knob.why,
+                        **{f"{q}_low": at["low"][q] for q in central}, **{f"{q}_high": at["high"][q] for q in central}})
+    band = {}
+    for q, c in central.items():
+        up = math.sqrt(sum(max(0.0, row[f"{q}_low"] - c, row[f"{q}_high"] - c) ** 2 for row in tornado))
+        down = math.sqrt(sum(max(0.0, c - row[f"{q}_low"], c - row[f"{q}_high"]) ** 2 for row in tornado))
+        band[q] = {"central": c, "min": c - down, "max": c + up}
+    return {"knobs": [row["knob"] for row in tornado], "tornado": tornado, **band,
+            "method": "one knob at a time to each end of its range; band = root sum of squares of the swings"}
+
+
+def tornado_rows(result: dict, quantity: str = "speedup") -> list[dict]:
+    """The tornado for one quantity, largest swing first: ``knob, low, high, swing``."""
+    rows = [{"knob": r["knob"], "value_at_low": r[f"{quantity}_low"], "value_at_high": r[f"{quantity}_high"],
+             "swing": abs(r[f"{quantity}_high"] - r[f"{quantity}_low"]), "range": f"{r['low']} .. {r['high']}"}
+            for r in result["tornado"]]
+    return sorted(rows, key=lambda r: -r["swing"])
+
+
+__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "sensitivity", "tornado_rows"]

@@ -1,0 +1,168 @@
+"""Keeping the model honest: published, measured Wan generation times (``published.json``, each
+with its source and what exactly was measured) against the model's prediction for the same
+settings.
+
+At most one number per device family is fitted, from one labelled calibration point: the compute
+efficiency (``Efficiency.matmul`` = ``Efficiency.attention``) that makes the model reproduce that
+point.  Every other point is a validation point, predicted with that efficiency and never fitted.
+A family without a calibration point keeps the prior :class:`Efficiency`.  Nothing is ever fitted
+to the write-up's own claims.
+
+Published GPU runs use FlashAttention (not our kernel): their attention is timed with the
+hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`), and no Pallas grid-step
+cost (thread blocks run concurrently).  FlashAttention-2 walks 128 x 128 tiles, but the thread
+blocks running at once on the GPU's SMs work on different q blocks of the same head and share each
+K/V tile through L2, so HBM sees K and V once per wave: the q side of a tile is ``128 x SMs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import statistics
+from pathlib import Path
+
+from svgtpu.costmodel.kernel_work import FLASH
+from svgtpu.costmodel.pipeline import Setup, dit_seconds, video_seconds
+from svgtpu.costmodel.roofline import Efficiency
+from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
+from svgtpu.costmodel.workload import get_model, get_resolution
+
+PUBLISHED_PATH = Path(__file__).with_name("published.json")
+ROLES = ("calibration", "validation", "validation-unconfirmed")
+#: FlashAttention-2's forward tile for head_dim 128 is 128 x 128 (block_m x block_n); one wave of
+#: thread blocks covers 128 x (132 SMs of an H100/H200 SXM, NVIDIA datasheet) q rows sharing K/V.
+GPU_TILE_KV, GPU_SMS = 128, 132
+GPU_TILE_Q = GPU_TILE_KV * GPU_SMS
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedPoint:
+    """One published, measured generation time and the settings it was measured with."""
+
+    id: str
+    role: str
+    model: str
+    pixels: str
+    frames: int
+    grid: str
+    steps: int
+    cfg: bool
+    device: str
+    chips: int
+    attention_kernel: str
+    measures: str
+    seconds: float
+    source: str
+    what: str
+    settings_note: str = ""
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.measures not in ("dit", "end_to_end"):
+            raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
+        if not self.source.startswith("http"):
+            raise ValueError(f"point {self.id}: source must be a URL, got {self.source!r}")
+
+    @property
+    def family(self) -> str:
+        return get_device(self.device).family
+
+
+@functools.lru_cache(maxsize=1)
+def published_points() -> tuple[PublishedPoint, ...]:
+    """Every point of ``published.json``."""
+    data = json.loads(PUBLISHED_PATH.read_text())
+    return tuple(PublishedPoint(**p) for p in data["points"])
+
+
+def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> Setup:
+    """The model's setup for a published run (dense attention; only the parts it measured)."""
+    device = get_device(point.device)
+    kernel, block_q, block_kv = (FLASH, GPU_TILE_Q, GPU_TILE_KV) if device.family == "gpu" else (None, 3024, 2048)
+    parts = {"communication", "weight_gather"}
+    if point.measures == "end_to_end":
+        parts |= {"text_encoder", "vae_decode", "host"}
+    return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
+                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
+                 parts=frozenset(parts))
+
+
+def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> float:
+    """Modeled seconds of what ``point`` measured."""
+    setup = point_setup(point, efficiency)
+    return (dit_seconds if point.measures == "dit" else video_seconds)(setup, "dense", True)
+
+
+def _with_compute(efficiency: Efficiency, value: float) -> Efficiency:
+    return dataclasses.replace(efficiency, matmul=value, attention=value)
+
+
+@functools.lru_cache(maxsize=8)
+def family_efficiency(family: str) -> dict:
+    """The efficiency of a device family: fitted to its one calibration point, else the prior.
+
+    Returns ``{"efficiency": Efficiency, "calibrated_on": point id or None, "fitted": value}``.
+    The fit solves ``predicted(e) = published`` for ``e = matmul = attention`` by bisection
+    (predicted time falls monotonically as ``e`` grows).
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
+    if len(calib) > 1:
+        raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
+    prior = Efficiency()
+    if not calib:
+        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
+    point = calib[0]
+    lo, hi = 0.01, 1.0
+    if predict_seconds(point, _with_compute(prior, hi)) > point.seconds:
+        raise ValueError(f"calibration point {point.id} is faster than the model at efficiency 1")
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if predict_seconds(point, _with_compute(prior, mid)) > point.seconds:
+            lo = mid
+        else:
+            hi = mid
+    fitted = (lo + hi) / 2
+    return {"efficiency": _with_compute(prior, fitted), "calibrated_on": point.id, "fitted": fitted}
+
+
+def device_efficiency(device: str) -> Efficiency:
+    """The efficiency the model uses for a device: its family's (see :func:`family_efficiency`)."""
+    return family_efficiency(get_device(device).family)["efficiency"]
+
+
+def validate() -> dict:
+    """Predicted vs published for every point, and the error summary of the validation points."""
+    rows = []
+    for p in published_points():
+        eff = family_efficiency(p.family)["efficiency"]
+        predicted = predict_seconds(p, eff)
+        rows.append({"id": p.id, "role": p.role, "device": p.device, "chips": p.chips, "model": p.model,
+                     "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
+                     "attention_kernel": p.attention_kernel, "measures": p.measures,
+                     "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
+                     "source": p.source, "what": p.what, "settings_note": p.settings_note})
+
+    def summary(role: str) -> dict:
+        errors = [abs(r["error"]) for r in rows if r["role"] == role]
+        if not errors:
+            return {"points": 0}
+        return {"points": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
+
+    families = {}
+    for family in FAMILIES[:2]:
+        fe = family_efficiency(family)
+        families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
+                            "devices": [d for d, s in DEVICES.items() if s.family == family]}
+    return {"points": rows, "validation": summary("validation"),
+            "validation_unconfirmed": summary("validation-unconfirmed"), "families": families,
+            "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
+            "provenance": "modeled vs published (measured by others)"}
+
+
+__all__ = ["PublishedPoint", "published_points", "point_setup", "predict_seconds", "family_efficiency",
+           "device_efficiency", "validate", "ROLES"]
