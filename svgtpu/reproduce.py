@@ -39,22 +39,21 @@ SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
-NOTEBOOKS = ("00_explore", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
-             "04_end_to_end_speedup", "05_quality")
+NOTEBOOKS = ("00_primer", "00_explore", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
+             "04_end_to_end_speedup", "05_quality", "06_kernel_walkthrough")
 
-# What every profile shares: the resolutions and tile sizes of the claims themselves (cheap: computed).
+# What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
-_ALIGNMENT = {"presets": ["wan-480p", "wan-720p", "wan-1080p", "wan-1440p"],
-              "blocks": [(512, 512), (1024, 1024), (3024, 2048)],
-              "small_geometry": "6x8x12", "small_block": 64}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
         "00_explore": {},   # computed only: the same at every profile
+        "00_primer": {},
+        "06_kernel_walkthrough": {},
         "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
-        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "9x16x24", "layout_block": 256,
+        "02_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
@@ -64,8 +63,10 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "cpu": {
         "00_explore": {},   # computed only: the same at every profile
+        "00_primer": {},
+        "06_kernel_walkthrough": {},
         "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
-        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
+        "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
         "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 7,
@@ -75,8 +76,10 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "tpu": {
         "00_explore": {},   # computed only: the same at every profile
+        "00_primer": {},
+        "06_kernel_walkthrough": {},
         "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
-        "02_mask_alignment": {**_ALIGNMENT, "layout_geometry": "wan-480p", "layout_block": 512,
+        "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
         "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3072, "block_kv": 2048, "rounds": 15,
