@@ -357,6 +357,44 @@ def run_quality(args):
     return result, table + f"\n({result['provenance']})"
 
 
+# -- svgtpu methods (SVG, SVG2, STA, radial masks on the toy DiT) -----------------------------
+
+def _methods_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
+    p.add_argument("--kept", type=float, default=0.3, help="kept fraction of (q, k) pairs every method is matched to")
+    p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--sta-tile", default="2x8x8", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens)")
+    p.add_argument("--q-clusters", type=positive_int, default=16, help="SVG2 query clusters per head")
+    p.add_argument("--k-clusters", type=positive_int, default=32, help="SVG2 key clusters per head")
+    p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
+    p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
+
+
+@command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density",
+         _methods_arguments)
+def run_methods(args):
+    from svgtpu.dit import load_checkpoint
+    from svgtpu.sparse_methods import capture_qk, method_table
+    from svgtpu.svg2 import SVG2Config
+
+    try:
+        sta_tile = tuple(int(v) for v in args.sta_tile.lower().split("x"))
+    except ValueError:
+        sta_tile = ()
+    if len(sta_tile) != 3:
+        raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
+    params, config = load_checkpoint(args.checkpoint)
+    qk = capture_qk(params, config, seed=args.seed, t=args.t)
+    svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block, block_kv=args.block)
+    rows = method_table(config.geometry, args.kept, qk=qk, block_q=args.block, block_kv=args.block,
+                        sta_tile=sta_tile, svg2=svg2)
+    result = {"checkpoint": args.checkpoint, "geometry": str(config.geometry), "L": config.geometry.L,
+              "kept_target": args.kept, "block": args.block, "seed": args.seed, "t": args.t, "rows": rows,
+              "provenance": "computed"}
+    table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
+    return result, table + f"\n({result['geometry']}, {args.block}x{args.block} tiles, computed)"
+
+
 # -- svgtpu costmodel --------------------------------------------------------------------------
 
 def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
