@@ -474,7 +474,7 @@ def run_costmodel(args):
     else:
         geometry = cm.get_resolution(args.resolution or "1440p")
     sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
-    family = cm.family_efficiency(device.family)["efficiency"] if device.family != "cpu" else cm.Efficiency()
+    family = cm.family_efficiency(device.family)["efficiency"]
     overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
                                    ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
                  if v is not None}

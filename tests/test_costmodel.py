@@ -86,6 +86,9 @@ def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
         # masking a band+sink tile from iota: q-k, <=, >=, and, or, select (6), plus a few per row
         assert 6 <= k.mask_vector_ops < 6 + 3 * 128 / width
     assert cm.counted_kernel(128, "float32", 512).vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
+    # the compiled kernel agrees: libtpu's post-lower-to-llo dump of this kernel's full-tile body at
+    # 512 x 512 (bf16, Mosaic, 2026-11-30) holds 320 vexp for 256 score vregs + 64 row vregs: 1.25 per score
+    assert cm.counted_kernel(128, "bfloat16", 512).exp_ops == pytest.approx(320 / 256)
 
 
 def test_attention_ceiling_from_units():
@@ -219,8 +222,10 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     calib = next(p for p in points if p.id == gpu["calibrated_on"])
     assert cm.predict_seconds(calib, gpu["efficiency"]) == pytest.approx(calib.seconds, rel=1e-6)
     assert 0 < gpu["fitted"] <= 1
-    # no TPU measurement was found: the TPU family keeps the prior efficiencies
+    # no TPU measurement was found: the TPU family keeps the prior efficiencies, and so does a Setup
     assert cm.family_efficiency("tpu") == {"efficiency": cm.Efficiency(), "calibrated_on": None, "fitted": None}
+    assert wan_setup().efficiency == cm.Efficiency()
+    assert wan_setup(device="h200").efficiency == gpu["efficiency"]
 
 
 def test_validation_points_within_stated_error():

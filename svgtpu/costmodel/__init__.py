@@ -38,8 +38,7 @@ from svgtpu.costmodel.pipeline import (CHAIN, PARTS, REPORTED, WEIGHTS, Setup, c
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
 from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows
-from svgtpu.costmodel.validate import (PublishedPoint, device_efficiency, family_efficiency, predict_seconds,
-                                       published_points, validate)
+from svgtpu.costmodel.validate import PublishedPoint, family_efficiency, predict_seconds, published_points, validate
 
 __all__ = [
     "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
@@ -54,5 +53,5 @@ __all__ = [
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
     "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows",
-    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "device_efficiency", "validate",
+    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "validate",
 ]

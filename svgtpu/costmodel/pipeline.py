@@ -57,7 +57,7 @@ class Setup:
     warmup_layers: float = 0.03       # ... and first 3 % of layers
     profile_rows: int = 64            # SVG online profiling samples r query rows per head
     temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
-    efficiency: Efficiency = Efficiency()
+    efficiency: Efficiency | None = None   # None: the device family's (validate.family_efficiency)
     kernel: AttentionKernel | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_kernel,
                                             # tiles from its plan); else another kernel's work per score
     dtype_bytes: int = 2
@@ -86,6 +86,9 @@ class Setup:
         if not self.host_seconds_per_step >= 0:
             raise ValueError(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
         parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
+        if self.efficiency is None:
+            from svgtpu.costmodel.validate import family_efficiency
+            object.__setattr__(self, "efficiency", family_efficiency(self.device.family)["efficiency"])
 
     @property
     def passes(self) -> int:

@@ -110,17 +110,19 @@ def family_efficiency(family: str) -> dict:
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    prior = Efficiency()
+    if family == "cpu":   # this CPU's rates are measured (svgtpu.bench_cpu): nothing to calibrate
+        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
     calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
     if len(calib) > 1:
         raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
-    prior = Efficiency()
     if not calib:
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}
     point = calib[0]
     lo, hi = 0.01, 1.0
     if predict_seconds(point, _with_compute(prior, hi)) > point.seconds:
         raise ValueError(f"calibration point {point.id} is faster than the model at efficiency 1")
-    for _ in range(60):
+    for _ in range(40):
         mid = (lo + hi) / 2
         if predict_seconds(point, _with_compute(prior, mid)) > point.seconds:
             lo = mid
@@ -128,11 +130,6 @@ def family_efficiency(family: str) -> dict:
             hi = mid
     fitted = (lo + hi) / 2
     return {"efficiency": _with_compute(prior, fitted), "calibrated_on": point.id, "fitted": fitted}
-
-
-def device_efficiency(device: str) -> Efficiency:
-    """The efficiency the model uses for a device: its family's (see :func:`family_efficiency`)."""
-    return family_efficiency(get_device(device).family)["efficiency"]
 
 
 def validate() -> dict:
@@ -165,4 +162,4 @@ def validate() -> dict:
 
 
 __all__ = ["PublishedPoint", "published_points", "point_setup", "predict_seconds", "family_efficiency",
-           "device_efficiency", "validate", "ROLES"]
+           "validate", "ROLES"]
