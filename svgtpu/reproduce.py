@@ -69,7 +69,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "03_fast_path_ablation": {"geometry": "8x32x34", "block_q": 512, "block_kv": 512, "rounds": 7,
+        "03_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS},
