@@ -374,7 +374,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
          _methods_arguments)
 def run_methods(args):
     from svgtpu.dit import load_checkpoint
-    from svgtpu.sparse_methods import capture_qk, method_table
+    from svgtpu.sparse_methods import capture_qk, check_settings, method_table
     from svgtpu.svg2 import SVG2Config
 
     try:
@@ -383,6 +383,7 @@ def run_methods(args):
         sta_tile = ()
     if len(sta_tile) != 3:
         raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
+    check_settings(args.kept, sta_tile)
     params, config = load_checkpoint(args.checkpoint)
     qk = capture_qk(params, config, seed=args.seed, t=args.t)
     svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block, block_kv=args.block)

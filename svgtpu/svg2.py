@@ -219,20 +219,19 @@ def select(q, k, config: SVG2Config, state: SVG2State | None = None, *, key=None
         raise ValueError(f"q_clusters and k_clusters must be at most L={q.shape[1]}, "
                          f"got {config.q_clusters} and {config.k_clusters}")
     q, k = q.astype(jnp.float32), k.astype(jnp.float32)  # k-means runs in float32: one compile per shape
-    static = dict(clusters=(config.q_clusters, config.k_clusters), top_p=float(config.top_p),
-                  min_kept=config.min_kept)
+    static = dict(clusters=(config.q_clusters, config.k_clusters), min_kept=config.min_kept)
     if state is None:
         return _selection(q, k, jax.random.PRNGKey(0) if key is None else key, config.first_iters,
-                          seed=True, **static)
+                          config.top_p, seed=True, **static)
     expected = ((q.shape[0], config.q_clusters, q.shape[2]), (k.shape[0], config.k_clusters, k.shape[2]))
     if (tuple(state.q_centroids.shape), tuple(state.k_centroids.shape)) != expected:
         raise ValueError(f"state centroids must have shapes {expected[0]} and {expected[1]}, got "
                          f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
-    return _selection(q, k, state, config.warm_iters, seed=False, **static)
+    return _selection(q, k, state, config.warm_iters, config.top_p, seed=False, **static)
 
 
-@functools.partial(jax.jit, static_argnames=("clusters", "top_p", "min_kept", "seed"))
-def _selection(q, k, start, iters, *, clusters: tuple[int, int], top_p: float, min_kept: int,
+@functools.partial(jax.jit, static_argnames=("clusters", "min_kept", "seed"))
+def _selection(q, k, start, iters, top_p, *, clusters: tuple[int, int], min_kept: int,
                seed: bool) -> Selection:
     """``start``: a PRNG key (``seed=True``: k-means++ seeding first) or the previous :class:`SVG2State`."""
     if seed:

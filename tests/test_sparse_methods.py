@@ -1,0 +1,43 @@
+"""Matching each method's knob to a kept fraction, and the `methods` command's input checks."""
+
+import pytest
+
+from svgtpu.cli import main
+from svgtpu.geometry import VideoGeometry
+from svgtpu.mask_families import RadialMask, STAMask
+from svgtpu.sparse_methods import method_table, radial_for_density, sta_for_density
+from svgtpu.svg2 import SVG2Config
+
+TOY = VideoGeometry(8, 10, 14)
+
+
+@pytest.mark.parametrize("target", [0.1, 0.3, 0.6])
+def test_radial_for_density_is_the_closest_window_fraction(target):
+    mask = radial_for_density(TOY, target)
+    assert abs(mask.density() - target) < 0.02
+    for fraction in (mask.window_fraction * 0.9, min(1.0, mask.window_fraction * 1.1)):  # neighbours are no closer
+        assert abs(RadialMask(TOY, 0, fraction).density() - target) >= abs(mask.density() - target) - 1e-9
+
+
+def test_sta_for_density_searches_every_window():
+    mask = sta_for_density(TOY, 0.3, (2, 5, 7))  # 4 x 2 x 2 tiles
+    best = min((abs(STAMask(TOY, (2, 5, 7), (a, b, c)).density() - 0.3), (a, b, c))
+               for a in range(1, 5) for b in (1, 2) for c in (1, 2))
+    assert mask.window == best[1]
+
+
+def test_method_table_without_activations_has_aligned_rows():
+    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=SVG2Config(),
+                        progress=False)
+    assert [r["method"] for r in rows] == ["svg", "svg-aligned", "sta", "sta-aligned", "radial", "radial-aligned"]
+    for row in rows:
+        assert 0 < row["kept_fraction"] < 1 and 0 <= row["partial_share"] <= 1
+
+
+@pytest.mark.parametrize("argv,parameter", [(["--sta-tile", "2x8"], "--sta-tile"),
+                                            (["--sta-tile", "0x8x8"], "tile"),
+                                            (["--kept", "1.5"], "kept fraction")])
+def test_methods_bad_input_exits_2_naming_the_parameter(argv, parameter, capsys):
+    assert main(["methods", *argv]) == 2  # checked before the checkpoint is even loaded
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and parameter in err[0]
