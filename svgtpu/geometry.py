@@ -116,7 +116,7 @@ def _wan(width: int, height: int, name: str) -> VideoGeometry:
     return VideoGeometry.from_pixels(width, height, 81, name)
 
 
-#: The Wan 2.1 presets of design.md, 81 frames (21 latent frames).
+#: The Wan 2.1 presets (docs/design.md, "The claims"), 81 frames (21 latent frames).
 PRESETS: dict[str, VideoGeometry] = {
     "wan-480p": _wan(832, 480, "wan-480p"),
     "wan-720p": _wan(1280, 720, "wan-720p"),

@@ -1,4 +1,4 @@
-"""How we time things on a shared machine (design.md section 9), in one place.
+"""How we time things on a shared machine (docs/design.md, "How we measure"), in one place.
 
 Every call is run once first (compile, warm up).  Then the calls run interleaved, round-robin, the
 order rotating each round; in each round a call runs ``repeats`` times back to back and keeps its

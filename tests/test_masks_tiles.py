@@ -13,7 +13,7 @@ SEED = 20261130
 
 
 def brute_kinds(A: np.ndarray, bq: int, bk: int) -> np.ndarray:
-    """Tile kinds straight from the definition in design.md section 3."""
+    """Tile kinds straight from the definition in docs/design.md, "Tiles"."""
     L = A.shape[0]
     nq, nk = -(-L // bq), -(-L // bk)
     P = np.zeros((nq * bq, nk * bk), dtype=bool)

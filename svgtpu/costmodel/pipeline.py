@@ -32,7 +32,7 @@ from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.tiles import TileStats
 
-#: What the write-up reports (design.md section 1); the model is compared with these, never fit to them.
+#: What the write-up reports (docs/design.md, "The claims"); the model is compared with these, never fit to them.
 REPORTED = {"C1_speedup": 1.69, "C1_saved_minutes": 16.0, "C2_attention_share": 0.882}
 #: Switchable terms of a video's time beyond the DiT's ops and self-attention.
 PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "host")
@@ -41,7 +41,7 @@ WEIGHTS = ("auto", "replicated", "sharded")
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """Everything one modeled video depends on.  Defaults: design.md's assumed C1 setup."""
+    """Everything one modeled video depends on.  Defaults: the assumed C1 setup of docs/design.md."""
 
     model: ModelConfig
     geometry: VideoGeometry
@@ -49,7 +49,7 @@ class Setup:
     chips: int = 8
     steps: int = 50
     cfg: bool = True
-    block_q: int = 3024               # MaxDiffusion's Wan block sizes (design.md section 3)
+    block_q: int = 3024               # MaxDiffusion's Wan block sizes (docs/design.md, "The claims")
     block_kv: int = 2048
     sparsity: float | None = 0.3      # SVG's Wan setting (kept fraction); or give multiplier
     multiplier: float | None = None
