@@ -251,6 +251,17 @@ def test_sensitivity_band_brackets_the_default_and_tornado_sorts():
     assert knob.apply(setup, 0.35).efficiency.matmul == 0.35 and knob.get(setup) == setup.efficiency.matmul
 
 
+def test_what_if_changes_one_thing_at_a_time():
+    setup = wan_setup()
+    rows = {r["change"]: r for r in cm.what_if(setup)}
+    base = rows["as modeled"]
+    assert base["speedup"] == pytest.approx(cm.model_video(setup)["speedup"])
+    # more dense steps can only lower the speedup; the schedule never touches the dense run
+    more_dense = rows["30 % dense steps (SVG's first Wan script)"]
+    assert more_dense["speedup"] < base["speedup"] and more_dense["dense_minutes"] == base["dense_minutes"]
+    assert rows["sparse layers without the fast path (Splash-style)"]["speedup"] < base["speedup"]
+
+
 def test_every_spec_constant_is_cited():
     for device in cm.DEVICES.values():
         assert device.source.strip()

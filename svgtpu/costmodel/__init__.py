@@ -37,7 +37,7 @@ from svgtpu.costmodel.pipeline import (CHAIN, PARTS, REPORTED, WEIGHTS, Setup, c
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
-from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows
+from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows, what_if
 from svgtpu.costmodel.validate import PublishedPoint, family_efficiency, predict_seconds, published_points, validate
 
 __all__ = [
@@ -52,6 +52,6 @@ __all__ = [
     "REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
-    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if",
     "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "validate",
 ]

@@ -48,7 +48,7 @@ KNOBS = (
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost (assumption, no public figure)"),
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
     Knob("warmup_steps", 0.2, 0.3, "SVG scripts: 20 % dense steps (current code) vs 30 % (first Wan script)"),
-    Knob("sparsity", 0.25, 0.3, "SVG Wan scripts: kept fraction 0.25; design.md: 0.3"),
+    Knob("sparsity", 0.25, 0.3, "SVG Wan scripts: kept fraction 0.25; docs/design.md: 0.3"),
     Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
 )
 
@@ -104,4 +104,45 @@ def tornado_rows(result: dict, quantity: str = "speedup") -> list[dict]:
     return sorted(rows, key=lambda r: -r["swing"])
 
 
-__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "sensitivity", "tornado_rows"]
+def what_if(setup: Setup) -> list[dict]:
+    """The headline numbers under single, named changes of the setup: how far each one moves the
+    model toward (or away from) the write-up's numbers.  The first row is the setup itself."""
+    from svgtpu.costmodel.validate import family_efficiency
+
+    eff = setup.efficiency
+    changes = [
+        ("as modeled", setup),
+        ("30 % dense steps (SVG's first Wan script)", dataclasses.replace(setup, warmup_steps=0.3)),
+        ("kept fraction 0.25 (SVG's Wan scripts)", dataclasses.replace(setup, sparsity=0.25, multiplier=None)),
+        ("dense warm-up layers rounded up, not down", dataclasses.replace(
+            setup, warmup_layers=math.ceil(setup.warmup_layers * setup.model.layers) / setup.model.layers)),
+        ("GPU-calibrated compute efficiency on this device", dataclasses.replace(
+            setup, efficiency=dataclasses.replace(eff, matmul=family_efficiency("gpu")["efficiency"].matmul,
+                                                  attention=family_efficiency("gpu")["efficiency"].attention))),
+        ("VPU and EUP at half the derived clock", dataclasses.replace(
+            setup, efficiency=dataclasses.replace(eff, vector_scale=eff.vector_scale / 2))),
+        ("no MXU width penalty", dataclasses.replace(setup, device=dataclasses.replace(setup.device, matmul_tile=None))),
+        ("communication and weight gathers left out",
+         dataclasses.replace(setup, parts=setup.parts - {"communication", "weight_gather"})),
+        ("CFG passes split across the two halves of the slice", dataclasses.replace(setup, cfg_split=True))
+        if setup.cfg and setup.chips % 2 == 0 else None,
+    ]
+    rows = []
+    for change in filter(None, changes):
+        name, s = change
+        r = model_video(s)
+        rows.append({"change": name, "speedup": r["speedup"], "saved_minutes": r["saved_minutes"],
+                     "dense_minutes": r["dense_minutes"], "svg_minutes": r["svg_minutes"],
+                     "attention_share": r["attention_share"],
+                     "attention_share_end_to_end": r["attention_share_end_to_end"]})
+    base = model_video(setup)
+    for name, key in (("sparse layers without the fast path (Splash-style)", "svg, aligned, no fast path"),):
+        seconds = next(c["seconds"] for c in base["chain"] if c["variant"] == key)
+        rows.append({"change": name, "speedup": base["dense_seconds"] / seconds,
+                     "saved_minutes": (base["dense_seconds"] - seconds) / 60, "dense_minutes": base["dense_minutes"],
+                     "svg_minutes": seconds / 60, "attention_share": base["attention_share"],
+                     "attention_share_end_to_end": base["attention_share_end_to_end"]})
+    return rows
+
+
+__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "sensitivity", "tornado_rows", "what_if"]
