@@ -235,10 +235,11 @@ def gpu_table(figures: Path) -> str:
 
 
 def entries_table(data: dict, claim: str, prefix: str) -> str:
-    """The scalar results of ``claim`` whose names start with ``prefix``."""
+    """The results of ``claim`` whose names start with ``prefix``, as :func:`claim_details` shows them."""
     found = {n: e for n, e in data["claims"].get(claim, {}).items() if n.startswith(prefix)}
-    rows = _scalar_rows(found)
-    return _markdown_table(rows) if rows else f"_{NOT_YET.capitalize()}: no `{claim}` result `{prefix}*` yet._"
+    if not found:
+        return f"_{NOT_YET.capitalize()}: no `{claim}` result `{prefix}*` yet._"
+    return claim_details({"claims": {claim: found}}, claim)
 
 
 def render(name: str, data: dict, target: Path, figures: Path) -> str:

@@ -112,8 +112,11 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
     (tmp_path / paper.GPU_RESULTS).write_text(gpu.save().read_text())
     data = _results(tmp_path / "cpu", **{"C4.llo_masking_ops_full": (0, {"provenance": "compiled-v6e"}),
                                          "C1.validation_wan_a100": (0.93, {"provenance": "modeled-v6e",
-                                                                           "unit": "ratio"})})
+                                                                           "unit": "ratio"}),
+                                         "C1.validation_table": ([{"id": "wan-a100", "error": -0.07}],
+                                                                 {"provenance": "modeled-v6e"})})
     assert "1.21x" in paper.render("gpu", data, tmp_path / "p.md", tmp_path)
     compiled = paper.render("compiled", data, tmp_path / "p.md", tmp_path)
     assert "`C4.llo_masking_ops_full`" in compiled and "`compiled-v6e`" in compiled and "validation" not in compiled
-    assert "0.93x" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
+    validation = paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
+    assert "0.93x" in validation and "| wan-a100 | -0.07 |" in validation
