@@ -80,6 +80,8 @@ CLAIM_ROWS = [
     ClaimRow("C1", "toy_speedup", "toy DiT sampling speedup, dense vs SVG both through our kernel in "
              "interpret mode on this CPU (not a TPU number)"),
     ClaimRow("C2", "attention_share_1440p", "self-attention share of time, Wan 2.1 14B 1440p, v6e-8", "{}"),
+    ClaimRow("C2", "attention_share_end_to_end_1440p", "the same share of the whole generation (text encoder, "
+             "VAE decode and host time included)", "{}", compare_to="attention_share_1440p"),
     ClaimRow("C2", "attention_share_720p", "self-attention share of time, Wan 2.1 14B 720p, v6e-8"),
     ClaimRow("C3", "partial_share_before", "partial (masked) tiles, SVG mask, 1440p", "{}"),
     ClaimRow("C3", "partial_share_after", "partial (masked) tiles after alignment, 1440p", "{}"),
