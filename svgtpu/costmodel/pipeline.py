@@ -30,6 +30,7 @@ from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
+from svgtpu.results import provenance
 from svgtpu.tiles import TileStats
 
 #: What the write-up reports (docs/design.md, "The claims"); the model is compared with these, never fit to them.
@@ -128,7 +129,7 @@ class Setup:
 
     @property
     def provenance(self) -> str:
-        return f"modeled-{self.device.name}"
+        return provenance("modeled", device=self.device.name)
 
     def tiles(self, kind: str) -> tuple[TileStats, dict]:
         return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.sparsity,
