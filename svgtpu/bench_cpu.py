@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from svgtpu.costmodel import XLA_UNFUSED, DeviceSpec, Efficiency, ModelConfig, Setup, forward_breakdown
+from svgtpu.results import provenance
 from svgtpu.timing import interleaved_times, paired_ratio
 
 
@@ -85,7 +86,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
             "measured_attention_share": paired_ratio(times, "attention", "forward"),
             "measured_forward_seconds": float(np.median(times["forward"])),
             "measured_attention_seconds": float(np.median(times["attention"])),
-            "provenance": {"modeled": "modeled-cpu (rates measured-cpu)", "measured": "measured-cpu"}}
+            "provenance": {"modeled": provenance("modeled", device="cpu"), "measured": provenance("measured")}}
 
 
 __all__ = ["calibrate_cpu", "toy_attention_share_measured_vs_modeled"]
