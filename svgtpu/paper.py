@@ -36,14 +36,12 @@ import os
 import re
 from pathlib import Path
 
-from svgtpu.results import CLAIMS, REPORTED, load_results, results_path
+from svgtpu.results import CLAIMS, GPU_RESULTS_NAME, REPORTED, load_results, results_path
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 PAPER = _REPO_ROOT / "paper" / "svgtpu.md"
 README = _REPO_ROOT / "README.md"
 NOTEBOOKS = _REPO_ROOT / "notebooks"
-#: A GPU run's results (same layout as ``results.json``); absent until a GPU machine ran the notebooks.
-GPU_RESULTS = "results-gpu.json"
 NOT_YET = "not yet measured"
 
 _BLOCK = re.compile(r"(<!-- svgtpu:begin (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- svgtpu:end (?P=name) -->)",
@@ -228,12 +226,12 @@ def compiled_table(data: dict) -> str:
 
 def gpu_table(figures: Path) -> str:
     """The claims of a GPU run (``figures/results-gpu.json``), or why there are none."""
-    path = figures / GPU_RESULTS
+    path = figures / GPU_RESULTS_NAME
     if not path.exists():
-        return f"_{NOT_YET.capitalize()}: no GPU run yet (`{GPU_RESULTS}` is absent)._"
+        return f"_{NOT_YET.capitalize()}: no GPU run yet (`{GPU_RESULTS_NAME}` is absent)._"
     data = load_results(path)
     parts = [f"**{claim}**\n\n" + claim_details(data, claim) for claim in sorted(data["claims"])]
-    return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS}` holds no result._"
+    return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS_NAME}` holds no result._"
 
 
 def entries_table(data: dict, claim: str, prefix: str) -> str:

@@ -40,6 +40,8 @@ PROVENANCES = ("measured-cpu-interpret", "measured-cpu", "measured-tpu", "measur
 SOURCES = ("computed", "modeled", "compiled", "measured")
 
 RESULTS_NAME = "results.json"
+#: A GPU machine's run (same layout), next to the results file; absent until one happened.
+GPU_RESULTS_NAME = "results-gpu.json"
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -232,5 +234,5 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
     return data.get("claims", {}).get(claim, {}).get(name)
 
 
-__all__ = ["PROVENANCES", "SOURCES", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
+__all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
            "write_results", "environment", "provenance", "measured_provenance", "check_provenance", "NotebookRun", "entry"]

@@ -109,7 +109,7 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
 
     gpu = results.NotebookRun("03_fast_path_ablation", "quick", tmp_path / "gpu")
     gpu.record("C4", "fast_path_speedup", 1.21, provenance="measured-gpu-h200", unit="ratio")
-    (tmp_path / paper.GPU_RESULTS).write_text(gpu.save().read_text())
+    (tmp_path / results.GPU_RESULTS_NAME).write_text(gpu.save().read_text())
     data = _results(tmp_path / "cpu", **{"C4.llo_masking_ops_full": (0, {"provenance": "compiled-v6e"}),
                                          "C1.validation_wan_a100": (0.93, {"provenance": "modeled-v6e",
                                                                            "unit": "ratio"}),
