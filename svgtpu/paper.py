@@ -9,14 +9,14 @@ marker pairs::
 
 and this module regenerates what is between them from ``figures/results.json``:
 
-- ``claims``: the claims table (claim, what, reported, ours, provenance);
+- ``claims``: the claims table (claim, what, mask, kept pairs, tiles, reported, ours, provenance);
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
   and the list-valued results as tables of their own;
 - ``figure NAME``: the figure image, its caption and provenance;
 - ``environment``: versions, backend and profile of each notebook's last run;
 - ``compiled``: every result counted in a program the real TPU compiler built (``compiled-*``);
 - ``gpu``: the claims of ``figures/results-gpu.json`` (a run on a GPU machine), if there is one;
-- ``entries CLAIM PREFIX``: the scalar results of ``CLAIM`` whose names start with ``PREFIX``.
+- ``entries CLAIM PREFIX``: the results of ``CLAIM`` whose names start with ``PREFIX``.
 
 A number inside a sentence is an inline marker, filled the same way::
 
@@ -25,7 +25,7 @@ A number inside a sentence is an inline marker, filled the same way::
 (``C1.speedup band`` gives the band, ``C1.toy_speedup iqr`` the interquartile range).  A result the
 file does not hold yet renders as *not yet measured*, so the paper renders before every notebook,
 compile or GPU run has happened.  :func:`stray_numbers` finds numbers typed by hand outside the
-markers; the tests fail on any that is not the write-up's or a published spec (:data:`THEIR_NUMBERS`).
+markers; the tests fail on any that is not the write-up's or a published spec (:func:`their_numbers`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ NOT_YET = "not yet measured"
 
 _BLOCK = re.compile(r"(<!-- svgtpu:begin (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- svgtpu:end (?P=name) -->)",
                     re.DOTALL)
+
 
 @dataclasses.dataclass(frozen=True)
 class ClaimRow:

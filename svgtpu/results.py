@@ -234,5 +234,6 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
     return data.get("claims", {}).get(claim, {}).get(name)
 
 
-__all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "figures_dir", "results_path", "load_results",
-           "write_results", "environment", "provenance", "measured_provenance", "check_provenance", "NotebookRun", "entry"]
+__all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "figures_dir",
+           "results_path", "load_results", "write_results", "environment", "provenance", "measured_provenance",
+           "check_provenance", "NotebookRun", "entry"]

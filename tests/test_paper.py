@@ -64,14 +64,16 @@ def test_inline_values_are_filled_from_the_results(tmp_path):
         "C1.speedup": (1.987, {"unit": "ratio", "band": [1.871, 2.04]}),
         "C1.toy_speedup": (1.31, {"unit": "ratio", "iqr": [1.2, 1.45]})})
     text = ("dense <!-- svgtpu:value C1.dense_minutes -->37–40 minutes<!-- /svgtpu -->, "
-            "<!-- svgtpu:value C1.speedup -->?<!-- /svgtpu --> (band <!-- svgtpu:value C1.speedup band --><!-- /svgtpu -->), "
+            "<!-- svgtpu:value C1.speedup -->?<!-- /svgtpu --> "
+            "(band <!-- svgtpu:value C1.speedup band --><!-- /svgtpu -->), "
             "toy <!-- svgtpu:value C1.toy_speedup iqr -->x<!-- /svgtpu -->, "
             "GPU <!-- svgtpu:value C1.gpu_speedup -->2.5x<!-- /svgtpu -->.")
     filled, names = paper.fill(text, data, tmp_path / "p.md", tmp_path)
     assert filled == ("dense <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu -->, "
                       "<!-- svgtpu:value C1.speedup -->1.99x<!-- /svgtpu --> (band <!-- svgtpu:value C1.speedup "
                       "band -->1.87x – 2.04x<!-- /svgtpu -->), toy <!-- svgtpu:value C1.toy_speedup iqr -->1.20x – "
-                      "1.45x<!-- /svgtpu -->, GPU <!-- svgtpu:value C1.gpu_speedup -->_not yet measured_<!-- /svgtpu -->.")
+                      "1.45x<!-- /svgtpu -->, GPU <!-- svgtpu:value C1.gpu_speedup -->_not yet measured_"
+                      "<!-- /svgtpu -->.")
     assert names == ["C1.dense_minutes", "C1.speedup", "C1.speedup", "C1.toy_speedup", "C1.gpu_speedup"]
     assert paper.fill(filled, data, tmp_path / "p.md", tmp_path)[0] == filled   # idempotent
 
