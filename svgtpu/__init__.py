@@ -8,8 +8,10 @@ One module per concept:
 - :mod:`~svgtpu.profiling`, :mod:`~svgtpu.attention`: online head profiling and ``svg_attention``;
 - :mod:`~svgtpu.data`, :mod:`~svgtpu.dit`, :mod:`~svgtpu.train`, :mod:`~svgtpu.sampler`,
   :mod:`~svgtpu.quality`: the toy Wan-shaped video DiT, its training, sampling and fidelity;
-- :mod:`~svgtpu.costmodel`: the TPU cost model (C1, C2, C5); :mod:`~svgtpu.sharding`: multi-device;
-- :mod:`~svgtpu.timing`, :mod:`~svgtpu.bench`: how we measure, and the benchmarks;
+- :mod:`~svgtpu.costmodel`: the TPU cost model (C1, C2, C5), validated against published timings;
+  :mod:`~svgtpu.sharding`: multi-device;
+- :mod:`~svgtpu.timing`, :mod:`~svgtpu.bench`, :mod:`~svgtpu.bench_cpu`: how we measure, the benchmarks, and
+  this CPU's rates with the toy-DiT check of the cost model;
 - :mod:`~svgtpu.results`, :mod:`~svgtpu.reproduce`, :mod:`~svgtpu.plots`, :mod:`~svgtpu.paper`:
   the results file, the notebook runner, figure style and the paper's generated tables;
 - :mod:`~svgtpu.cli`: the ``svgtpu`` command.
