@@ -75,6 +75,26 @@ def test_tile_units_hand_count():
     assert cm.tile_units(dual, eff, kernel, 2, 4, 8, masked=False)["eup"] == pytest.approx(6.4e-9)
 
 
+def test_head_time_reads_the_plan_grid_steps_and_cores():
+    # dense 1440p at 3024 x 2048: ceil(302400 / 3024) = 100 q rows, ceil(302400 / 2048) = 148 kv columns,
+    # the last column holds 302400 - 147 * 2048 = 1344 real keys: partial; no empty rows
+    stats, info = cm.mask_tiles(cm.get_resolution("1440p"), "dense", 3024, 2048)
+    assert (stats.full, stats.partial) == (100 * 147, 100)
+    assert (info["grid_steps"], info["empty_row_steps"], info["q_rows"]) == (14800, 0, 100)
+    # every grid step pays the fixed step cost, empty-row steps included
+    stepped = dataclasses.replace(FAKE, grid_step_seconds=1e-6)
+    head = lambda dev, empty: cm.attention_head_seconds(TileStats(5, 2, 3), dev, cm.Efficiency(), 2, 4, 8,  # noqa: E731
+                                                        fast_path=True, q_rows=2, kernel=cm.FLASH, empty_row_steps=empty)
+    assert head(stepped, 3) - head(FAKE, 3) == pytest.approx((5 + 2 + 3) * 1e-6)
+    # a dual-core chip (v5p) splits a layer's heads over its cores: 5 heads -> 3 on the busier core
+    v5p = wan_setup("720p", device="v5p")
+    per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, 3024, 2048,
+                                         fast_path=True, q_rows=v5p.tiles("dense")[1]["q_rows"],
+                                         kernel=v5p.attention_kernel)
+    assert v5p.heads_per_chip == 5
+    assert cm.forward_breakdown(v5p)["self_attention"] == pytest.approx(40 * 3 * per_head)
+
+
 def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
     # full tile, per score: scale, row max, subtract max, row sum, cast to bf16 for PV = 5 VPU ops,
     # exp on the EUP; per q row, once per update on [block_q, 128] lanes: new max, max difference,
