@@ -178,7 +178,8 @@ def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
                    help=f"run only these notebooks, by number or name ({', '.join(n[:2] for n in NOTEBOOKS)})")
     p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
-    p.add_argument("--no-paper", action="store_true", help="do not regenerate the paper's tables afterwards")
+    p.add_argument("--no-paper", action="store_true",
+                   help="do not regenerate the paper's tables afterwards (never done with --figures-dir)")
 
 
 @command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
@@ -192,7 +193,7 @@ def run_reproduce(args):
 
     start = time.perf_counter()
     results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
-    paper = [] if args.no_paper else generate(results_path(args.figures_dir))
+    paper = [] if args.no_paper or args.figures_dir else generate(results_path())   # the committed results only
     failed = [r.notebook for r in results if r.status != "ok"]
     result = {"profile": args.profile, "notebooks": [r.as_dict() for r in results], "failed": failed,
               "results": str(results_path(args.figures_dir)), "paper": paper,

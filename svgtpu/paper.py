@@ -36,12 +36,14 @@ import os
 import re
 from pathlib import Path
 
-from svgtpu.results import CLAIMS, GPU_RESULTS_NAME, REPORTED, load_results, results_path
+from svgtpu.results import CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 PAPER = _REPO_ROOT / "paper" / "svgtpu.md"
 README = _REPO_ROOT / "README.md"
 NOTEBOOKS = _REPO_ROOT / "notebooks"
+#: The results the paper and README are filled from: what ``make figures`` writes and git tracks.
+COMMITTED_RESULTS = _REPO_ROOT / "figures" / RESULTS_NAME
 NOT_YET = "not yet measured"
 
 _BLOCK = re.compile(r"(<!-- svgtpu:begin (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- svgtpu:end (?P=name) -->)",
@@ -361,8 +363,15 @@ def notebook_markdown(path: str | os.PathLike) -> str:
 def generate(results: str | os.PathLike | None = None,
              targets: list[str | os.PathLike] | None = None) -> list[dict]:
     """Regenerate the marker blocks of each target file (default: the paper, and the README if it
-    has markers) from the results file; returns what was done per file."""
+    has markers) from the results file; returns what was done per file.
+
+    The paper and README are filled only from the committed results (:data:`COMMITTED_RESULTS`): a
+    scratch or test run must name its own target files, so it never writes its numbers into them.
+    """
     path = Path(results) if results is not None else results_path()
+    if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
+        raise ValueError(f"results must be {COMMITTED_RESULTS.relative_to(_REPO_ROOT)} to fill the paper and the "
+                         f"README, got {path}; name the files to fill to use another results file")
     data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER] + ([README] if README.exists() else [])

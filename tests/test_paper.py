@@ -122,3 +122,8 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
     assert "`C4.llo_masking_ops_full`" in compiled and "`compiled-v6e`" in compiled and "validation" not in compiled
     validation = paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
     assert "0.93x" in validation and "| wan-a100 | -0.07 |" in validation
+
+
+def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):
+    with pytest.raises(ValueError, match="figures/results.json"):
+        paper.generate(tmp_path / "results.json")
