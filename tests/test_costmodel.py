@@ -57,6 +57,11 @@ def test_vae_decode_flops_match_independent_audit_and_scale_with_pixels():
     f1440, f720 = (cm.vae_decode_flops(cm.get_resolution(r)) for r in ("1440p", "720p"))
     assert f1440 == pytest.approx(2.6e15, rel=0.05)
     assert 4.0 < f1440 / f720 < 4.3   # 4x the pixels, plus the per-frame attention of the middle block
+    # Wan's decoder by hand: conv_in, 2 middle res blocks (4 convs), stage 384->384 (6 + time up + space up),
+    # 192->384 (7 with the shortcut, + time up + space up), 192->192 (6 + space up), 96->96 (6), conv_out = 36
+    layers = cm.vae_decoder_layers(cm.get_resolution("1440p"))
+    assert len(layers) == 36
+    assert layers[-1] == (27, 96, 3, 81 * 1440 * 2560)   # 81 frames of 2560 x 1440 RGB out
 
 
 def test_tile_units_hand_count():

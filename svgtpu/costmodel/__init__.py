@@ -32,7 +32,7 @@ from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, AttentionKernel, co
 from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attention_head_seconds, mask_tiles,
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
-from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_flops
+from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
 from svgtpu.costmodel.pipeline import (CHAIN, PARTS, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
@@ -48,7 +48,8 @@ __all__ = [
     "op_seconds",
     "AttentionKernel", "FLASH", "XLA_UNFUSED", "counted_kernel",
     "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
-    "mesh_shape", "all_to_all_seconds", "all_gather_seconds", "text_encoder_flops", "vae_decode_flops",
+    "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
+    "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
     "REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",

@@ -214,7 +214,8 @@ def stage_seconds(setup: Setup) -> dict[str, float]:
         out["text_encoder"] = stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
             dev.matmul_flops * eff.matmul)
     if "vae_decode" in setup.parts:   # spatially sharded over the slice, as MaxDiffusion does
-        out["vae_decode"] = stages.vae_decode_flops(setup.geometry) / (chips * dev.matmul_flops * eff.matmul)
+        out["vae_decode"] = max(stages.vae_decode_flops(setup.geometry) / (dev.matmul_flops * eff.matmul),
+                                stages.vae_decode_bytes(setup.geometry) / (dev.hbm_bandwidth * eff.memory)) / chips
     if "host" in setup.parts:
         out["host"] = setup.steps * setup.host_seconds_per_step
     return out

@@ -4,7 +4,8 @@
   repository ships it as ``models_t5_umt5-xxl-enc-bf16.pth``, 11.4 GB of bf16 = 5.7e9 weights), run
   once per prompt over ``text_len`` tokens (prompt + negative prompt with CFG): ``2 P`` FLOPs per
   token.
-- **VAE decode**: Wan 2.1's causal 3D VAE decoder counted layer by layer (:func:`vae_decode_flops`)
+- **VAE decode**: Wan 2.1's causal 3D VAE decoder counted layer by layer (:func:`vae_decoder_layers`:
+  FLOPs and activation bytes, timed as a roofline)
   from its published structure (Wan 2.1 repository ``wan/modules/vae.py``, ``Decoder3d``: base width
   96, multipliers (1, 2, 4, 4), 2 residual blocks per stage + 1, temporal upsampling in the first
   two stages, a spatial-only third; ``WanVAE`` compresses 4x in time and 8x in space).
@@ -26,42 +27,53 @@ def text_encoder_flops(text_len: int, prompts: int) -> float:
     return 2.0 * UMT5_XXL_ENCODER_PARAMS * text_len * prompts
 
 
-def _conv(cin: int, cout: int, taps: int, voxels: float) -> float:
-    return 2.0 * taps * cin * cout * voxels
+#: Bytes per VAE activation value: Wan's VAE decodes in float32 (diffusers' Wan examples load
+#: ``AutoencoderKLWan`` with ``torch_dtype=torch.float32``).
+VAE_BYTES = 4
 
 
-def _res_block(cin: int, cout: int, voxels: float) -> float:
-    """Two 3x3x3 causal convs (+ a 1x1x1 shortcut when the width changes)."""
-    return _conv(cin, cout, 27, voxels) + _conv(cout, cout, 27, voxels) + (_conv(cin, cout, 1, voxels) if cin != cout else 0)
-
-
-def vae_decode_flops(geometry: VideoGeometry) -> float:
-    """FLOPs of decoding the ``T x H x W`` latent grid (patch tokens: latent = 2H x 2W) to pixels.
-
-    Stage widths (from the deepest): 384, 384, 384, 192, 96.  Conv FLOPs ``2 x taps x Cin x Cout``
-    per output voxel; the middle block's spatial self-attention ``4 N^2 C`` per frame; norms and
-    activations are not counted (memory-bound, a few percent).
-    """
+def vae_decoder_layers(geometry: VideoGeometry) -> list[tuple[int, int, int, float]]:
+    """The decoder's convolutions for the ``T x H x W`` token grid (latent = 2H x 2W), as
+    ``(taps, Cin, Cout, output voxels)``, stage widths (from the deepest) 384, 384, 384, 192, 96."""
     T, h, w = geometry.T, 2 * geometry.H, 2 * geometry.W            # latent frames and pixels / 8
     dims = [VAE_BASE * m for m in (VAE_MULT[-1], *VAE_MULT[::-1])]   # 384, 384, 384, 192, 96
-    top = dims[0]
     voxels = float(T * h * w)
-    flops = _conv(VAE_Z, top, 27, voxels)                             # conv_in
-    flops += 2 * _res_block(top, top, voxels) + 4.0 * (h * w) ** 2 * top * T   # middle: res, attn, res
+    layers = [(27, VAE_Z, dims[0], voxels)]                          # conv_in
+
+    def res_block(cin, cout):                                        # two 3x3x3 causal convs (+ 1x1x1 shortcut)
+        return [(27, cin, cout, voxels), (27, cout, cout, voxels)] + ([(1, cin, cout, voxels)] if cin != cout else [])
+
+    layers += 2 * res_block(dims[0], dims[0])                        # middle: res, (attention), res
     frames = T
     for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:])):
         cin = cin // 2 if i > 0 else cin                              # the upsampler halved the width
         for _ in range(VAE_RES_BLOCKS + 1):
-            flops += _res_block(cin, cout, voxels)
+            layers += res_block(cin, cout)
             cin = cout
         if i < len(VAE_MULT) - 1:                                     # upsample: time (3x1x1) then 2x space
             if VAE_TEMPORAL_UP[i]:
-                flops += _conv(cout, 2 * cout, 3, voxels)
+                layers.append((3, cout, 2 * cout, voxels))
                 frames = 2 * frames - 1                               # causal: the first frame stays single
             h, w = 2 * h, 2 * w
             voxels = float(frames * h * w)
-            flops += _conv(cout, cout // 2, 9, voxels)
-    return flops + _conv(dims[-1], 3, 27, voxels)                     # conv_out to RGB
+            layers.append((9, cout, cout // 2, voxels))
+    return layers + [(27, dims[-1], 3, voxels)]                      # conv_out to RGB
 
 
-__all__ = ["UMT5_XXL_ENCODER_PARAMS", "text_encoder_flops", "vae_decode_flops"]
+def vae_decode_flops(geometry: VideoGeometry) -> float:
+    """FLOPs of decoding to pixels: ``2 x taps x Cin x Cout`` per output voxel of every conv, plus
+    the middle block's spatial self-attention (``4 N^2 C`` per latent frame); norms and
+    activations are counted in :func:`vae_decode_bytes`, not here."""
+    convs = sum(2.0 * taps * cin * cout * voxels for taps, cin, cout, voxels in vae_decoder_layers(geometry))
+    top = VAE_BASE * VAE_MULT[-1]
+    return convs + 4.0 * (4 * geometry.H * geometry.W) ** 2 * top * geometry.T
+
+
+def vae_decode_bytes(geometry: VideoGeometry) -> float:
+    """Activation traffic of decoding: each conv reads its input and writes its output, and the
+    norm + SiLU before it reads and writes its input once more (``3 Cin + Cout`` values per voxel)."""
+    return sum(VAE_BYTES * (3 * cin + cout) * voxels for _, cin, cout, voxels in vae_decoder_layers(geometry))
+
+
+__all__ = ["UMT5_XXL_ENCODER_PARAMS", "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops",
+           "vae_decode_bytes"]
