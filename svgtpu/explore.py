@@ -97,7 +97,7 @@ class Settings:
             raise ValueError(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
 
     @property
-    def video(self) -> VideoGeometry:
+    def token_grid(self) -> VideoGeometry:
         return get_geometry(self.geometry)
 
     @property
@@ -105,7 +105,7 @@ class Settings:
         """The band multiplier the mask uses (from ``kept`` when that is given)."""
         if self.multiplier is not None:
             return float(self.multiplier)
-        return _multiplier_for(self.video, float(self.kept))
+        return _multiplier_for(self.token_grid, float(self.kept))
 
 
 @functools.lru_cache(maxsize=64)
@@ -158,9 +158,18 @@ def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, 
     return aligned, classify(aligned, block_q, block_kv).kinds, before.stats, alignment_diff(mask, aligned.base)
 
 
-@functools.lru_cache(maxsize=16)
-def _dense_stats(L: int, block_q: int, block_kv: int) -> TileStats:
-    return classify(DenseMask(L), block_q, block_kv).stats
+def _plan(mask: Mask, block_q: int, block_kv: int):
+    """The kernel's tile plan of ``mask``, or ``None`` when building it here would be wrong or too
+    costly: a tile the kernel refuses (``ValueError``, reported by :func:`kernel_check`), or a mask
+    the kernel can neither compute from iotas nor cover with whole tiles (its plan would store every
+    masked tile as a block: gigabytes at video sizes)."""
+    from svgtpu.kernels.plan import tile_plan
+    if not (mask.computable or isinstance(getattr(mask, "base", mask), TileMask)):
+        return None
+    try:
+        return tile_plan(mask, mask.L, block_q, block_kv)
+    except ValueError:
+        return None
 
 
 def _head_dim(model: str) -> int | None:
@@ -172,94 +181,93 @@ def _head_dim(model: str) -> int | None:
         return None
 
 
-def kernel_check(settings: Settings, mask: Mask, head_dim: int | None) -> dict:
+def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
     """Does our Pallas kernel take this tile, and does it fit the device's SMEM and VMEM?
 
     Uses the kernel's own rules (:class:`svgtpu.kernels.config.KernelConfig`, the budgets of
-    :mod:`svgtpu.kernels.budget` and the tile plan's SMEM size).  Refusals come back as text
-    (``accepted: False`` and ``reason``, or a ``smem`` / ``vmem`` line saying what does not fit),
-    never as an exception.  Inputs are bfloat16, as Wan runs.  The plan of a mask the kernel can
-    neither compute from iotas nor cover with whole tiles (it would store mask blocks) is not built
-    here: at video sizes that means materializing every masked tile.
+    :mod:`svgtpu.kernels.budget` and the tile plan's SMEM size; inputs bfloat16, as Wan runs).
+    Refusals come back as text (``accepted: False`` and ``reason``, or an ``smem`` / ``vmem`` line
+    saying what does not fit), never as an exception.
     """
     out = {"accepted": True, "reason": ""}
     try:
         from svgtpu.kernels import budget
         from svgtpu.kernels.config import KernelConfig
-        from svgtpu.kernels.plan import tile_plan
     except ImportError as error:
         return {**out, "accepted": False, "reason": f"kernel API unavailable: {error}"}
     try:
         config = KernelConfig(block_q=settings.block_q, block_kv=settings.block_kv)
-        config.check_dtype("bfloat16")
     except ValueError as error:
         return {**out, "accepted": False, "reason": str(error)}
     try:
         memory = budget.device_memory(settings.device)
     except ValueError as error:
         return {**out, "smem": f"no TPU budget: {error}", "vmem": "—"}
-    if mask.computable or isinstance(mask.base, TileMask):
-        plan = tile_plan(mask, mask.L, settings.block_q, settings.block_kv)
+    if plan is None:
+        out["smem"] = "plan not built (mask not computable in the kernel: it would store mask blocks)"
+    else:
         chunks = len(plan.chunks(memory.smem_budget)) if plan.smem_bytes > memory.smem_budget else 1
         out["plan_steps"] = plan.num_steps
         out["smem"] = (f"plan {plan.smem_bytes / 1024:,.1f} KiB of {memory.smem_budget / 1024:,.0f} KiB"
                        + ("" if chunks == 1 else f": over budget, split into {chunks} calls"))
-        blocks = plan.mask_source == "blocks"
-    else:
-        out["smem"] = "plan not built (mask not computable in the kernel: it would store mask blocks)"
-        blocks = True
     if head_dim is None:
         out["vmem"] = f"needs the head dimension of {settings.model} (cost model unavailable)"
         return out
-    need = budget.vmem_bytes(config, head_dim, 2, blocks)  # bfloat16: 2 bytes
-    verdict = "fits" if need <= memory.vmem_budget else "does not fit: refused"
-    out["vmem"] = f"{need / 2**20:,.1f} MiB of {memory.vmem_budget / 2**20:,.0f} MiB: {verdict}"
+    need = budget.vmem_bytes(config, head_dim, 2, plan is None or plan.mask_source == "blocks")  # bf16: 2 bytes
     out["vmem_fits"] = need <= memory.vmem_budget
+    out["vmem"] = (f"{need / 2**20:,.1f} MiB of {memory.vmem_budget / 2**20:,.0f} MiB: "
+                   + ("fits" if out["vmem_fits"] else "does not fit: refused"))
     return out
 
 
-def modeled_cost(settings: Settings, stats: TileStats) -> dict:
-    """The cost model's self-attention time of one layer on one chip for this mask (fast path on)
-    against the dense mask at the same tile, and its end-to-end SVG speedup for this setup.
+def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, video: bool = False) -> dict:
+    """The cost model's self-attention time of one head (one TensorCore, fast path on) for this
+    mask and for the dense mask at the same tile, their ratio, and with ``video`` its end-to-end
+    SVG recipe (:func:`svgtpu.costmodel.model_video`: building its tile plans takes seconds the
+    first time at small tiles, so the widgets ask for it with a checkbox).
 
-    Uses :mod:`svgtpu.costmodel`'s public functions; if they refuse the setting (or moved), the
-    reason is returned as ``error`` so the panel can show it.
+    Uses :mod:`svgtpu.costmodel`'s public functions; when they refuse the setting (or moved) the
+    reason comes back as ``error``, for the panel to show.
     """
     try:
         from svgtpu import costmodel as cm
-        g = settings.video
+        g = settings.token_grid
         setup = cm.Setup(cm.get_model(settings.model), g, cm.get_device(settings.device), chips=settings.chips,
                          block_q=settings.block_q, block_kv=settings.block_kv,
                          sparsity=settings.kept, multiplier=settings.multiplier)
-        head_dim = setup.model.head_dim
+        dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
 
-        def layer_seconds(tile_stats: TileStats) -> float:
-            per_head = cm.attention_head_seconds(tile_stats, setup.device, setup.efficiency, head_dim,
-                                                 settings.block_q, settings.block_kv, fast_path=True,
-                                                 q_rows=ceil_div(g.L, settings.block_q))
-            return setup.heads_per_chip * per_head
+        def head_seconds(tile_stats: TileStats, empty_rows: int) -> float:
+            return cm.attention_head_seconds(
+                tile_stats, setup.device, setup.efficiency, setup.model.head_dim, settings.block_q,
+                settings.block_kv, fast_path=True, q_rows=dense_info["q_rows"], kernel=setup.attention_kernel,
+                dtype_bytes=setup.dtype_bytes, empty_row_steps=empty_rows)
 
-        this = layer_seconds(stats)
-        dense = layer_seconds(_dense_stats(g.L, settings.block_q, settings.block_kv))
-        video = cm.model_video(setup)
-        return {"provenance": setup.provenance, "attention_layer_seconds": this,
-                "dense_attention_layer_seconds": dense, "attention_speedup": dense / this if this else float("inf"),
-                "attention_share": video["attention_share"], "video_speedup": video["speedup"],
-                "dense_minutes": video["dense_minutes"], "svg_minutes": video["svg_minutes"], "error": ""}
+        this, dense = head_seconds(stats, empty_row_steps), head_seconds(dense_stats, dense_info["empty_row_steps"])
+        out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,
+               "attention_speedup": dense / this, "error": ""}
+        if video:
+            result = cm.model_video(setup)
+            out.update({k: result[k] for k in ("speedup", "dense_minutes", "svg_minutes", "attention_share")})
+        return out
     except (ImportError, AttributeError, TypeError, ValueError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
-def compute(settings: Settings) -> dict:
-    """Everything the explorer shows for ``settings``, as a JSON-able dict (plus ``kinds``)."""
-    g = settings.video
+def compute(settings: Settings, *, video: bool = False) -> dict:
+    """Everything the explorer shows for ``settings``, as a dict (JSON-able but for ``kinds``, the
+    ``int8 [nq, nk]`` tile-kind map).  ``video`` adds the modeled end-to-end video."""
+    g = settings.token_grid
     multiplier = settings.band_multiplier
     kernel_mask, kinds, before, diff = _tiles(g, settings.head, multiplier, settings.block_q,
                                               settings.block_kv, settings.align)
     counts = np.bincount(kinds.ravel(), minlength=3)
     stats = TileStats(full=int(counts[FULL]), partial=int(counts[PARTIAL]), empty=int(counts[EMPTY]))
+    plan = _plan(kernel_mask, settings.block_q, settings.block_kv)
+    # a q row without a non-empty tile still takes one grid step (it writes zeros): see kernels.plan
+    empty_rows = plan.empty_row_steps if plan is not None else int((~kinds.any(axis=1)).sum())
     mask = _mask(g, settings.head, multiplier).base
-    out = {
+    return {
         "settings": dataclasses.asdict(settings),
         "geometry": {"name": g.name or str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L},
         "multiplier": multiplier, "window": getattr(getattr(mask, "base", mask), "window", None),
@@ -267,12 +275,11 @@ def compute(settings: Settings) -> dict:
         **stats.as_dict(),
         "before_alignment": before.as_dict() if diff is not None else None,
         "alignment": diff.as_dict() if diff is not None else None,
-        "kernel": kernel_check(settings, kernel_mask, _head_dim(settings.model)),
-        "cost": modeled_cost(settings, stats),
+        "kernel": kernel_check(settings, plan, _head_dim(settings.model)),
+        "cost": modeled_cost(settings, stats, empty_rows, video=video),
         "provenance": "computed",
         "kinds": kinds,
     }
-    return out
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -370,10 +377,10 @@ def tile_png(stats: dict, side: int = MAP_PIXELS) -> bytes:
     return buffer.getvalue()
 
 
-def render(*settings: Settings) -> tuple[list[dict], list[bytes], float]:
+def render(*settings: Settings, video: bool = False) -> tuple[list[dict], list[bytes], float]:
     """``(stats per setting, tile-map PNG per setting, seconds taken)``: one redraw of the widgets."""
     start = time.perf_counter()
-    stats = [compute(s) for s in settings]
+    stats = [compute(s, video=video) for s in settings]
     images = [tile_png(s) for s in stats]
     return stats, images, time.perf_counter() - start
 
@@ -417,12 +424,13 @@ def rows(stats: dict) -> list[tuple[str, str, str]]:
     else:
         prov = c["provenance"]
         out += [
-            ("attention_time", f"attention / layer / chip, this mask [{prov}]", _fmt_seconds(c["attention_layer_seconds"])),
-            ("attention_dense", f"attention / layer / chip, dense [{prov}]", _fmt_seconds(c["dense_attention_layer_seconds"])),
+            ("attention_time", f"attention, one head, this mask [{prov}]", _fmt_seconds(c["attention_head_seconds"])),
+            ("attention_dense", f"attention, one head, dense [{prov}]", _fmt_seconds(c["dense_attention_head_seconds"])),
             ("attention_speedup", f"attention speedup vs dense [{prov}]", f"{c['attention_speedup']:.2f}x"),
-            ("video_speedup", f"SVG recipe end to end (snap + fast path) [{prov}]",
-             f"{c['video_speedup']:.2f}x ({c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min)"),
         ]
+        if "speedup" in c:
+            out.append(("video_speedup", f"SVG recipe end to end (snap + fast path) [{prov}]",
+                        f"{c['speedup']:.2f}x ({c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min)"))
     return out
 
 
@@ -457,11 +465,11 @@ def map_html(stats: dict, image: bytes, name: str = "") -> str:
             f"<img class='svgtpu-map' alt='tile-kind map' src='data:image/png;base64,{src}'><br>{legend}</div>")
 
 
-def show(*settings: Settings) -> None:
+def show(*settings: Settings, video: bool = True) -> None:
     """Display the maps and stats of ``settings`` as static HTML (what papermill and a notebook
     without a widget frontend keep)."""
     from IPython.display import HTML, display
-    stats, images, _ = render(*settings)
+    stats, images, _ = render(*settings, video=video)
     names = tuple("AB"[i] if len(settings) == 2 else str(i + 1) for i in range(len(settings))) if len(settings) > 1 else ()
     maps = "".join(f"<div style='display:inline-block;vertical-align:top;margin-right:1em'>"
                    f"{map_html(st, im, names[i] if names else '')}</div>" for i, (st, im) in enumerate(zip(stats, images)))
@@ -552,10 +560,15 @@ class Panel:
         self.table.add_class(f"svgtpu-{css}-stats")
         self.status = w.HTML()
         self.status.add_class(f"svgtpu-{css}-status")
+        self.video = w.Checkbox(value=False, indent=False,
+                                description="model the whole video too (the first time per tile: seconds)")
+        self.video.add_class(f"svgtpu-{css}-video")
+        self.video.observe(self.redraw, "value")
         columns = [w.VBox([c.box, m]) for c, m in zip(self.controls, self.maps)]
         if len(columns) == 1:
             columns = [w.HBox([self.controls[0].box, self.maps[0]])]
-        self.widget = w.VBox([w.HTML(f"<h3>{html.escape(title)}</h3>"), w.HBox(columns), self.table, self.status])
+        self.widget = w.VBox([w.HTML(f"<h3>{html.escape(title)}</h3>"), w.HBox(columns), self.video, self.table,
+                              self.status])
         self.widget.add_class(f"svgtpu-{css}")
         for c in self.controls:
             c.observe(self.redraw)
@@ -565,7 +578,7 @@ class Panel:
         """Recompute and redraw; a refused value is shown in the status line, not raised."""
         try:
             settings = [c.settings() for c in self.controls]
-            stats, images, seconds = render(*settings)
+            stats, images, seconds = render(*settings, video=self.video.value)
         except ValueError as error:
             self.status.value = (f"<span class='svgtpu-error' style='color:#b00020'>refused: "
                                  f"{html.escape(str(error))}</span>")

@@ -107,9 +107,12 @@ def test_settings_refuse_bad_values_in_one_line(field, value, message):
 
 
 def test_kernel_refusals_are_shown_not_raised():
-    # 1000 rows: a multiple of 8 but not of 16, which bfloat16 blocks need (Mosaic's 16 x 128 tile)
-    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=1000, block_kv=512))["kernel"]
-    assert not refused["accepted"] and "block_q" in refused["reason"]
+    # 100 rows: not a multiple of 8 sublanes (Mosaic's block rule); 300 keys: not a multiple of 128 lanes
+    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=100, block_kv=512))
+    assert not refused["kernel"]["accepted"] and "block_q" in refused["kernel"]["reason"]
+    assert "block_q" in refused["cost"]["error"]          # the cost model reads the kernel's plan: refused too
+    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=300))["kernel"]
+    assert not refused["accepted"] and "block_kv" in refused["reason"]
     gpu = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="h100"))["kernel"]
     assert gpu["accepted"] and "no TPU budget" in gpu["smem"]
     ok = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="v6e"))["kernel"]
@@ -137,3 +140,13 @@ def test_panel_redraws_on_control_changes_and_shows_refusals():
     assert "svgtpu-ok" in panel.status.value
     controls["geometry"].value = "4x8"
     assert "refused: geometry must be" in panel.status.value
+
+
+def test_modeled_attention_of_the_dense_mask_is_the_dense_time():
+    """Sanity of the cost column: the dense head kind costs exactly the dense reference, and a sparse
+    mask is cheaper at the same tile; the end-to-end row appears only when asked for."""
+    dense = explore.compute(explore.Settings(geometry="4x8x16", head="dense", block_q=128, block_kv=128))["cost"]
+    assert dense["error"] == "" and dense["attention_speedup"] == pytest.approx(1.0)
+    sparse = explore.compute(explore.Settings(geometry="8x8x16", kept=0.2, block_q=128, block_kv=128), video=True)
+    assert sparse["cost"]["attention_speedup"] > 1 and sparse["cost"]["provenance"] == "modeled-v6e"
+    assert "speedup" in sparse["cost"] and "speedup" not in dense
