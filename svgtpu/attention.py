@@ -38,7 +38,7 @@ from svgtpu.profiling import TEMPORAL, classify_heads
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
 KERNELS = ("ours", "splash", "reference")
 #: The self-attention choices of the toy DiT (:func:`attention_backend`).
-ATTENTION_BACKENDS = ("dense", "splash", "svg")
+ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
 #: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.
 Attention = Callable[..., jax.Array]
 #: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (SVG's Wan runs).
@@ -256,7 +256,8 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
     """The self-attention backend ``name`` (one of :data:`ATTENTION_BACKENDS`) for the toy DiT.
 
     ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
-    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``splash`` runs JAX's Splash Attention
+    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` takes ``svg2_config=`` (an
+    :class:`svgtpu.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
     kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
     """
     if name == "dense":
@@ -271,6 +272,9 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
             return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
                                  layer=layer, num_layers=num_layers, return_info=return_info)
         return svg
+    if name == "svg2":  # SVG2 k-means clusters, planned per call on the host (see svgtpu.svg2)
+        from svgtpu.svg2 import SVG2Config, svg2_backend
+        return svg2_backend(options.get("svg2_config") or SVG2Config())
     if name == "splash":
         from svgtpu.kernels import splash_attention
         block = int(options.get("block", 128))

@@ -295,6 +295,52 @@ def svg2_attention(q, k, v, config: SVG2Config = SVG2Config(), state: SVG2State 
     return unpermute(out, selection.q_perm), selection, masks
 
 
+def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: float = 0.2,
+                 warmup_layer_fraction: float = 0.0, seed: int = 0):
+    """A toy-DiT self-attention backend (``attention(q, k, v, *, layer, step, num_steps, num_layers,
+    key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel.
+
+    The sampler jits its step, and SVG2's mask is known only once ``q`` and ``k`` are, so the call
+    leaves the compiled program through :func:`jax.pure_callback`: on the host it merges batch and
+    heads, runs :func:`svg2_attention` (warm-started from this layer's previous step) or, for the
+    first ``warmup_step_fraction`` of steps and ``warmup_layer_fraction`` of layers, our kernel on a
+    dense mask.  Timings of this path include the host round trip and per-call planning: they are
+    not kernel timings.  ``backend.calls`` lists what each call did (step, layer, kept fraction,
+    partial share at the config's tiles).
+    """
+    from svgtpu.attention import warmup_count
+    from svgtpu.kernels import block_sparse_attention
+    from svgtpu.masks import DenseMask
+
+    states: dict[int, SVG2State] = {}
+    calls: list[dict] = []
+
+    def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
+        B, H, L, d = q.shape
+        dense_layer = layer < warmup_count(warmup_layer_fraction, num_layers)
+
+        def host(q, k, v, step):
+            step = int(step)
+            merged = [jnp.asarray(x).reshape(B * H, L, d) for x in (q, k, v)]
+            if dense_layer or step < warmup_count(warmup_step_fraction, num_steps):
+                out = block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
+                calls.append({"step": step, "layer": layer, "kept_fraction": 1.0, "partial_share": None})
+            else:
+                out, selection, masks = svg2_attention(*merged, config, states.get(layer),
+                                                       key=jax.random.PRNGKey(seed + layer))
+                states[layer] = selection.state
+                stats = [classify(m, config.block_q, config.block_kv).stats for m in masks]
+                calls.append({"step": step, "layer": layer,
+                              "kept_fraction": float(np.mean([m.density() for m in masks])),
+                              "partial_share": float(np.mean([s.partial_share for s in stats]))})
+            return np.asarray(out, dtype=q.dtype).reshape(B, H, L, d)
+
+        return jax.pure_callback(host, jax.ShapeDtypeStruct(q.shape, q.dtype), q, k, v, jnp.asarray(step))
+
+    attention.calls = calls
+    return attention
+
+
 def tile_report(selection: Selection, block_q: int, block_kv: int) -> list[dict]:
     """Per head: kept pair fraction, tile stats of the cluster mask and of its snapped version."""
     rows = []
@@ -310,4 +356,4 @@ def tile_report(selection: Selection, block_q: int, block_kv: int) -> list[dict]
 
 __all__ = ["SVG2Config", "SVG2State", "Selection", "kmeans", "initial_centroids", "cluster_order", "permute",
            "unpermute", "centroid_scores", "top_p_table", "select", "block_masks", "original_order_mask",
-           "svg2_attention", "tile_report"]
+           "svg2_attention", "svg2_backend", "tile_report"]

@@ -9,7 +9,7 @@ from float64_reference import masked_attention, relative_error
 from svgtpu.mask_families import BlockMask
 from svgtpu.masks import TileMask
 from svgtpu.svg2 import (SVG2Config, centroid_scores, cluster_order, original_order_mask, permute, select,
-                         svg2_attention, tile_report, top_p_table, unpermute)
+                         svg2_attention, svg2_backend, tile_report, top_p_table, unpermute)
 
 L = 300  # not a multiple of the 128 tiles
 SMALL = dict(q_clusters=6, k_clusters=10, top_p=0.6, first_iters=4)  # shared: one compile of select
@@ -140,3 +140,22 @@ def test_bad_config_and_inputs_name_the_parameter():
     x = jnp.zeros((1, 20, 64))
     with pytest.raises(ValueError, match="k_clusters"):
         select(x, x, SVG2Config(q_clusters=4, k_clusters=32))
+
+
+def test_backend_inside_jit_equals_the_direct_call_and_warms_up_dense():
+    seed = 9
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.normal(size=(1, 3, L, 64)), jnp.float32) for _ in range(3))
+    config = SVG2Config(**SMALL)
+    backend = svg2_backend(config, warmup_step_fraction=0.5, seed=seed)
+
+    @jax.jit
+    def layer_one(q, k, v, step):
+        return backend(q, k, v, layer=1, step=step, num_steps=2, num_layers=2)
+
+    direct, _, _ = svg2_attention(q[0], k[0], v[0], config, key=jax.random.PRNGKey(seed + 1))
+    np.testing.assert_array_equal(np.asarray(layer_one(q, k, v, jnp.int32(1)))[0], np.asarray(direct))
+    dense = np.asarray(layer_one(q, k, v, jnp.int32(0)))[0]  # step 0 of 2 is a dense warm-up step
+    assert relative_error(dense, masked_attention(q[0], k[0], v[0])) < 2e-5
+    assert [(c["step"], c["kept_fraction"] < 1) for c in backend.calls] == [(1, True), (0, False)]
