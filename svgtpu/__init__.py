@@ -14,7 +14,13 @@ One module per concept:
   this CPU's rates with the toy-DiT check of the cost model;
 - :mod:`~svgtpu.results`, :mod:`~svgtpu.reproduce`, :mod:`~svgtpu.plots`, :mod:`~svgtpu.paper`:
   the results file, the notebook runner, figure style and the paper's generated tables;
+- :mod:`~svgtpu.compile`: ahead-of-time compilation for a TPU topology, no TPU needed;
+  :mod:`~svgtpu.tpu_env`: keeps libtpu quiet on machines without a TPU;
 - :mod:`~svgtpu.cli`: the ``svgtpu`` command.
 """
 
 __version__ = "0.1.0"
+
+from svgtpu.tpu_env import quiet_libtpu_without_tpu
+
+quiet_libtpu_without_tpu()  # before JAX starts libtpu; a no-op where a TPU is present

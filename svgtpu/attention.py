@@ -65,7 +65,10 @@ class SVGConfig:
     - ``num_sampled_rows``: query rows profiling samples per call (SVG: 64).
     - ``warmup_step_fraction`` / ``warmup_layer_fraction``: leading share of steps / layers that
       run dense, each in ``[0, 1]``.
-    - ``block_q``, ``block_kv``: kernel tile sizes, positive multiples of 128.
+    - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
+      them (block_q a multiple of 8, block_kv a multiple of 128).  The default
+      128 x 128 runs at any geometry: at wan-1440p its plan outgrows SMEM and the kernel splits it
+      into q-row chunks; the production tile is MaxDiffusion's 3024 x 2048.
     - ``align``: ``None`` or a :func:`svgtpu.masks.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
     - ``kernel``: one of :data:`KERNELS`: ``ours`` (our block-sparse kernel), ``splash`` (JAX's
@@ -93,10 +96,7 @@ class SVGConfig:
         if self.sparsity is not None and not (isinstance(self.sparsity, (int, float)) and 0 < self.sparsity < 1):
             raise ValueError(f"sparsity must be in the open interval (0, 1), got {self.sparsity!r}")
         check_positive_int("num_sampled_rows", self.num_sampled_rows)
-        for name in ("block_q", "block_kv"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % 128:
-                raise ValueError(f"{name} must be a positive multiple of 128 (TPU lane width), got {value!r}")
+        self.kernel_config  # validates block_q, block_kv against the Mosaic block rules
         for name in ("warmup_step_fraction", "warmup_layer_fraction"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
@@ -107,6 +107,12 @@ class SVGConfig:
             raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+
+    @property
+    def kernel_config(self):
+        """The :class:`~svgtpu.kernels.KernelConfig` of the ``ours`` kernel."""
+        from svgtpu.kernels.config import KernelConfig
+        return KernelConfig(block_q=self.block_q, block_kv=self.block_kv, fast_path=self.fast_path)
 
     def multiplier_for(self, geometry: VideoGeometry) -> float:
         """The band multiplier this config means for ``geometry``."""
@@ -160,8 +166,7 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConf
         out = kernels.splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
                                        sm_scale=scale)
     else:
-        out = kernels.block_sparse_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
-                                             fast_path=config.fast_path, sm_scale=scale)
+        out = kernels.block_sparse_attention(q, k, v, mask, config=config.kernel_config, sm_scale=scale)
     return out.reshape(*lead, L, d)
 
 

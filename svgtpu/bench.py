@@ -26,7 +26,8 @@ import numpy as np
 
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
-from svgtpu.kernels.plan import as_masks, check_block_size
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.plan import as_masks
 from svgtpu.masks import DenseMask, align, alignment_diff, make_mask, svg_mask
 from svgtpu.results import provenance
 from svgtpu.tiles import classify
@@ -107,7 +108,8 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
-        "block_kv_compute": block_kv_compute or block_kv, "rounds": rounds, "repeats": repeats,
+        "block_kv_compute": KernelConfig(block_q, block_kv, block_kv_compute).block_kv_compute,
+        "rounds": rounds, "repeats": repeats,
         "baseline": BASELINE,
         "variants": rows,
         "headline": {
@@ -220,8 +222,7 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
               multiplier: float = 1.0) -> dict:
     """Op counts for the SVG mask (partial tiles masked from iota) and the same mask in frame-major
     temporal order (an arbitrary mask: partial tiles read a mask block)."""
-    check_block_size("block_q", block_q)
-    check_block_size("block_kv", block_kv)
+    block_kv_compute = KernelConfig(block_q, block_kv, block_kv_compute).block_kv_compute
     g = get_geometry(geometry)
     svg, strided = svg_mask(g, multiplier), make_mask("temporal-frame-major", g, multiplier)
     rows = []
@@ -233,7 +234,7 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
         ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, block_q, block_kv)),
         ("temporal-frame-major", strided), ("per-head: svg + temporal-frame-major", (svg, strided)))]
     return {"provenance": provenance("computed"), "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
-            "block_kv_compute": block_kv_compute or block_kv, "head_dim": head_dim, "dtype": dtype,
+            "block_kv_compute": block_kv_compute, "head_dim": head_dim, "dtype": dtype,
             "counted_in": "kernel jaxpr: the pl.when branch each tile kind takes, per kv chunk of "
                           "block_kv_compute (what Pallas lowers to Mosaic)",
             "rows": rows, "plans": plans}

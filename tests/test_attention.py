@@ -114,7 +114,7 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
     (dict(num_sampled_rows=0), "num_sampled_rows must be a positive integer"),
     (dict(warmup_step_fraction=1.2), "warmup_step_fraction must be a number in"),
     (dict(warmup_layer_fraction=-0.1), "warmup_layer_fraction must be a number in"),
-    (dict(block_q=100), "block_q must be a positive multiple of 128"),
+    (dict(block_q=100), "block_q must be a positive multiple of 8"),
     (dict(block_kv=0), "block_kv must be a positive multiple of 128"),
     (dict(align="diagonal"), "align must be None or one of snap, cover, inner"),
     (dict(fast_path="yes"), "fast_path must be True or False"),

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from svgtpu.geometry import VideoGeometry
-from svgtpu.kernels import (block_sparse_attention, mask_array, reference_attention, splash_attention,
-                            tile_plan)
+from svgtpu.kernels import (KernelConfig, block_sparse_attention, mask_array, reference_attention,
+                            splash_attention, tile_plan)
 from svgtpu.kernels.plan import FIRST, LAST
 from svgtpu.masks import ArrayMask, BandSinkMask, DenseMask, PermutedMask, align, svg_mask
 from svgtpu.tiles import EMPTY, classify
@@ -205,8 +205,9 @@ def test_lowers_for_tpu(fast_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(block_q=100), "block_q must be a positive multiple of 128"),
+    (dict(block_q=100), "block_q must be a positive multiple of 8"),
     (dict(block_kv=0), "block_kv must be a positive multiple of 128"),
+    (dict(block_kv=200), "block_kv must be a positive multiple of 128"),
     (dict(block_kv_compute=384), "block_kv_compute must divide block_kv"),
     (dict(d=32), "head_dim must be one of"),
     (dict(dtype="float16"), "dtype must be one of"),
@@ -215,16 +216,29 @@ def test_lowers_for_tpu(fast_path):
     (dict(mask=np.ones((3, 3), bool)), "mask array must have shape"),
     (dict(mask=np.ones((200, 200), np.int32)), "mask array must have dtype bool"),
     (dict(mask="dense"), "mask must be an svgtpu mask object"),
+    (dict(sm_scale="x"), "sm_scale must be None"),
+    (dict(sm_scale=float("nan")), "sm_scale must be None"),
+    (dict(sm_scale=-1.0), "sm_scale must be None"),
 ])
 def test_bad_input_raises_clear_value_error(change, message):
     p = dict(block_q=128, block_kv=256, block_kv_compute=None, d=64, dtype="float32", k_len=200,
-             mask=DenseMask(200)) | change
+             mask=DenseMask(200), sm_scale=None) | change
     q = jnp.ones((2, 200, p["d"]), p["dtype"])
     k = jnp.ones((2, p["k_len"], p["d"]), p["dtype"])
     for fn in (block_sparse_attention, splash_attention):
         with pytest.raises(ValueError, match=message):
             fn(q, k, q, p["mask"], block_q=p["block_q"], block_kv=p["block_kv"],
-               block_kv_compute=p["block_kv_compute"])
+               block_kv_compute=p["block_kv_compute"], sm_scale=p["sm_scale"])
+
+
+def test_fast_path_and_config_must_be_what_they_say():
+    q = jnp.ones((1, 200, 64), "float32")
+    with pytest.raises(ValueError, match="fast_path must be True or False"):
+        block_sparse_attention(q, q, q, DenseMask(200), block_q=128, block_kv=128, fast_path="no")
+    with pytest.raises(ValueError, match="give either config or block_q"):
+        block_sparse_attention(q, q, q, DenseMask(200), block_q=128, block_kv=128, config=KernelConfig())
+    with pytest.raises(ValueError, match="device must be one of v5e, v5p, v6e"):
+        block_sparse_attention(q, q, q, DenseMask(200), config=KernelConfig(), device="v4")
 
 
 def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():
@@ -252,3 +266,103 @@ def test_bench_kernels_command_reports_every_variant(capsys):
     assert names[0] == "xla-dense" and {"ours-aligned-fast", "splash-svg", "ours-dense"} <= set(names)
     assert all(row["median_s"] > 0 and 0 < row["density"] <= 1 for row in result["variants"])
     assert main(["bench", "ops", "--block-q", "100"]) == 2
+
+
+# -- tiles that are multiples of 8 but not 128, the production tile, SMEM chunks, VMEM budget -----
+
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv)
+ODD_TILES = [
+    ("q24-band-f32", lambda L: BandSinkMask(L, 20, 70), 2, 300, 64, "float32", 24, 128),
+    ("q136-array-f32", lambda L: np.random.default_rng(3).random((L, L)) < 0.3, 3, 300, 128, "float32", 136, 256),
+    ("q40-per-head-bf16", lambda L: per_head_masks(L, 4), 3, 300, 64, "bfloat16", 40, 128),
+    ("q3024-kv2048-bf16", lambda L: BandSinkMask(L, 64, 1500), 1, 3100, 64, "bfloat16", 3024, 2048),
+]
+
+
+@pytest.mark.parametrize("case", ODD_TILES, ids=[c[0] for c in ODD_TILES])
+def test_sublane_multiple_tiles_match_float64(case):
+    """q blocks are a sublane dimension: any multiple of 8 is legal, MaxDiffusion's 3024 included."""
+    name, build, heads, L, d, dtype, bq, bkv = case
+    seed = zlib.crc32(name.encode())
+    print("seed", seed)
+    mask = build(L)
+    q, k, v = random_qkv(seed, heads, L, d, dtype)
+    out = block_sparse_attention(q, k, v, mask, block_q=bq, block_kv=bkv)
+    assert relative_error(out, numpy_attention(q, k, v, mask_array(mask, heads, L))) <= TOLERANCE[dtype]
+
+
+def test_plan_chunks_pack_the_traversal_and_split_at_q_rows():
+    L = 400
+    masks = per_head_masks(L, 2)
+    plan = tile_plan(tuple(ArrayMask(m) for m in masks), L, 8, 128)
+    whole, = plan.chunks()
+    assert whole.words.size == whole.block_index.size == 3 * plan.num_steps  # word + block index
+    assert whole.smem_bytes == plan.smem_bytes == 2 * 512 * -(-3 * plan.num_steps // 128)  # 128-word tiles
+    budget = 2 * 512  # one SMEM tile per array: at most 42 steps of 3 heads per chunk
+    chunks = plan.chunks(budget)
+    assert len(chunks) > 1 and all(c.smem_bytes <= budget for c in chunks)
+    assert [c.row0 for c in chunks[1:]] == [c.row1 for c in chunks[:-1]] and chunks[-1].row1 == 50
+    for h in range(3):  # unpack by hand: the real steps of every chunk, in order, are the plan's
+        steps = []
+        for c in chunks:
+            words = c.words.reshape(3, c.steps)[h].astype(np.int64)
+            for w in words:
+                q_t, kv_t = (w >> (4 + plan.kv_bits)) + c.row0, (w >> 4) & ((1 << plan.kv_bits) - 1)
+                kind, flags = (w >> 2) & 3, w & 3
+                if kind != EMPTY or flags:
+                    steps.append((q_t, kv_t, kind, flags))
+        real = plan.real_steps[h]
+        assert steps == list(zip(plan.q_tile[h, :real], plan.kv_tile[h, :real], plan.kind[h, :real],
+                                 plan.flags[h, :real]))
+
+
+def test_kernel_splits_a_plan_over_smem_budget(monkeypatch):
+    """With a tiny SMEM budget the kernel runs one pallas_call per q-row chunk: same result."""
+    from svgtpu.kernels import budget
+    L = 1100
+    mask = BandSinkMask(L, 30, 300)
+    monkeypatch.setattr(budget, "SMEM_RESERVE", budget.device_memory("v6e").smem - 512)  # 128 words
+    plan = tile_plan(mask, L, 16, 128)
+    assert plan.num_steps > 2 * 128 and len(plan.chunks(budget.device_memory("v6e").smem_budget)) >= 3
+    q, k, v = random_qkv(8, 1, L, 64, "float32")
+    out = block_sparse_attention(q, k, v, mask, block_q=16, block_kv=128, device="v6e")
+    assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["float32"]
+
+
+def test_vmem_budget_refuses_with_a_tile_that_fits():
+    from svgtpu.kernels.budget import check_vmem, device_memory
+    v6e, v5p = device_memory("v6e"), device_memory("v5p")
+    assert (v6e.smem, v6e.vmem, v5p.vmem) == (2**20, 128 * 2**20, 64 * 2**20)  # JAX's hardware table
+    config = KernelConfig(3024, 2048)
+    assert config.block_kv_compute == 256  # default keeps the f32 score block at <= 4 MiB
+    assert check_vmem(config, 128, 2, False, v6e) == v6e.vmem_budget
+    with pytest.raises(ValueError, match=r"needs .* MiB of VMEM, over the v5p budget of 48 MiB .*"
+                                         r"block_kv_compute=\d+ fits"):
+        check_vmem(KernelConfig(3024, 2048, 2048), 128, 4, True, v5p)
+
+
+def test_bf16_scores_are_scaled_in_float32():
+    """Held out: scaling bf16 q before the kernel rounds it (head_dim 128: 1/sqrt(d) is no power of
+    two) and the error grows with the logits.  Large logits must stay within the bf16 bound."""
+    seed = 12
+    print("seed", seed)
+    L, d = 256, 128
+    q, k, v = random_qkv(seed, 2, L, d, "float32")
+    q, k = (jnp.asarray(x * 10, "bfloat16") for x in (q, k))
+    v = jnp.asarray(v, "bfloat16")
+    mask = BandSinkMask(L, 16, 100)
+    out = block_sparse_attention(q, k, v, mask, block_q=128, block_kv=128)
+    assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["bfloat16"]
+
+
+def test_splash_wrapper_switches_dtype_and_handles_an_empty_mask():
+    """Held out: the cached Splash kernel was built inside jit (tracer leak on a second dtype) and
+    an all-false mask died inside Splash."""
+    L = 256
+    mask = BandSinkMask(L, 0, L)  # causal
+    for dtype in ("float32", "bfloat16"):
+        q, k, v = random_qkv(6, 2, L, 64, dtype)
+        out = splash_attention(q, k, v, mask, block_q=128, block_kv=128)
+        assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE[dtype]
+    out = splash_attention(q, k, v, np.zeros((L, L), bool), block_q=128, block_kv=128)
+    assert out.dtype == q.dtype and not np.any(np.asarray(out, np.float32))

@@ -16,9 +16,14 @@ bf16.  A query row with no allowed key gets output **zeros** (its softmax denomi
 The traversal is the flat, ragged one (not a rectangular grid padded to the longest q row): the
 output block index changes exactly when the q row does, so each output tile is written back once.
 Only per-head masks pay no-op steps (padding to the longest head, see ``TilePlan.wasted_steps``).
-The plan lives in SMEM, 16 bytes per step and plan head (20 with mask blocks): for the SVG mask at
-wan-1440p (sparsity 0.3) that is 1.7 MB with 512x512 tiles, more than SMEM holds, but 75 kB with
-the production tile size 3024x2048 (4.7k non-empty tiles).
+The plan lives in SMEM, one packed int32 word per step and plan head (two with mask blocks); a plan
+longer than the device's SMEM budget (:mod:`svgtpu.kernels.budget`) runs as one ``pallas_call``
+per q-row chunk.  ``vmem_limit_bytes`` is set from the VMEM budget.
+
+Precision: scores are scaled by ``sm_scale`` in float32 inside the tile update (scaling bf16 ``q``
+first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST`` (on TPU the default
+runs one bf16 pass, a relative error near 1e-2 instead of 1e-6); bfloat16 inputs use bf16 products
+with float32 accumulation.  Interpret mode on CPU computes the same in float32 / exact bf16 products.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from svgtpu.geometry import round_up
-from svgtpu.kernels.plan import FIRST, LAST, TilePlan, check_inputs, resolve_interpret, tile_plan
+from svgtpu.kernels.budget import DEVICES, check_vmem, device_memory
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.plan import (AOT_TARGET, FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, check_inputs,
+                                 resolve_interpret, tile_plan)
 from svgtpu.masks import Mask
 from svgtpu.tiles import EMPTY, FULL, PARTIAL
 
@@ -43,8 +51,10 @@ NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 
 
-def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None):
+def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     """One online-softmax step on a ``[bq, d] x [bkv, d]`` tile; ``mask`` (bool) only for partial tiles.
+
+    The float32 scores are multiplied by ``sm_scale``; float32 operands use ``Precision.HIGHEST``.
 
     ``m`` and ``l`` are ``[bq, 128]`` lane-replicated float32, ``acc`` is ``[bq, d]`` float32.  Masked
     scores become ``-inf``; a row that has seen no allowed key yet keeps ``m = -inf`` and is
@@ -54,7 +64,8 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None):
     (bq, d), (bkv, _) = q.shape, k.shape
     assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape == (bq, LANES)
     assert acc_prev.shape == (bq, d) and (mask is None or mask.shape[-1] == bkv)
-    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32)
+    precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
+    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision) * sm_scale
     if mask is not None:
         s = jnp.where(mask, s, -jnp.inf)
     m_next = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
@@ -64,13 +75,20 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None):
     p = jnp.exp(s - jnp.tile(shift, (1, bkv // LANES)))
     alpha = jnp.exp(m_prev - shift)
     l_next = alpha * l_prev + p.sum(axis=-1, keepdims=True)
-    pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32)
+    pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
     acc_next = jnp.tile(alpha, (1, -(-d // LANES)))[:, :d] * acc_prev + pv
     return m_next, l_next, acc_next
 
 
-def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | None, source: str,
-            L: int, block_q: int, block_kv: int, block_kv_compute: int, fast_path: bool, per_head: bool):
+def _decode(word, kv_bits: int):
+    """``(q_tile, kv_tile, kind, flags)`` of a packed plan word (layout in :mod:`svgtpu.kernels.plan`)."""
+    return (word >> (KV_SHIFT + kv_bits), (word >> KV_SHIFT) & ((1 << kv_bits) - 1),
+            (word >> KIND_SHIFT) & 3, word & 3)
+
+
+def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
+            config: KernelConfig, sm_scale: float, per_head: bool):
+    block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
     if source == "blocks":
         _, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, acc_ref = refs
     else:
@@ -81,9 +99,8 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
     assert k_ref.shape == v_ref.shape == (block_kv, d), (k_ref.shape, v_ref.shape)
     assert m_ref.shape == l_ref.shape == (block_q, LANES)
     assert mask_ref is None or mask_ref.shape == (block_q, block_kv)
-    h = pl.program_id(0) if per_head else 0
-    s = pl.program_id(1)
-    kind, flags = kind_ref[h, s], flags_ref[h, s]
+    step = (pl.program_id(0) * steps if per_head else 0) + pl.program_id(1)
+    q_tile, kv_tile, kind, flags = _decode(words_ref[step], kv_bits)
 
     @pl.when((flags & FIRST) != 0)
     def _init():
@@ -94,12 +111,12 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
     def chunk_mask(c, chunk):
         """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
         if source == "blocks":
-            return mask_ref[:, chunk]
-        k0 = kv_tile_ref[h, s] * block_kv + c * block_kv_compute
+            return mask_ref[:, chunk] != 0
+        k0 = kv_tile * block_kv + c * block_kv_compute
         k_ids = k0 + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
         keep = k_ids < L  # padded keys; [1, bkc]
         if source == "iota":
-            q_ids = q_tile_ref[h, s] * block_q + lax.broadcasted_iota(jnp.int32, (block_q, 1), 0)
+            q_ids = (q_tile + row0) * block_q + lax.broadcasted_iota(jnp.int32, (block_q, 1), 0)
             allowed = mask.allowed(q_ids, k_ids)
             keep = allowed & keep if L % block_kv else allowed
         return keep
@@ -108,13 +125,13 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
         def body(c, state):
             chunk = pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute)
             return tile_update(q_ref[...], k_ref[chunk, :], v_ref[chunk, :], *state,
-                               chunk_mask(c, chunk) if masked else None)
+                               chunk_mask(c, chunk) if masked else None, sm_scale)
 
         state = lax.fori_loop(0, block_kv // block_kv_compute, body, (m_ref[...], l_ref[...], acc_ref[...]),
                               unroll=True)
         m_ref[...], l_ref[...], acc_ref[...] = state
 
-    if fast_path:
+    if config.fast_path:
         pl.when(kind == FULL)(lambda: run(masked=False))
         pl.when(kind == PARTIAL)(lambda: run(masked=True))
     else:
@@ -127,83 +144,143 @@ def _kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, *refs, mask: Mask | No
         o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("mask", "block_q", "block_kv", "block_kv_compute",
-                                             "fast_path", "interpret", "sm_scale"))
-def _block_sparse(q, k, v, *, mask, block_q, block_kv, block_kv_compute, fast_path, interpret, sm_scale):
-    heads, L, d = q.shape
-    plan: TilePlan = tile_plan(mask, L, block_q, block_kv, fast_path)
-    per_head = plan.plan_heads > 1
-    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
-    q = (q.astype(jnp.float32) * sm_scale).astype(q.dtype)
-    q = jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0)))
-    k = jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0)))
-    v = jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0)))
+def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, config: KernelConfig,
+                interpret, sm_scale: float, vmem_limit: int):
+    """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``."""
+    heads, _, d = q.shape
+    bq, bkv = config.block_q, config.block_kv
+    per_head, kv_bits, steps, row0 = plan.plan_heads > 1, plan.kv_bits, chunk.steps, chunk.row0
 
-    def row(h):
-        return h if per_head else 0
+    def word(h, s, words_ref):
+        return words_ref[(h * steps if per_head else 0) + s]
 
-    def q_map(h, s, q_tile, kv_tile, *_):
-        return h, q_tile[row(h), s], 0
+    def q_map(h, s, words_ref, *_):
+        return h, row0 + _decode(word(h, s, words_ref), kv_bits)[0], 0
 
-    def kv_map(h, s, q_tile, kv_tile, *_):
-        return h, kv_tile[row(h), s], 0
+    def out_map(h, s, words_ref, *_):
+        return h, _decode(word(h, s, words_ref), kv_bits)[0], 0
+
+    def kv_map(h, s, words_ref, *_):
+        return h, _decode(word(h, s, words_ref), kv_bits)[1], 0
 
     # The plan rides in scalar prefetch.  (The optimization barrier only matters in interpret mode:
     # it keeps XLA from constant-folding a uniform plan, e.g. all-full tiles, which would hoist
     # the tile body out of its conditional and copy all of q, k, v at every grid step.)
-    prefetch = [plan.q_tile, plan.kv_tile, plan.kind, plan.flags]
-    in_specs = [pl.BlockSpec((None, block_q, d), q_map),
-                pl.BlockSpec((None, block_kv, d), kv_map),
-                pl.BlockSpec((None, block_kv, d), kv_map)]
+    prefetch = [chunk.words]
+    in_specs = [pl.BlockSpec((None, bq, d), q_map), pl.BlockSpec((None, bkv, d), kv_map),
+                pl.BlockSpec((None, bkv, d), kv_map)]
     operands = [q, k, v]
     if plan.mask_source == "blocks":
-        prefetch.append(plan.block_index)
-        in_specs.append(pl.BlockSpec((None, block_q, block_kv),
-                                     lambda h, s, *refs: (refs[4][row(h), s], 0, 0)))
-        operands.append(jnp.asarray(plan.blocks))
-
-    kernel = functools.partial(
-        _kernel, mask=None if isinstance(mask, tuple) else mask, source=plan.mask_source, L=L,
-        block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, fast_path=fast_path,
-        per_head=per_head)
-    out = pl.pallas_call(
+        prefetch.append(chunk.block_index)
+        in_specs.append(pl.BlockSpec(
+            (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[(h * steps if per_head else 0) + s], 0, 0)))
+        operands.append(blocks)
+    kernel = functools.partial(_kernel, mask=mask, source=plan.mask_source, L=plan.L, row0=row0, kv_bits=kv_bits,
+                               steps=steps, config=config, sm_scale=sm_scale, per_head=per_head)
+    return pl.pallas_call(
         kernel,
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(prefetch),
-            grid=(heads, plan.num_steps),
+            grid=(heads, steps),
             in_specs=in_specs,
-            out_specs=pl.BlockSpec((None, block_q, d), q_map),
-            scratch_shapes=[pltpu.VMEM((block_q, LANES), jnp.float32),
-                            pltpu.VMEM((block_q, LANES), jnp.float32),
-                            pltpu.VMEM((block_q, d), jnp.float32)]),
-        out_shape=jax.ShapeDtypeStruct((heads, Lq, d), q.dtype),
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+            out_specs=pl.BlockSpec((None, bq, d), out_map),
+            scratch_shapes=[pltpu.VMEM((bq, LANES), jnp.float32), pltpu.VMEM((bq, LANES), jnp.float32),
+                            pltpu.VMEM((bq, d), jnp.float32)]),
+        out_shape=jax.ShapeDtypeStruct((heads, (chunk.row1 - row0) * bq, d), q.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"),
+                                             vmem_limit_bytes=vmem_limit),
         interpret=interpret,
         name="block_sparse_attention",
     )(*lax.optimization_barrier(tuple(jnp.asarray(p) for p in prefetch)), *operands)
+
+
+@functools.partial(jax.jit, static_argnames=("mask", "config", "device", "interpret", "sm_scale"))
+def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret, sm_scale):
+    heads, L, d = q.shape
+    plan: TilePlan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
+    memory = device_memory(device)
+    vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory)
+    Lq, Lk = round_up(L, config.block_q), round_up(L, config.block_kv)
+    q = jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0)))
+    k = jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0)))
+    v = jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0)))
+    blocks = jnp.asarray(plan.blocks, jnp.int8) if plan.mask_source == "blocks" else None
+    outs = [_chunk_call(q, k, v, blocks, plan, chunk, mask=None if isinstance(mask, tuple) else mask,
+                        config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit)
+            for chunk in plan.chunks(memory.smem_budget)]
+    out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
     return out[:, :L]
 
 
-def block_sparse_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_compute: int | None = None,
-                           fast_path: bool = True, interpret=None, sm_scale: float | None = None):
+def check_sm_scale(sm_scale, head_dim: int) -> float:
+    """``None`` -> ``1/sqrt(head_dim)``; else a finite positive number."""
+    if sm_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
+            or sm_scale <= 0:
+        raise ValueError(f"sm_scale must be None (1/sqrt(head_dim)) or a finite positive number, got {sm_scale!r}")
+    return float(sm_scale)
+
+
+def default_device() -> str:
+    """The TPU generation to budget for: the one being compiled for, the local TPU's, else v6e (the
+    write-up's)."""
+    if AOT_TARGET.get() is not None:
+        return AOT_TARGET.get()
+    if jax.default_backend() == "tpu":
+        kind = jax.devices()[0].device_kind.lower()
+        for name, tag in (("v5e", "lite"), ("v5e", "v5e"), ("v5p", "v5"), ("v6e", "v6")):
+            if tag in kind:
+                return name
+    return "v6e"
+
+
+def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_kv: int | None = None,
+                           block_kv_compute: int | None = None, fast_path: bool = True,
+                           config: KernelConfig | None = None, device: str | None = None, interpret=None,
+                           sm_scale: float | None = None, kernel: str | None = None):
     """Masked attention ``softmax(q k^T * sm_scale + mask) v`` over the non-empty tiles only.
 
     ``q, k, v``: ``[heads, L, d]``, float32 or bfloat16, ``d`` in (64, 128); ``L`` is padded up to
     the block sizes inside and sliced back.  ``mask``: an svgtpu mask (all heads) or a numpy bool
     ``[L, L]`` / ``[heads, L, L]`` array; it is static (hashable) and its tile plan is cached, so
-    calling this inside ``jax.jit`` with the same mask and shapes compiles once.  ``block_q``,
-    ``block_kv``, ``block_kv_compute`` (default ``block_kv``, must divide it): positive multiples of
-    128.  ``fast_path=False`` masks full tiles too (ablation).  ``interpret=None``: compiled on TPU,
-    else ``True``, Pallas' generic interpreter (the grid becomes an XLA while loop and ``pl.when``
-    a ``lax.cond``: fast, used by tests and benchmarks); pass ``pltpu.InterpretParams()`` for the
-    TPU interpreter (simulated block DMAs and write-backs, optional race detection; slower).
-    ``sm_scale=None`` means ``1/sqrt(d)``.  Rows with no allowed key return zeros.
+    calling this inside ``jax.jit`` with the same mask and shapes compiles once.  Tiles: either
+    ``config`` (a :class:`~svgtpu.kernels.config.KernelConfig`) or ``block_q``, ``block_kv``,
+    ``block_kv_compute``, ``fast_path`` (validated by ``KernelConfig``: block_q a multiple of 8,
+    block_kv a multiple of 128).  ``fast_path=False`` masks full tiles too (ablation).
+    ``device`` (``v5e``, ``v5p``, ``v6e``; default: the local TPU, else ``v6e``) sets the SMEM and
+    VMEM budgets.  ``interpret=None``: compiled on TPU, else ``True``, Pallas' generic interpreter;
+    pass ``pltpu.InterpretParams()`` for the TPU interpreter (simulated DMAs, race detection).
+    ``sm_scale=None`` means ``1/sqrt(d)``.  Rows with no allowed key return zeros.  ``kernel``:
+    ``"tpu"`` (this Mosaic kernel) or ``"gpu"`` (the Triton port, :mod:`svgtpu.kernels.gpu`, same
+    plan and semantics); ``None`` picks ``"gpu"`` on a GPU backend, else ``"tpu"``.
     """
-    masks = check_inputs(q, k, v, mask, block_q, block_kv, block_kv_compute)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
-    return _block_sparse(q, k, v, mask=masks, block_q=int(block_q), block_kv=int(block_kv),
-                         block_kv_compute=int(block_kv_compute or block_kv), fast_path=bool(fast_path),
+    config = resolve_config(config, block_q, block_kv, block_kv_compute, fast_path)
+    kernel = kernel or ("gpu" if jax.default_backend() == "gpu" else "tpu")
+    if kernel not in ("tpu", "gpu"):
+        raise ValueError(f"kernel must be 'tpu' (Pallas Mosaic) or 'gpu' (Pallas Triton), got {kernel!r}")
+    if kernel == "gpu":  # imported here: the GPU port builds on this module's checks
+        from svgtpu.kernels.gpu import gpu_block_sparse_attention
+        return gpu_block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
+    masks = check_inputs(q, k, v, mask)
+    scale = check_sm_scale(sm_scale, q.shape[-1])
+    if device is not None and device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    return _block_sparse(q, k, v, mask=masks, config=config, device=device or default_device(),
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-__all__ = ["block_sparse_attention", "tile_update"]
+def resolve_config(config: KernelConfig | None, block_q, block_kv, block_kv_compute, fast_path) -> KernelConfig:
+    """``config`` as given, or one built (and validated) from the loose keyword arguments."""
+    if config is not None:
+        if not isinstance(config, KernelConfig):
+            raise ValueError(f"config must be a KernelConfig, got {type(config).__name__}")
+        if any(x is not None for x in (block_q, block_kv, block_kv_compute)):
+            raise ValueError("give either config or block_q / block_kv / block_kv_compute, not both")
+        return config
+    if block_q is None or block_kv is None:
+        raise ValueError("give config=KernelConfig(...) or both block_q and block_kv")
+    return KernelConfig(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, fast_path=fast_path)
+
+
+__all__ = ["block_sparse_attention", "tile_update", "resolve_config", "check_sm_scale"]

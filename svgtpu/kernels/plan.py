@@ -18,33 +18,33 @@ How partial tiles get their mask (``mask_source``):
 - ``blocks``: anything else; the boolean blocks of the masked tiles are compacted (deduplicated)
   into ``blocks[num_blocks, block_q, block_kv]`` and ``block_index[h, s]`` says which to use.
   Steps that need no mask repeat the previous index, so full tiles fetch no mask block.
+
+What the kernel reads from SMEM is smaller (:meth:`TilePlan.chunks`): one int32 word per step,
+``flags | kind << 2 | kv_tile << 4 | q_tile << (4 + kv_bits)``, in a 1-D array (2-D SMEM arrays
+are padded to 8 x 128 words), plus one int32 mask-block index per step for ``blocks`` plans.  When
+that does not fit the SMEM budget the q rows are cut into chunks, each run by its own
+``pallas_call`` with its own plan (q tiles counted from the chunk's first row).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 
 import numpy as np
 
+from svgtpu.kernels.config import DTYPES, KernelConfig
+from svgtpu.geometry import round_up
 from svgtpu.masks import ArrayMask, Mask, tile_edges
 from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 FIRST, LAST = 1, 2
-#: TPU vector registers are 8 sublanes x 128 lanes and the MXU works on 128-wide operands: tile
-#: sides that are multiples of 128 keep every block load, matmul and mask lane-aligned.
-TILE_QUANTUM = 128
 HEAD_DIMS = (64, 128)
-DTYPES = ("float32", "bfloat16")
-
-
-def check_block_size(name: str, value, quantum: int = TILE_QUANTUM) -> int:
-    """A block size must be a positive multiple of 128 (TPU lane width / MXU operand width)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % quantum:
-        raise ValueError(
-            f"{name} must be a positive multiple of {quantum} (TPU vregs are 8x128 and the MXU "
-            f"takes 128-wide operands, so tiles must be lane-aligned), got {value!r}")
-    return int(value)
+#: Bit layout of a packed plan word (see the module doc): flags in bits 0-1, kind in bits 2-3.
+KIND_SHIFT, KV_SHIFT = 2, 4
+SMEM_TILE_WORDS = 128
 
 
 def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
@@ -68,8 +68,8 @@ def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
     raise ValueError(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
 
 
-def check_inputs(q, k, v, mask, block_q, block_kv, block_kv_compute=None) -> Mask | tuple[Mask, ...]:
-    """Validate shapes, dtypes, head_dim and block sizes; return the normalized mask(s)."""
+def check_inputs(q, k, v, mask) -> Mask | tuple[Mask, ...]:
+    """Validate shapes, dtypes and head_dim; return the normalized mask(s)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if getattr(x, "ndim", None) != 3:
             raise ValueError(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
@@ -84,18 +84,29 @@ def check_inputs(q, k, v, mask, block_q, block_kv, block_kv_compute=None) -> Mas
         raise ValueError(f"q, k, v must have at least one head and one token, got shape {q.shape}")
     if d not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {d}")
-    check_block_size("block_q", block_q)
-    check_block_size("block_kv", block_kv)
-    if block_kv_compute is not None:
-        check_block_size("block_kv_compute", block_kv_compute)
-        if block_kv % block_kv_compute:
-            raise ValueError(f"block_kv_compute must divide block_kv={block_kv}, got {block_kv_compute}")
     return as_masks(mask, heads, L)
 
 
+#: The TPU generation code is being lowered for ahead of time (``svgtpu compile``), else ``None``.
+AOT_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("svgtpu_aot_target", default=None)
+
+
+@contextlib.contextmanager
+def compiling_for(device: str):
+    """Inside this block kernels lower for TPU ``device`` (Mosaic, not interpret mode), whatever the
+    local backend: what :mod:`svgtpu.compile` needs to compile whole layers ahead of time."""
+    token = AOT_TARGET.set(device)
+    try:
+        yield
+    finally:
+        AOT_TARGET.reset(token)
+
+
 def resolve_interpret(interpret):
-    """``None`` -> compiled on TPU, Pallas interpret mode on any other backend."""
+    """``None`` -> compiled on TPU (or when compiling for one), Pallas interpret mode on any other backend."""
     if interpret is None:
+        if AOT_TARGET.get() is not None:
+            return False
         import jax
         return jax.default_backend() != "tpu"
     return interpret
@@ -145,6 +156,26 @@ class TilePlan:
         masked = (self.kind == PARTIAL) if self.fast_path else (self.kind != EMPTY)
         return int(masked.sum())
 
+    @property
+    def kv_bits(self) -> int:
+        """Bits of a packed word that hold the kv tile index."""
+        return max(1, (-(-self.L // self.block_kv) - 1).bit_length())
+
+    @property
+    def words_per_step(self) -> int:
+        """int32 words of SMEM per step and plan head: the packed word, plus a block index."""
+        return 2 if self.mask_source == "blocks" else 1
+
+    @property
+    def smem_bytes(self) -> int:
+        """SMEM bytes of the whole plan if it ran as one ``pallas_call``."""
+        return self.words_per_step * 4 * round_up(self.plan_heads * self.num_steps, SMEM_TILE_WORDS)
+
+    def chunks(self, max_bytes: int | None = None) -> tuple[PlanChunk, ...]:
+        """The packed plan, cut at q-row boundaries into chunks of at most ``max_bytes`` of SMEM each
+        (``None``: one chunk); cached per ``max_bytes``."""
+        return _chunks(self, max_bytes)
+
     def as_dict(self) -> dict:
         """Plan statistics for reports (all heads of the plan summed)."""
         nq, nk = -(-self.L // self.block_q), -(-self.L // self.block_kv)
@@ -160,6 +191,83 @@ class TilePlan:
             "wasted_steps": self.wasted_steps, "mask_source": self.mask_source,
             "mask_blocks": 0 if self.blocks is None else int(self.blocks.shape[0]),
         }
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlanChunk:
+    """The packed SMEM plan of q tile rows ``[row0, row1)``: ``words`` (int32 ``[plan_heads * steps]``,
+    head-major, q tiles counted from ``row0``) and ``block_index`` (same shape, ``blocks`` plans only)."""
+
+    row0: int
+    row1: int
+    steps: int
+    words: np.ndarray
+    block_index: np.ndarray | None
+
+    @property
+    def smem_bytes(self) -> int:
+        """SMEM of this chunk: Mosaic tiles 1-D SMEM arrays by 128 words (``memref<Nxi32,
+        #tpu.tiled<(128),[1]>>`` in its dump), so each array takes whole 512-byte tiles."""
+        arrays = (self.words,) if self.block_index is None else (self.words, self.block_index)
+        return sum(4 * round_up(a.size, SMEM_TILE_WORDS) for a in arrays)
+
+
+def _row_starts(q_tile: np.ndarray, real: int, rows: int) -> np.ndarray:
+    """``[rows + 1]``: index of the first step of each q row in one head's traversal (every row has one)."""
+    return np.searchsorted(q_tile[:real], np.arange(rows + 1), side="left")
+
+
+@functools.lru_cache(maxsize=64)
+def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
+    rows = -(-plan.L // plan.block_q)
+    q_bits = max(1, (rows - 1).bit_length())
+    if KV_SHIFT + plan.kv_bits + q_bits > 31:
+        raise ValueError(f"tiles {plan.block_q}x{plan.block_kv} at L={plan.L} need {rows} x "
+                         f"{-(-plan.L // plan.block_kv)} tiles, too many to pack a plan step into 31 bits: "
+                         f"use larger block_q / block_kv")
+    starts = np.stack([_row_starts(plan.q_tile[h], plan.real_steps[h], rows) for h in range(plan.plan_heads)])
+    def size(row0, row1):  # SMEM bytes of the chunk [row0, row1)
+        steps = int((starts[:, row1] - starts[:, row0]).max())
+        return plan.words_per_step * 4 * round_up(plan.plan_heads * steps, SMEM_TILE_WORDS)
+
+    bounds, row0 = [], 0
+    while row0 < rows:
+        row1 = row0 + 1
+        if max_bytes is not None:
+            while row1 < rows and size(row0, row1 + 1) <= max_bytes:
+                row1 += 1
+            need = size(row0, row0 + 1)
+            if need > max_bytes:
+                raise ValueError(f"one q tile row of the plan needs {need} bytes of SMEM, over the budget of "
+                                 f"{max_bytes}: use a larger block_kv")
+        else:
+            row1 = rows
+        bounds.append((row0, row1))
+        row0 = row1
+    out = []
+    for row0, row1 in bounds:
+        lo, hi = starts[:, row0], starts[:, row1]
+        steps = int((hi - lo).max())
+        words = np.empty((plan.plan_heads, steps), np.int64)
+        index = np.empty((plan.plan_heads, steps), np.int32) if plan.block_index is not None else None
+        for h in range(plan.plan_heads):
+            sl = slice(int(lo[h]), int(hi[h]))
+            n = int(hi[h] - lo[h])
+            word = (plan.flags[h, sl].astype(np.int64) | plan.kind[h, sl].astype(np.int64) << KIND_SHIFT
+                    | plan.kv_tile[h, sl].astype(np.int64) << KV_SHIFT
+                    | (plan.q_tile[h, sl].astype(np.int64) - row0) << (KV_SHIFT + plan.kv_bits))
+            words[h, :n] = word
+            words[h, n:] = word[-1] & ~np.int64((1 << KV_SHIFT) - 1) | EMPTY << KIND_SHIFT  # no-op
+            if index is not None:
+                index[h, :n] = plan.block_index[h, sl]
+                index[h, n:] = plan.block_index[h, int(hi[h]) - 1]
+        words = words.astype(np.int32).reshape(-1)
+        words.setflags(write=False)
+        if index is not None:
+            index = index.reshape(-1)
+            index.setflags(write=False)
+        out.append(PlanChunk(row0=row0, row1=row1, steps=steps, words=words, block_index=index))
+    return tuple(out)
 
 
 def _traversal(kinds: np.ndarray) -> np.ndarray:
@@ -197,8 +305,7 @@ def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int
     masks = mask if isinstance(mask, tuple) else (mask,)
     if any(m.L != L for m in masks):
         raise ValueError(f"every mask must have L={L}, got {[m.L for m in masks]}")
-    check_block_size("block_q", block_q)
-    check_block_size("block_kv", block_kv)
+    KernelConfig(block_q=block_q, block_kv=block_kv)  # validates the tile sizes
     classes = [classify(m, block_q, block_kv) for m in masks]
     traversals = [_traversal(c.kinds) for c in classes]
     steps = max(len(t) for t in traversals)

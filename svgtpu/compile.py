@@ -1,0 +1,282 @@
+"""Ahead-of-time compilation for a TPU topology on any machine: ``svgtpu compile``.
+
+With ``libtpu`` installed (``jax[tpu]``), ``jax.experimental.topologies.get_topology_desc`` gives
+TPU devices of a named topology (``v6e:2x2x1``) without a TPU; ``jax.jit(f).lower(...).compile()``
+for them runs the full XLA:TPU + Mosaic pipeline on the CPU.  It proves that the compiler accepts
+the program (block layouts, VMEM within ``vmem_limit_bytes``, lowering of every op); it measures no
+time, and it does not check scalar-prefetch (SMEM) size, which :mod:`svgtpu.kernels.budget` does.
+
+Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``svg-layer`` (the
+whole :func:`~svgtpu.attention.svg_attention`: profiling, layout transform, kernel) and
+``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
+geometry).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+from svgtpu.kernels.budget import DEVICES, device_memory, vmem_bytes
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.plan import compiling_for, tile_plan
+
+TARGETS = ("kernel", "svg-layer", "dit-step")
+#: The topology compiled for when none is given: one host of each generation.
+DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1"}
+
+
+def libtpu_available() -> bool:
+    """True when the TPU compiler (the ``libtpu`` package) is installed."""
+    import importlib.util
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def topology_device(device: str, topology: str | None = None):
+    """The first device of a TPU topology, for lowering and compiling ahead of time."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if not libtpu_available():
+        raise RuntimeError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
+                           '(requirements.txt pins it)')
+    from jax.experimental import topologies
+    name = topology or DEFAULT_TOPOLOGY[device]
+    if not name.startswith(device + ":"):
+        raise ValueError(f"topology must name a {device} slice like {DEFAULT_TOPOLOGY[device]!r}, got {name!r}")
+    try:
+        return topologies.get_topology_desc(platform="tpu", topology_name=name).devices[0]
+    except Exception as e:  # libtpu's own words: unknown chip / shape
+        raise ValueError(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
+
+
+def first_line(error: BaseException) -> str:
+    """The line of a compiler error that says what went wrong (``RESOURCE_EXHAUSTED: ...``)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in lines:
+        if any(tag in line for tag in ("RESOURCE_EXHAUSTED", "INVALID_ARGUMENT", "UNIMPLEMENTED", "INTERNAL",
+                                       "Mosaic", "error:")):
+            return line[:400]
+    return (lines[0] if lines else type(error).__name__)[:400]
+
+
+SCOPED_VMEM = re.compile(r"Scoped allocation with size ([\d.]+[KMG]?) and limit ([\d.]+[KMG]?)")
+
+
+def _bytes(text: str) -> int:
+    """``"50.30M"`` -> bytes (the compiler's units are binary)."""
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+    return int(float(text.rstrip("KMG")) * scale)
+
+
+def compile_fn(fn, args) -> dict:
+    """Lower and compile ``jax.jit(fn)(*args)`` (``args``: ShapeDtypeStructs on a TPU device)."""
+    import jax
+    start = time.perf_counter()
+    try:
+        compiled = jax.jit(fn).lower(*args).compile()
+    except ValueError as e:  # our own budget refusals, raised while tracing
+        return {"compiled": False, "reason": str(e), "compile_s": time.perf_counter() - start}
+    except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
+        out = {"compiled": False, "reason": first_line(e), "compile_s": time.perf_counter() - start}
+        scoped = SCOPED_VMEM.search(str(e))
+        if scoped:  # the compiler's own VMEM figure for this kernel
+            out["compiler_vmem_bytes"] = _bytes(scoped.group(1))
+            out["reason"] += f" (scoped VMEM {scoped.group(1)}, limit {scoped.group(2)})"
+        return out
+    out = {"compiled": True, "reason": None, "compile_s": time.perf_counter() - start}
+    memory = compiled.memory_analysis()
+    if memory is not None:
+        out["hbm_temp_bytes"] = int(memory.temp_size_in_bytes)
+        out["code_bytes"] = int(memory.generated_code_size_in_bytes)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileJob:
+    """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
+
+    geometry: str = "wan-720p"
+    config: KernelConfig = KernelConfig(block_q=3024, block_kv=2048)
+    device: str = "v6e"
+    topology: str | None = None
+    dtype: str = "bfloat16"
+    heads: int = 5
+    head_dim: int = 128
+    sparsity: float | None = None
+    multiplier: float | None = None
+    align: str | None = None
+
+    def svg_config(self):
+        from svgtpu.attention import SVGConfig
+        return SVGConfig(multiplier=self.multiplier, sparsity=self.sparsity, block_q=self.config.block_q,
+                         block_kv=self.config.block_kv, align=self.align, fast_path=self.config.fast_path)
+
+
+def _plan_facts(mask, L: int, job: CompileJob, heads: int, head_dim: int) -> dict:
+    """The plan's SMEM use (largest chunk), steps and chunks, and the VMEM estimate, before compiling."""
+    config, memory = job.config, device_memory(job.device)
+    plan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
+    chunks = plan.chunks(memory.smem_budget)
+    return {"smem_bytes": max(c.smem_bytes for c in chunks), "smem_budget": memory.smem_budget,
+            "unsplit_smem_bytes": plan.smem_bytes, "plan_chunks": len(chunks),
+            "plan_steps": sum(c.steps for c in chunks), "tile_density": plan.as_dict()["density"],
+            "vmem_bytes": vmem_bytes(config, head_dim, 2 if job.dtype == "bfloat16" else 4,
+                                     plan.mask_source == "blocks"),
+            "mask_source": plan.mask_source}
+
+
+def _kernel_target(job: CompileJob, dev):
+    import jax
+    import jax.numpy as jnp
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels import block_sparse_attention
+    g = get_geometry(job.geometry)
+    mask = job.svg_config().mask(g)
+    x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
+                             sharding=jax.sharding.SingleDeviceSharding(dev))
+    fn = lambda q, k, v: block_sparse_attention(q, k, v, mask, config=job.config, device=job.device)  # noqa: E731
+    return fn, (x, x, x), _plan_facts(mask, g.L, job, job.heads, job.head_dim), str(g)
+
+
+def _svg_layer_target(job: CompileJob, dev):
+    import jax
+    import jax.numpy as jnp
+    from svgtpu.attention import svg_attention
+    from svgtpu.geometry import get_geometry
+    g = get_geometry(job.geometry)
+    svg = job.svg_config()
+    sharding = jax.sharding.SingleDeviceSharding(dev)
+    x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype), sharding=sharding)
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=sharding)
+    num_steps = 50  # the last step and layer are past SVG's dense warm-up: the sparse path compiles
+
+    def fn(q, k, v, key):
+        return svg_attention(q, k, v, g, svg, key=key, step=num_steps - 1, num_steps=num_steps,
+                             layer=39, num_layers=40)
+    return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.heads, job.head_dim), str(g)
+
+
+def _dit_step_target(job: CompileJob, dev):
+    import jax
+    import jax.numpy as jnp
+    from svgtpu.attention import attention_backend
+    from svgtpu.dit import DiTConfig, init_params
+    from svgtpu.sampler import guided_velocity
+    model = DiTConfig()
+    g = model.geometry
+    svg = job.svg_config()
+    sharding = jax.sharding.SingleDeviceSharding(dev)
+    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
+                          jax.eval_shape(lambda key: init_params(model, key), jax.random.key(0)))
+    attention = attention_backend("svg", g, svg_config=svg)
+
+    def spec(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+
+    x = spec((1, model.frames, model.height, model.width, model.channels), jnp.float32)
+    args = (params, x, spec((), jnp.float32), spec((1,), jnp.int32), spec((), jnp.float32), spec((), jnp.int32),
+            spec((2,), jnp.uint32))
+
+    def fn(params, x, t, labels, guidance, step, key):
+        return guided_velocity(params, x, t, labels, guidance, step, jax.random.wrap_key_data(key),
+                               config=model, attention=attention, num_steps=20)[0]
+    return fn, args, _plan_facts(svg.mask(g), g.L, job, 2 * model.heads, model.head_dim), str(g)
+
+
+_BUILDERS = {"kernel": _kernel_target, "svg-layer": _svg_layer_target, "dit-step": _dit_step_target}
+
+
+def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: bool = False) -> dict:
+    """Compile each target for ``job.device``; per target: compiled or the compiler's one-line reason,
+    compile seconds and the plan's SMEM / VMEM figures (provenance ``compiled-<device>``)."""
+    for t in targets:
+        if t not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {t!r}")
+    dev = topology_device(job.device, job.topology)
+    rows = []
+    items = targets
+    if progress:
+        from tqdm.auto import tqdm
+        items = tqdm(targets, desc="compiling", unit="target")
+    for target in items:
+        with compiling_for(job.device):
+            try:
+                fn, args, facts, where = _BUILDERS[target](job, dev)
+            except ValueError as e:  # the plan does not fit: refused before compiling
+                rows.append({"target": target, "compiled": False, "reason": str(e), "compile_s": 0.0})
+                continue
+            result = compile_fn(fn, args)
+        rows.append({"target": target, "geometry": where, **facts, **result})
+    return {"provenance": f"compiled-{job.device}", "device": job.device,
+            "topology": job.topology or DEFAULT_TOPOLOGY[job.device], "geometry": job.geometry,
+            "block_q": job.config.block_q, "block_kv": job.config.block_kv,
+            "block_kv_compute": job.config.block_kv_compute, "fast_path": job.config.fast_path,
+            "dtype": job.dtype, "heads": job.heads, "head_dim": job.head_dim,
+            "vmem_budget": device_memory(job.device).vmem_budget,
+            "compiled": all(r["compiled"] for r in rows), "targets": rows,
+            "libtpu": _version("libtpu"), "jax": _version("jax")}
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+    return metadata.version(package)
+
+
+def add_arguments(p) -> None:
+    """The ``svgtpu compile`` options."""
+    from svgtpu.masks import ALIGN_MODES
+
+    def positive(text):
+        from svgtpu.cli import positive_int
+        return positive_int(text)
+    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(DEVICES)}")
+    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 (default: one host)")
+    p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--block-q", type=positive, default=3024)
+    p.add_argument("--block-kv", type=positive, default=2048)
+    p.add_argument("--block-kv-compute", type=positive, default=None)
+    p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--sparsity", type=float, default=None, help="SVG kept fraction (default 0.3)")
+    group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
+    p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--heads", type=positive, default=5)
+    p.add_argument("--head-dim", type=positive, default=128)
+    p.add_argument("--what", default="kernel,svg-layer",
+                   help=f"comma-separated targets from {', '.join(TARGETS)} (default kernel,svg-layer)")
+
+
+def run_command(args):
+    """``svgtpu compile``: ``(result, table, exit status)``; 1 when anything was refused."""
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels.plan import HEAD_DIMS
+    if args.head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
+    get_geometry(args.geometry)
+    job = CompileJob(geometry=args.geometry, device=args.device, topology=args.topology, dtype=args.dtype,
+                     heads=args.heads, head_dim=args.head_dim, sparsity=args.sparsity,
+                     multiplier=args.multiplier, align=args.align,
+                     config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
+                                         fast_path=not args.no_fast_path))
+    job.svg_config()  # validates sparsity / multiplier / align
+    try:
+        result = compile_targets(job, tuple(t.strip() for t in args.what.split(",") if t.strip()),
+                                 progress=not args.json)
+    except RuntimeError as e:  # no libtpu
+        raise ValueError(str(e)) from None
+    columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
+               "vmem_bytes", "reason"]
+    from svgtpu.cli import format_table
+    head = (f"{result['topology']} ({result['provenance']}): tiles {job.config.tile}, block_kv_compute "
+            f"{job.config.block_kv_compute}, fast path {'on' if job.config.fast_path else 'off'}, {job.dtype}, "
+            f"{job.heads} heads x {job.head_dim}; SMEM budget per plan chunk "
+            f"{device_memory(job.device).smem_budget} B, VMEM limit {result['vmem_budget']} B "
+            f"(vmem_bytes: our lower estimate; the compiler checks the real use)")
+    rows = [{c: r.get(c) for c in columns} for r in result["targets"]]
+    return result, head + "\n" + format_table(rows), 0 if result["compiled"] else 1
+
+
+__all__ = ["TARGETS", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
+           "libtpu_available", "first_line", "add_arguments", "run_command"]

@@ -1,0 +1,95 @@
+"""The kernel's tile configuration, validated once against the real Mosaic (TPU) block rules.
+
+Mosaic's rule (Pallas TPU docs, "Writing TPU kernels with Pallas", section "Noteworthy properties
+and restrictions": *the last two dimensions of a block must be divisible by 8 and 128
+respectively, or equal the array's dimensions*): a TPU vector register is 8 sublanes x 128 lanes
+of 32 bit, and blocks are laid out in vreg tiles.  bfloat16 packs two rows per sublane (native
+tile 16 x 128), yet the compiler accepts bfloat16 blocks of any multiple of 8 rows too (libtpu
+0.0.42.1 compiles 24- and 40-row bf16 q blocks for v6e: ``tests/test_compile.py``), so the rule
+here is the same for both dtypes.  In this kernel:
+
+- ``block_q`` is the row count of the q / output blocks ``[block_q, d]`` and of the softmax
+  scratch: a **sublane** dimension, so a multiple of 8.  MaxDiffusion's Wan tile on v6e,
+  ``3024 x 2048``, is legal: 3024 = 8 * 378.
+- ``block_kv`` is the row count of the k / v blocks and the **lane** dimension of the scores
+  ``[block_q, block_kv]`` and of the mask blocks: a multiple of 128.
+- ``block_kv_compute`` is the kv width of one online-softmax update (it feeds the MXU and sets the
+  size of the float32 score temporaries in VMEM): a multiple of 128 dividing ``block_kv``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+LANES = 128
+SUBLANES = 8
+DTYPES = ("float32", "bfloat16")
+#: The f32 score block ``[block_q, block_kv_compute]`` the default ``block_kv_compute`` aims for:
+#: 4 MiB keeps the score, probability and mask temporaries of one update (a few copies of it) well
+#: inside a v5e/v6e core's VMEM next to the double-buffered q, k, v blocks.
+SCORE_BLOCK_BYTES = 4 * 1024 * 1024
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_multiple(name: str, value, quantum: int, why: str) -> int:
+    if not _is_int(value) or value <= 0 or value % quantum:
+        raise ValueError(f"{name} must be a positive multiple of {quantum} ({why}), got {value!r}")
+    return int(value)
+
+
+def default_block_kv_compute(block_q: int, block_kv: int) -> int:
+    """The widest multiple of 128 dividing ``block_kv`` whose f32 score block stays within
+    :data:`SCORE_BLOCK_BYTES` (at least 128): 512 at 3024 x 2048, ``block_kv`` for small tiles."""
+    best = LANES
+    for width in range(LANES, block_kv + 1, LANES):
+        if block_kv % width == 0 and block_q * width * 4 <= SCORE_BLOCK_BYTES:
+            best = width
+    return best
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    """Tile sizes and the fast-path switch of :func:`~svgtpu.kernels.block_sparse_attention`.
+
+    ``block_q``: q rows per tile, a multiple of 8;
+    ``block_kv``: keys per tile, a multiple of 128; ``block_kv_compute``: keys per online-softmax
+    update, a multiple of 128 dividing ``block_kv`` (``None``: :func:`default_block_kv_compute`);
+    ``fast_path``: mask-free body for full tiles (``False`` is the C4 ablation).  The rules and
+    their source are in the module docstring.  Frozen and hashable, so it can be a static argument.
+    """
+
+    block_q: int = 512
+    block_kv: int = 512
+    block_kv_compute: int | None = None
+    fast_path: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "block_q", _check_multiple(
+            "block_q", self.block_q, SUBLANES,
+            f"it is the sublane dimension of the q block: Mosaic tiles blocks by {SUBLANES} sublanes x "
+            f"{LANES} lanes"))
+        object.__setattr__(self, "block_kv", _check_multiple(
+            "block_kv", self.block_kv, LANES,
+            f"it is the lane dimension of the score and mask blocks: TPU vregs have {LANES} lanes"))
+        if self.block_kv_compute is None:
+            object.__setattr__(self, "block_kv_compute", default_block_kv_compute(self.block_q, self.block_kv))
+        object.__setattr__(self, "block_kv_compute", _check_multiple(
+            "block_kv_compute", self.block_kv_compute, LANES, "it is the lane width of one score update"))
+        if self.block_kv % self.block_kv_compute:
+            raise ValueError(f"block_kv_compute must divide block_kv={self.block_kv}, got {self.block_kv_compute}")
+        if not isinstance(self.fast_path, (bool, np.bool_)):
+            raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
+        object.__setattr__(self, "fast_path", bool(self.fast_path))
+
+    @property
+    def tile(self) -> str:
+        """``"3024x2048"``."""
+        return f"{self.block_q}x{self.block_kv}"
+
+
+__all__ = ["KernelConfig", "default_block_kv_compute", "DTYPES", "SUBLANES", "LANES"]

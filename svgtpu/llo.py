@@ -1,0 +1,176 @@
+"""What the real TPU compiler emits for each tile body: LLO instructions and static bundles (C4).
+
+The kernel is compiled ahead of time for v6e (:mod:`svgtpu.compile`) in a child process whose
+libtpu dumps its work (``LIBTPU_INIT_ARGS``):
+
+- ``--xla_mosaic_dump_to``: Mosaic's passes; after ``post-finalize-llo`` the kernel body is a list
+  of LLO instructions, the ones the chip runs, with one top-level ``scf.if`` per ``pl.when`` of the
+  kernel: init, full body, partial body, finish (fast path on) or init, masked body, finish (off).
+  We count the instructions inside each body by unit: MXU (``vmatmul``, ``vmatprep``, ``vmatres``),
+  EUP (``vexp``, ``vrecip``), XLU (cross-lane reductions), masking (``vcmp``, ``vselect``,
+  ``vmand``, ``vmor``), other VPU arithmetic, and vector loads / stores.
+- ``--xla_jf_dump_to`` with ``--xla_jf_dump_llo_text``: the LLO backend's passes down to
+  ``final_bundles``, the static VLIW schedule: one line per bundle (one issue cycle), the
+  predicated regions marked ``PF`` where each begins.  Bundles between region starts are the
+  static cycle count of a tile body, before any stall on memory: the closest thing to a timing
+  the compiler gives without a TPU.
+
+Provenance ``compiled-v6e``: counted from what the compiler produced, nothing run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+UNITS = ("mxu", "eup", "xlu", "masking", "vpu", "load_store")
+_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?llo\.([a-z][\w.]*)')
+_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+(?:[A-Z]{2}:\s*)?[>:]")
+
+
+def unit_of(op: str) -> str | None:
+    """The unit an LLO instruction runs on (``None`` for scalar / control instructions)."""
+    base = op.split(".")[0]
+    if base in ("vmatmul", "vmatprep", "vmatres", "vlatchi", "vdwg"):
+        return "mxu"
+    if base in ("vexp", "vrecip", "vpow2", "vlog2", "vrsqrt", "vtanh", "vrcp"):
+        return "eup"
+    if "xlane" in op or base in ("vperm", "vrot", "vxpose"):
+        return "xlu"
+    if base.startswith("vcmp") or base in ("vselect", "vmand", "vmor", "vmxor", "vmnot"):
+        return "masking"
+    if base in ("vector_load", "vector_store"):
+        return "load_store"
+    if base.startswith("v"):
+        return "vpu"
+    return None
+
+
+def top_level_regions(text: str) -> list[Counter]:
+    """LLO instruction counts inside each top-level ``scf.if`` of the kernel function, in order."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("func.func @block_sparse"))
+    regions, current = [], None
+    for line in lines[start + 1:]:
+        if line.startswith("  }"):  # end of the kernel function
+            break
+        if line.startswith("    scf.if "):
+            current = Counter()
+        elif current is not None and line.startswith("    }"):
+            regions.append(current)
+            current = None
+        elif current is not None:
+            match = _OP.match(line)
+            if match:
+                current[match.group(1)] += 1
+    return regions
+
+
+def region_bundles(text: str) -> list[int]:
+    """Bundles between consecutive predicated-region fallthroughs (``PF``) of a final schedule."""
+    marks, count = [], 0
+    for line in text.splitlines():
+        if _BUNDLE.match(line):
+            if " PF:" in line.split("{")[0]:
+                marks.append(count)
+            count += 1
+    return [b - a for a, b in zip(marks, marks[1:])]
+
+
+def _by_unit(ops: Counter) -> dict:
+    units = Counter()
+    for op, n in ops.items():
+        unit = unit_of(op)
+        if unit:
+            units[unit] += n
+    return {u: units[u] for u in UNITS}
+
+
+def _compile_for_dump(spec: dict) -> None:
+    """Child process: compile one kernel variant for v6e (libtpu dumps into the folders it was given)."""
+    import jax
+    import jax.numpy as jnp
+
+    from svgtpu.compile import compile_fn, topology_device
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels import KernelConfig, block_sparse_attention
+    from svgtpu.kernels.plan import compiling_for
+    from svgtpu.masks import make_mask
+    g = get_geometry(spec["geometry"])
+    mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
+    config = KernelConfig(spec["block_q"], spec["block_kv"], spec["block_kv_compute"], spec["fast_path"])
+    x = jax.ShapeDtypeStruct((1, g.L, spec["head_dim"]), jnp.dtype(spec["dtype"]),
+                             sharding=jax.sharding.SingleDeviceSharding(topology_device("v6e")))
+    with compiling_for("v6e"):
+        result = compile_fn(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, device="v6e"),
+                            (x, x, x))
+    if not result["compiled"]:
+        sys.exit(f"not compiled: {result['reason']}")
+
+
+def compiled_tile_counts(spec: dict) -> list[dict]:
+    """Per tile body of one kernel variant (``spec``: geometry, mask, multiplier, block sizes,
+    head_dim, dtype, fast_path): LLO instructions by unit and static bundles."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
+        env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
+            os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_mosaic_dump_to={mosaic}",
+            f"--xla_jf_dump_to={jf}", "--xla_jf_dump_llo_text=true"]).strip())
+        code = f"import json, svgtpu.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"compiling {spec} for the LLO dump failed: {done.stderr.strip().splitlines()[-1:]}")
+        llo = [p for p in mosaic.glob("*post-finalize-llo.txt") if "func.func @block_sparse" in p.read_text()]
+        bundles = [p for p in jf.glob("*block_sparse_attention*final_bundles.txt")
+                   if "analysis" not in p.name]
+        if len(llo) != 1 or len(bundles) != 1:
+            raise RuntimeError(f"expected one kernel in the dumps, found {len(llo)} LLO and {len(bundles)} bundle files")
+        regions = top_level_regions(llo[0].read_text())
+        cycles = region_bundles(bundles[0].read_text())
+    names = ("init", "full", "partial", "finish") if spec["fast_path"] else ("init", "masked", "finish")
+    if len(regions) != len(names):
+        raise RuntimeError(f"kernel structure changed: {len(regions)} top-level regions, expected {names}")
+    # PF marks open every predicated region after the first: bodies are the spans between them.
+    bodies = dict(zip(names[1:], cycles)) if len(cycles) >= len(names) - 1 else {}
+    rows = []
+    for name, ops in zip(names, regions):
+        if name in ("init", "finish"):
+            continue
+        tiles = ("full", "partial") if name == "masked" else (name,)
+        for tile in tiles:
+            rows.append({"fast_path": spec["fast_path"], "tile": tile, "llo_ops": sum(_by_unit(ops).values()),
+                         **{f"llo_{u}": n for u, n in _by_unit(ops).items()},
+                         "bundles": bodies.get(name)})
+    return rows
+
+
+def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+                 block_kv_compute: int | None = None, head_dim: int = 128, dtype: str = "bfloat16",
+                 multiplier: float = 1.0, masks=("svg", "temporal-frame-major"), progress: bool = False) -> dict:
+    """LLO counts and bundles per tile kind, fast path on and off, for the SVG mask (iota-masked
+    partial tiles) and its frame-major temporal twin (mask-block partial tiles); v6e."""
+    from svgtpu.kernels import KernelConfig
+    config = KernelConfig(block_q, block_kv, block_kv_compute)
+    specs = [{"geometry": geometry, "mask": mask, "multiplier": multiplier, "block_q": block_q,
+              "block_kv": block_kv, "block_kv_compute": config.block_kv_compute, "head_dim": head_dim,
+              "dtype": dtype, "fast_path": fast} for mask in masks for fast in (True, False)]
+    if progress:
+        from tqdm.auto import tqdm
+        specs = tqdm(specs, desc="compiling for v6e", unit="variant")
+    rows = [{"mask": spec["mask"], **row} for spec in specs for row in compiled_tile_counts(spec)]
+    from svgtpu.compile import _version
+    return {"provenance": "compiled-v6e", "geometry": geometry, "block_q": block_q, "block_kv": block_kv,
+            "block_kv_compute": config.block_kv_compute, "head_dim": head_dim, "dtype": dtype,
+            "libtpu": _version("libtpu"),
+            "counted_in": "Mosaic post-finalize-llo (instructions per top-level scf.if = tile body) and "
+                          "the LLO final_bundles schedule (bundles per predicated region)",
+            "rows": rows}
+
+
+__all__ = ["UNITS", "compiled_ops", "compiled_tile_counts", "top_level_regions", "region_bundles", "unit_of"]

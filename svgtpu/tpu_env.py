@@ -1,0 +1,58 @@
+"""Keep libtpu quiet on machines without a TPU, without hiding a real one.
+
+With ``libtpu`` installed (it brings the TPU compiler for ``svgtpu compile``), JAX asks it to start
+a TPU client on every machine.  Without a TPU, libtpu cannot learn the accelerator type and worker
+hostnames from the Cloud TPU metadata server (JAX sets ``TPU_SKIP_MDS_QUERY=1`` when no TPU chip is
+on the PCI bus) and prints five lines of warnings to stderr; CPU JAX then works as before.  Setting
+the two values it looks for, ``TPU_ACCELERATOR_TYPE`` and ``TPU_WORKER_HOSTNAMES``, silences it.
+libtpu also takes ``/tmp/libtpu_lockfile`` for the life of every JAX process, so a second process
+(a test worker, a notebook next to ``svgtpu compile``) fails with "Internal error when accessing
+libtpu multi-process lockfile"; ``ALLOW_MULTIPLE_LIBTPU_LOAD=1`` lifts that, harmless where there
+is no chip to share.  We set them **only when no Google TPU device is on the PCI bus** (the check JAX's
+``hardware_utils`` makes), and never over values the user set, so a TPU VM is left alone.  The
+values name a one-chip v6e host on localhost; ahead-of-time compilation names its own topology
+(``get_topology_desc``) and is unaffected (``tests/test_compile.py`` compiles for v5e too).
+
+:func:`quiet_libtpu_without_tpu` runs when :mod:`svgtpu` is imported, and ``make install`` adds a
+``.pth`` file to the virtual environment so that plain ``import jax`` there is quiet too.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sysconfig
+
+GOOGLE_PCI_VENDOR = "0x1ae0"
+QUIET_VALUES = {"TPU_ACCELERATOR_TYPE": "v6e-1", "TPU_WORKER_HOSTNAMES": "localhost",
+                "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+PTH_NAME = "svgtpu_quiet_libtpu.pth"
+
+
+def has_tpu_chip() -> bool:
+    """True when a Google (TPU) device is on the PCI bus."""
+    for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"):
+        try:
+            with open(vendor) as f:
+                if f.read().strip() == GOOGLE_PCI_VENDOR:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def quiet_libtpu_without_tpu() -> None:
+    """On a machine without a TPU chip, give libtpu the values it would print warnings about."""
+    if has_tpu_chip():
+        return
+    for name, value in QUIET_VALUES.items():
+        os.environ.setdefault(name, value)
+
+
+def install_pth() -> str:
+    """Write the ``.pth`` file that runs :func:`quiet_libtpu_without_tpu` at interpreter start-up."""
+    path = os.path.join(sysconfig.get_paths()["purelib"], PTH_NAME)
+    with open(path, "w") as f:
+        f.write("import svgtpu.tpu_env as _svgtpu_env; _svgtpu_env.quiet_libtpu_without_tpu()\n")
+    return path
+
