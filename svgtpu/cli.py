@@ -1,7 +1,8 @@
 """The svgtpu command line: each subcommand prints a table, or one JSON object with --json.
 
 A subcommand is a function ``run(args) -> (result, table)`` registered with :func:`command`; the
-result is a JSON-able dict and the table the human rendering of it.  A ``ValueError`` raised
+result is a JSON-able dict and the table the human rendering of it (a third item, if returned, is
+the exit status).  A ``ValueError`` raised
 anywhere becomes one line on stderr naming the bad parameter, and exit status 2.
 """
 
@@ -534,10 +535,10 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
          _bench_arguments)
 def run_bench(args):
     from svgtpu import bench
-    from svgtpu.kernels.plan import HEAD_DIMS, check_block_size
+    from svgtpu.kernels import KernelConfig
+    from svgtpu.kernels.plan import HEAD_DIMS
 
-    check_block_size("block_q", args.block_q)
-    check_block_size("block_kv", args.block_kv)
+    KernelConfig(args.block_q, args.block_kv, args.block_kv_compute)  # one clear line on bad tiles
     if args.head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
     common = dict(block_q=args.block_q, block_kv=args.block_kv, block_kv_compute=args.block_kv_compute,
@@ -564,6 +565,18 @@ def run_bench(args):
             f"[{result['provenance']}]; ratios are medians of per-round ratios")
     headline = "\n".join(f"{k}: {v:.3f}" for k, v in result["headline"].items())
     return result, "\n\n".join([head, format_table(rows), headline])
+
+
+def _compile_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.compile import add_arguments
+    add_arguments(p)
+
+
+@command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
+         "needed (exit 1 if the compiler refuses)", _compile_arguments)
+def run_compile(args):
+    from svgtpu.compile import run_command
+    return run_command(args)
 
 
 # -- entry point ------------------------------------------------------------------------------
@@ -599,9 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _, _, run = _COMMANDS[args.command]
     try:
-        result, table = run(args)
+        result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)
     except ValueError as error:
         print(f"svgtpu {args.command}: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.json else table)
-    return 0
+    return status[0] if status else 0
