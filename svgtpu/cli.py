@@ -294,7 +294,7 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.masks import ALIGN_MODES
     _sampling_arguments(p)
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
-    p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG mask (--attention svg)")
+    p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG or SVG2 mask (--attention svg, svg2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--labels", type=int, nargs="+", help="motion labels, one video each (default: all)")
     p.add_argument("--out", default="video.gif", help="animated GIF; the contact sheet goes next to it as .png")
@@ -311,13 +311,17 @@ def run_generate(args):
     from svgtpu.dit import load_checkpoint
     from svgtpu.sampler import sample, save_video
     from svgtpu.sharding import mesh_for_model
+    from svgtpu.svg2 import SVG2Config
 
-    if args.align and args.attention != "svg":
-        raise ValueError(f"--align needs --attention svg, got --attention {args.attention}")
+    if args.align and args.attention not in ("svg", "svg2"):
+        raise ValueError(f"--align needs --attention svg or svg2, got --attention {args.attention}")
+    if args.attention == "svg2" and args.devices > 1:
+        raise ValueError("--devices must be 1 with --attention svg2 (its masks are planned on the host, per call)")
     params, config = load_checkpoint(args.checkpoint)
     labels = list(range(config.num_labels)) if args.labels is None else args.labels
     svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
-    attention = attention_backend(args.attention, config.geometry, svg_config=svg_config)
+    svg2_config = SVG2Config(align=args.align) if args.attention == "svg2" else None
+    attention = attention_backend(args.attention, config.geometry, svg_config=svg_config, svg2_config=svg2_config)
     mesh = mesh_for_model(args.devices, config.heads) if args.devices > 1 else None
     start = time.perf_counter()
     video = sample(params, config, labels, seed=args.seed, num_steps=args.steps, guidance=args.guidance,
@@ -339,6 +343,9 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--methods", nargs="+", metavar="METHOD",
+                   help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
+                        "the kept fraction --sparsity (default 0.3)")
 
 
 @command("quality", "dense vs SVG (unaligned, aligned, fast path on/off) video PSNR/SSIM and head kinds",
@@ -348,6 +355,14 @@ def run_quality(args):
     from svgtpu.quality import quality_study
 
     params, config = load_checkpoint(args.checkpoint)
+    if args.methods:
+        from svgtpu.attention import DEFAULT_SPARSITY
+        from svgtpu.sparse_methods import method_quality
+        result = method_quality(params, config, variants=args.methods, kept=args.sparsity or DEFAULT_SPARSITY,
+                                seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift,
+                                block=args.block)
+        result["checkpoint"] = args.checkpoint
+        return result, format_table(result["summary"]) + f"\n({result['provenance']})"
     result = quality_study(params, config, seeds=args.seeds, num_steps=args.steps, guidance=args.guidance,
                            shift=args.shift, sparsity=args.sparsity, block=args.block)
     result["checkpoint"] = args.checkpoint
@@ -376,6 +391,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
          _methods_arguments)
 def run_methods(args):
     from svgtpu.dit import load_checkpoint
+    from svgtpu.results import provenance
     from svgtpu.sparse_methods import capture_qk, check_settings, method_table
     from svgtpu.svg2 import SVG2Config
 
@@ -393,7 +409,7 @@ def run_methods(args):
                         sta_tile=sta_tile, svg2=svg2)
     result = {"checkpoint": args.checkpoint, "geometry": str(config.geometry), "L": config.geometry.L,
               "kept_target": args.kept, "block": args.block, "seed": args.seed, "t": args.t, "rows": rows,
-              "provenance": "computed"}
+              "provenance": provenance("computed")}
     table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
     return result, table + f"\n({result['geometry']}, {args.block}x{args.block} tiles, computed)"
 

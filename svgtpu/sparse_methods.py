@@ -21,12 +21,14 @@ from tqdm.auto import tqdm
 
 from svgtpu import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.mask_families import RadialMask, STAMask
+from svgtpu.mask_families import RadialMask, STAMask, sta_order
 from svgtpu.masks import Mask, align, svg_mask
 from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
 from svgtpu.tiles import classify
 
 METHODS = ("svg", "svg2", "sta", "radial")
+#: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
+VARIANTS = tuple(f"{m}{suffix}" for m in METHODS for suffix in ("", "-aligned"))
 
 
 def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1) -> list[tuple]:
@@ -137,4 +139,99 @@ def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | No
     return rows
 
 
-__all__ = ["METHODS", "capture_qk", "check_settings", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]
+def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
+    """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
+
+    ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
+    mask's order (STA: :func:`svgtpu.mask_families.sta_order`) and back.  Dense warm-up steps and
+    layers follow :class:`svgtpu.attention.SVGConfig`'s defaults, as SVG's own backend does.
+    """
+    from svgtpu.attention import SVGConfig, dense_attention, warmup_count
+    from svgtpu.kernels import block_sparse_attention
+
+    warm = SVGConfig()
+    inverse = None if order is None else np.argsort(order)
+
+    def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
+        if layer < warmup_count(warm.warmup_layer_fraction, num_layers):
+            return dense_attention(q, k, v)
+        B, H, L, d = q.shape
+
+        def sparse(_):
+            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
+            if order is not None:
+                merged = [x[:, order] for x in merged]
+            out = block_sparse_attention(*merged, mask, block_q=block_q, block_kv=block_kv)
+            return (out if inverse is None else out[:, inverse]).reshape(B, H, L, d)
+
+        dense_steps = warmup_count(warm.warmup_step_fraction, num_steps)
+        return jax.lax.cond(step < dense_steps, lambda _: dense_attention(q, k, v), sparse, None)
+
+    return attention
+
+
+def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seeds=(0, 1, 2), num_steps: int = 20,
+                   guidance: float = 3.0, shift: float = 1.0, block: int = 128,
+                   sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config = SVG2Config(),
+                   progress: bool = True) -> dict:
+    """Dense vs each method variant from the same noise and seed: PSNR, SSIM and the kept fraction.
+
+    Each method's knob is matched to ``kept`` as in :func:`method_table` (SVG2's ``top_p`` on the
+    model's captured ``q, k``); ``-aligned`` variants snap that mask to ``block x block`` tiles, so
+    their kept fraction is reported, not assumed.  SVG2 runs through the host-callback backend
+    (:func:`svgtpu.svg2.svg2_backend`), so its sampling time is not reported.
+    """
+    from svgtpu.attention import SVGConfig, attention_backend
+    from svgtpu.quality import psnr, ssim
+    from svgtpu.results import provenance
+    from svgtpu.sampler import sample
+    from svgtpu.svg2 import svg2_backend
+
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    sta_tile = check_settings(kept, sta_tile)
+    geometry, warm = config.geometry, SVGConfig()
+    backends, kept_of = {}, {}
+    for name in variants:
+        method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
+        if method == "svg":
+            svg_config = SVGConfig(sparsity=kept, block_q=block, block_kv=block, align="snap" if snap else None)
+            backends[name] = attention_backend("svg", geometry, svg_config=svg_config)
+            kept_of[name] = svg_config.mask(geometry).density()
+        elif method == "svg2":
+            top_p, _ = svg2_for_density(capture_qk(params, config), kept, svg2)
+            c = dataclasses.replace(svg2, top_p=top_p, block_q=block, block_kv=block, align="snap" if snap else None)
+            backends[name] = svg2_backend(c, warmup_step_fraction=warm.warmup_step_fraction,
+                                          warmup_layer_fraction=warm.warmup_layer_fraction)
+        else:
+            mask = sta_for_density(geometry, kept, sta_tile) if method == "sta" else radial_for_density(geometry, kept)
+            order = sta_order(geometry, sta_tile) if method == "sta" else None
+            mask = align(mask, block, block, "snap") if snap else mask
+            backends[name] = mask_backend(mask, order=order, block_q=block, block_kv=block)
+            kept_of[name] = mask.density()
+    rows = []
+    for seed in seeds:
+        labels = [seed % config.num_labels]
+        common = dict(seed=seed, num_steps=num_steps, guidance=guidance, shift=shift, progress=progress)
+        dense = sample(params, config, labels, **common)
+        for name, backend in backends.items():
+            video = sample(params, config, labels, attention=backend, **common)
+            rows.append({"variant": name, "seed": seed, "psnr": psnr(dense, video), "ssim": ssim(dense, video)})
+    summary = []
+    for name, backend in backends.items():
+        mine = [r for r in rows if r["variant"] == name]
+        sparse_calls = [c["kept_fraction"] for c in getattr(backend, "calls", []) if c["partial_share"] is not None]
+        summary.append({"variant": name,
+                        "kept_fraction": kept_of.get(name, float(np.mean(sparse_calls)) if sparse_calls else None),
+                        "psnr_mean": float(np.mean([r["psnr"] for r in mine])),
+                        "psnr_min": float(np.min([r["psnr"] for r in mine])),
+                        "ssim_mean": float(np.mean([r["ssim"] for r in mine]))})
+    return {"kept_target": kept, "seeds": list(seeds), "num_steps": num_steps, "guidance": guidance,
+            "shift": shift, "block": block, "sta_tile": list(sta_tile), "geometry": str(geometry),
+            "summary": summary, "per_seed": rows, "provenance": provenance("measured", pallas=True)}
+
+
+__all__ = ["METHODS", "VARIANTS", "capture_qk", "check_settings", "mask_backend", "method_quality", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

@@ -41,3 +41,31 @@ def test_methods_bad_input_exits_2_naming_the_parameter(argv, parameter, capsys)
     assert main(["methods", *argv]) == 2  # checked before the checkpoint is even loaded
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and parameter in err[0]
+
+
+@pytest.mark.parametrize("method", ["sta", "radial"])
+def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from float64_reference import masked_attention, relative_error
+
+    from svgtpu.mask_families import sta_order
+    from svgtpu.sparse_methods import mask_backend
+
+    seed = 13
+    print("seed", seed, method)
+    g = VideoGeometry(3, 6, 9)  # L = 162: two 128-token tiles, the second padded
+    if method == "sta":
+        mask, order = STAMask(g, (1, 3, 3), (1, 1, 3)), sta_order(g, (1, 3, 3))
+        inverse = np.argsort(order)
+        allowed = mask.to_array()[inverse][:, inverse]  # model order: token i sits at tiled position inverse[i]
+    else:
+        mask, order = RadialMask(g, 0, 0.5), None
+        allowed = mask.to_array()
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.normal(size=(1, 2, g.L, 64)), jnp.float32) for _ in range(3))
+    backend = mask_backend(mask, order=order)
+    step = jax.jit(lambda q, k, v, s: backend(q, k, v, layer=1, step=s, num_steps=5, num_layers=2))
+    assert relative_error(step(q, k, v, jnp.int32(4)), masked_attention(q, k, v, allowed)) < 2e-5
+    assert relative_error(step(q, k, v, jnp.int32(0)), masked_attention(q, k, v)) < 2e-5  # warm-up: dense
