@@ -241,9 +241,9 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     assert len(points) >= 4
     for p in points:
         assert p.source.startswith("https://") and p.what and p.seconds > 0
-    for family in ("tpu", "gpu", "cpu"):
+    for family in cm.FAMILIES:
         assert sum(p.role == "calibration" and p.family == family for p in points) <= 1
-    gpu = cm.family_efficiency("gpu")
+    gpu = cm.family_efficiency("hopper")
     calib = next(p for p in points if p.id == gpu["calibrated_on"])
     assert cm.predict_seconds(calib, gpu["efficiency"]) == pytest.approx(calib.seconds, rel=1e-6)
     assert 0 < gpu["fitted"] <= 1
@@ -251,15 +251,22 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     assert cm.family_efficiency("tpu") == {"efficiency": cm.Efficiency(), "calibrated_on": None, "fitted": None}
     assert wan_setup().efficiency == cm.Efficiency()
     assert wan_setup(device="h200").efficiency == gpu["efficiency"]
+    # the A100 (Ampere) has no calibration point: FlashAttention-2 reaches a far larger share of its
+    # peak than of an H100's, so the H100/H200 number does not carry over
+    assert cm.family_efficiency("ampere")["calibrated_on"] is None
 
 
 def test_validation_points_within_stated_error():
     result = cm.validate()
     rows = [r for r in result["points"] if r["role"] == "validation"]
     assert rows and result["validation"]["points"] == len(rows)
-    for r in rows:   # stated in the paper: every validation point within 30 %
-        assert abs(r["error"]) < 0.30, r
+    for r in rows:   # the tolerance docs/costmodel.md states: every validation point within 25 %
+        assert abs(r["error"]) < 0.25, r
         assert r["error"] == pytest.approx(r["predicted_s"] / r["published_s"] - 1)
+    # published SVG speedups (dense and SVG runs of one setting) predicted within 20 %, not fitted
+    assert len(result["speedups"]) >= 2
+    for r in result["speedups"]:
+        assert abs(r["error"]) < 0.20, r
 
 
 def test_sensitivity_band_brackets_the_default_and_tornado_sorts():
@@ -339,12 +346,13 @@ def test_cli_validate_json(capsys):
     out = json.loads(capsys.readouterr().out)
     for row in out["points"]:
         assert {"id", "role", "published_s", "predicted_s", "error", "source"} <= set(row)
-    assert out["families"]["gpu"]["calibrated_on"] and out["families"]["tpu"]["calibrated_on"] is None
+    assert out["families"]["hopper"]["calibrated_on"] and out["families"]["tpu"]["calibrated_on"] is None
+    assert out["speedups"] and {"published", "predicted", "error"} <= set(out["speedups"][0])
     assert out["validation"]["median_abs_error"] <= out["validation"]["worst_abs_error"]
 
 
 @pytest.mark.parametrize("argv,word", [
-    (["--model", "llama"], "model"), (["--device", "a100"], "device"), (["--resolution", "8k"], "resolution"),
+    (["--model", "llama"], "model"), (["--device", "b200"], "device"), (["--resolution", "8k"], "resolution"),
     (["--matmul-efficiency", "0"], "matmul"), (["--chips", "6"], "chips"),
 ])
 def test_cli_bad_input_one_line(capsys, argv, word):

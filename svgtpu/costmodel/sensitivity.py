@@ -116,9 +116,9 @@ def what_if(setup: Setup) -> list[dict]:
         ("kept fraction 0.25 (SVG's Wan scripts)", dataclasses.replace(setup, sparsity=0.25, multiplier=None)),
         ("dense warm-up layers rounded up, not down", dataclasses.replace(
             setup, warmup_layers=math.ceil(setup.warmup_layers * setup.model.layers) / setup.model.layers)),
-        ("GPU-calibrated compute efficiency on this device", dataclasses.replace(
-            setup, efficiency=dataclasses.replace(eff, matmul=family_efficiency("gpu")["efficiency"].matmul,
-                                                  attention=family_efficiency("gpu")["efficiency"].attention))),
+        ("H100/H200-calibrated compute efficiency on this device", dataclasses.replace(
+            setup, efficiency=dataclasses.replace(eff, matmul=family_efficiency("hopper")["efficiency"].matmul,
+                                                  attention=family_efficiency("hopper")["efficiency"].attention))),
         ("VPU and EUP at half the derived clock", dataclasses.replace(
             setup, efficiency=dataclasses.replace(eff, vector_scale=eff.vector_scale / 2))),
         ("no MXU width penalty", dataclasses.replace(setup, device=dataclasses.replace(setup.device, matmul_tile=None))),

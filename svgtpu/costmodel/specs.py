@@ -23,7 +23,12 @@ VALU_SLOTS = 2
 #: (ayaka14732.github.io/pallas-tpu-tutorial, chapter 1, unit table: "EUP ... interval 2"); the f32
 #: vector ALU ops there issue every cycle.
 EUP_CYCLES_PER_VREG = 2
-FAMILIES = ("tpu", "gpu", "cpu")
+#: Device families: one calibrated efficiency each (svgtpu.costmodel.validate).  GPUs are split by
+#: architecture because the same kernel reaches very different shares of peak on them: FlashAttention-2
+#: reaches 50-73 % of an A100's peak (FA2 paper, Dao 2023) but 35 % of an H100's (FA3 paper, Shah et al.
+#: 2024, section 1).
+FAMILIES = ("tpu", "hopper", "ampere", "cpu")
+GPU_FAMILIES = ("hopper", "ampere")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +51,9 @@ class DeviceSpec:
     ici_ports: int | None = None        # links per chip (mesh topology); None: a full switch (NVLink)
     clock_hz: float | None = None       # derived TPU clock (what the VPU/EUP rates scale with)
     grid_step_seconds: float = 0.0      # fixed cost of one sequential kernel grid step (TPU Pallas)
+    kv_reuse: int = 1          # q tiles served by one HBM read of a K/V tile: 1 on a TPU core (tiles run
+                               # one after another); a GPU's concurrent thread blocks (one per SM) share
+                               # each K/V tile through L2
 
     def __post_init__(self):
         for field in ("matmul_flops", "hbm_bandwidth", "hbm_bytes", "vector_ops", "exp_ops"):
@@ -56,6 +64,10 @@ class DeviceSpec:
             raise ValueError("DeviceSpec.source must cite where the constants come from")
         if self.family not in FAMILIES:
             raise ValueError(f"DeviceSpec.family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.family in GPU_FAMILIES
 
     def matmul_utilization(self, width: int) -> float:
         """Fraction of the MXU used along one side when a matmul's contraction (or output) width
@@ -115,16 +127,25 @@ DEVICES: dict[str, DeviceSpec] = {
     # 67 TFLOP/s FP32 non-tensor (= 33.5e12 FMA lanes/s); exp on the SFUs: FlashAttention-3 paper
     # (Shah et al. 2024): "989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions".
     # NVLink 4: 900 GB/s bidirectional per GPU through NVSwitch (no mesh: ici_ports None).
+    # 132 SMs (H100/H200 SXM datasheets): the thread blocks of one wave share K/V tiles through L2.
     "h100": DeviceSpec("h100", matmul_flops=989e12, hbm_bandwidth=3.35e12, hbm_bytes=80e9,
                        vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None, ici_bandwidth=900e9,
-                       family="gpu",
+                       family="hopper", kv_reuse=132,
                        source="NVIDIA H100 SXM datasheet; FlashAttention-3 paper (Shah et al. 2024) for SFU rate"),
     # NVIDIA H200 SXM datasheet: same GH100 compute as H100 (989 TFLOP/s dense bf16), 141 GB HBM3e
     # at 4.8 TB/s.
     "h200": DeviceSpec("h200", matmul_flops=989e12, hbm_bandwidth=4.8e12, hbm_bytes=141e9,
                        vector_ops=33.5e12, exp_ops=3.9e12, matmul_tile=None, ici_bandwidth=900e9,
-                       family="gpu",
+                       family="hopper", kv_reuse=132,
                        source="NVIDIA H200 SXM datasheet; compute rates as H100 (same GH100 die)"),
+    # NVIDIA A100 SXM 80GB datasheet: 312 TFLOP/s dense bf16 tensor core, 2.039 TB/s HBM2e, 19.5 TFLOP/s
+    # FP32 non-tensor (= 9.75e12 FMA lanes/s), NVLink 3 600 GB/s bidirectional; NVIDIA Ampere GA100
+    # whitepaper: 108 SMs at 1.41 GHz boost, 16 special-function ops per SM per clock (4 SFUs in each of
+    # 4 partitions) = 2.44e12 exp/s, the same count that gives H100's 3.9 TFLOP/s in the FA3 paper.
+    "a100": DeviceSpec("a100", matmul_flops=312e12, hbm_bandwidth=2.039e12, hbm_bytes=80e9,
+                       vector_ops=9.75e12, exp_ops=16 * 108 * 1.41e9, matmul_tile=None, ici_bandwidth=600e9,
+                       family="ampere", kv_reuse=108,
+                       source="NVIDIA A100 SXM datasheet; NVIDIA A100 (GA100) architecture whitepaper for SMs, clock, SFUs"),
 }
 
 
@@ -139,4 +160,4 @@ def get_device(name: "str | DeviceSpec") -> DeviceSpec:
 
 
 __all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "VREG_ELEMENTS", "VALU_SLOTS",
-           "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES"]
+           "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES", "GPU_FAMILIES"]

@@ -8,7 +8,8 @@ issue in parallel from one VLIW bundle stream), where
   against the array side): with ``d = 128`` on v6e's 256-wide MXUs both fill half the array;
 - VPU = softmax ops per score (+ masking ops on a masked tile), EUP = exp per score, counted from
   our kernel (:mod:`svgtpu.costmodel.kernel_work`);
-- HBM = the K and V blocks the tile streams in.
+- HBM = the K and V blocks the tile streams in (on a GPU shared by the thread blocks of one wave,
+  ``DeviceSpec.kv_reuse``).
 
 A head adds, per grid step of the plan (computed tiles plus the steps that only write zeros for
 empty q rows), the fixed step cost ``DeviceSpec.grid_step_seconds``, and per q row its Q read and O
@@ -41,7 +42,7 @@ def tile_units(device: DeviceSpec, eff: Efficiency, kernel: AttentionKernel, hea
         "mxu_pv": 2.0 * elements * head_dim / (mxu_rate * device.matmul_utilization(head_dim)),
         "vpu": elements * vector_ops / (device.vector_ops / core * eff.vector_scale),
         "eup": elements * kernel.exp_ops / (device.exp_ops / core * eff.vector_scale),
-        "hbm": (2.0 * block_kv * head_dim * dtype_bytes + kernel.score_bytes * elements)
+        "hbm": (2.0 * block_kv * head_dim * dtype_bytes / device.kv_reuse + kernel.score_bytes * elements)
                / (device.hbm_bandwidth / core * eff.memory),
     }
 

@@ -9,10 +9,11 @@ A family without a calibration point keeps the prior :class:`Efficiency`.  Nothi
 to the write-up's own claims.
 
 Published GPU runs use FlashAttention (not our kernel): their attention is timed with the
-hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`), and no Pallas grid-step
-cost (thread blocks run concurrently).  FlashAttention-2 walks 128 x 128 tiles, but the thread
-blocks running at once on the GPU's SMs work on different q blocks of the same head and share each
-K/V tile through L2, so HBM sees K and V once per wave: the q side of a tile is ``128 x SMs``.
+hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on FlashAttention-2's 128 x 128
+tiles, with no Pallas grid-step cost (thread blocks run concurrently) and K/V reads shared by the
+thread blocks of one wave (``DeviceSpec.kv_reuse``).  A point may time SVG itself (``variant``
+``svg``): the model then runs SVG's schedule with the settings the published run used (kept
+fraction, share of dense steps and layers) on the unaligned SVG mask.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from svgtpu.costmodel.workload import get_model, get_resolution
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
-#: FlashAttention-2's forward tile for head_dim 128 is 128 x 128 (block_m x block_n); one wave of
-#: thread blocks covers 128 x (132 SMs of an H100/H200 SXM, NVIDIA datasheet) q rows sharing K/V.
-GPU_TILE_KV, GPU_SMS = 128, 132
-GPU_TILE_Q = GPU_TILE_KV * GPU_SMS
+#: FlashAttention-2's forward tile for head_dim 128: 128 x 128 (block_m x block_n).
+GPU_TILE = 128
+VARIANTS = ("dense", "svg")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +57,18 @@ class PublishedPoint:
     source: str
     what: str
     settings_note: str = ""
+    variant: str = "dense"                  # dense, or svg: SVG's schedule with the settings below
+    sparsity: float | None = None           # SVG kept fraction of the run
+    warmup_steps: float | None = None       # SVG: share of steps run dense
+    warmup_layers: float | None = None      # SVG: share of layers run dense
 
     def __post_init__(self):
         if self.role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+        if self.variant == "svg" and None in (self.sparsity, self.warmup_steps, self.warmup_layers):
+            raise ValueError(f"point {self.id}: an svg point needs sparsity, warmup_steps and warmup_layers")
         if self.measures not in ("dit", "end_to_end"):
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
@@ -79,21 +87,23 @@ def published_points() -> tuple[PublishedPoint, ...]:
 
 
 def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> Setup:
-    """The model's setup for a published run (dense attention; only the parts it measured)."""
+    """The model's setup for a published run (only the parts it measured)."""
     device = get_device(point.device)
-    kernel, block_q, block_kv = (FLASH, GPU_TILE_Q, GPU_TILE_KV) if device.family == "gpu" else (None, 3024, 2048)
+    kernel, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, 3024, 2048)
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "host"}
+    svg = {} if point.variant == "dense" else {
+        "sparsity": point.sparsity, "warmup_steps": point.warmup_steps, "warmup_layers": point.warmup_layers}
     return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
-                 parts=frozenset(parts))
+                 parts=frozenset(parts), **svg)
 
 
 def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> float:
     """Modeled seconds of what ``point`` measured."""
     setup = point_setup(point, efficiency)
-    return (dit_seconds if point.measures == "dit" else video_seconds)(setup, "dense", True)
+    return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
 def _with_compute(efficiency: Efficiency, value: float) -> Efficiency:
@@ -138,8 +148,8 @@ def validate() -> dict:
     for p in published_points():
         eff = family_efficiency(p.family)["efficiency"]
         predicted = predict_seconds(p, eff)
-        rows.append({"id": p.id, "role": p.role, "device": p.device, "chips": p.chips, "model": p.model,
-                     "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
+        rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
+                     "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
                      "attention_kernel": p.attention_kernel, "measures": p.measures,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
@@ -150,12 +160,25 @@ def validate() -> dict:
             return {"points": 0}
         return {"points": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
 
+    # published SVG speedups: a dense and an SVG run of the same setting, both validation points
+    by_setting = {}
+    for p, row in zip(published_points(), rows):
+        if p.role == "validation":
+            by_setting.setdefault((p.device, p.chips, p.model, p.grid, p.steps, p.cfg, p.measures), {})[p.variant] = row
+    speedups = [{"dense": pair["dense"]["id"], "svg": pair["svg"]["id"], "device": pair["dense"]["device"],
+                 "pixels": pair["dense"]["pixels"],
+                 "published": pair["dense"]["published_s"] / pair["svg"]["published_s"],
+                 "predicted": pair["dense"]["predicted_s"] / pair["svg"]["predicted_s"]}
+                for pair in by_setting.values() if {"dense", "svg"} <= set(pair)]
+    for row in speedups:
+        row["error"] = row["predicted"] / row["published"] - 1
+
     families = {}
-    for family in FAMILIES[:2]:
+    for family in (f for f in FAMILIES if f != "cpu"):
         fe = family_efficiency(family)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}
-    return {"points": rows, "validation": summary("validation"),
+    return {"points": rows, "validation": summary("validation"), "speedups": speedups,
             "validation_unconfirmed": summary("validation-unconfirmed"), "families": families,
             "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
             "provenance": "modeled vs published (measured by others)"}
