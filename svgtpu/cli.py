@@ -378,8 +378,11 @@ def run_quality(args):
 
 def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
+    p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's); SVG2 rows need the "
+                                      "checkpoint's geometry and are left out at any other")
     p.add_argument("--kept", type=float, default=0.3, help="kept fraction of (q, k) pairs every method is matched to")
-    p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--block-q", type=positive_int, default=128, help="kernel q tile (production: 3024)")
+    p.add_argument("--block-kv", type=positive_int, default=128, help="kernel kv tile (production: 2048)")
     p.add_argument("--sta-tile", default="2x8x8", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens)")
     p.add_argument("--q-clusters", type=positive_int, default=16, help="SVG2 query clusters per head")
     p.add_argument("--k-clusters", type=positive_int, default=32, help="SVG2 key clusters per head")
@@ -391,6 +394,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
          _methods_arguments)
 def run_methods(args):
     from svgtpu.dit import load_checkpoint
+    from svgtpu.geometry import get_geometry
     from svgtpu.results import provenance
     from svgtpu.sparse_methods import capture_qk, check_settings, method_table
     from svgtpu.svg2 import SVG2Config
@@ -403,15 +407,18 @@ def run_methods(args):
         raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
     check_settings(args.kept, sta_tile)
     params, config = load_checkpoint(args.checkpoint)
-    qk = capture_qk(params, config, seed=args.seed, t=args.t)
-    svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block, block_kv=args.block)
-    rows = method_table(config.geometry, args.kept, qk=qk, block_q=args.block, block_kv=args.block,
+    geometry = get_geometry(args.geometry) if args.geometry else config.geometry
+    same = (geometry.T, geometry.H, geometry.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
+    qk = capture_qk(params, config, seed=args.seed, t=args.t) if same else None
+    svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block_q,
+                      block_kv=args.block_kv)
+    rows = method_table(geometry, args.kept, qk=qk, block_q=args.block_q, block_kv=args.block_kv,
                         sta_tile=sta_tile, svg2=svg2)
-    result = {"checkpoint": args.checkpoint, "geometry": str(config.geometry), "L": config.geometry.L,
-              "kept_target": args.kept, "block": args.block, "seed": args.seed, "t": args.t, "rows": rows,
+    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L,
+              "kept_target": args.kept, "block_q": args.block_q, "block_kv": args.block_kv, "seed": args.seed, "t": args.t, "rows": rows,
               "provenance": provenance("computed")}
     table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
-    return result, table + f"\n({result['geometry']}, {args.block}x{args.block} tiles, computed)"
+    return result, table + f"\n({result['geometry']}, {args.block_q}x{args.block_kv} tiles, {result['provenance']})"
 
 
 # -- svgtpu costmodel --------------------------------------------------------------------------

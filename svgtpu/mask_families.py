@@ -180,6 +180,16 @@ class STAMask(_BlockStructure):
     def k_edges(self) -> np.ndarray:  # type: ignore[override]
         return self.q_edges
 
+    def density(self) -> float:
+        """Kept fraction without the tile table: the window is a product over the three axes, so
+        the allowed pairs are the product of each axis's ``sizes @ relation @ sizes``."""
+        g = self.geometry
+        pairs = 1.0
+        for n, t, w in zip((g.T, g.H, g.W), self.tile, self.window):
+            sizes = np.bincount(_axis_tiles(n, t)).astype(np.float64)
+            pairs *= sizes @ _window_relation(len(sizes), w) @ sizes / float(n) ** 2
+        return pairs
+
     @functools.cached_property
     def table(self) -> np.ndarray:  # type: ignore[override]
         rel = [_window_relation(n, w) for n, w in zip(self.tile_grid, self.window)]

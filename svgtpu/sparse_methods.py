@@ -72,7 +72,8 @@ def radial_for_density(geometry: VideoGeometry, target: float, sink_frames: int 
 
 
 def sta_for_density(geometry: VideoGeometry, target: float, tile: tuple[int, int, int]) -> STAMask:
-    """STA mask with ``tile`` and the window (tiles per axis) whose kept fraction is closest to ``target``."""
+    """STA mask with ``tile`` and the window (tiles per axis) whose kept fraction is closest to ``target``
+    (every window is tried; :meth:`STAMask.density` needs no tile table)."""
     grid = STAMask(geometry, tile, (1, 1, 1)).tile_grid
     windows = itertools.product(*(range(1, n + 1) for n in grid))
     return min((STAMask(geometry, tile, w) for w in windows), key=lambda m: abs(m.density() - target))
