@@ -1,0 +1,658 @@
+"""The prepared GPU benchmark (``svgtpu bench gpu``, ``make gpu-bench``): one run on one GPU, within 8 minutes.
+
+A GPU is the one real accelerator this project reaches, a few minutes at a time, so everything it
+needs is one command that cannot rot (``--smoke`` runs the same code at tiny shapes on CPU, in
+Pallas' interpreter, and a test runs it).  Sections, each under its share of a time budget; a
+variant that runs out of memory, is not supported by the installed jax, or does not fit the
+remaining time is recorded as skipped with the reason instead of stopping the run:
+
+1. **check**: our GPU kernel on the device against a float64 reference on the host (dense, SVG, aligned, per-head
+   masks, fast path on and off, bf16 and f32), so no timing below comes from a wrong kernel;
+2. **attention** at Wan 2.1 shapes (bf16, ``d = 128``, 720p and 1440p): XLA dense (one head at a time,
+   when its ``[L, L]`` scores fit), cuDNN flash attention, JAX's own Pallas flash kernels (Triton and
+   Mosaic GPU), our kernel dense, on the SVG mask (kept 0.3) and on the mask aligned to its tiles, fast
+   path on and off.  Interleaved rounds (:mod:`svgtpu.timing`), medians of paired ratios, achieved
+   TFLOP/s over the score pairs each variant computes, overhead vs ideal ``(t / t_dense) / density``;
+3. **block**: one Wan 2.1 14B-shaped DiT block (random bf16 weights: width 5120, 40 heads x 128, FFN
+   13,824, cross-attention to 512 text tokens, modulation, norms, 3-D RoPE) at 480p, 720p and 1440p with
+   dense and SVG self-attention: the measured self-attention share next to the cost model's
+   prediction for the same block (:mod:`svgtpu.costmodel`, device ``h200``);
+4. **end to end**: a Wan 2.1 14B video (40 blocks, 50 steps, CFG: 2 passes) *extrapolated* from the
+   measured block, dense and with SVG's dense warm-up schedule; profiling overhead, VAE and text
+   encoder are not included.
+
+:func:`run` returns everything as one dict; :func:`write` stores it as ``figures/results-gpu.json`` in the
+layout of ``results.json`` (claims -> entries, read by ``svgtpu paper``) with the full run under
+``"run"``; :func:`gpu_rows` reads it back for notebooks (``None`` when there is no GPU run yet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import math
+import statistics
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from svgtpu.geometry import get_geometry
+from svgtpu.kernels import block_sparse_attention, mask_array
+from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, row_plan
+from svgtpu.kernels.plan import tile_plan
+from svgtpu.masks import BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.tiles import classify
+from svgtpu.timing import interleaved_times, paired_ratio
+
+RESULTS_GPU = "results-gpu.json"
+NOTEBOOK = "gpu-bench"
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockShape:
+    """The transformer block's shape (Wan 2.1 14B: Wan-AI/Wan2.1-T2V-14B config.json)."""
+
+    dim: int
+    heads: int
+    head_dim: int
+    ffn: int
+    text_len: int
+    layers: int     # for the end-to-end extrapolation
+    name: str
+
+
+WAN14B = BlockShape(dim=5120, heads=40, head_dim=128, ffn=13824, text_len=512, layers=40, name="wan2.1-14b")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """What one run measures.  ``attention``: (geometry, heads) pairs; ``budget_s``: the whole run's
+    time budget, shared out by ``shares`` (check, attention, block; what a section leaves passes on)."""
+
+    attention: tuple[tuple[str, int], ...]
+    check: tuple[str, int]
+    blocks: tuple[str, ...]
+    block: BlockShape
+    block_q: int = 128
+    block_kv: int = 128
+    sparsity: float = 0.3
+    steps: int = 50
+    min_rounds: int = 3
+    max_rounds: int = 7
+    budget_s: float = 440.0
+    shares: tuple[float, float, float] = (0.06, 0.40, 0.54)
+    check_cases: tuple[tuple[str, str, bool], ...] = (
+        ("bfloat16", "dense", True), ("bfloat16", "svg", False), ("bfloat16", "svg", True),
+        ("bfloat16", "aligned", True), ("bfloat16", "per-head", True), ("float32", "svg", True))
+    variants: tuple[str, ...] | None = None   # attention variants to time (None: all)
+    block_attentions: tuple[str, ...] = ("dense-cudnn", "dense-ours", "svg-aligned-ours")
+    profile: str = "h200"
+
+
+FULL = Sizes(attention=(("wan-720p", 40), ("wan-1440p", 8)), check=("21x16x24", 4),
+             blocks=("wan-480p", "wan-720p", "wan-1440p"), block=WAN14B)
+#: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
+#: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
+#: dense attention (its SVG variant is the same code with another mask).
+SMOKE = Sizes(attention=(("2x8x10", 2),), check=("2x8x10", 2), blocks=("2x8x10",),
+              block=BlockShape(dim=256, heads=2, head_dim=128, ffn=512, text_len=16, layers=40, name="smoke"),
+              min_rounds=2, max_rounds=2, budget_s=300.0,
+              check_cases=(("float32", "per-head", False),), profile="smoke",
+              variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense", "ours-dense",
+                        "ours-aligned-fast"),
+              block_attentions=("dense-cudnn", "dense-ours"))
+
+
+class Budget:
+    """Seconds left of the run and of the current section."""
+
+    def __init__(self, seconds: float):
+        self.start = time.monotonic()
+        self.deadline = self.start + seconds
+        self.section_deadline = self.deadline
+
+    def section(self, share_of_rest: float) -> None:
+        now = time.monotonic()
+        self.section_deadline = now + share_of_rest * max(self.deadline - now, 0.0)
+
+    def left(self) -> float:
+        return min(self.deadline, self.section_deadline) - time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def _reason(error: BaseException) -> str:
+    """One line: the error's type and the first line of its message (OOM, unsupported, ...)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+
+
+def _device_memory() -> float | None:
+    try:
+        return float(jax.devices()[0].memory_stats()["bytes_limit"])
+    except Exception:  # CPU and some plugins have no memory stats
+        return None
+
+
+def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc: str) -> tuple[dict, dict]:
+    """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
+    interleaved rounds, as many as the section's budget allows (``min_rounds``..``max_rounds``).
+
+    Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
+    """
+    skipped, steady = {}, {}
+    for name, call in tqdm(calls.items(), desc=f"{desc}: compile", leave=False):
+        if budget.left() <= 0:
+            skipped[name] = "time budget: no time left to compile it"
+            continue
+        try:
+            jax.block_until_ready(call())
+            start = time.perf_counter()
+            jax.block_until_ready(call())
+            steady[name] = time.perf_counter() - start
+        except Exception as error:  # OOM, unsupported on this jax / GPU, lowering errors
+            skipped[name] = _reason(error)
+    if not steady:
+        return {}, skipped
+    per_round = sum(steady.values())
+    rounds = int(min(sizes.max_rounds, max(sizes.min_rounds, budget.left() // per_round - 1)))
+    times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
+    return times, skipped
+
+
+# -- 1. correctness on the device ---------------------------------------------------------------
+
+def _attention_f64(q, k, v, allowed) -> np.ndarray:
+    """float64 masked attention on the host, one head at a time (rows with no allowed key -> 0)."""
+    out = np.zeros_like(q)
+    for h in range(q.shape[0]):
+        s = np.where(allowed[h], q[h] @ k[h].T / math.sqrt(q.shape[-1]), -np.inf)
+        m = s.max(-1, keepdims=True)
+        p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+        denom = p.sum(-1, keepdims=True)
+        out[h] = (p @ v[h]) / np.where(denom == 0, 1.0, denom)
+    return out
+
+
+def check_kernel(sizes: Sizes, budget: Budget) -> dict:
+    """Max relative error of our GPU kernel vs a float64 host reference for ``sizes.check_cases``
+    (dtype, mask kind: dense / svg / aligned / per-head, fast path)."""
+    g = get_geometry(sizes.check[0])
+    heads, L = sizes.check[1], g.L
+    svg = svg_mask(g, sparsity=sizes.sparsity)
+    per_head = np.stack([BandSinkMask(L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
+    masks = {"dense": DenseMask(L), "svg": svg, "aligned": align(svg, sizes.block_q, sizes.block_kv),
+             "per-head": per_head}
+    tolerance = {"float32": 1e-4, "bfloat16": 2e-2}
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((heads, L, 128)).astype(np.float32) for _ in range(3)]
+    rows = []
+    for dtype, name, fast_path in sizes.check_cases:
+        row = {"mask": name, "dtype": dtype, "fast_path": fast_path}
+        if budget.left() <= 0:
+            rows.append(row | {"ok": None, "reason": "time budget"})
+            continue
+        q, k, v = (jnp.asarray(x, dtype) for x in data)
+        ref = _attention_f64(*(np.asarray(x).astype(np.float64) for x in (q, k, v)), mask_array(masks[name], heads, L))
+        out = block_sparse_attention(q, k, v, masks[name], block_q=sizes.block_q, block_kv=sizes.block_kv,
+                                     fast_path=fast_path, kernel="gpu")
+        err = float(np.abs(np.asarray(out).astype(np.float64) - ref).max() / np.abs(ref).max())
+        rows.append(row | {"max_rel_error": err, "ok": err <= tolerance[dtype]})
+    return {"geometry": str(g), "L": L, "heads": heads, "rows": rows,
+            "all_ok": all(r["ok"] for r in rows if r["ok"] is not None)}
+
+
+# -- 2. attention at Wan shapes -----------------------------------------------------------------
+
+def _xla_dense(q, k, v):
+    """Plain XLA attention, one head at a time (``lax.map``) so only one ``[L, L]`` score matrix lives."""
+    def head(x):
+        qh, kh, vh = x
+        s = jnp.einsum("qd,kd->qk", qh, kh, preferred_element_type=jnp.float32) / math.sqrt(qh.shape[-1])
+        return (jax.nn.softmax(s, axis=-1).astype(vh.dtype) @ vh).astype(qh.dtype)
+    return jax.lax.map(head, (q, k, v))
+
+
+def _blhd(x: np.ndarray, multiple: int = 1) -> jax.Array:
+    """``[heads, L, d]`` (numpy) -> bf16 ``[1, L', heads, d]`` with ``L`` padded up to ``multiple``."""
+    L = x.shape[1]
+    return _bf16(np.pad(x, ((0, 0), (0, -L % multiple), (0, 0))).transpose(1, 0, 2)[None])
+
+
+def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool) -> dict[str, tuple[Callable, dict]]:
+    """``name -> (call, info)`` on ``data`` (float32 numpy q, k, v ``[heads, L, d]``, run in bf16);
+    info: the mask's tile statistics and the score pairs computed."""
+    heads, L, d = data[0].shape
+    q, k, v = (_bf16(x) for x in data)
+    svg = svg_mask(g, sparsity=sizes.sparsity)
+    aligned = align(svg, sizes.block_q, sizes.block_kv, "snap")
+    tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
+    dense_info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": heads * L * L}
+    variants: dict[str, tuple[Callable, dict]] = {}
+
+    memory = _device_memory()
+    score_bytes = 10.0 * L * L   # f32 scores + exp + bf16 probabilities of one head
+    if memory is None or score_bytes < 0.6 * memory:
+        xla = jax.jit(_xla_dense)
+        variants["xla-dense"] = (lambda: xla(q, k, v), dense_info)
+    else:
+        variants["xla-dense"] = (None, dense_info | {"reason": f"one head's [L, L] scores need "
+                                                               f"{score_bytes / 1e9:.0f} GB of {memory / 1e9:.0f} GB"})
+    qb, kb, vb = (_blhd(x) for x in data)
+    cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
+    variants["cudnn-dense"] = (lambda: cudnn(qb, kb, vb), dense_info)
+
+    try:  # JAX's Pallas Triton flash attention; L padded to its 128-row blocks, padding as a 2nd segment
+        from jax.experimental.pallas.ops.gpu import attention as jax_triton
+        Lp = L + (-L % 128)
+        qp, kp, vp = (_blhd(x, 128) for x in data)
+        segments = jnp.asarray((np.arange(Lp) >= L).astype(np.int32))[None]
+        flash = jax.jit(functools.partial(jax_triton.mha, sm_scale=1 / math.sqrt(d), interpret=interpret))
+        variants["jax-triton-flash-dense"] = (lambda: flash(qp, kp, vp, segments),
+                                              dense_info | {"computed_pairs": heads * Lp * Lp})
+    except Exception as error:
+        variants["jax-triton-flash-dense"] = (None, dense_info | {"reason": _reason(error)})
+    try:  # JAX's Mosaic GPU (Hopper) flash attention: no masking, so padded keys count (timing only)
+        from jax.experimental.pallas.ops.gpu import attention_mgpu
+        Lp = L + (-L % 256)
+        qp, kp, vp = (_blhd(x, 256) for x in data)
+        config = attention_mgpu.TuningConfig(block_q=128, block_kv=128, max_concurrent_steps=2)
+        mosaic = jax.jit(functools.partial(attention_mgpu.attention, config=config))
+        variants["jax-mosaic-flash-dense"] = (lambda: mosaic(qp, kp, vp),
+                                              dense_info | {"computed_pairs": heads * Lp * Lp,
+                                                            "note": f"{Lp - L} padded keys unmasked (timing only)"})
+    except Exception as error:
+        variants["jax-mosaic-flash-dense"] = (None, dense_info | {"reason": _reason(error)})
+
+    for label, mask in (("dense", DenseMask(L)), ("svg", svg), ("aligned", aligned)):
+        for fast_path in ((True,) if label == "dense" else (False, True)):
+            plan = tile_plan(mask, L, sizes.block_q, sizes.block_kv, fast_path)
+            stats = classify(mask, sizes.block_q, sizes.block_kv).stats
+            info = {"density": stats.density, "partial_share": stats.partial_share,
+                    "computed_pairs": heads * row_plan(plan).tiles_computed * sizes.block_q * sizes.block_kv}
+            f = jax.jit(functools.partial(block_sparse_attention, mask=mask, fast_path=fast_path, kernel="gpu",
+                                          interpret=interpret, **tiles))
+            name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
+            variants[name] = (functools.partial(f, q, k, v), info)
+    return variants
+
+
+def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
+    g = get_geometry(geometry)
+    d = 128
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((heads, g.L, d)).astype(np.float32) for _ in range(3)]
+    variants = attention_variants(data, g, sizes, interpret)
+    if sizes.variants is not None:
+        variants = {n: (c if n in sizes.variants else None, info | {"reason": f"not in the {sizes.profile} profile"})
+                    for n, (c, info) in variants.items()}
+    calls = {n: c for n, (c, _) in variants.items() if c is not None}
+    times, skipped = time_variants(calls, budget, sizes, f"attention {g.name or g}")
+    skipped |= {n: info["reason"] for n, (c, info) in variants.items() if c is None}
+    base = "ours-dense" if "ours-dense" in times else None
+    rows = []
+    for name, (_, info) in variants.items():
+        row = {"variant": name, "status": "ok" if name in times else "skipped", "reason": skipped.get(name, ""),
+               "density": info["density"], "partial_share": info["partial_share"], "note": info.get("note", "")}
+        if name in times:
+            median = statistics.median(times[name])
+            row |= {"median_s": median, "rounds": len(times[name]),
+                    "tflops": 4 * d * info["computed_pairs"] / median / 1e12}
+            if base:
+                ratio = paired_ratio(times, name, base)
+                row |= {"ratio_to_ours_dense": ratio, "overhead_vs_ideal": ratio / info["density"]}
+            if "cudnn-dense" in times:
+                row["ratio_to_cudnn"] = paired_ratio(times, name, "cudnn-dense")
+        rows.append(row)
+
+    def ratio(a, b):
+        return paired_ratio(times, a, b) if a in times and b in times else None
+
+    headline = {
+        "ours_dense_over_cudnn": ratio("ours-dense", "cudnn-dense"),
+        "ours_dense_over_jax_triton_flash": ratio("ours-dense", "jax-triton-flash-dense"),
+        "svg_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-svg-fast"),
+        "aligned_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-aligned-fast"),
+        "aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-aligned-fast"),
+        "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
+        "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
+    }
+    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "heads": heads, "head_dim": d,
+            "dtype": "bfloat16", "tile": f"{sizes.block_q}x{sizes.block_kv}",
+            "program_tile": f"{min(sizes.block_q, DEFAULT_GPU_BLOCK_Q)}x{min(sizes.block_kv, DEFAULT_GPU_BLOCK_KV)}",
+            "sparsity": sizes.sparsity, "rows": rows, "headline": headline}
+
+
+# -- 3. a Wan 2.1 14B-shaped block --------------------------------------------------------------
+
+def init_block(shape: BlockShape, seed: int = 0) -> dict:
+    """Random bf16 weights of one Wan-style block (normal, scaled by ``1/sqrt(fan_in)``), made on the
+    host with numpy: no compile, and the same weights on every backend."""
+    rng = np.random.default_rng(seed)
+    D, F = shape.dim, shape.ffn
+    mats = {"q": (D, D), "k": (D, D), "v": (D, D), "o": (D, D), "cross_q": (D, D), "cross_k": (D, D),
+            "cross_v": (D, D), "cross_o": (D, D), "ffn_in": (D, F), "ffn_out": (F, D), "modulation": (6, D)}
+    p = {n: _bf16(rng.standard_normal(s, np.float32) / np.float32(math.sqrt(s[-1] if n == "modulation" else s[0])))
+         for n, s in mats.items()}
+    for n, (_, out) in mats.items():
+        if n != "modulation":
+            p[n + "_bias"] = _bf16(np.zeros(out, np.float32))
+    for n in ("q_norm", "k_norm", "cross_q_norm", "cross_k_norm", "cross_norm_scale"):
+        p[n] = _bf16(np.ones(D, np.float32))
+    p["cross_norm_bias"] = _bf16(np.zeros(D, np.float32))
+    return p
+
+
+def block_inputs(shape: BlockShape, L: int, seed: int = 1) -> tuple:
+    """Random block input ``x [L, dim]``, time modulation ``e [6, dim]`` (float32), text ``context``,
+    and self-attention inputs ``q, k, v [L, heads, d]`` (to time attention alone)."""
+    rng = np.random.default_rng(seed)
+    normal = lambda *s: rng.standard_normal(s, np.float32)  # noqa: E731
+    qkv = [_bf16(normal(L, shape.heads, shape.head_dim)) for _ in range(3)]
+    return (_bf16(normal(L, shape.dim)), jnp.asarray(0.1 * normal(6, shape.dim)),
+            _bf16(normal(shape.text_len, shape.dim)), *qkv)
+
+
+def _bf16(x: np.ndarray) -> jax.Array:
+    return jnp.asarray(x.astype(jnp.bfloat16))  # converted on the host: nothing to compile
+
+
+def _norm(x, eps=1e-6):
+    x = x.astype(jnp.float32)
+    return (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + eps)
+
+
+def _rms(x, scale, eps=1e-6):
+    x = x.astype(jnp.float32)
+    return (x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + eps) * scale).astype(jnp.bfloat16)
+
+
+def block_forward(p, x, e, context, angles, *, shape: BlockShape, attention: Callable):
+    """One Wan block on ``x [L, dim]``: modulated norm -> self-attention (``attention`` on ``[L, heads, d]``,
+    q/k RMS-normed and rotated) -> cross-attention to ``context [text_len, dim]`` -> modulated FFN."""
+    from svgtpu.dit import apply_rope
+    H, d = shape.heads, shape.head_dim
+    shift1, scale1, gate1, shift2, scale2, gate2 = (p["modulation"].astype(jnp.float32) + e)
+
+    def lin(name, y):
+        return y.astype(jnp.bfloat16) @ p[name] + p[name + "_bias"]
+
+    def heads(y):
+        return y.reshape(y.shape[0], H, d)
+
+    h = (_norm(x) * (1 + scale1) + shift1).astype(jnp.bfloat16)
+    q = apply_rope(heads(_rms(lin("q", h), p["q_norm"])), angles[:, None]).astype(jnp.bfloat16)
+    k = apply_rope(heads(_rms(lin("k", h), p["k_norm"])), angles[:, None]).astype(jnp.bfloat16)
+    out = attention(q, k, heads(lin("v", h)))
+    x = (x + gate1 * lin("o", out.reshape(x.shape))).astype(jnp.bfloat16)
+
+    h = (_norm(x) * p["cross_norm_scale"] + p["cross_norm_bias"]).astype(jnp.bfloat16)
+    cq = heads(_rms(lin("cross_q", h), p["cross_q_norm"]))
+    ck = heads(_rms(lin("cross_k", context), p["cross_k_norm"]))
+    cross = jax.nn.dot_product_attention(cq[None], ck[None], heads(lin("cross_v", context))[None])[0]
+    x = (x + lin("cross_o", cross.reshape(x.shape))).astype(jnp.bfloat16)
+
+    h = (_norm(x) * (1 + scale2) + shift2).astype(jnp.bfloat16)
+    ffn = lin("ffn_out", jax.nn.gelu(lin("ffn_in", h), approximate=True))
+    return (x + gate2 * ffn).astype(jnp.bfloat16)
+
+
+def _ours_lhd(mask, sizes: Sizes, interpret: bool):
+    """Our GPU kernel on ``[L, heads, d]`` (the block's layout): transposes included in its time."""
+    def attend(q, k, v):
+        t = lambda y: jnp.transpose(y, (1, 0, 2))  # noqa: E731
+        return t(block_sparse_attention(t(q), t(k), t(v), mask, block_q=sizes.block_q, block_kv=sizes.block_kv,
+                                        kernel="gpu", interpret=interpret))
+    return attend
+
+
+def _cudnn_lhd(q, k, v):
+    return jax.nn.dot_product_attention(q[None], k[None], v[None], implementation="cudnn")[0]
+
+
+def modeled_block(geometry, sizes: Sizes) -> dict:
+    """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or why it cannot."""
+    try:
+        from svgtpu import costmodel
+        setup = costmodel.Setup(model=costmodel.get_model(sizes.block.name), geometry=geometry,
+                                device=costmodel.get_device("h200"), chips=1, steps=sizes.steps,
+                                block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
+        breakdown = costmodel.forward_breakdown(setup)
+        total = sum(breakdown.values())
+        return {"attention_share_dense": breakdown["self_attention"] / total,
+                "block_s_dense": total / setup.model.layers,
+                "dit_speedup_svg_aligned": (costmodel.dit_seconds(setup, "dense", True)
+                                            / costmodel.dit_seconds(setup, "svg-aligned", True)),
+                "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
+                "provenance": setup.provenance}
+    except Exception as error:  # the cost model is optional here: record why it could not predict
+        return {"unavailable": _reason(error)}
+
+
+def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
+    from svgtpu.dit import rope_angles
+    g = get_geometry(geometry)
+    shape = sizes.block
+    p = init_block(shape)
+    x, e, context, *qkv = block_inputs(shape, g.L)
+    angles = rope_angles(g, shape.head_dim)
+    svg = svg_mask(g, sparsity=sizes.sparsity)
+    aligned = align(svg, sizes.block_q, sizes.block_kv, "snap")
+    attentions = {"dense-cudnn": _cudnn_lhd, "dense-ours": _ours_lhd(DenseMask(g.L), sizes, interpret),
+                  "svg-aligned-ours": _ours_lhd(aligned, sizes, interpret)}
+    attentions = {n: a for n, a in attentions.items() if n in sizes.block_attentions}
+    calls = {}
+    for name, attend in attentions.items():
+        blk = jax.jit(functools.partial(block_forward, shape=shape, attention=attend))
+        att = jax.jit(attend)
+        calls[f"block:{name}"] = functools.partial(blk, p, x, e, context, angles)
+        calls[f"attention:{name}"] = functools.partial(att, *qkv)
+    times, skipped = time_variants(calls, budget, sizes, f"block {g.name or g}")
+    rows = []
+    for name in attentions:
+        b, a = f"block:{name}", f"attention:{name}"
+        row = {"attention": name, "status": "ok" if b in times and a in times else "skipped",
+               "reason": skipped.get(b) or skipped.get(a) or ""}
+        if row["status"] == "ok":
+            row |= {"block_s": statistics.median(times[b]), "attention_s": statistics.median(times[a]),
+                    "attention_share": statistics.median(x / y for x, y in zip(times[a], times[b]))}
+        rows.append(row)
+    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": shape.name,
+            "rows": rows, "modeled": modeled_block(g, sizes)}
+
+
+# -- 4. end to end, extrapolated ----------------------------------------------------------------
+
+def extrapolate(block: dict, sizes: Sizes) -> dict | None:
+    """Seconds of one video from one block's time: ``layers x steps x 2`` passes (CFG), dense and with
+    SVG's schedule (the cost model's dense warm-up steps and layers).  ``None`` without the timings."""
+    rows = {r["attention"]: r for r in block["rows"] if r["status"] == "ok"}
+    dense = rows.get("dense-cudnn") or rows.get("dense-ours")
+    sparse = rows.get("svg-aligned-ours")
+    if dense is None:
+        return None
+    layers, steps, passes = sizes.block.layers, sizes.steps, 2
+    out = {"geometry": block["geometry"], "dense_kernel": "cudnn" if "dense-cudnn" in rows else "ours",
+           "dense_s": passes * steps * layers * dense["block_s"], "label": "extrapolated-from-measured-block"}
+    schedule = block["modeled"]
+    if sparse is not None and "dense_steps" in schedule:
+        ds, dl = schedule["dense_steps"], schedule["dense_layers"]
+        out["svg_s"] = passes * (ds * layers * dense["block_s"]
+                                 + (steps - ds) * (dl * dense["block_s"] + (layers - dl) * sparse["block_s"]))
+        out["speedup"] = out["dense_s"] / out["svg_s"]
+    return out
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+def run(smoke: bool = False, budget_s: float | None = None) -> dict:
+    """The whole benchmark (``smoke``: tiny shapes, any backend); returns the result dict."""
+    from svgtpu.results import provenance
+    sizes = SMOKE if smoke else FULL
+    if budget_s is not None:
+        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
+            raise ValueError(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
+                             f"about {FULL.budget_s:.0f}), got {budget_s!r}")
+        sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
+    if not smoke and jax.default_backend() != "gpu":
+        raise ValueError(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
+                         f"use --smoke to run the same code at tiny shapes here")
+    interpret = jax.default_backend() != "gpu"
+    budget = Budget(sizes.budget_s)
+    result = {"provenance": provenance("measured", pallas=True), "device": jax.devices()[0].device_kind,
+              "backend": jax.default_backend(), "jax": jax.__version__, "smoke": smoke, "profile": sizes.profile,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,
+              "sparsity": sizes.sparsity, "attention": [], "block": [], "end_to_end": [], "errors": []}
+
+    def guarded(section: str, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as error:  # one broken section must not lose the others' numbers
+            result["errors"].append({"section": section, "reason": _reason(error),
+                                     "traceback": traceback.format_exc(limit=4)})
+            return None
+
+    # sections get time in proportion to their weight (attention and block shared out by L^2, as
+    # attention dominates); what a section leaves unused passes on to the next ones
+    share_check, share_attention, share_block = sizes.shares
+    sections = [("check", None, share_check)]
+    for kind, geometries, share in (("attention", [g for g, _ in sizes.attention], share_attention),
+                                    ("block", list(sizes.blocks), share_block)):
+        squares = [get_geometry(g).L ** 2 for g in geometries]
+        sections += [(kind, g, share * w / sum(squares)) for g, w in zip(geometries, squares)]
+    heads = dict(sizes.attention)
+    for i, (kind, geometry, weight) in enumerate(tqdm(sections, desc="bench gpu")):
+        budget.section(weight / sum(w for _, _, w in sections[i:]))
+        if kind == "check":
+            result["check"] = guarded("check", check_kernel, sizes, budget)
+        elif kind == "attention":
+            found = guarded(f"attention {geometry}", bench_attention, geometry, heads[geometry], sizes, budget,
+                            interpret)
+            if found:
+                result["attention"].append(found)
+        else:
+            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget, interpret)
+            if found:
+                result["block"].append(found)
+                e2e = extrapolate(found, sizes)
+                if e2e:
+                    result["end_to_end"].append(e2e)
+    result["elapsed_s"] = budget.elapsed()
+    return result
+
+
+# -- results file --------------------------------------------------------------------------------
+
+def _key(geometry: str) -> str:
+    return geometry.removeprefix("wan-").replace(" ", "")
+
+
+def results_entries(result: dict):
+    """``(claim, name, value, kwargs)`` for every number the paper shows from a GPU run."""
+    prov = result["provenance"]
+    for a in result["attention"]:
+        g = _key(a["geometry"])
+        yield ("C4", f"gpu_attention_{g}", a["rows"],
+               dict(provenance=prov, description=f"attention variants at {a['geometry']} (L={a['L']}, "
+                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['sparsity']}) "
+                    f"on {result['device']}"))
+        for name, value in a["headline"].items():
+            if value is not None:
+                yield ("C4", f"gpu_{name}_{g}", value, dict(provenance=prov, unit="x",
+                                                            description=f"paired-ratio median at {a['geometry']}"))
+    for b in result["block"]:
+        g = _key(b["geometry"])
+        yield ("C2", f"gpu_block_{g}", b["rows"],
+               dict(provenance=prov, description=f"{b['model']}-shaped block at {b['geometry']} (L={b['L']}): "
+                    f"block and self-attention seconds on {result['device']}"))
+        for row in b["rows"]:
+            if row["status"] == "ok":
+                yield ("C2", f"gpu_attention_share_{row['attention']}_{g}", row["attention_share"],
+                       dict(provenance=prov, unit="fraction",
+                            description=f"measured self-attention share of one block, {row['attention']}"))
+        modeled = b["modeled"]
+        if "attention_share_dense" in modeled:
+            yield ("C2", f"gpu_attention_share_modeled_{g}", modeled["attention_share_dense"],
+                   dict(provenance=modeled["provenance"], unit="fraction",
+                        description="cost model's dense self-attention share for the same model and resolution"))
+    if result["end_to_end"]:
+        yield ("C1", "gpu_end_to_end_extrapolated", result["end_to_end"],
+               dict(provenance=prov, description="one video extrapolated from the measured block: "
+                    "layers x 50 steps x 2 (CFG); SVG with the cost model's warm-up schedule; no profiling, "
+                    "VAE or text encoder"))
+
+
+def write(result: dict, path: str | Path) -> Path:
+    """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``."""
+    from svgtpu.results import NotebookRun, write_results
+    path = Path(path)
+    notebook = NotebookRun(NOTEBOOK, result["profile"], path.parent)
+    for claim, name, value, kwargs in results_entries(result):
+        notebook.record(claim, name, value, **kwargs)
+    data = {"claims": {c: dict(sorted(e.items())) for c, e in sorted(notebook.claims.items())}, "figures": {},
+            "notebooks": {NOTEBOOK: {"profile": result["profile"], "finished": result["date"],
+                                     "figures": [], "device": result["device"], **notebook.env}},
+            "run": result}
+    return write_results(data, path)
+
+
+def gpu_rows(path: str | Path | None = None) -> dict | None:
+    """The GPU run's results for notebooks and the paper, or ``None`` when there is none yet.
+
+    ``{"device", "provenance", "jax", "attention": [...], "block": [...], "end_to_end": [...]}``
+    read from ``figures/results-gpu.json`` (default).
+    """
+    import json
+
+    from svgtpu.results import figures_dir
+    path = Path(path) if path is not None else figures_dir() / RESULTS_GPU
+    if not path.exists():
+        return None
+    run_ = json.loads(path.read_text()).get("run")
+    if not run_:
+        return None
+    return {k: run_[k] for k in ("device", "provenance", "jax", "date", "attention", "block", "end_to_end")}
+
+
+def format_result(result: dict) -> str:
+    """The run as tables, for the terminal."""
+    from svgtpu.cli import format_table
+    parts = [f"bench gpu on {result['device']} ({result['backend']}, jax {result['jax']}) "
+             f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, {result['elapsed_s']:.0f} s "
+             f"of a {result['budget_s']:.0f} s budget"]
+    check = result.get("check")
+    if check:
+        worst = max((r for r in check["rows"] if "max_rel_error" in r), key=lambda r: r["max_rel_error"])
+        parts.append(f"check at {check['geometry']}: {'all ok' if check['all_ok'] else 'FAILED'} "
+                     f"(worst {worst['max_rel_error']:.2e}: {worst['mask']} {worst['dtype']})")
+    columns = ["variant", "status", "median_s", "ratio_to_ours_dense", "ratio_to_cudnn", "tflops", "density",
+               "overhead_vs_ideal", "reason"]
+    for a in result["attention"]:
+        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']} "
+                     f"(program {a['program_tile']})\n" + format_table(a["rows"], columns))
+    for b in result["block"]:
+        modeled = b["modeled"]
+        note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
+                else f"cost model: {modeled.get('unavailable')}")
+        parts.append(f"block {b['geometry']} L={b['L']} ({b['model']}); {note}\n"
+                     + format_table(b["rows"], ["attention", "status", "block_s", "attention_s", "attention_share",
+                                                "reason"]))
+    if result["end_to_end"]:
+        parts.append("end to end, extrapolated from the block\n" + format_table(result["end_to_end"]))
+    for e in result["errors"]:
+        parts.append(f"section {e['section']} failed: {e['reason']}")
+    return "\n\n".join(parts)
+
+
+__all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "BlockShape", "WAN14B",
+           "block_forward", "init_block", "check_kernel", "bench_attention", "bench_block", "extrapolate",
+           "RESULTS_GPU"]
