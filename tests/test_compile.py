@@ -78,3 +78,39 @@ def test_compile_command_exit_status(capsys):
     row, = result["targets"]
     assert row["compiled"] and {"smem_bytes", "vmem_bytes", "plan_steps", "compile_s"} <= set(row)
     assert result["device"] == "v6e" and result["compiled"]
+
+
+def test_llo_parsers_on_a_hand_written_dump():
+    from svgtpu.llo import region_bundles, top_level_regions
+    llo = """module {
+  func.func @block_sparse_attention(%arg0: i32) {
+    %0 = llo.constant 1 : i32
+    scf.if %0 {
+      llo.vector_store %1 into %arg7 : vector<8x128xf32> into i32
+    } {in_layout = []}
+    scf.if %2 {
+      %3 = llo.vadd.f32 %4, %5 : vector<8x128xf32>
+      %6 = "llo.vmatres"() <{mxu_id = 0 : i32}> : () -> vector<8x128xf32>
+      scf.if %7 {
+        %8 = llo.vcmp.ge.s32 %9, %10 : vector<8x128xi32>
+      }
+    } {in_layout = []}
+  }
+}"""
+    first, second = top_level_regions(llo)
+    assert first == {"vector_store": 1} and second == {"vadd.f32": 1, "vmatres": 1, "vcmp.ge.s32": 1}
+    schedule = "\n".join(["= key", "     0   :  { a }", "   0x1   : > { b }", "   0x2 PF: > { c }",
+                          "   0x3   : > { d }", "   0x4 LB: > { e }", "   0x5 PF: > { f }", "   0x6   : > { g }"])
+    assert region_bundles(schedule) == [3]
+
+
+def test_compiled_full_tile_body_has_no_compares_with_the_fast_path():
+    """C4 as libtpu builds it: the full body holds no vcmp/vselect; the partial body does."""
+    from svgtpu.llo import compiled_tile_counts
+    spec = dict(geometry="4x8x16", mask="svg", multiplier=1.0, block_q=128, block_kv=128, block_kv_compute=128,
+                head_dim=128, dtype="bfloat16", fast_path=True)
+    full, partial = compiled_tile_counts(spec)
+    assert (full["tile"], partial["tile"]) == ("full", "partial")
+    assert full["llo_cmp_select"] == 0 < partial["llo_cmp_select"]
+    assert full["llo_mxu"] == partial["llo_mxu"] > 0 and full["llo_eup"] == partial["llo_eup"] > 0
+    assert 0 < full["bundles"] <= partial["bundles"]
