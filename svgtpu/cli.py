@@ -553,6 +553,9 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="calls per variant per round, fastest kept (kernels)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compiled", action="store_true",
+                   help="ops: also the LLO instructions and static bundles libtpu emits per tile body for v6e "
+                        "(compiled ahead of time; needs libtpu, about a minute per variant)")
     p.add_argument("--smoke", action="store_true", help="gpu: the same run at tiny shapes, on any backend")
     p.add_argument("--out", help="gpu: write the results file here (figures/results-gpu.json for a GPU run)")
     p.add_argument("--budget", type=float, default=None, help="gpu: time budget of the run in seconds")
@@ -584,9 +587,14 @@ def run_bench(args):
         plans = format_table(result["plans"], ["mask", "steps_per_head", "dense_steps_per_head", "full", "partial",
                                                "empty", "masked_steps", "empty_row_steps", "wasted_steps",
                                                "mask_source", "mask_blocks"])
-        return result, "\n\n".join([format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
-                                     "tile plans (grid steps per head; wasted = no-op padding of per-head plans)",
-                                     plans])
+        tables = [format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
+                  "tile plans (grid steps per head; wasted = no-op padding of per-head plans)", plans]
+        if args.compiled:
+            from svgtpu.llo import compiled_ops
+            result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **common)
+            tables.append(format_table(result["compiled"]["rows"]) + f"\n({result['compiled']['provenance']}: "
+                                                                      f"{result['compiled']['counted_in']})")
+        return result, "\n\n".join(tables)
     result = bench.bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, repeats=args.repeats,
                                  seed=args.seed, **common)
     rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
