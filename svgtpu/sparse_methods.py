@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +23,7 @@ from tqdm.auto import tqdm
 from svgtpu import data
 from svgtpu.geometry import VideoGeometry
 from svgtpu.mask_families import RadialMask, STAMask, sta_order
-from svgtpu.masks import Mask, align, svg_mask
+from svgtpu.masks import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
 from svgtpu.tiles import classify
 
@@ -53,44 +54,99 @@ def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1)
     return captured
 
 
-def _bisect(density_of, target: float, lo: float, hi: float, steps: int) -> float:
-    """The knob in ``[lo, hi]`` whose (non-decreasing) density is closest to ``target``."""
-    best = hi
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        if density_of(mid) >= target:
-            hi = best = mid
-        else:
-            lo = mid
-    return min((lo, best), key=lambda x: abs(density_of(x) - target))
+class Tiles(NamedTuple):
+    """Kernel tile sizes; ``snap=True`` means the method's mask is snapped to them before use."""
+
+    block_q: int
+    block_kv: int
+    snap: bool
 
 
-def radial_for_density(geometry: VideoGeometry, target: float, sink_frames: int = 0) -> RadialMask:
-    """Radial mask whose ``window_fraction`` gives the kept fraction closest to ``target``."""
-    fraction = _bisect(lambda f: RadialMask(geometry, sink_frames, f).density(), target, 1e-3, 1.0, 20)
-    return RadialMask(geometry, sink_frames, fraction)
+def _kept(mask: Mask, tiles: Tiles) -> float:
+    """Kept fraction of the mask the kernel runs: ``mask`` itself, or snapped to ``tiles``."""
+    return (align(mask, tiles.block_q, tiles.block_kv, "snap") if tiles.snap else mask).density()
 
 
-def sta_for_density(geometry: VideoGeometry, target: float, tile: tuple[int, int, int]) -> STAMask:
-    """STA mask with ``tile`` and the window (tiles per axis) whose kept fraction is closest to ``target``
-    (every window is tried; :meth:`STAMask.density` needs no tile table)."""
+def _closest(candidates, target: float, kept) -> object:
+    return min(candidates, key=lambda c: abs(kept(c) - target))
+
+
+def svg_for_density(geometry: VideoGeometry, target: float, tiles: Tiles) -> BandSinkMask:
+    """SVG band + sink mask whose band width (steps of 128 tokens, within 16 steps of the unsnapped
+    match) gives the run mask's kept fraction closest to ``target``."""
+    base = svg_mask(geometry, sparsity=target)
+    steps = range(max(1, base.window // BAND_QUANTUM - 16), base.window // BAND_QUANTUM + 17)
+    candidates = [BandSinkMask(geometry.L, geometry.F, j * BAND_QUANTUM) for j in steps]
+    return _closest(candidates, target, lambda m: _kept(m, tiles))
+
+
+def radial_for_density(geometry: VideoGeometry, target: float, tiles: Tiles | None = None,
+                       sink_frames: int = 0) -> RadialMask:
+    """Radial mask whose ``window_fraction`` (a grid of 200 values; snapping makes the kept fraction
+    step-like, so no bisection) gives the run mask's kept fraction closest to ``target``."""
+    tiles = tiles or Tiles(128, 128, False)
+    candidates = [RadialMask(geometry, sink_frames, float(f)) for f in np.linspace(0.005, 1.0, 200)]
+    return _closest(candidates, target, lambda m: _kept(m, tiles))
+
+
+def sta_for_density(geometry: VideoGeometry, target: float, tile: tuple[int, int, int],
+                    tiles: Tiles | None = None) -> STAMask:
+    """STA mask with ``tile`` and the window (tiles per axis) whose run mask's kept fraction is closest
+    to ``target``: every window by :meth:`STAMask.density` (no tile table), then, when snapping, the
+    12 nearest re-ranked by their snapped kept fraction."""
     grid = STAMask(geometry, tile, (1, 1, 1)).tile_grid
-    windows = itertools.product(*(range(1, n + 1) for n in grid))
-    return min((STAMask(geometry, tile, w) for w in windows), key=lambda m: abs(m.density() - target))
+    masks = sorted((STAMask(geometry, tile, w) for w in itertools.product(*(range(1, n + 1) for n in grid))),
+                   key=lambda m: abs(m.density() - target))
+    if tiles is None or not tiles.snap:
+        return masks[0]
+    return _closest(masks[:12], target, lambda m: _kept(m, tiles))
 
 
-def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config) -> tuple[float, list[Selection]]:
-    """``(top_p, selections per layer)``: the ``top_p`` whose mean kept fraction over every layer and
-    head is closest to ``target`` (each layer clustered once; ``top_p`` only re-runs the selection)."""
+def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config,
+                     tiles: Tiles | None = None) -> tuple[float, list[Selection]]:
+    """``(top_p, selections per layer)``: the ``top_p`` whose run masks' mean kept fraction over every
+    layer and head is closest to ``target``, by bisection (kept pairs grow with ``top_p``)."""
+    tiles = tiles or Tiles(128, 128, False)
+
     def selections(top_p):
         c = dataclasses.replace(config, top_p=top_p)
         return [select(q, k, c) for q, k in qk]
 
-    def density(top_p):
-        return float(np.mean([mask.density() for s in selections(top_p) for mask in block_masks(s)]))
+    def kept(top_p):
+        return float(np.mean([_kept(m, tiles) for s in selections(top_p) for m in block_masks(s)]))
 
-    top_p = _bisect(density, target, 1e-3, 1.0, 12)
+    lo, hi = 1e-3, 1.0
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if kept(mid) >= target else (mid, hi)
+    top_p = _closest((lo, hi), target, kept)
     return top_p, selections(top_p)
+
+
+def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *, sta_tile=(2, 8, 8),
+            qk: list[tuple] | None = None, svg2: SVG2Config = SVG2Config()) -> tuple[list[Mask], dict]:
+    """The masks ``method`` runs at ``target`` kept fraction (snapped when ``tiles.snap``; SVG2: one
+    per layer and head of ``qk``, in the permuted order) and its knob."""
+    if method == "svg":
+        mask = svg_for_density(geometry, target, tiles)
+        unsnapped, knob = [mask], {"window": mask.window}
+    elif method == "radial":
+        mask = radial_for_density(geometry, target, tiles)
+        unsnapped, knob = [mask], {"window_fraction": mask.window_fraction}
+    elif method == "sta":
+        mask = sta_for_density(geometry, target, sta_tile, tiles)
+        unsnapped, knob = [mask], {"tile": "x".join(map(str, mask.tile)), "window": "x".join(map(str, mask.window))}
+    elif method == "svg2":
+        if qk is None:
+            raise ValueError("method svg2 needs the model's q, k (capture_qk)")
+        top_p, selections = svg2_for_density(qk, target, svg2, tiles)
+        unsnapped = [m for s in selections for m in block_masks(s)]
+        knob = {"top_p": top_p, "q_clusters": svg2.q_clusters, "k_clusters": svg2.k_clusters}
+    else:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not tiles.snap:
+        return unsnapped, knob
+    return [align(m, tiles.block_q, tiles.block_kv, "snap") for m in unsnapped], knob
 
 
 def _stats(mask: Mask, block_q: int, block_kv: int) -> dict:
@@ -112,31 +168,18 @@ def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
 
 def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | None, block_q: int, block_kv: int,
                  sta_tile: tuple[int, int, int], svg2: SVG2Config, progress: bool = True) -> list[dict]:
-    """One row per method (unaligned and ``-aligned``, snapped): its knob, kept fraction, partial
-    share and tile density at ``block_q x block_kv``; SVG2 rows average every layer and head of
-    ``qk`` (skipped when ``qk`` is None)."""
+    """One row per method variant (``-aligned``: snapped), each matched to ``target`` on its own:
+    its knob, kept fraction, partial share and tile density at ``block_q x block_kv``; SVG2 rows
+    average every layer and head of ``qk`` (left out when ``qk`` is None)."""
     sta_tile = check_settings(target, sta_tile)
     rows = []
-    for method in tqdm(METHODS, desc="methods", disable=not progress):
-        if method == "svg":
-            mask = svg_mask(geometry, sparsity=target)
-            masks, knob = [mask], {"window": mask.window}
-        elif method == "radial":
-            mask = radial_for_density(geometry, target)
-            masks, knob = [mask], {"window_fraction": mask.window_fraction}
-        elif method == "sta":
-            mask = sta_for_density(geometry, target, sta_tile)
-            masks, knob = [mask], {"tile": "x".join(map(str, mask.tile)), "window": "x".join(map(str, mask.window))}
-        elif qk is None:
+    for name in tqdm(VARIANTS, desc="methods", disable=not progress):
+        method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
+        if method == "svg2" and qk is None:
             continue
-        else:
-            top_p, selections = svg2_for_density(qk, target, svg2)
-            masks = [m for s in selections for m in block_masks(s)]
-            knob = {"top_p": top_p, "q_clusters": svg2.q_clusters, "k_clusters": svg2.k_clusters,
-                    "heads_x_layers": len(masks)}
-        aligned = [align(m, block_q, block_kv, "snap") for m in masks]
-        rows.append({"method": method, **_mean_stats(masks, block_q, block_kv), **knob})
-        rows.append({"method": f"{method}-aligned", **_mean_stats(aligned, block_q, block_kv), **knob})
+        masks, knob = matched(method, geometry, target, Tiles(block_q, block_kv, snap), sta_tile=sta_tile, qk=qk,
+                              svg2=svg2)
+        rows.append({"method": name, **_mean_stats(masks, block_q, block_kv), **knob})
     return rows
 
 
@@ -177,9 +220,9 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
                    progress: bool = True) -> dict:
     """Dense vs each method variant from the same noise and seed: PSNR, SSIM and the kept fraction.
 
-    Each method's knob is matched to ``kept`` as in :func:`method_table` (SVG2's ``top_p`` on the
-    model's captured ``q, k``); ``-aligned`` variants snap that mask to ``block x block`` tiles, so
-    their kept fraction is reported, not assumed.  SVG2 runs through the host-callback backend
+    Each variant's knob is matched to ``kept`` on its own, as in :func:`method_table` (snapped
+    variants after snapping; SVG2's ``top_p`` on the model's captured ``q, k``); the kept fraction
+    each variant really ran is reported (SVG2: the mean over its sparse calls).  SVG2 runs through the host-callback backend
     (:func:`svgtpu.svg2.svg2_backend`), so its sampling time is not reported.
     """
     from svgtpu.attention import SVGConfig, attention_backend
@@ -195,24 +238,27 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
         raise ValueError("seeds must name at least one seed")
     sta_tile = check_settings(kept, sta_tile)
     geometry, warm = config.geometry, SVGConfig()
+    qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
     backends, kept_of = {}, {}
     for name in variants:
         method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
+        tiles = Tiles(block, block, snap)
+        masks, knob = matched(method, geometry, kept, tiles, sta_tile=sta_tile, qk=qk, svg2=svg2)
         if method == "svg":
-            svg_config = SVGConfig(sparsity=kept, block_q=block, block_kv=block, align="snap" if snap else None)
+            # SVG's own backend (profiling, layout transform); W - 64 rounds back up to exactly W
+            svg_config = SVGConfig(multiplier=(knob["window"] - BAND_QUANTUM // 2) / geometry.F, block_q=block,
+                                   block_kv=block, align="snap" if snap else None)
             backends[name] = attention_backend("svg", geometry, svg_config=svg_config)
             kept_of[name] = svg_config.mask(geometry).density()
         elif method == "svg2":
-            top_p, _ = svg2_for_density(capture_qk(params, config), kept, svg2)
-            c = dataclasses.replace(svg2, top_p=top_p, block_q=block, block_kv=block, align="snap" if snap else None)
+            c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=block, block_kv=block,
+                                    align="snap" if snap else None)
             backends[name] = svg2_backend(c, warmup_step_fraction=warm.warmup_step_fraction,
                                           warmup_layer_fraction=warm.warmup_layer_fraction)
         else:
-            mask = sta_for_density(geometry, kept, sta_tile) if method == "sta" else radial_for_density(geometry, kept)
             order = sta_order(geometry, sta_tile) if method == "sta" else None
-            mask = align(mask, block, block, "snap") if snap else mask
-            backends[name] = mask_backend(mask, order=order, block_q=block, block_kv=block)
-            kept_of[name] = mask.density()
+            backends[name] = mask_backend(masks[0], order=order, block_q=block, block_kv=block)
+            kept_of[name] = masks[0].density()
     rows = []
     for seed in seeds:
         labels = [seed % config.num_labels]
@@ -235,4 +281,5 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
             "summary": summary, "per_seed": rows, "provenance": provenance("measured", pallas=True)}
 
 
-__all__ = ["METHODS", "VARIANTS", "capture_qk", "check_settings", "mask_backend", "method_quality", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]
+__all__ = ["METHODS", "VARIANTS", "Tiles", "capture_qk", "check_settings", "matched", "svg_for_density",
+           "mask_backend", "method_quality", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

@@ -69,3 +69,16 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
     step = jax.jit(lambda q, k, v, s: backend(q, k, v, layer=1, step=s, num_steps=5, num_layers=2))
     assert relative_error(step(q, k, v, jnp.int32(4)), masked_attention(q, k, v, allowed)) < 2e-5
     assert relative_error(step(q, k, v, jnp.int32(0)), masked_attention(q, k, v)) < 2e-5  # warm-up: dense
+
+
+@pytest.mark.parametrize("method", ["svg", "sta", "radial"])
+def test_snapped_variants_are_matched_after_snapping(method):
+    from svgtpu.masks import align
+    from svgtpu.sparse_methods import Tiles, matched
+
+    target, bq, bk = 0.3, 128, 256
+    (plain,), _ = matched(method, TOY, target, Tiles(bq, bk, False))
+    (snapped,), _ = matched(method, TOY, target, Tiles(bq, bk, True))
+    naive = align(plain, bq, bk, "snap")  # snapping the unsnapped match instead
+    assert abs(snapped.density() - target) <= abs(naive.density() - target) + 1e-12
+    assert snapped.density() == align(snapped, bq, bk, "snap").density()  # it is whole tiles
