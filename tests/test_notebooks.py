@@ -1,19 +1,28 @@
 """Every notebook runs through papermill with the ``quick`` profile and writes its figures and results.
 
 Outputs go to a temporary folder (the ``figures_dir`` parameter), so the tests never rewrite the
-committed figures.  One test per notebook, so ``pytest -n 2`` spreads them over both cores.
+committed figures.  One test per notebook, so ``pytest -n 2`` spreads them over both cores.  The
+executed copies must show their figures inline, and every figure of the teaching notebooks is
+followed by a takeaway sentence generated from the results.
 """
 
+import ast
 import json
+import re
+import string
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
-from svgtpu import reproduce
-from svgtpu.results import PROVENANCES, load_results
+from svgtpu import plots, reproduce
+from svgtpu.results import PROVENANCES, NotebookRun, figures_dir, load_results
 
 #: What each notebook must leave behind: figure names and result entries per claim.
 EXPECTED = {
+    "00_primer": {"figures": ["primer_roofline"], "claims": {}},
+    "06_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
     "01_quadratic_scaling": {
         "figures": ["c5_cost_vs_resolution", "c2_attention_share"],
         "claims": {"C2": ["attention_share_1440p", "attention_share_720p", "toy_attention_share",
@@ -67,6 +76,80 @@ def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, 
             assert entry["notebook"] == notebook
     assert set(expected["figures"]) <= set(data["figures"])
     assert data["notebooks"][notebook]["profile"] == "quick"
+    executed = nbformat.read(result.output, as_version=4)
+    images = [o for c in executed.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) >= len(expected["figures"]), "figures must show inline in the executed notebook"
+    if notebook in TEACHING:
+        for name in expected["figures"]:
+            sentence = data["figures"][name].get("takeaway", "")
+            assert sentence and "{" not in sentence, f"{name}: no generated takeaway"
+
+
+#: Notebooks whose every figure is followed by a generated takeaway and that carry exercises.
+TEACHING = ("00_primer", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation", "05_quality",
+            "06_kernel_walkthrough")
+#: What a takeaway template may spell in digits: claim ids, notebook numbers, resolutions, tile sizes and the
+#: 0-1 scale of decisiveness and TPU generations.
+SETTING = re.compile(r"\bC\d\b|notebook \d+|\bv\d+[a-z]*\b|\d+p\b|\d+×\d+|\b[01]:")
+
+
+def _takeaway_templates(nb) -> list[str]:
+    """The literal template strings of every ``plots.takeaway(...)`` call in the notebook's code."""
+    templates = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "takeaway":
+                for arg in node.args[2:3]:
+                    parts = [n.value for n in ast.walk(arg) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                    templates.append("".join(parts))
+    return templates
+
+
+@pytest.mark.parametrize("notebook", TEACHING)
+def test_teaching_notebooks_have_exercises_hidden_answers_and_generated_takeaways(notebook):
+    nb = nbformat.read(reproduce.NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4)
+    assert any("exercise" in c.metadata.get("tags", []) for c in nb.cells)
+    answers = [c for c in nb.cells if "answer" in c.metadata.get("tags", [])]
+    assert answers and all(c.metadata["jupyter"]["source_hidden"] for c in answers)
+    [parameters] = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert "update_figures = False" in parameters.source           # hand runs write to the scratch folder
+    templates = _takeaway_templates(nb)
+    assert templates
+    for template in templates:
+        literal = "".join(text for text, *_ in string.Formatter().parse(template))
+        assert not re.search(r"\d", SETTING.sub("", literal)), f"a number typed into a takeaway: {template!r}"
+
+
+def test_takeaway_fills_numbers_from_recorded_results_and_refuses_unknown_fields(tmp_path, capsys):
+    run = NotebookRun("test", "quick", tmp_path)
+    run.record("C3", "partial_share_after", 0.0123, provenance="computed")
+    run.figures["fig"] = {}
+    plots.takeaway(run, "fig", "after {C3.partial_share_after:.1%} at {grid}", grid="6x8x12")
+    assert run.figures["fig"]["takeaway"] == "after 1.2% at 6x8x12"
+    assert "after 1.2% at 6x8x12" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="C9.x"):
+        plots.takeaway(run, None, "{C9.x}")
+    plots.takeaway({"claims": {"Q": {"psnr": {"value": 25.04}}}}, None, "{Q.psnr:.1f} dB")
+    assert "25.0 dB" in capsys.readouterr().out
+
+
+def test_hand_runs_write_to_scratch_and_parameters_yield_to_profiles(tmp_path):
+    assert reproduce.output_dir(None) == reproduce.SCRATCH_DIR
+    assert reproduce.output_dir(None, update_figures=True) == figures_dir()
+    assert reproduce.output_dir(tmp_path, update_figures=False) == tmp_path  # what svgtpu reproduce passes
+    quick = reproduce.PROFILES["quick"]["03_fast_path_ablation"]["geometry"]
+    assert reproduce.settings("03_fast_path_ablation", "quick", geometry="2x2x2")["geometry"] == quick
+    assert reproduce.settings("03_fast_path_ablation", "cpu", geometry="2x2x2")["geometry"] == "2x2x2"
+
+
+def test_plots_leave_the_backend_to_jupyter():
+    """Importing svgtpu.plots must not force a backend: the inline backend shows figures in notebooks."""
+    code = "import matplotlib, svgtpu.plots; print(matplotlib.get_backend())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"MPLBACKEND": reproduce.INLINE_BACKEND, "PATH": ""})
+    assert out.stdout.strip().endswith("backend_inline")
 
 
 @pytest.mark.parametrize("notebook", reproduce.NOTEBOOKS)
