@@ -21,11 +21,11 @@ def numpy_attention(q, k, v, allowed, sm_scale=None):
     """float64 masked attention; rows with no allowed key -> 0."""
     q, k, v = (np.asarray(jnp.asarray(x, jnp.float32), np.float64) for x in (q, k, v))
     scale = 1 / np.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    s = np.where(allowed, np.einsum("hqd,hkd->hqk", q, k) * scale, -np.inf)
+    s = np.where(allowed, (q @ k.transpose(0, 2, 1)) * scale, -np.inf)  # BLAS, not einsum: fast at L ~ 2k
     m = s.max(-1, keepdims=True)
     p = np.exp(s - np.where(np.isfinite(m), m, 0))
     denom = p.sum(-1, keepdims=True)
-    return np.einsum("hqk,hkd->hqd", p, v) / np.where(denom == 0, 1, denom)
+    return (p @ v) / np.where(denom == 0, 1, denom)
 
 
 def relative_error(out, ref) -> float:
@@ -270,24 +270,25 @@ def test_bench_kernels_command_reports_every_variant(capsys):
 
 # -- tiles that are multiples of 8 but not 128, the production tile, SMEM chunks, VMEM budget -----
 
-# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv)
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute)
 ODD_TILES = [
-    ("q24-band-f32", lambda L: BandSinkMask(L, 20, 70), 2, 300, 64, "float32", 24, 128),
-    ("q136-array-f32", lambda L: np.random.default_rng(3).random((L, L)) < 0.3, 3, 300, 128, "float32", 136, 256),
-    ("q40-per-head-bf16", lambda L: per_head_masks(L, 4), 3, 300, 64, "bfloat16", 40, 128),
-    ("q3024-kv2048-bf16", lambda L: BandSinkMask(L, 64, 1500), 1, 3100, 64, "bfloat16", 3024, 2048),
+    ("q24-band-f32", lambda L: BandSinkMask(L, 20, 70), 2, 300, 64, "float32", 24, 128, None),
+    ("q136-array-f32", lambda L: np.random.default_rng(3).random((L, L)) < 0.3, 3, 300, 128, "float32", 136, 256,
+     None),
+    ("q40-per-head-bf16", lambda L: per_head_masks(L, 4), 3, 300, 64, "bfloat16", 40, 128, None),
+    ("q3024-kv2048-bf16", lambda L: BandSinkMask(L, 64, 1000), 1, 2100, 64, "bfloat16", 3024, 2048, 1024),
 ]
 
 
 @pytest.mark.parametrize("case", ODD_TILES, ids=[c[0] for c in ODD_TILES])
 def test_sublane_multiple_tiles_match_float64(case):
     """q blocks are a sublane dimension: any multiple of 8 is legal, MaxDiffusion's 3024 included."""
-    name, build, heads, L, d, dtype, bq, bkv = case
+    name, build, heads, L, d, dtype, bq, bkv, bkc = case
     seed = zlib.crc32(name.encode())
     print("seed", seed)
     mask = build(L)
     q, k, v = random_qkv(seed, heads, L, d, dtype)
-    out = block_sparse_attention(q, k, v, mask, block_q=bq, block_kv=bkv)
+    out = block_sparse_attention(q, k, v, mask, block_q=bq, block_kv=bkv, block_kv_compute=bkc)
     assert relative_error(out, numpy_attention(q, k, v, mask_array(mask, heads, L))) <= TOLERANCE[dtype]
 
 
@@ -319,11 +320,11 @@ def test_plan_chunks_pack_the_traversal_and_split_at_q_rows():
 def test_kernel_splits_a_plan_over_smem_budget(monkeypatch):
     """With a tiny SMEM budget the kernel runs one pallas_call per q-row chunk: same result."""
     from svgtpu.kernels import budget
-    L = 1100
+    L = 700
     mask = BandSinkMask(L, 30, 300)
     monkeypatch.setattr(budget, "SMEM_RESERVE", budget.device_memory("v6e").smem - 512)  # 128 words
     plan = tile_plan(mask, L, 16, 128)
-    assert plan.num_steps > 2 * 128 and len(plan.chunks(budget.device_memory("v6e").smem_budget)) >= 3
+    assert plan.num_steps > 128 and len(plan.chunks(budget.device_memory("v6e").smem_budget)) >= 2
     q, k, v = random_qkv(8, 1, L, 64, "float32")
     out = block_sparse_attention(q, k, v, mask, block_q=16, block_kv=128, device="v6e")
     assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["float32"]
