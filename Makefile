@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= cpu
 
-.PHONY: install test figures lab clean
+.PHONY: install test figures lab clean gpu-bench
 
 install: $(VENV)/.installed
 
@@ -24,6 +24,15 @@ figures: install
 
 lab: install
 	$(VENV)/bin/jupyter lab notebooks/
+
+# The prepared GPU run (svgtpu/gpu_bench.py): the GPU machine's own python and jax, from the checkout (no
+# venv, no installs), about 7 of the 8 minutes one command may take on an H200.
+GPU_PYTHON ?= python3
+
+gpu-bench:
+	PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu --out figures/results-gpu.json
+	@echo "Commit the run: git add figures/results-gpu.json && git commit -m 'H200 run: make gpu-bench' -- figures/results-gpu.json"
+	@echo "then regenerate the paper's GPU section: python -m svgtpu paper"
 
 clean:
 	rm -rf build .pytest_cache

@@ -73,21 +73,19 @@ WAN14B = BlockShape(dim=5120, heads=40, head_dim=128, ffn=13824, text_len=512, l
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
-    """What one run measures.  ``attention``: (geometry, heads) pairs; ``budget_s``: the whole run's
-    time budget, shared out by ``shares`` (check, attention, block; what a section leaves passes on)."""
+    """What one run measures.  ``sections``: ``(kind, geometry, heads, weight)`` in run order, kind
+    ``check`` / ``attention`` / ``block`` (``heads``: attention heads of check and attention; a block has
+    its model's).  Each section may use ``weight / (weights of it and the sections after it)`` of the
+    time left of ``budget_s``, so time a section leaves unused passes on to the next ones."""
 
-    attention: tuple[tuple[str, int], ...]
-    check: tuple[str, int]
-    blocks: tuple[str, ...]
+    sections: tuple[tuple[str, str, int | None, float], ...]
     block: BlockShape
     block_q: int = 128
     block_kv: int = 128
     sparsity: float = 0.3
     steps: int = 50
-    min_rounds: int = 3
     max_rounds: int = 7
-    budget_s: float = 440.0
-    shares: tuple[float, float, float] = (0.06, 0.40, 0.54)
+    budget_s: float = 400.0
     check_cases: tuple[tuple[str, str, bool], ...] = (
         ("bfloat16", "dense", True), ("bfloat16", "svg", False), ("bfloat16", "svg", True),
         ("bfloat16", "aligned", True), ("bfloat16", "per-head", True), ("float32", "svg", True))
@@ -96,14 +94,17 @@ class Sizes:
     profile: str = "h200"
 
 
-FULL = Sizes(attention=(("wan-720p", 40), ("wan-1440p", 8)), check=("21x16x24", 4),
-             blocks=("wan-480p", "wan-720p", "wan-1440p"), block=WAN14B)
+#: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
+#: weights guess where compile time (every section) and run time (the 1440p ones) go.
+FULL = Sizes(sections=(("check", "21x16x24", 4, 0.04), ("attention", "wan-720p", 40, 0.15),
+                       ("attention", "wan-1440p", 8, 0.23), ("block", "wan-480p", None, 0.10),
+                       ("block", "wan-720p", None, 0.12), ("block", "wan-1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
 #: dense attention (its SVG variant is the same code with another mask).
-SMOKE = Sizes(attention=(("2x8x10", 2),), check=("2x8x10", 2), blocks=("2x8x10",),
+SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=BlockShape(dim=256, heads=2, head_dim=128, ffn=512, text_len=16, layers=40, name="smoke"),
-              min_rounds=2, max_rounds=2, budget_s=300.0,
+              max_rounds=2, budget_s=300.0,
               check_cases=(("float32", "per-head", False),), profile="smoke",
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense", "ours-dense",
                         "ours-aligned-fast"),
@@ -144,7 +145,7 @@ def _device_memory() -> float | None:
 
 def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc: str) -> tuple[dict, dict]:
     """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
-    interleaved rounds, as many as the section's budget allows (``min_rounds``..``max_rounds``).
+    interleaved rounds, as many as the section's budget allows (at least one, at most ``max_rounds``).
 
     Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
     """
@@ -163,7 +164,7 @@ def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc
     if not steady:
         return {}, skipped
     per_round = sum(steady.values())
-    rounds = int(min(sizes.max_rounds, max(sizes.min_rounds, budget.left() // per_round - 1)))
+    rounds = int(min(sizes.max_rounds, max(1, budget.left() // per_round - 1)))  # -1: the warm-up call
     times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
     return times, skipped
 
@@ -182,11 +183,11 @@ def _attention_f64(q, k, v, allowed) -> np.ndarray:
     return out
 
 
-def check_kernel(sizes: Sizes, budget: Budget) -> dict:
+def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dict:
     """Max relative error of our GPU kernel vs a float64 host reference for ``sizes.check_cases``
     (dtype, mask kind: dense / svg / aligned / per-head, fast path)."""
-    g = get_geometry(sizes.check[0])
-    heads, L = sizes.check[1], g.L
+    g = get_geometry(geometry)
+    L = g.L
     svg = svg_mask(g, sparsity=sizes.sparsity)
     per_head = np.stack([BandSinkMask(L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
     masks = {"dense": DenseMask(L), "svg": svg, "aligned": align(svg, sizes.block_q, sizes.block_kv),
@@ -521,22 +522,13 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
                                      "traceback": traceback.format_exc(limit=4)})
             return None
 
-    # sections get time in proportion to their weight (attention and block shared out by L^2, as
-    # attention dominates); what a section leaves unused passes on to the next ones
-    share_check, share_attention, share_block = sizes.shares
-    sections = [("check", None, share_check)]
-    for kind, geometries, share in (("attention", [g for g, _ in sizes.attention], share_attention),
-                                    ("block", list(sizes.blocks), share_block)):
-        squares = [get_geometry(g).L ** 2 for g in geometries]
-        sections += [(kind, g, share * w / sum(squares)) for g, w in zip(geometries, squares)]
-    heads = dict(sizes.attention)
-    for i, (kind, geometry, weight) in enumerate(tqdm(sections, desc="bench gpu")):
-        budget.section(weight / sum(w for _, _, w in sections[i:]))
+    weights = [w for *_, w in sizes.sections]
+    for i, (kind, geometry, heads, _) in enumerate(tqdm(sizes.sections, desc="bench gpu")):
+        budget.section(weights[i] / sum(weights[i:]))
         if kind == "check":
-            result["check"] = guarded("check", check_kernel, sizes, budget)
+            result["check"] = guarded("check", check_kernel, geometry, heads, sizes, budget)
         elif kind == "attention":
-            found = guarded(f"attention {geometry}", bench_attention, geometry, heads[geometry], sizes, budget,
-                            interpret)
+            found = guarded(f"attention {geometry}", bench_attention, geometry, heads, sizes, budget, interpret)
             if found:
                 result["attention"].append(found)
         else:

@@ -1,0 +1,53 @@
+"""The prepared GPU run (``svgtpu bench gpu``): its smoke run end to end on this CPU, the results file it
+writes, the end-to-end extrapolation worked by hand, and its refusals."""
+
+import json
+
+import pytest
+
+from svgtpu import gpu_bench
+from svgtpu.cli import main
+from svgtpu.results import load_results
+
+
+def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
+    out = tmp_path / "results-gpu.json"
+    assert main(["bench", "gpu", "--smoke", "--json", "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["smoke"] and result["provenance"] == "measured-cpu-interpret" and not result["errors"]
+    assert result["check"]["all_ok"] and result["check"]["rows"]
+    rows = {r["variant"]: r for r in result["attention"][0]["rows"]}
+    for name in ("xla-dense", "ours-dense", "ours-aligned-fast"):
+        assert rows[name]["status"] == "ok" and rows[name]["median_s"] > 0 and rows[name]["tflops"] > 0
+    assert rows["ours-dense"]["ratio_to_ours_dense"] == 1.0
+    assert rows["cudnn-dense"]["status"] == "skipped" and rows["cudnn-dense"]["reason"]  # no GPU here
+    assert rows["ours-svg-fast"]["reason"] == "not in the smoke profile"
+    block = {r["attention"]: r for r in result["block"][0]["rows"]}
+    assert block["dense-ours"]["status"] == "ok" and block["dense-ours"]["attention_share"] > 0  # noisy here
+    assert result["end_to_end"][0]["dense_kernel"] == "ours"
+
+    data = load_results(out)
+    assert data["claims"]["C4"]["gpu_attention_2x8x10"]["provenance"] == "measured-cpu-interpret"
+    assert "gpu_attention_share_dense-ours_2x8x10" in data["claims"]["C2"]
+    assert gpu_bench.gpu_rows(out)["attention"] == result["attention"]
+    assert gpu_bench.gpu_rows(tmp_path / "absent.json") is None
+
+
+def test_end_to_end_extrapolation_worked_by_hand():
+    block = {"geometry": "wan-1440p", "modeled": {"dense_steps": 10, "dense_layers": 1},
+             "rows": [{"attention": "dense-cudnn", "status": "ok", "block_s": 2.0},
+                      {"attention": "svg-aligned-ours", "status": "ok", "block_s": 1.0}]}
+    e2e = gpu_bench.extrapolate(block, gpu_bench.FULL)
+    # dense: 2 passes x 50 steps x 40 blocks x 2 s; SVG: 10 dense steps, then 1 dense + 39 sparse blocks
+    assert e2e["dense_s"] == 8000.0
+    assert e2e["svg_s"] == 2 * (10 * 40 * 2.0 + 40 * (1 * 2.0 + 39 * 1.0)) == 4880.0
+    assert e2e["speedup"] == pytest.approx(8000 / 4880)
+    block["rows"] = [{"attention": "dense-cudnn", "status": "skipped", "reason": "OOM"}]
+    assert gpu_bench.extrapolate(block, gpu_bench.FULL) is None
+
+
+def test_refusals_are_one_line_with_exit_status_2(capsys):
+    assert main(["bench", "gpu"]) == 2  # the full run needs a GPU
+    assert "needs a GPU backend" in capsys.readouterr().err
+    assert main(["bench", "gpu", "--smoke", "--budget", "-5"]) == 2
+    assert "budget must be a positive number of seconds" in capsys.readouterr().err
