@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import zipfile
 from typing import Any
 
 import jax
@@ -289,7 +291,16 @@ def save_checkpoint(path: str, params: Params, config: DiTConfig) -> None:
 
 def load_checkpoint(path: str) -> tuple[Params, DiTConfig]:
     """``(params, config)`` from a file written by :func:`save_checkpoint`."""
-    with np.load(path) as archive:
+    if not os.path.isfile(path):
+        raise ValueError(f"checkpoint {path} does not exist (the shipped one is checkpoints/toy_dit.npz; "
+                         "`python -m svgtpu train` writes one)")
+    try:
+        archive = np.load(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise ValueError(f"checkpoint {path} is not a .npz file written by save_checkpoint") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"checkpoint {path} holds one array, not a .npz file written by save_checkpoint")
+    with archive:
         if "__config__" not in archive:
             raise ValueError(f"checkpoint {path} has no __config__ entry: not a toy DiT checkpoint")
         config = DiTConfig.from_json(str(archive["__config__"]))

@@ -39,6 +39,10 @@ def round_up(a: int, b: int) -> int:
     return ceil_div(a, b) * b
 
 
+#: The longest token sequence: token indices are int32 in JAX without x64 and in Pallas TPU kernels.
+MAX_TOKENS = 2**31 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class VideoGeometry:
     """Token grid of one video: ``T`` latent frames of ``H x W`` tokens each."""
@@ -51,6 +55,10 @@ class VideoGeometry:
     def __post_init__(self):
         for field in ("T", "H", "W"):
             check_positive_int(f"geometry {field}", getattr(self, field))
+        if self.T * self.H * self.W > MAX_TOKENS:
+            raise ValueError(f"geometry {self.T}x{self.H}x{self.W} has L = {self.T * self.H * self.W:,} tokens; "
+                             f"at most {MAX_TOKENS:,} (2**31 - 1): JAX (without x64) and Pallas TPU kernels "
+                             "index tokens with int32")
 
     @property
     def F(self) -> int:
@@ -142,4 +150,4 @@ def get_geometry(spec: "str | VideoGeometry") -> VideoGeometry:
     return VideoGeometry(T, H, W)
 
 
-__all__ = ["VideoGeometry", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up"]
+__all__ = ["VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up"]

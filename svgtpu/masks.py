@@ -418,6 +418,22 @@ def tile_edges(L: int, block: int) -> np.ndarray:
     return np.arange(ceil_div(L, block) + 1, dtype=np.int64) * block
 
 
+#: The most tiles one classification or alignment handles: each takes about 85 bytes of working
+#: memory, so this caps a call near 0.7 GB and a few seconds (wan-1440p with 128 x 128 tiles has 5.6M).
+MAX_TILES = 2**23
+
+
+def tile_grid(L: int, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
+    """The q and kv tile edges of an ``L x L`` score matrix, refusing grids beyond :data:`MAX_TILES`."""
+    block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
+    nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
+    if nq * nk > MAX_TILES:
+        raise ValueError(f"block_q x block_kv = {block_q} x {block_kv} cuts L = {L} into {nq} x {nk} = "
+                         f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
+                         "(about 85 bytes each): use larger blocks or a smaller geometry")
+    return tile_edges(L, block_q), tile_edges(L, block_kv)
+
+
 def tile_valid_lengths(L: int, edges: np.ndarray) -> np.ndarray:
     """How many positions of each tile between ``edges`` lie inside ``L`` (the last tile may be padded)."""
     return np.minimum(edges[1:], L) - edges[:-1]
@@ -447,7 +463,7 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
     """
     if mode not in ALIGN_MODES:
         raise ValueError(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
-    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
+    qe, ke = tile_grid(mask.L, block_q, block_kv)
     counts = mask.count_grid(qe, ke)
     valid = tile_valid_pairs(mask.L, qe, ke)
     if mode == "snap":
@@ -479,7 +495,7 @@ def alignment_diff(original: Mask, aligned: TileMask) -> MaskDiff:
     """Count the pairs alignment added and dropped, without materializing either mask."""
     if original.L != aligned.L:
         raise ValueError(f"masks differ in length: {original.L} vs {aligned.L}")
-    counts = original.count_grid(tile_edges(aligned.L, aligned.block_q), tile_edges(aligned.L, aligned.block_kv))
+    counts = original.count_grid(*tile_grid(aligned.L, aligned.block_q, aligned.block_kv))
     both = int(counts[aligned.tiles].sum())
     n_orig, n_aligned = original.num_allowed(), aligned.num_allowed()
     return MaskDiff(n_orig, n_aligned, n_aligned - both, n_orig - both)

@@ -107,6 +107,11 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     return (kinds, mse) if return_mse else kinds
 
 
+def _check_contrast(contrast) -> None:
+    if not (isinstance(contrast, (int, float)) and math.isfinite(contrast) and contrast > 0):
+        raise ValueError(f"contrast must be a positive number, got {contrast!r}")
+
+
 def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
                   head_dim: int = 64, contrast: float = 8.0, dtype=jnp.float32):
     """Synthetic ``q, k, v [heads, L, head_dim]`` whose head ``h`` is ``kinds[h]`` by construction.
@@ -121,8 +126,7 @@ def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
     kinds = np.asarray(kinds)
     if kinds.ndim != 1 or not np.isin(kinds, (SPATIAL, TEMPORAL)).all():
         raise ValueError(f"kinds must be a 1-D sequence of 0 (spatial) / 1 (temporal), got {kinds.tolist()}")
-    if contrast <= 0:
-        raise ValueError(f"contrast must be positive, got {contrast}")
+    _check_contrast(contrast)
     g, d, rng = geometry, head_dim, np.random.default_rng(seed)
 
     def unit(n):
@@ -150,6 +154,8 @@ def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *
     """
     from tqdm import tqdm
 
+    _check_contrast(contrast)
+    check_positive_int("heads", heads)
     classify = jax.jit(lambda q, k, v, key: classify_heads(q, k, v, geometry, mask, key, num_rows=num_rows))
     confusion = np.zeros((2, 2), dtype=np.int64)
     for seed in tqdm(seeds, desc="profiling planted heads", disable=not progress):

@@ -93,6 +93,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     and the head-kind fractions per layer.
     """
     from svgtpu.attention import SVGConfig, attention_backend
+    from svgtpu.results import provenance
     from svgtpu.sampler import sample
 
     variants = VARIANTS if variants is None else variants
@@ -139,7 +140,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
             "fast_path_max_abs_diff": fast_path_check,
             "dense_sample_seconds": seconds["dense"] / len(seeds),
             "head_kinds": {name: head_kinds(infos[name])["layers"] for name in variants},
-            "provenance": "measured-cpu-interpret"}
+            "provenance": provenance("measured", pallas=True)}
 
 
 __all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study"]

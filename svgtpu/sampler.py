@@ -12,6 +12,7 @@ its dense warm-up; ``i`` is passed as data so one compiled program serves every 
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import jax
@@ -29,8 +30,8 @@ from svgtpu.geometry import check_positive_int
 def time_grid(num_steps: int, shift: float = 1.0) -> np.ndarray:
     """``num_steps + 1`` flow times from 1 down to 0, shifted by ``shift``."""
     check_positive_int("num_steps", num_steps)
-    if not shift > 0:
-        raise ValueError(f"shift must be positive, got {shift}")
+    if not (shift > 0 and math.isfinite(shift)):
+        raise ValueError(f"shift must be a positive number, got {shift}")
     t = np.linspace(1.0, 0.0, num_steps + 1)
     return shift * t / (1.0 + (shift - 1.0) * t)
 
@@ -65,6 +66,8 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
     labels = jnp.asarray(np.asarray(labels, np.int32).reshape(-1))
     if labels.size == 0 or int(labels.min()) < 0 or int(labels.max()) > config.num_labels:
         raise ValueError(f"labels must be in [0, {config.num_labels}] ({config.num_labels} = null), got {labels}")
+    if not math.isfinite(guidance):
+        raise ValueError(f"guidance must be a finite number, got {guidance}")
     ts = time_grid(num_steps, shift)
     noise_key, attention_key = jax.random.split(jax.random.PRNGKey(seed))
     x = jax.random.normal(noise_key, (labels.shape[0], config.frames, config.height, config.width,

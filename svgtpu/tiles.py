@@ -18,8 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from svgtpu.geometry import check_positive_int
-from svgtpu.masks import Mask, tile_edges, tile_valid_lengths
+from svgtpu.masks import Mask, tile_grid, tile_valid_lengths
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -73,8 +72,7 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so wan-1440p with 512 x 512
     tiles (350k tiles) takes well under a second for the SVG masks.
     """
-    block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
-    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
+    qe, ke = tile_grid(mask.L, block_q, block_kv)
     counts = mask.count_grid(qe, ke)
     kinds = np.full(counts.shape, PARTIAL, dtype=np.int8)
     kinds[counts == 0] = EMPTY

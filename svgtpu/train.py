@@ -9,6 +9,9 @@ and cosine decay, gradient clipping at 1.
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import time
 
 import jax
@@ -65,6 +68,10 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
     check_positive_int("batch_size", batch_size)
     if not 0.0 <= label_dropout < 1.0:
         raise ValueError(f"label_dropout must be in [0, 1), got {label_dropout}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive number, got {lr}")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise ValueError(f"warmup must be a non-negative integer (steps), got {warmup!r}")
     key = jax.random.PRNGKey(seed)
     key, init_key = jax.random.split(key)
     params = init_params(config, init_key) if init is None else init
@@ -92,4 +99,38 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
     return params, history
 
 
-__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train"]
+def save_training(path: str, params: Params, config: DiTConfig, history: dict, *, config_name: str,
+                  init: str | None = None, command: str | None = None) -> dict:
+    """Save ``params`` at ``path`` and the run's record next to it as ``<name>.loss.json``.
+
+    A run that went on from the checkpoint ``init`` carries the stages that made it (read from
+    ``init``'s own ``.loss.json``), so the record of the shipped checkpoint lists every command
+    that reproduces it.  Returns the record without the per-step losses.
+    """
+    from svgtpu.dit import count_params, save_checkpoint
+    from svgtpu.results import provenance
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    save_checkpoint(path, params, config)
+    losses = history["losses"]
+    tail = max(1, len(losses) // 20)
+    stage = {"command": command, "first_loss": float(np.mean(losses[:tail])),
+             "final_loss": float(np.mean(losses[-tail:])), "init": init, **history}
+    previous = os.path.splitext(init)[0] + ".loss.json" if init else None
+    stages = []
+    if previous and os.path.exists(previous):
+        with open(previous) as f:
+            stages = json.load(f).get("stages", [])
+    stages.append(stage)
+    curve_path = os.path.splitext(path)[0] + ".loss.json"
+    record = {"config": config_name, "model": json.loads(config.to_json()), "params": count_params(params),
+              "checkpoint": path, "loss_curve": curve_path, "checkpoint_bytes": os.path.getsize(path),
+              **{k: v for k, v in stage.items() if k != "losses"},
+              "total_steps": sum(s["steps"] for s in stages), "total_wall_s": sum(s["wall_s"] for s in stages),
+              "reproduce": [s["command"] for s in stages], "provenance": provenance("measured")}
+    with open(curve_path, "w") as f:
+        json.dump({**record, "stages": stages}, f)
+    return record
+
+
+__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train", "save_training"]

@@ -7,6 +7,10 @@ import sys
 import pytest
 
 from svgtpu.cli import main
+from svgtpu.geometry import VideoGeometry
+from svgtpu.masks import svg_mask
+from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from test_masks_tiles import brute_kinds
 
 
 def run_json(capsys, *argv):
@@ -14,17 +18,22 @@ def run_json(capsys, *argv):
     return json.loads(capsys.readouterr().out)
 
 
-def test_tiles_json_contract(capsys):
-    out = run_json(capsys, "tiles", "--geometry", "wan-1440p", "--mask", "spatial", "--multiplier", "1",
-                   "--block-q", "3024", "--block-kv", "2048")
-    for key in ("full", "partial", "empty", "partial_share", "density", "geometry", "block_q", "block_kv"):
-        assert key in out
-    assert out["full"] + out["partial"] + out["empty"] == 100 * 148
-    assert out["partial_share"] == pytest.approx(out["partial"] / (out["partial"] + out["full"]))
+def test_tiles_json_counts_equal_brute_force(capsys):
+    # L = 351 cut into 100 x 64 tiles: neither divides it, so the last row and column are padded
+    out = run_json(capsys, "tiles", "--geometry", "3x9x13", "--multiplier", "1", "--block-q", "100",
+                   "--block-kv", "64")
+    kinds = brute_kinds(svg_mask(VideoGeometry(3, 9, 13), 1.0).to_array(), 100, 64)
+    want = {name: int((kinds == kind).sum()) for name, kind in (("full", FULL), ("partial", PARTIAL),
+                                                                ("empty", EMPTY))}
+    assert {name: out[name] for name in want} == want and out["provenance"] == "computed"
+    assert out["partial_share"] == pytest.approx(want["partial"] / (want["partial"] + want["full"]))
+
+
+def test_tiles_alignment_at_1440p(capsys):
+    out = run_json(capsys, "tiles", "--geometry", "wan-1440p", "--block-q", "3024", "--block-kv", "2048")
     aligned = run_json(capsys, "tiles", "--geometry", "wan-1440p", "--block-q", "3024", "--block-kv", "2048",
                        "--align", "snap")
-    assert aligned["partial_share"] <= 0.0222 < out["partial_share"]
-    assert aligned["alignment"]["added"] > 0
+    assert aligned["partial_share"] < out["partial_share"] and aligned["alignment"]["added"] > 0
 
 
 def test_tiles_table_and_sparsity(capsys):
@@ -35,16 +44,37 @@ def test_tiles_table_and_sparsity(capsys):
 
 
 @pytest.mark.parametrize("argv,word", [
-    (["--geometry", "wan-4k"], "geometry"),
-    (["--geometry", "21x45"], "geometry"),
-    (["--multiplier", "-2"], "multiplier"),
-    (["--sparsity", "1.5"], "sparsity"),
-    (["--mask", "causal"], "mask"),
+    (["tiles", "--geometry", "wan-4k"], "geometry"),
+    (["tiles", "--geometry", "21x45"], "geometry"),
+    (["tiles", "--multiplier", "-2"], "multiplier"),
+    (["tiles", "--sparsity", "1.5"], "sparsity"),
+    (["tiles", "--mask", "causal"], "mask"),
+    (["tiles", "--geometry", "100000x1000x1000"], "2**31 - 1"),       # refused at once, not minutes
+    (["tiles", "--geometry", "wan-1440p", "--block-q", "16", "--block-kv", "16"], "2**23"),
+    (["generate", "--checkpoint", "no/such/checkpoint.npz"], "checkpoint"),
+    (["generate", "--guidance", "nan"], "guidance"),
+    (["generate", "--attention", "svg", "--sparsity", "2"], "sparsity"),
+    (["quality", "--checkpoint", "no/such/checkpoint.npz"], "checkpoint"),
+    (["train", "--config", "huge"], "config"),
+    (["train", "--init", "no/such/checkpoint.npz"], "checkpoint"),
+    (["train", "--config", "tiny", "--lr", "-1"], "lr"),
+    (["profile-heads", "--contrast", "-1", "--geometry", "2x4x4"], "contrast"),
+    (["profile-heads", "--geometry", "0x9x13"], "geometry"),
+    (["bench", "ops", "--geometry", "100000x1000x1000"], "geometry"),
+    (["costmodel", "--model", "huge"], "model"),
+    (["paper", "--results", "no/such/results.json", "no/such/paper.md"], "paper.md"),
 ])
-def test_bad_input_exits_nonzero_with_one_line(capsys, argv, word):
-    assert main(["tiles", *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and word in err
+def test_bad_input_exits_2_with_one_line(capsys, argv, word):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and word in err and out == ""
+
+
+def test_a_file_that_cannot_be_read_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "not_a_checkpoint.npz"
+    bad.write_text("hello")
+    assert main(["generate", "--checkpoint", str(bad)]) == 2
+    assert "is not a .npz file" in capsys.readouterr().err
 
 
 def test_argparse_rejects_non_positive_blocks(capsys):

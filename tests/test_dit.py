@@ -1,5 +1,6 @@
 """Toy DiT: synthetic data, model pieces, attention backends, training, the shipped checkpoint."""
 
+import json
 import os
 
 import jax
@@ -182,3 +183,22 @@ def test_bad_config_is_rejected_clearly():
         forward(params, CONFIGS["tiny"], jnp.zeros((1, 8, 20, 27, 3)), jnp.zeros(1), jnp.zeros(1, jnp.int32))
     with pytest.raises(ValueError, match="labels"):
         sample(params, CONFIGS["tiny"], [7], num_steps=1, progress=False)
+
+
+def test_save_training_chains_the_stages_of_continued_training(tmp_path):
+    from svgtpu.train import save_training
+
+    config = CONFIGS["tiny"]
+    params = init_params(config, jax.random.PRNGKey(0))
+    history = {"steps": 40, "seed": 0, "losses": [2.0] * 2 + [1.0] * 36 + [0.5] * 2, "wall_s": 3.0}
+    first = save_training(str(tmp_path / "a.npz"), params, config, history, config_name="tiny", command="one")
+    assert (first["first_loss"], first["final_loss"]) == (2.0, 0.5)  # means of the first / last 5 %
+    more = {**history, "steps": 10, "losses": [0.4] * 10, "wall_s": 1.0}
+    second = save_training(str(tmp_path / "b.npz"), params, config, more, config_name="tiny",
+                           init=str(tmp_path / "a.npz"), command="two")
+    assert (second["total_steps"], second["total_wall_s"], second["reproduce"]) == (50, 4.0, ["one", "two"])
+    assert second["provenance"].startswith("measured")
+    loaded, loaded_config = load_checkpoint(str(tmp_path / "b.npz"))
+    assert loaded_config == config
+    with open(tmp_path / "b.loss.json") as f:
+        assert [s["losses"] for s in json.load(f)["stages"]] == [history["losses"], more["losses"]]
