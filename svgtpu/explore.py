@@ -385,6 +385,17 @@ def render(*settings: Settings, video: bool = False) -> tuple[list[dict], list[b
     return stats, images, time.perf_counter() - start
 
 
+def benchmark(settings: Settings, *, repeats: int = 5, video: bool = False) -> dict:
+    """Redraw times of ``settings``: ``cold`` is the first redraw of this setting in a warm process
+    (imports done and the kernel's work traced for this tile on a tiny grid first: what moving a
+    control to a new value costs), ``cached`` the median of ``repeats`` redraws after it."""
+    check_positive_int("repeats", repeats)
+    render(dataclasses.replace(settings, geometry="2x8x8"), video=video)   # warm the process
+    stats, _, cold = render(settings, video=video)
+    cached = sorted(render(settings, video=video)[2] for _ in range(repeats))[repeats // 2]
+    return {"stats": stats[0], "cold_seconds": cold, "cached_seconds": cached, "repeats": repeats}
+
+
 # -- text -------------------------------------------------------------------------------------
 
 def _fmt_seconds(seconds: float) -> str:
@@ -392,13 +403,21 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 def rows(stats: dict) -> list[tuple[str, str, str]]:
-    """``(key, label, value)`` rows of the stats table, values formatted as shown."""
-    a, k, c = stats["alignment"], stats["kernel"], stats["cost"]
-    out = [
-        ("grid", "token grid T x H x W (L)",
-         f"{stats['geometry']['T']} x {stats['geometry']['H']} x {stats['geometry']['W']} ({stats['geometry']['L']:,})"),
+    """``(key, label, value)`` rows of the stats table, values formatted as shown; the same rows for
+    every setting (``—`` where a row does not apply), so settings line up side by side."""
+    g, a, k, c = stats["geometry"], stats["alignment"], stats["kernel"], stats["cost"]
+    na = "—"
+    cost_error = f"unavailable: {c['error']}" if c["error"] else ""
+
+    def cost(key: str, fmt) -> str:
+        if cost_error:   # said once, on the first cost row
+            return cost_error if key == "attention_head_seconds" else na
+        return f"{fmt(c[key])} ({c['provenance']})" if key in c else na
+
+    return [
+        ("grid", "token grid T x H x W (L)", f"{g['T']} x {g['H']} x {g['W']} ({g['L']:,})"),
         ("window", "band half-width W (multiplier)",
-         "—" if stats["window"] is None else f"{stats['window']:,} ({stats['multiplier']:.3g})"),
+         na if stats["window"] is None else f"{stats['window']:,} ({stats['multiplier']:.3g})"),
         ("pair_density", "pairs kept by the mask the kernel runs", f"{stats['pair_density']:.2%}"),
         ("tiles", "tiles (q x kv)", f"{stats['tiles_q']:,} x {stats['tiles_kv']:,} = {stats['total']:,}"),
         ("full", "full tiles (mask-free)", f"{stats['full']:,}"),
@@ -406,46 +425,33 @@ def rows(stats: dict) -> list[tuple[str, str, str]]:
         ("empty", "empty tiles (skipped)", f"{stats['empty']:,}"),
         ("partial_share", "partial share", f"{stats['partial_share']:.2%}"),
         ("density", "tile density", f"{stats['density']:.2%}"),
+        ("partial_share_before", "partial share before alignment",
+         na if a is None else f"{stats['before_alignment']['partial_share']:.2%}"),
+        ("added", "pairs added by alignment", na if a is None else f"{a['added']:,} ({a['added_fraction']:.2%})"),
+        ("dropped", "pairs dropped by alignment",
+         na if a is None else f"{a['dropped']:,} ({a['dropped_fraction']:.2%})"),
+        ("kernel", "our kernel takes this tile", "yes" if k["accepted"] else f"refused: {k['reason']}"),
+        ("plan_steps", "kernel grid steps per head", f"{k['plan_steps']:,}" if "plan_steps" in k else na),
+        ("smem", "SMEM of the device (tile plan)", k.get("smem", na)),
+        ("vmem", "VMEM of the device", k.get("vmem", na)),
+        ("attention_time", "attention, one head, this mask", cost("attention_head_seconds", _fmt_seconds)),
+        ("attention_dense", "attention, one head, dense", cost("dense_attention_head_seconds", _fmt_seconds)),
+        ("attention_speedup", "attention speedup vs dense", cost("attention_speedup", "{:.2f}x".format)),
+        ("video_speedup", "SVG recipe end to end (snap + fast path)",
+         cost("speedup", lambda v: f"{v:.2f}x, {c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min")),
     ]
-    if a is not None:
-        out += [("partial_share_before", "partial share before alignment",
-                 f"{stats['before_alignment']['partial_share']:.2%}"),
-                ("added", "pairs added by alignment", f"{a['added']:,} ({a['added_fraction']:.2%})"),
-                ("dropped", "pairs dropped by alignment", f"{a['dropped']:,} ({a['dropped_fraction']:.2%})")]
-    out.append(("kernel", "our kernel takes this tile",
-                "yes" if k["accepted"] else f"refused: {k['reason']}"))
-    if "plan_steps" in k:
-        out.append(("plan_steps", "kernel grid steps per head", f"{k['plan_steps']:,}"))
-    for key in ("smem", "vmem"):
-        if key in k:
-            out.append((key, f"{key.upper()} on {stats['settings']['device']}", k[key]))
-    if c["error"]:
-        out.append(("cost", "cost model", f"unavailable: {c['error']}"))
-    else:
-        prov = c["provenance"]
-        out += [
-            ("attention_time", f"attention, one head, this mask [{prov}]", _fmt_seconds(c["attention_head_seconds"])),
-            ("attention_dense", f"attention, one head, dense [{prov}]", _fmt_seconds(c["dense_attention_head_seconds"])),
-            ("attention_speedup", f"attention speedup vs dense [{prov}]", f"{c['attention_speedup']:.2f}x"),
-        ]
-        if "speedup" in c:
-            out.append(("video_speedup", f"SVG recipe end to end (snap + fast path) [{prov}]",
-                        f"{c['speedup']:.2f}x ({c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min)"))
-    return out
 
 
 def stats_html(*stats: dict, names: tuple[str, ...] = ()) -> str:
     """The stats of one or more settings as one HTML table, a column per setting; each value cell
     has the class ``svgtpu-<key>`` (the browser test reads them)."""
-    columns = [dict((key, value) for key, _, value in rows(st)) for st in stats]
-    labels = {key: label for st in stats for key, label, _ in rows(st)}
-    header = "".join(f"<th>{html.escape(n)}</th>" for n in names) if names else ""
+    table = [rows(st) for st in stats]
+    head = "<tr><th></th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names) + "</tr>" if names else ""
     body = "".join(
         f"<tr><th style='text-align:left;font-weight:normal'>{html.escape(label)}</th>"
-        + "".join(f"<td class='svgtpu-{key}'>{html.escape(col.get(key, '—'))}</td>" for col in columns)
-        + "</tr>" for key, label in labels.items())
-    head = f"<tr><th></th>{header}</tr>" if header else ""
-    return f"<table class='svgtpu-stats'>{head}{body}</table>"
+        + "".join(f"<td class='svgtpu-{key}'>{html.escape(column[i][2])}</td>" for column in table) + "</tr>"
+        for i, (key, label, _) in enumerate(table[0]))
+    return f"<table class='svgtpu-stats' style='font-size:85%;line-height:1.25'>{head}{body}</table>"
 
 
 def map_html(stats: dict, image: bytes, name: str = "") -> str:
@@ -486,7 +492,7 @@ class _Controls:
 
         by_kept = settings.kept is not None
         style = {"description_width": "7em"}
-        layout = w.Layout(width="25em")
+        layout = w.Layout(width="25em")   # one Layout shared by the controls of a setting
         self.widgets = {
             "geometry": w.Combobox(value=settings.geometry, options=list(PRESETS), description="geometry",
                                    placeholder="preset or TxHxW", ensure_option=False, continuous_update=False),
@@ -513,7 +519,7 @@ class _Controls:
             widget.add_class(f"svgtpu-{css}-{name}")
         self.widgets["budget"].style = {"description_width": "7em", "button_width": "8em"}
         self.widgets["budget"].observe(self._budget_changed, "value")
-        self.box = w.VBox(list(self.widgets.values()))
+        self.box = w.VBox(list(self.widgets.values()), layout=w.Layout(flex="0 0 auto", width="26em"))
 
     def _budget_changed(self, change) -> None:
         slider = self.widgets["value"]
@@ -560,15 +566,15 @@ class Panel:
         self.table.add_class(f"svgtpu-{css}-stats")
         self.status = w.HTML()
         self.status.add_class(f"svgtpu-{css}-status")
-        self.video = w.Checkbox(value=False, indent=False,
-                                description="model the whole video too (the first time per tile: seconds)")
+        self.video = w.Checkbox(value=False, indent=False, layout=w.Layout(width="auto"),
+                                description="also model the whole video (first time per tile: seconds)")
         self.video.add_class(f"svgtpu-{css}-video")
         self.video.observe(self.redraw, "value")
-        columns = [w.VBox([c.box, m]) for c, m in zip(self.controls, self.maps)]
-        if len(columns) == 1:
-            columns = [w.HBox([self.controls[0].box, self.maps[0]])]
-        self.widget = w.VBox([w.HTML(f"<h3>{html.escape(title)}</h3>"), w.HBox(columns), self.video, self.table,
-                              self.status])
+        if len(settings) == 1:   # controls | map | table
+            body = [w.HBox([self.controls[0].box, self.maps[0], self.table])]
+        else:                    # A: controls, map | B: controls, map; the table under both
+            body = [w.HBox([w.VBox([c.box, m]) for c, m in zip(self.controls, self.maps)]), self.table]
+        self.widget = w.VBox([w.HTML(f"<h3>{html.escape(title)}</h3>"), *body, self.video, self.status])
         self.widget.add_class(f"svgtpu-{css}")
         for c in self.controls:
             c.observe(self.redraw)
@@ -596,5 +602,7 @@ def explorer(settings: Settings | None = None, compare: tuple[Settings, Settings
 
     settings = settings or Settings()
     compare = compare or (dataclasses.replace(settings, align="none"), dataclasses.replace(settings, align="snap"))
-    return w.VBox([Panel((settings,), "explore", "Explore one setting").widget,
-                   Panel(compare, "compare", "Compare two settings (A vs B)").widget])
+    box = w.VBox([Panel((settings,), "explore", "Explore one setting").widget,
+                  Panel(compare, "compare", "Compare two settings (A vs B)").widget])
+    box.add_class("svgtpu-explorer")
+    return box
