@@ -2,8 +2,8 @@
 
 A subcommand is a function ``run(args) -> (result, table)`` registered with :func:`command`; the
 result is a JSON-able dict and the table the human rendering of it (a third item, if returned, is
-the exit status).  A ``ValueError`` raised
-anywhere becomes one line on stderr naming the bad parameter, and exit status 2.
+the exit status).  A ``ValueError`` raised anywhere becomes one line on stderr naming the bad
+parameter, and exit status 2; so does an ``OSError`` (a file that cannot be read or written).
 """
 
 from __future__ import annotations
@@ -274,12 +274,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
 def run_train(args):
-    import json as json_module
-    import os
     import shlex
 
-    from svgtpu.dit import count_params, load_checkpoint, save_checkpoint
-    from svgtpu.train import get_config, train
+    from svgtpu.dit import load_checkpoint
+    from svgtpu.train import get_config, save_training, train
 
     config, init = get_config(args.config), None
     if args.init:
@@ -288,29 +286,9 @@ def run_train(args):
             raise ValueError(f"--init checkpoint {args.init} is not a {args.config!r} model")
     params, history = train(config, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
                             lr=args.lr, warmup=args.warmup, init=init)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    save_checkpoint(args.out, params, config)
-    curve_path = os.path.splitext(args.out)[0] + ".loss.json"
-    losses = history["losses"]
-    tail = max(1, len(losses) // 20)
     command = "python -m svgtpu " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith(("svgtpu", "__main__.py")) else None
-    stage = {"command": command, "first_loss": float(sum(losses[:tail]) / tail),
-             "final_loss": float(sum(losses[-tail:]) / tail), "init": args.init, **history}
-    # a run that goes on from a checkpoint carries the stages that made that checkpoint
-    previous = os.path.splitext(args.init)[0] + ".loss.json" if args.init else None
-    stages = []
-    if previous and os.path.exists(previous):
-        with open(previous) as f:
-            stages = json_module.load(f).get("stages", [])
-    stages.append(stage)
-    result = {"config": args.config, "model": json_module.loads(config.to_json()),
-              "params": count_params(params), "checkpoint": args.out, "loss_curve": curve_path,
-              "checkpoint_bytes": os.path.getsize(args.out),
-              **{k: v for k, v in stage.items() if k != "losses"},
-              "total_steps": sum(s["steps"] for s in stages), "total_wall_s": sum(s["wall_s"] for s in stages),
-              "reproduce": [s["command"] for s in stages], "provenance": "measured-cpu"}
-    with open(curve_path, "w") as f:
-        json_module.dump({**result, "stages": stages}, f)
+    result = save_training(args.out, params, config, history, config_name=args.config, init=args.init,
+                           command=command)
     table = format_table([{k: result[k] for k in ("config", "params", "steps", "batch_size", "first_loss",
                                                    "final_loss", "wall_s", "checkpoint_bytes")}])
     return result, table
@@ -344,6 +322,7 @@ def run_generate(args):
     from svgtpu.attention import SVGConfig, attention_backend
     from svgtpu.data import MOTIONS
     from svgtpu.dit import load_checkpoint
+    from svgtpu.results import provenance
     from svgtpu.sampler import sample, save_video
     from svgtpu.sharding import mesh_for_model
     from svgtpu.svg2 import SVG2Config
@@ -368,7 +347,7 @@ def run_generate(args):
               "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
               "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
               "devices": args.devices, "mesh": dict(mesh.shape) if mesh is not None else None,
-              "provenance": "measured-cpu-interpret" if args.attention != "dense" else "measured-cpu"}
+              "provenance": provenance("measured", pallas=args.attention != "dense")}
     table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
         "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
     return result, table
@@ -557,7 +536,7 @@ def run_costmodel(args):
                 "attention_share_end_to_end": cm.REPORTED["C2_attention_share"],
                 "speedup": cm.REPORTED["C1_speedup"], "saved_minutes": cm.REPORTED["C1_saved_minutes"]}
     rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
-             "reported": reported.get(k, "")} for k in cm.sensitivity_quantities()]
+             "reported": reported.get(k, "")} for k in cm.SENSITIVITY_QUANTITIES]
     rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k], "band_min": band[f"split_{k}"]["min"],
               "band_max": band[f"split_{k}"]["max"], "reported": ""} for k in ("sparsity", "alignment", "fast_path")]
     chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
@@ -689,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     _, _, run = _COMMANDS[args.command]
     try:
         result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # bad input, or a file that cannot be read or written
         print(f"svgtpu {args.command}: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.json else table)
