@@ -156,10 +156,26 @@ def test_paper_command_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["files"][0]["blocks"] == 3
 
 
-def test_profiles_cover_every_notebook_and_bad_names_are_clear_errors():
-    for profile in reproduce.PROFILES:
-        for notebook in reproduce.NOTEBOOKS:
-            assert isinstance(reproduce.settings(notebook, profile), dict)  # the teaching notebooks need no sizes
+def _sizes_read(notebook: str) -> set[str]:
+    """The keys the notebook's code reads as ``size["key"]`` (``size = settings(notebook, profile)``)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(reproduce.NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and not c.source.lstrip().startswith("%"))
+    return {node.slice.value for node in ast.walk(ast.parse(code))
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "size"
+            and isinstance(node.slice, ast.Constant)}
+
+
+def test_every_size_a_profile_sets_is_read_by_its_notebook_and_bad_names_are_clear_errors():
+    # a profile key the notebook never reads would silently stop applying (e.g. after a rename)
+    for notebook in reproduce.NOTEBOOKS:
+        read = _sizes_read(notebook)
+        for profile in reproduce.PROFILES:
+            unread = set(reproduce.PROFILES[profile][notebook]) - read
+            assert not unread, f"{notebook} under profile {profile} never reads {sorted(unread)}"
     with pytest.raises(ValueError, match="profile"):
         reproduce.settings("02_mask_alignment", "huge")
     with pytest.raises(ValueError, match="--only"):
