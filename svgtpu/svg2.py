@@ -25,7 +25,8 @@ small cluster table and edges to the host, builds one mask per head and calls
 :func:`svgtpu.kernels.block_sparse_attention` with it (each new mask compiles once: seconds in
 interpret mode, a real cost on TPU that a production version would remove with a bounded plan of
 fixed length whose tile indices ride in as data).  So ``svg2_attention`` is not itself jit-able;
-everything before the kernel is.
+everything before the kernel is.  Inside the toy DiT's jitted sampler, :func:`svg2_backend` leaves
+the compiled program through :func:`jax.pure_callback` for it.
 """
 
 from __future__ import annotations
@@ -341,19 +342,6 @@ def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: flo
     return attention
 
 
-def tile_report(selection: Selection, block_q: int, block_kv: int) -> list[dict]:
-    """Per head: kept pair fraction, tile stats of the cluster mask and of its snapped version."""
-    rows = []
-    for h, mask in enumerate(block_masks(selection)):
-        snapped = align(mask, block_q, block_kv, "snap")
-        rows.append({"head": h, "kept_fraction": mask.density(),
-                     "partial_share": classify(mask, block_q, block_kv).stats.partial_share,
-                     "tile_density": classify(mask, block_q, block_kv).stats.density,
-                     "snapped_kept_fraction": snapped.density(),
-                     "snapped_partial_share": classify(snapped, block_q, block_kv).stats.partial_share})
-    return rows
-
-
 __all__ = ["SVG2Config", "SVG2State", "Selection", "kmeans", "initial_centroids", "cluster_order", "permute",
            "unpermute", "centroid_scores", "top_p_table", "select", "block_masks", "original_order_mask",
-           "svg2_attention", "svg2_backend", "tile_report"]
+           "svg2_attention", "svg2_backend"]
