@@ -45,10 +45,8 @@ from tqdm.auto import tqdm
 
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, mask_array
-from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, row_plan
-from svgtpu.kernels.plan import tile_plan
+from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks import BandSinkMask, DenseMask, align, svg_mask
-from svgtpu.tiles import classify
 from svgtpu.timing import interleaved_times, paired_ratio
 
 RESULTS_GPU = "results-gpu.json"
@@ -90,6 +88,9 @@ class Sizes:
         ("bfloat16", "dense", True), ("bfloat16", "svg", False), ("bfloat16", "svg", True),
         ("bfloat16", "aligned", True), ("bfloat16", "per-head", True), ("float32", "svg", True))
     variants: tuple[str, ...] | None = None   # attention variants to time (None: all)
+    #: extra dense runs of our kernel at other Triton settings (gpu_block_q, gpu_block_kv, num_warps,
+    #: num_stages), to choose the defaults from a measurement next time
+    tunings: tuple[tuple[int, int, int, int], ...] = ((128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2))
     block_attentions: tuple[str, ...] = ("dense-cudnn", "dense-ours", "svg-aligned-ours")
     profile: str = "h200"
 
@@ -108,7 +109,7 @@ SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 
               check_cases=(("float32", "per-head", False),), profile="smoke",
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense", "ours-dense",
                         "ours-aligned-fast"),
-              block_attentions=("dense-cudnn", "dense-ours"))
+              block_attentions=("dense-cudnn", "dense-ours"), tunings=())
 
 
 class Budget:
@@ -188,10 +189,8 @@ def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dic
     (dtype, mask kind: dense / svg / aligned / per-head, fast path)."""
     g = get_geometry(geometry)
     L = g.L
-    svg = svg_mask(g, sparsity=sizes.sparsity)
     per_head = np.stack([BandSinkMask(L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
-    masks = {"dense": DenseMask(L), "svg": svg, "aligned": align(svg, sizes.block_q, sizes.block_kv),
-             "per-head": per_head}
+    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv) | {"per-head": per_head}
     tolerance = {"float32": 1e-4, "bfloat16": 2e-2}
     rng = np.random.default_rng(0)
     data = [rng.standard_normal((heads, L, 128)).astype(np.float32) for _ in range(3)]
@@ -228,13 +227,20 @@ def _blhd(x: np.ndarray, multiple: int = 1) -> jax.Array:
     return _bf16(np.pad(x, ((0, 0), (0, -L % multiple), (0, 0))).transpose(1, 0, 2)[None])
 
 
+@functools.lru_cache(maxsize=8)
+def svg_masks(g, sparsity: float, block_q: int, block_kv: int) -> dict:
+    """The dense, SVG (kept ``sparsity``) and tile-aligned SVG masks of geometry ``g``, made once per run
+    (at 1440p their tile counts take seconds; attention and block sections share them and their plans)."""
+    svg = svg_mask(g, sparsity=sparsity)
+    return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, block_q, block_kv, "snap")}
+
+
 def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool) -> dict[str, tuple[Callable, dict]]:
     """``name -> (call, info)`` on ``data`` (float32 numpy q, k, v ``[heads, L, d]``, run in bf16);
     info: the mask's tile statistics and the score pairs computed."""
     heads, L, d = data[0].shape
     q, k, v = (_bf16(x) for x in data)
-    svg = svg_mask(g, sparsity=sizes.sparsity)
-    aligned = align(svg, sizes.block_q, sizes.block_kv, "snap")
+    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     dense_info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": heads * L * L}
     variants: dict[str, tuple[Callable, dict]] = {}
@@ -273,16 +279,23 @@ def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool)
     except Exception as error:
         variants["jax-mosaic-flash-dense"] = (None, dense_info | {"reason": _reason(error)})
 
-    for label, mask in (("dense", DenseMask(L)), ("svg", svg), ("aligned", aligned)):
+    for label, mask in masks.items():
         for fast_path in ((True,) if label == "dense" else (False, True)):
-            plan = tile_plan(mask, L, sizes.block_q, sizes.block_kv, fast_path)
-            stats = classify(mask, sizes.block_q, sizes.block_kv).stats
-            info = {"density": stats.density, "partial_share": stats.partial_share,
-                    "computed_pairs": heads * row_plan(plan).tiles_computed * sizes.block_q * sizes.block_kv}
+            rows = row_plan_for(mask, L, sizes.block_q, sizes.block_kv, fast_path)  # cached: the kernel's own
+            stats = rows.plan.as_dict()
+            info = {"density": stats["density"], "partial_share": stats["partial_share"],
+                    "computed_pairs": heads * rows.tiles_computed * sizes.block_q * sizes.block_kv}
             f = jax.jit(functools.partial(block_sparse_attention, mask=mask, fast_path=fast_path, kernel="gpu",
                                           interpret=interpret, **tiles))
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
             variants[name] = (functools.partial(f, q, k, v), info)
+            if label == "dense":
+                dense_ours = info
+    for bq, bkv, warps, stages in sizes.tunings:
+        f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=masks["dense"], gpu_block_q=bq,
+                                      gpu_block_kv=bkv, num_warps=warps, num_stages=stages, interpret=interpret,
+                                      **tiles))
+        variants[f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"] = (functools.partial(f, q, k, v), dense_ours)
     return variants
 
 
@@ -334,9 +347,10 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
 
 # -- 3. a Wan 2.1 14B-shaped block --------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
 def init_block(shape: BlockShape, seed: int = 0) -> dict:
     """Random bf16 weights of one Wan-style block (normal, scaled by ``1/sqrt(fan_in)``), made on the
-    host with numpy: no compile, and the same weights on every backend."""
+    host with numpy (no compile, the same weights on every backend) once per run."""
     rng = np.random.default_rng(seed)
     D, F = shape.dim, shape.ffn
     mats = {"q": (D, D), "k": (D, D), "v": (D, D), "o": (D, D), "cross_q": (D, D), "cross_k": (D, D),
@@ -445,10 +459,9 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) ->
     p = init_block(shape)
     x, e, context, *qkv = block_inputs(shape, g.L)
     angles = rope_angles(g, shape.head_dim)
-    svg = svg_mask(g, sparsity=sizes.sparsity)
-    aligned = align(svg, sizes.block_q, sizes.block_kv, "snap")
-    attentions = {"dense-cudnn": _cudnn_lhd, "dense-ours": _ours_lhd(DenseMask(g.L), sizes, interpret),
-                  "svg-aligned-ours": _ours_lhd(aligned, sizes, interpret)}
+    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
+    attentions = {"dense-cudnn": _cudnn_lhd, "dense-ours": _ours_lhd(masks["dense"], sizes, interpret),
+                  "svg-aligned-ours": _ours_lhd(masks["aligned"], sizes, interpret)}
     attentions = {n: a for n, a in attentions.items() if n in sizes.block_attentions}
     calls = {}
     for name, attend in attentions.items():

@@ -138,7 +138,8 @@ def row_plan(plan: TilePlan) -> RowPlan:
 
 
 @functools.lru_cache(maxsize=32)
-def _row_plan(mask, L: int, block_q: int, block_kv: int, fast_path: bool) -> RowPlan:
+def row_plan_for(mask, L: int, block_q: int, block_kv: int, fast_path: bool) -> RowPlan:
+    """The (cached) row plan the kernel runs for ``mask``: :func:`row_plan` of its :func:`tile_plan`."""
     return row_plan(tile_plan(mask, L, block_q, block_kv, fast_path))
 
 
@@ -166,7 +167,7 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
         block_index_ref, q_ref, k_ref, v_ref, blocks_ref, o_ref = refs
     else:
         q_ref, k_ref, v_ref, o_ref = refs
-    h, r = pl.program_id(0), pl.program_id(1)
+    r, h = pl.program_id(0), pl.program_id(1)
     ph = h if per_head else 0
     sub_rows = block_q // bqc
     row, sub = r // sub_rows, r % sub_rows  # plan row of this program, and which bqc rows of it
@@ -209,7 +210,7 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
 def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, interpret, sm_scale,
                       num_warps, num_stages):
     heads, L, d = q.shape
-    rp = _row_plan(mask, L, block_q, block_kv, fast_path)
+    rp = row_plan_for(mask, L, block_q, block_kv, fast_path)
     plan = rp.plan
     Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
     q = jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0)))
@@ -217,14 +218,14 @@ def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, 
     v = jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0)))
 
     def whole(a):  # small plan arrays: every program sees all of them and reads scalars
-        return pl.BlockSpec(a.shape, lambda h, r: (0,) * a.ndim)
+        return pl.BlockSpec(a.shape, lambda r, h: (0,) * a.ndim)
 
     tables = [rp.start, rp.n_full, rp.n_partial, rp.kv_tile]
     if plan.mask_source == "blocks":
         tables.append(rp.block_index)
     tables = [jnp.asarray(a) for a in tables]
-    q_spec = pl.BlockSpec((None, bqc, d), lambda h, r: (h, r, 0))
-    kv_spec = pl.BlockSpec((None, Lk, d), lambda h, r: (h, 0, 0))
+    q_spec = pl.BlockSpec((None, bqc, d), lambda r, h: (h, r, 0))
+    kv_spec = pl.BlockSpec((None, Lk, d), lambda r, h: (h, 0, 0))
     in_specs = [whole(a) for a in tables] + [q_spec, kv_spec, kv_spec]
     operands = [*tables, q, k, v]
     if plan.mask_source == "blocks":
@@ -239,7 +240,7 @@ def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, 
         scale=sm_scale * LOG2_E, precision=precision)
     out = pl.pallas_call(
         kernel,
-        grid=(heads, Lq // bqc),
+        grid=(Lq // bqc, heads),  # q rows vary fastest: programs running together share one head's K, V in L2
         in_specs=in_specs,
         out_specs=q_spec,
         out_shape=jax.ShapeDtypeStruct((heads, Lq, d), q.dtype),
@@ -283,5 +284,5 @@ def gpu_block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, blo
                              num_warps=warps, num_stages=num_stages)
 
 
-__all__ = ["gpu_block_sparse_attention", "RowPlan", "row_plan", "check_program_tile", "default_program_tile",
+__all__ = ["gpu_block_sparse_attention", "RowPlan", "row_plan", "row_plan_for", "check_program_tile", "default_program_tile",
            "COMPUTE_TILES"]
