@@ -636,8 +636,15 @@ def run_compile(args):
 
 # -- entry point ------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``svgtpu tiles: error: ...``) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the arguments)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="svgtpu", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="svgtpu", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, arguments, _) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -77,10 +77,17 @@ def test_a_file_that_cannot_be_read_is_one_line(tmp_path, capsys):
     assert "is not a .npz file" in capsys.readouterr().err
 
 
-def test_argparse_rejects_non_positive_blocks(capsys):
+@pytest.mark.parametrize("argv,word", [
+    (["tiles", "--block-q", "0"], "--block-q"),
+    (["reproduce", "--profile", "huge"], "--profile"),
+    (["tiles", "--no-such-flag"], "--no-such-flag"),
+    (["no-such-command"], "no-such-command"),
+])
+def test_argument_errors_are_one_line_and_exit_2(capsys, argv, word):
     with pytest.raises(SystemExit) as exc:
-        main(["tiles", "--block-q", "0"])
-    assert exc.value.code == 2 and "--block-q" in capsys.readouterr().err
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and word in err
 
 
 def test_module_entry_point_and_info():
