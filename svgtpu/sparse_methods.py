@@ -221,8 +221,9 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
     """Dense vs each method variant from the same noise and seed: PSNR, SSIM and the kept fraction.
 
     Each variant's knob is matched to ``kept`` on its own, as in :func:`method_table` (snapped
-    variants after snapping; SVG2's ``top_p`` on the model's captured ``q, k``); the kept fraction
-    each variant really ran is reported (SVG2: the mean over its sparse calls).  SVG2 runs through the host-callback backend
+    variants after snapping; SVG2's ``top_p`` on the ``q, k`` of one training video at ``t = 0.5``,
+    :func:`capture_qk`); the kept fraction each variant really ran is reported (SVG2's varies from
+    call to call: the mean over its sparse calls).  SVG2 runs through the host-callback backend
     (:func:`svgtpu.svg2.svg2_backend`), so its sampling time is not reported.
     """
     from svgtpu.attention import SVGConfig, attention_backend
