@@ -12,6 +12,7 @@ One module per concept:
   :mod:`~svgtpu.sharding`: multi-device;
 - :mod:`~svgtpu.timing`, :mod:`~svgtpu.bench`, :mod:`~svgtpu.bench_cpu`: how we measure, the benchmarks, and
   this CPU's rates with the toy-DiT check of the cost model;
+- :mod:`~svgtpu.claims`: the write-up's claims and reported numbers, defined once;
 - :mod:`~svgtpu.results`, :mod:`~svgtpu.reproduce`, :mod:`~svgtpu.plots`, :mod:`~svgtpu.paper`:
   the results file, the notebook runner, figure style and the paper's generated tables;
 - :mod:`~svgtpu.compile`: ahead-of-time compilation for a TPU topology, no TPU needed;
