@@ -34,11 +34,13 @@ def test_method_table_without_activations_has_aligned_rows():
         assert 0 < row["kept_fraction"] < 1 and 0 <= row["partial_share"] <= 1
 
 
-@pytest.mark.parametrize("argv,parameter", [(["--sta-tile", "2x8"], "--sta-tile"),
-                                            (["--sta-tile", "0x8x8"], "tile"),
-                                            (["--kept", "1.5"], "kept fraction")])
+@pytest.mark.parametrize("argv,parameter", [(["methods", "--sta-tile", "2x8"], "--sta-tile"),
+                                            (["methods", "--sta-tile", "0x8x8"], "tile"),
+                                            (["methods", "--kept", "1.5"], "kept fraction"),
+                                            (["quality", "--methods", "svg", "flash"], "methods"),
+                                            (["quality", "--methods", "sta", "--sparsity", "1.5"], "kept fraction")])
 def test_methods_bad_input_exits_2_naming_the_parameter(argv, parameter, capsys):
-    assert main(["methods", *argv]) == 2  # checked before the checkpoint is even loaded
+    assert main(argv) == 2  # checked before any model work
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and parameter in err[0]
 
