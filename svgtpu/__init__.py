@@ -6,6 +6,8 @@ One module per concept:
 - :mod:`~svgtpu.masks`, :mod:`~svgtpu.tiles`: SVG masks, tile alignment, tile classification (C3);
 - :mod:`~svgtpu.kernels`: reference, Splash baseline and our block-sparse Pallas kernel (C4);
 - :mod:`~svgtpu.profiling`, :mod:`~svgtpu.attention`: online head profiling and ``svg_attention``;
+- :mod:`~svgtpu.mask_families`, :mod:`~svgtpu.svg2`, :mod:`~svgtpu.sparse_methods`: STA, radial and
+  variable-block masks, SVG2's k-means permutation through our kernel, every method side by side;
 - :mod:`~svgtpu.data`, :mod:`~svgtpu.dit`, :mod:`~svgtpu.train`, :mod:`~svgtpu.sampler`,
   :mod:`~svgtpu.quality`: the toy Wan-shaped video DiT, its training, sampling and fidelity;
 - :mod:`~svgtpu.costmodel`: the TPU cost model (C1, C2, C5), validated against published timings;
