@@ -47,9 +47,9 @@ from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, mask_array
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks import BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.results import GPU_RESULTS_NAME
 from svgtpu.timing import interleaved_times, paired_ratio
 
-RESULTS_GPU = "results-gpu.json"
 NOTEBOOK = "gpu-bench"
 
 
@@ -619,7 +619,7 @@ def gpu_rows(path: str | Path | None = None) -> dict | None:
     import json
 
     from svgtpu.results import figures_dir
-    path = Path(path) if path is not None else figures_dir() / RESULTS_GPU
+    path = Path(path) if path is not None else figures_dir() / GPU_RESULTS_NAME
     if not path.exists():
         return None
     run_ = json.loads(path.read_text()).get("run")
@@ -660,4 +660,4 @@ def format_result(result: dict) -> str:
 
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "BlockShape", "WAN14B",
            "block_forward", "init_block", "check_kernel", "bench_attention", "bench_block", "extrapolate",
-           "RESULTS_GPU"]
+           "svg_masks", "row_plan_for"]
