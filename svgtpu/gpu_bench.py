@@ -306,7 +306,8 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     data = [rng.standard_normal((heads, g.L, d)).astype(np.float32) for _ in range(3)]
     variants = attention_variants(data, g, sizes, interpret)
     if sizes.variants is not None:
-        variants = {n: (c if n in sizes.variants else None, info | {"reason": f"not in the {sizes.profile} profile"})
+        variants = {n: (c, info) if n in sizes.variants else (None, info | {"reason": f"not in the {sizes.profile} "
+                                                                                        "profile"})
                     for n, (c, info) in variants.items()}
     calls = {n: c for n, (c, _) in variants.items() if c is not None}
     times, skipped = time_variants(calls, budget, sizes, f"attention {g.name or g}")

@@ -51,3 +51,12 @@ def test_refusals_are_one_line_with_exit_status_2(capsys):
     assert "needs a GPU backend" in capsys.readouterr().err
     assert main(["bench", "gpu", "--smoke", "--budget", "-5"]) == 2
     assert "budget must be a positive number of seconds" in capsys.readouterr().err
+
+
+def test_cost_model_prediction_for_the_block_is_available():
+    """The H200 run puts the cost model's prediction next to each measured block: the API it calls must work."""
+    from svgtpu.geometry import get_geometry
+    modeled = gpu_bench.modeled_block(get_geometry("wan-480p"), gpu_bench.FULL)
+    assert "unavailable" not in modeled, modeled
+    assert 0 < modeled["attention_share_dense"] < 1 and modeled["provenance"] == "modeled-h200"
+    assert modeled["dit_speedup_svg_aligned"] > 1 and modeled["dense_steps"] >= 0
