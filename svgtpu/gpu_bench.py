@@ -146,7 +146,8 @@ def _device_memory() -> float | None:
 
 def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc: str) -> tuple[dict, dict]:
     """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
-    interleaved rounds, as many as the section's budget allows (at least one, at most ``max_rounds``).
+    interleaved rounds, as many as the section's budget allows (at most ``max_rounds``; without time
+    for one, the second warm-up call of each is its one round).
 
     Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
     """
@@ -165,7 +166,9 @@ def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc
     if not steady:
         return {}, skipped
     per_round = sum(steady.values())
-    rounds = int(min(sizes.max_rounds, max(1, budget.left() // per_round - 1)))  # -1: the warm-up call
+    if budget.left() < 2 * per_round:  # no time for a warm-up and a round: the warm calls' times are the round
+        return {n: [t] for n, t in steady.items()}, skipped
+    rounds = int(min(sizes.max_rounds, budget.left() // per_round - 1))  # -1: interleaved_times' warm-up call
     times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
     return times, skipped
 
@@ -565,6 +568,11 @@ def _key(geometry: str) -> str:
 def results_entries(result: dict):
     """``(claim, name, value, kwargs)`` for every number the paper shows from a GPU run."""
     prov = result["provenance"]
+    check = result.get("check")
+    if check:
+        yield ("C4", "gpu_kernel_check", check["rows"],
+               dict(provenance=prov, description=f"our GPU kernel vs a float64 reference at {check['geometry']} "
+                    f"(L={check['L']}, {check['heads']} heads) on {result['device']}: max relative error"))
     for a in result["attention"]:
         g = _key(a["geometry"])
         yield ("C4", f"gpu_attention_{g}", a["rows"],
