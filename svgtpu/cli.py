@@ -400,6 +400,9 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sta-tile", default="2x8x8", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens)")
     p.add_argument("--q-clusters", type=positive_int, default=16, help="SVG2 query clusters per head")
     p.add_argument("--k-clusters", type=positive_int, default=32, help="SVG2 key clusters per head")
+    p.add_argument("--svg2-assumed", action="store_true",
+                   help="at a geometry other than the checkpoint's, SVG2 rows from assumed clusters (multinomial "
+                        "sizes, random kept pairs) instead of none")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
 
@@ -427,7 +430,7 @@ def run_methods(args):
     svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block_q,
                       block_kv=args.block_kv)
     rows = method_table(geometry, args.kept, qk=qk, block_q=args.block_q, block_kv=args.block_kv,
-                        sta_tile=sta_tile, svg2=svg2)
+                        sta_tile=sta_tile, svg2=svg2, svg2_assumed=args.svg2_assumed)
     result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L,
               "kept_target": args.kept, "block_q": args.block_q, "block_kv": args.block_kv, "seed": args.seed, "t": args.t, "rows": rows,
               "provenance": provenance("computed")}

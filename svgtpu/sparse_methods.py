@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from svgtpu import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.mask_families import RadialMask, STAMask, sta_order
+from svgtpu.mask_families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
 from svgtpu.tiles import classify
@@ -123,10 +123,32 @@ def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config,
     return top_p, selections(top_p)
 
 
+def svg2_assumed_masks(geometry: VideoGeometry, target: float, config: SVG2Config, *, count: int = 4,
+                       seed: int = 0) -> list[BlockMask]:
+    """SVG2-like masks where there is no model to cluster (e.g. wan-1440p), under a stated assumption:
+    ``L`` tokens fall into ``config.q_clusters`` / ``k_clusters`` clusters with equal chances
+    (multinomial sizes), and each query cluster keeps key clusters in random order until they hold
+    ``target * L`` keys (top-p with scores proportional to cluster size).  ``count`` masks, seeded."""
+    rng = np.random.default_rng(seed)
+    L, masks = geometry.L, []
+    for _ in range(count):
+        q_sizes = rng.multinomial(L, np.full(config.q_clusters, 1 / config.q_clusters))
+        k_sizes = rng.multinomial(L, np.full(config.k_clusters, 1 / config.k_clusters))
+        table = np.zeros((config.q_clusters, config.k_clusters), dtype=bool)
+        for a in range(config.q_clusters):
+            order = rng.permutation(config.k_clusters)
+            before = np.cumsum(k_sizes[order]) - k_sizes[order]  # keys held by the clusters kept before
+            table[a, order[before < target * L]] = True
+        masks.append(BlockMask(L, np.concatenate([[0], np.cumsum(q_sizes)]),
+                               np.concatenate([[0], np.cumsum(k_sizes)]), table))
+    return masks
+
+
 def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *, sta_tile=(2, 8, 8),
             qk: list[tuple] | None = None, svg2: SVG2Config = SVG2Config()) -> tuple[list[Mask], dict]:
     """The masks ``method`` runs at ``target`` kept fraction (snapped when ``tiles.snap``; SVG2: one
-    per layer and head of ``qk``, in the permuted order) and its knob."""
+    per layer and head of ``qk``, in the permuted order, or without ``qk`` the assumed clusters of
+    :func:`svg2_assumed_masks`) and its knob."""
     if method == "svg":
         mask = svg_for_density(geometry, target, tiles)
         unsnapped, knob = [mask], {"window": mask.window}
@@ -136,9 +158,19 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
     elif method == "sta":
         mask = sta_for_density(geometry, target, sta_tile, tiles)
         unsnapped, knob = [mask], {"tile": "x".join(map(str, mask.tile)), "window": "x".join(map(str, mask.window))}
+    elif method == "svg2" and qk is None:  # no model at this geometry: the stated cluster assumption
+        def kept(x):
+            return float(np.mean([_kept(m, tiles) for m in svg2_assumed_masks(geometry, x, svg2)]))
+
+        lo, hi = 1e-3, 1.0
+        for _ in range(12):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if kept(mid) >= target else (mid, hi)
+        assumed_target = _closest((lo, hi), target, kept)
+        unsnapped = svg2_assumed_masks(geometry, assumed_target, svg2)
+        knob = {"clusters": "assumed (multinomial sizes, random kept pairs)", "q_clusters": svg2.q_clusters,
+                "k_clusters": svg2.k_clusters}
     elif method == "svg2":
-        if qk is None:
-            raise ValueError("method svg2 needs the model's q, k (capture_qk)")
         top_p, selections = svg2_for_density(qk, target, svg2, tiles)
         unsnapped = [m for s in selections for m in block_masks(s)]
         knob = {"top_p": top_p, "q_clusters": svg2.q_clusters, "k_clusters": svg2.k_clusters}
@@ -167,15 +199,17 @@ def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
 
 
 def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | None, block_q: int, block_kv: int,
-                 sta_tile: tuple[int, int, int], svg2: SVG2Config, progress: bool = True) -> list[dict]:
+                 sta_tile: tuple[int, int, int], svg2: SVG2Config, svg2_assumed: bool = False,
+                 progress: bool = True) -> list[dict]:
     """One row per method variant (``-aligned``: snapped), each matched to ``target`` on its own:
     its knob, kept fraction, partial share and tile density at ``block_q x block_kv``; SVG2 rows
-    average every layer and head of ``qk`` (left out when ``qk`` is None)."""
+    average every layer and head of ``qk``; without ``qk`` they use :func:`svg2_assumed_masks` if
+    ``svg2_assumed``, else they are left out."""
     sta_tile = check_settings(target, sta_tile)
     rows = []
     for name in tqdm(VARIANTS, desc="methods", disable=not progress):
         method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
-        if method == "svg2" and qk is None:
+        if method == "svg2" and qk is None and not svg2_assumed:
             continue
         masks, knob = matched(method, geometry, target, Tiles(block_q, block_kv, snap), sta_tile=sta_tile, qk=qk,
                               svg2=svg2)
@@ -282,5 +316,5 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
             "summary": summary, "per_seed": rows, "provenance": provenance("measured", pallas=True)}
 
 
-__all__ = ["METHODS", "VARIANTS", "Tiles", "capture_qk", "check_settings", "matched", "svg_for_density",
+__all__ = ["METHODS", "VARIANTS", "Tiles", "capture_qk", "check_settings", "matched", "svg_for_density", "svg2_assumed_masks",
            "mask_backend", "method_quality", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

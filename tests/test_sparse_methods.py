@@ -84,3 +84,16 @@ def test_snapped_variants_are_matched_after_snapping(method):
     naive = align(plain, bq, bk, "snap")  # snapping the unsnapped match instead
     assert abs(snapped.density() - target) <= abs(naive.density() - target) + 1e-12
     assert snapped.density() == align(snapped, bq, bk, "snap").density()  # it is whole tiles
+
+
+def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
+    from svgtpu.sparse_methods import svg2_assumed_masks
+
+    config = SVG2Config(q_clusters=16, k_clusters=32)
+    masks = svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1)
+    assert masks == svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1) and masks[0] != masks[1]
+    for m in masks:  # each query cluster keeps key clusters until they hold 0.3 L keys: slightly more
+        assert 0.3 <= m.density() < 0.3 + 3 / 32
+    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=config,
+                        svg2_assumed=True, progress=False)
+    assert [r["method"] for r in rows][2:4] == ["svg2", "svg2-aligned"] and "assumed" in rows[2]["clusters"]
