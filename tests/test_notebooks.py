@@ -37,7 +37,8 @@ EXPECTED = {
     "03_fast_path_ablation": {
         "figures": ["c4_kernel_variants", "c4_vector_ops"],
         "claims": {"C4": ["fast_path_speedup", "aligned_fast_overhead_vs_ideal", "ours_over_splash_svg",
-                          "variants", "vector_ops_removed_full", "op_counts"]},
+                          "variants", "vector_ops_removed_full", "op_counts", "llo_cmp_select_full_fast",
+                          "bundles_partial_over_full", "llo_counts"]},
     },
     "04_end_to_end_speedup": {
         "figures": ["headline_speedup"],

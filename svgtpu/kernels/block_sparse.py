@@ -21,9 +21,12 @@ longer than the device's SMEM budget (:mod:`svgtpu.kernels.budget`) runs as one 
 per q-row chunk.  ``vmem_limit_bytes`` is set from the VMEM budget.
 
 Precision: scores are scaled by ``sm_scale`` in float32 inside the tile update (scaling bf16 ``q``
-first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST`` (on TPU the default
-runs one bf16 pass, a relative error near 1e-2 instead of 1e-6); bfloat16 inputs use bf16 products
-with float32 accumulation.  Interpret mode on CPU computes the same in float32 / exact bf16 products.
+first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST``: on TPU the default
+precision runs float32 matmuls as one bf16 pass, i.e. bf16 accuracy; HIGHEST emulates float32 with
+several passes (the compiled v6e kernel holds many times the MXU instructions of the bf16 one:
+``svgtpu.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
+accumulation.  The tolerances the tests hold interpret mode to (1e-5 relative for float32 inputs,
+2e-2 for bfloat16, against float64) are what a TPU should give too; no TPU has checked that yet.
 """
 
 from __future__ import annotations
