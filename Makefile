@@ -22,8 +22,9 @@ test: install
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)
 
+# JupyterLab refuses to start as root unless asked (containers, some TPU VMs)
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 # The prepared GPU run (svgtpu/gpu_bench.py): the GPU machine's own python and jax, from the checkout (no
 # venv, no installs), about 7 of the 8 minutes one command may take on an H200.
