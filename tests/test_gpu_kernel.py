@@ -1,6 +1,8 @@
 """The Pallas GPU (Triton) kernel under Pallas' interpreter against the float64 reference, its row
 plan against brute force, its Triton lowering for CUDA (done on this CPU), and its input checks."""
 
+from collections import Counter
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -100,3 +102,33 @@ def test_bad_input_raises_clear_value_error(change, message):
     q = jnp.ones((2, 200, 64), "float32")
     with pytest.raises(ValueError, match=message):
         gpu_block_sparse_attention(q, q, q, p.pop("mask"), **p)
+
+
+def _equations(jaxpr):
+    """Every equation of ``jaxpr`` and of its sub-jaxprs (loop bodies, nested jits)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    yield from _equations(sub)
+
+
+@pytest.mark.parametrize("mask", [BandSinkMask(300, 40, 60), np.random.default_rng(1).random((300, 300)) < 0.5],
+                         ids=["iota", "blocks"])
+def test_full_tile_loop_carries_no_masking_ops(mask):
+    """C4 on GPU, from the kernel's own jaxpr: of the two kv loops of a program, the full-tile one has
+    no compare, select or iota and loads no mask; the partial-tile one has them."""
+    from svgtpu.bench import MASKING
+    x = jnp.ones((1, 300, 64), jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda q, k, v: gpu_block_sparse_attention(q, k, v, mask, block_q=128, block_kv=128))(
+        x, x, x)
+    kernel = next(e for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call").params["jaxpr"]
+    full, partial = (Counter(e.primitive.name for e in _equations(loop.params["body_jaxpr"].jaxpr))
+                     for loop in kernel.eqns if loop.primitive.name == "while")
+    assert not MASKING & set(full) and full["dot_general"] == partial["dot_general"] > 0
+    assert MASKING & set(partial)
+    chunks = 128 // 64  # kv chunks of a plan tile at the default program tile
+    mask_loads = 1 + chunks if isinstance(mask, np.ndarray) else 0  # the block's index, then its chunks
+    assert partial["get"] == full["get"] + mask_loads

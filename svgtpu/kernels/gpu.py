@@ -176,11 +176,11 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
     d = q.shape[-1]
     q_ids = r * bqc + jnp.arange(bqc)[:, None]
 
-    def chunk_mask(j, t, c):
-        k_ids = t * block_kv + c * bkc + jnp.arange(bkc)[None, :]
+    def chunk_mask(t, c, block):
+        """bool mask of kv chunk ``c`` of tile ``t`` (``block``: its mask block's index, ``blocks`` only)."""
         if source == "blocks":
-            b = block_index_ref[ph, j]
-            return blocks_ref[b, pl.ds(sub * bqc, bqc), pl.ds(c * bkc, bkc)] != 0
+            return blocks_ref[block, pl.ds(sub * bqc, bqc), pl.ds(c * bkc, bkc)] != 0
+        k_ids = t * block_kv + c * bkc + jnp.arange(bkc)[None, :]
         keep = k_ids < L
         if source == "iota":
             allowed = mask.allowed(q_ids, k_ids)
@@ -189,11 +189,12 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
 
     def visit(j, state, masked: bool):
         t = kv_tile_ref[ph, j]
+        block = block_index_ref[ph, j] if masked and source == "blocks" else None
         for c in range(block_kv // bkc):  # static: the plan tile in program-tile chunks
             k0 = pl.multiple_of(t * block_kv + c * bkc, bkc)
             k, v = k_ref[pl.ds(k0, bkc), :], v_ref[pl.ds(k0, bkc), :]
             state = _online_softmax_step(q, k, v, *state, scale=scale, precision=precision,
-                                         mask=chunk_mask(j, t, c) if masked else None)
+                                         mask=chunk_mask(t, c, block) if masked else None)
         return state
 
     state = (jnp.full((bqc,), -jnp.inf, jnp.float32), jnp.zeros((bqc,), jnp.float32),
