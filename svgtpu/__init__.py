@@ -19,6 +19,7 @@ One module per concept:
   the results file, the notebook runner, figure style and the paper's generated tables;
 - :mod:`~svgtpu.compile`: ahead-of-time compilation for a TPU topology, no TPU needed;
   :mod:`~svgtpu.tpu_env`: keeps libtpu quiet on machines without a TPU;
+- :mod:`~svgtpu.explore`: the interactive tile/mask/budget/cost explorer (JupyterLab, ipywidgets);
 - :mod:`~svgtpu.cli`: the ``svgtpu`` command.
 """
 

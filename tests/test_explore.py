@@ -150,3 +150,17 @@ def test_modeled_attention_of_the_dense_mask_is_the_dense_time():
     sparse = explore.compute(explore.Settings(geometry="8x8x16", kept=0.2, block_q=128, block_kv=128), video=True)
     assert sparse["cost"]["attention_speedup"] > 1 and sparse["cost"]["provenance"] == "modeled-v6e"
     assert "speedup" in sparse["cost"] and "speedup" not in dense
+
+
+def test_explore_command_prints_stats_and_redraw_time(capsys):
+    import json
+
+    from svgtpu import cli
+    assert cli.main(["explore", "--geometry", "4x8x16", "--block-q", "128", "--block-kv", "128",
+                     "--align", "snap", "--repeats", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128, align="snap"))
+    assert (out["full"], out["partial"], out["empty"]) == (want["full"], want["partial"], want["empty"])
+    assert out["redraw"]["cold_seconds"] > 0 and out["redraw"]["cached_seconds"] > 0
+    assert cli.main(["explore", "--geometry", "4x8"]) == 2
+    assert "geometry must be" in capsys.readouterr().err
