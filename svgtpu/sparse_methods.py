@@ -272,7 +272,7 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     sta_tile = check_settings(kept, sta_tile)
-    geometry, warm = config.geometry, SVGConfig()
+    geometry = config.geometry
     qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
     backends, kept_of = {}, {}
     for name in variants:
@@ -288,8 +288,7 @@ def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seed
         elif method == "svg2":
             c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=block, block_kv=block,
                                     align="snap" if snap else None)
-            backends[name] = svg2_backend(c, warmup_step_fraction=warm.warmup_step_fraction,
-                                          warmup_layer_fraction=warm.warmup_layer_fraction)
+            backends[name] = svg2_backend(c)  # SVG's dense warm-up, like every other variant
         else:
             order = sta_order(geometry, sta_tile) if method == "sta" else None
             backends[name] = mask_backend(masks[0], order=order, block_q=block, block_kv=block)

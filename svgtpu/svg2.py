@@ -296,34 +296,37 @@ def svg2_attention(q, k, v, config: SVG2Config = SVG2Config(), state: SVG2State 
     return unpermute(out, selection.q_perm), selection, masks
 
 
-def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: float = 0.2,
-                 warmup_layer_fraction: float = 0.0, seed: int = 0):
+def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: float | None = None,
+                 warmup_layer_fraction: float | None = None, seed: int = 0):
     """A toy-DiT self-attention backend (``attention(q, k, v, *, layer, step, num_steps, num_layers,
     key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel.
 
     The sampler jits its step, and SVG2's mask is known only once ``q`` and ``k`` are, so the call
     leaves the compiled program through :func:`jax.pure_callback`: on the host it merges batch and
     heads, runs :func:`svg2_attention` (warm-started from this layer's previous step) or, for the
-    first ``warmup_step_fraction`` of steps and ``warmup_layer_fraction`` of layers, our kernel on a
-    dense mask.  Timings of this path include the host round trip and per-call planning: they are
+    first ``warmup_step_fraction`` of steps and ``warmup_layer_fraction`` of layers (default: SVG's,
+    :class:`svgtpu.attention.SVGConfig`), our kernel on a dense mask.  Timings of this path include the host round trip and per-call planning: they are
     not kernel timings.  ``backend.calls`` lists what each call did (step, layer, kept fraction,
     partial share at the config's tiles).
     """
-    from svgtpu.attention import warmup_count
+    from svgtpu.attention import SVGConfig, warmup_count
     from svgtpu.kernels import block_sparse_attention
     from svgtpu.masks import DenseMask
 
+    svg = SVGConfig()
+    step_fraction = svg.warmup_step_fraction if warmup_step_fraction is None else warmup_step_fraction
+    layer_fraction = svg.warmup_layer_fraction if warmup_layer_fraction is None else warmup_layer_fraction
     states: dict[int, SVG2State] = {}
     calls: list[dict] = []
 
     def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
         B, H, L, d = q.shape
-        dense_layer = layer < warmup_count(warmup_layer_fraction, num_layers)
+        dense_layer = layer < warmup_count(layer_fraction, num_layers)
 
         def host(q, k, v, step):
             step = int(step)
             merged = [jnp.asarray(x).reshape(B * H, L, d) for x in (q, k, v)]
-            if dense_layer or step < warmup_count(warmup_step_fraction, num_steps):
+            if dense_layer or step < warmup_count(step_fraction, num_steps):
                 out = block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
                 calls.append({"step": step, "layer": layer, "kept_fraction": 1.0, "partial_share": None})
             else:
