@@ -12,8 +12,8 @@ The computing core is plain functions, testable without widgets:
 - :class:`Settings` (frozen, validated once) -> :func:`compute` -> a stats dict (tile counts,
   partial share, density, pairs alignment added/dropped, the kernel's check of the tile, the cost
   model's attention time and speedup);
-- :func:`figure` draws the tile-kind map(s) of one setting or of two side by side, and
-  :func:`render` returns both, the figure as PNG bytes (what the widgets show).
+- :func:`tile_png` draws the tile-kind map straight from its pixels (downsampled, and saying so,
+  for large grids), and :func:`render` is one redraw: stats and maps of one or more settings.
 
 :func:`explorer` builds the widgets: one panel for one setting and a second comparing two.
 Refusals (a tile the kernel does not accept, a geometry that does not parse, a device the cost
@@ -44,16 +44,16 @@ HEAD_KINDS = {
     "dense": "dense",
 }
 ALIGN_CHOICES = ("none", *ALIGN_MODES)
-#: Tile sides offered.  Mosaic's block rule (block dims divisible by 8/16 sublanes and 128 lanes,
-#: Pallas TPU docs) allows every one; :func:`kernel_check` says whether *our* kernel takes it.
-BLOCK_Q_CHOICES = (128, 256, 512, 1024, 2048, 3024, 4096)
-BLOCK_KV_CHOICES = (128, 256, 512, 1024, 2048, 4096)
+#: Tile sides worth trying (3024 x 2048: MaxDiffusion's Wan tile on v6e); the dropdowns offer those
+#: the kernel takes (:func:`kernel_tiles`).  ``Settings`` accepts any size: :func:`kernel_check`
+#: then shows the kernel's refusal.
+BLOCK_Q_CANDIDATES = (128, 256, 512, 1024, 2048, 3024, 4096)
+BLOCK_KV_CANDIDATES = (128, 256, 512, 1024, 2048, 4096)
 CHIP_CHOICES = (1, 2, 4, 8, 16, 32)
 #: Tile maps with more tiles per side than this are drawn downsampled (and say so).
 MAX_MAP_SIDE = 160
 #: Side of the widgets' tile-map image, in pixels (about; scaled by a whole factor).
 MAP_PIXELS = 360
-DPI = 90
 
 
 def _cost_devices() -> tuple[str, ...]:
@@ -153,9 +153,12 @@ def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, 
     mask = _mask(geometry, head, multiplier)
     before = classify(mask, block_q, block_kv)
     if mode == "none":
-        return mask, before.kinds, before.stats, None
-    aligned = _SharedCounts(align(mask, block_q, block_kv, mode))
-    return aligned, classify(aligned, block_q, block_kv).kinds, before.stats, alignment_diff(mask, aligned.base)
+        kernel_mask, kinds, diff = mask, before.kinds, None
+    else:
+        kernel_mask = _SharedCounts(align(mask, block_q, block_kv, mode))
+        kinds, diff = classify(kernel_mask, block_q, block_kv).kinds, alignment_diff(mask, kernel_mask.base)
+    kinds.setflags(write=False)   # cached: callers share it
+    return kernel_mask, kinds, before.stats, diff
 
 
 def _plan(mask: Mask, block_q: int, block_kv: int):
@@ -313,56 +316,13 @@ def _describe(stats: dict) -> str:
     return f"{stats['geometry']['name']} · {head} · {budget} · {aligned}"
 
 
-def _draw_map(ax, stats: dict, title: str) -> None:
-    """The tile-kind map, exact colours when it fits :data:`MAX_MAP_SIDE`, downsampled otherwise.
-
-    Tile borders are one line collection (not a tick per tile: that costs seconds at 150 tiles).
-    """
-    kinds = stats["kinds"]
-    s = stats["settings"]
-    nq, nk = kinds.shape
-    image, factor = downsample(kinds)
-    ax.imshow(image, interpolation="nearest", aspect="equal", extent=(-0.5, nk - 0.5, nq - 0.5, -0.5))
-    if max(nq, nk) < 60:
-        ax.hlines(np.arange(0.5, nq - 1), -0.5, nk - 0.5, color="white", linewidth=0.4)
-        ax.vlines(np.arange(0.5, nk - 1), -0.5, nq - 0.5, color="white", linewidth=0.4)
-    ax.grid(False)
-    ax.set_xlabel("kv tile index")
-    ax.set_ylabel("q tile index")
-    view = "" if factor == 1 else f", downsampled: 1 pixel = {factor} x {factor} tiles, colours mixed"
-    ax.set_title(f"{title}\n{nq} x {nk} tiles of {s['block_q']} x {s['block_kv']}{view}\n"
-                 f"partial share {stats['partial_share']:.1%} · density {stats['density']:.1%}", fontsize=9)
-
-
-def figure(*stats: dict):
-    """The tile-kind map of one or more computed settings, side by side (a matplotlib Figure
-    drawn without pyplot, so nothing shows twice in a notebook)."""
-    from matplotlib.figure import Figure
-
-    from svgtpu.plots import tile_legend
-
-    fig = Figure(figsize=(4.6 * len(stats) + 1.9, 5.0), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, len(stats), squeeze=False)[0]
-    for i, (ax, st) in enumerate(zip(axes, stats)):
-        label = _describe(st) if len(stats) == 1 else f"{'AB'[i] if len(stats) == 2 else i + 1}: {_describe(st)}"
-        _draw_map(ax, st, label)
-    tile_legend(axes[-1], fontsize=8)
-    return fig
-
-
-def png(fig) -> bytes:
-    """A matplotlib figure as PNG bytes, reproducibly (no software metadata)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-    return buffer.getvalue()
-
-
 def tile_png(stats: dict, side: int = MAP_PIXELS) -> bytes:
     """The tile-kind map as a small PNG drawn straight from the pixels (what the widgets show).
 
-    Same colours and downsampling as :func:`figure`, scaled by a whole factor to about ``side``
-    pixels, white tile borders when tiles are big enough to see them.  A few milliseconds, where a
-    matplotlib figure with titles and layout takes most of a second on a busy CPU.
+    The colours of :data:`svgtpu.plots.TILE_COLORS`, downsampled by :func:`downsample`, scaled by a
+    whole factor to about ``side`` pixels, white tile borders when tiles are big enough to see.  A
+    few milliseconds, where a matplotlib figure with titles and layout takes most of a second on a
+    busy CPU.
     """
     from PIL import Image
 
@@ -491,6 +451,7 @@ class _Controls:
         import ipywidgets as w
 
         by_kept = settings.kept is not None
+        block_q_sides, block_kv_sides = kernel_tiles()
         style = {"description_width": "7em"}
         layout = w.Layout(width="25em")   # one Layout shared by the controls of a setting
         self.widgets = {
@@ -502,9 +463,9 @@ class _Controls:
                                    max=0.95 if by_kept else 8.0, step=0.01 if by_kept else 0.05,
                                    description="kept" if by_kept else "multiplier", continuous_update=False),
             "head": w.Dropdown(options=list(HEAD_KINDS.items()), value=settings.head, description="head"),
-            "block_q": w.Dropdown(options=_choices(BLOCK_Q_CHOICES, settings.block_q), value=settings.block_q,
+            "block_q": w.Dropdown(options=_choices(block_q_sides, settings.block_q), value=settings.block_q,
                                   description="block_q"),
-            "block_kv": w.Dropdown(options=_choices(BLOCK_KV_CHOICES, settings.block_kv), value=settings.block_kv,
+            "block_kv": w.Dropdown(options=_choices(block_kv_sides, settings.block_kv), value=settings.block_kv,
                                    description="block_kv"),
             "align": w.Dropdown(options=list(ALIGN_CHOICES), value=settings.align, description="alignment"),
             "device": w.Dropdown(options=_cost_devices() or (settings.device,), value=settings.device,
@@ -547,6 +508,25 @@ class _Controls:
 
 def _choices(options: tuple[int, ...], value: int) -> list[tuple[str, int]]:
     return [(str(o), o) for o in sorted({*options, value})]
+
+
+def kernel_tiles() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(block_q sides, block_kv sides)`` among the candidates that the kernel's
+    :class:`~svgtpu.kernels.config.KernelConfig` accepts (all candidates if its API is missing)."""
+    try:
+        from svgtpu.kernels.config import KernelConfig
+    except ImportError:
+        return BLOCK_Q_CANDIDATES, BLOCK_KV_CANDIDATES
+
+    def accepted(**tile) -> bool:
+        try:
+            KernelConfig(**{"block_q": 512, "block_kv": 512, **tile})
+            return True
+        except ValueError:
+            return False
+
+    return (tuple(q for q in BLOCK_Q_CANDIDATES if accepted(block_q=q)),
+            tuple(k for k in BLOCK_KV_CANDIDATES if accepted(block_kv=k)))
 
 
 class Panel:
