@@ -13,7 +13,10 @@ masked one, with no per-tile branch.  ``fast_path=False`` sends every tile throu
 Hopper, Blackwell) and its kernels are plain array code, so this file reads like the TPU kernel;
 Mosaic GPU targets Hopper/Blackwell only and needs explicit warpgroup, TMA and barrier scheduling.
 Its one advantage here, asynchronous WGMMA pipelines, is measured rather than assumed: the GPU
-benchmark times JAX's own Mosaic GPU flash attention (dense) next to this kernel.
+benchmark times JAX's own Mosaic GPU flash attention (dense) next to this kernel.  JAX deprecated
+Pallas' Triton backend in July 2026 (warning ``jax-pallas-triton``, still lowered in 0.11); where a
+later jax drops it, the GPU benchmark records this kernel's runs as skipped with that error, and a
+Mosaic GPU body for the same row plan is the way on.
 
 **GPU tile rules.**  Two tile sizes matter.  The *plan tile* ``block_q x block_kv`` is the unit of
 the mask (which tiles are empty, partial or full; what an aligned mask snaps to), validated by the
