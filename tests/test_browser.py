@@ -212,6 +212,7 @@ def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
     [after] = _wait_for_table(page, "explore", small)
     assert after["partial"] != start["partial"] and after["kinds"].shape != start["kinds"].shape
     assert _maps(page, "explore") == [explore.tile_png(after)]
+    print("wan-1440p at 512 x 512, in the browser:", page.locator(".svgtpu-explore-status").inner_text())
 
     # ... and a third: snap alignment at that tile
     page.locator(".svgtpu-explore-align select").select_option(label="snap")
