@@ -97,7 +97,7 @@ class Sizes:
 
 #: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
 #: weights guess where compile time (every section) and run time (the 1440p ones) go.
-FULL = Sizes(sections=(("check", "21x16x24", 4, 0.04), ("attention", "wan-720p", 40, 0.15),
+FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "wan-720p", 40, 0.14),
                        ("attention", "wan-1440p", 8, 0.23), ("block", "wan-480p", None, 0.10),
                        ("block", "wan-720p", None, 0.12), ("block", "wan-1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
