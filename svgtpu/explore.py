@@ -248,7 +248,7 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
 
         this, dense = head_seconds(stats, empty_row_steps), head_seconds(dense_stats, dense_info["empty_row_steps"])
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,
-               "attention_speedup": dense / this, "error": ""}
+               "attention_speedup": dense / this, "heads_per_chip": setup.heads_per_chip, "error": ""}
         if video:
             result = cm.model_video(setup)
             out.update({k: result[k] for k in ("speedup", "dense_minutes", "svg_minutes", "attention_share")})
@@ -369,10 +369,12 @@ def rows(stats: dict) -> list[tuple[str, str, str]]:
     na = "—"
     cost_error = f"unavailable: {c['error']}" if c["error"] else ""
 
-    def cost(key: str, fmt) -> str:
+    def cost(key: str, fmt, modeled: bool = True) -> str:
         if cost_error:   # said once, on the first cost row
             return cost_error if key == "attention_head_seconds" else na
-        return f"{fmt(c[key])} ({c['provenance']})" if key in c else na
+        if key not in c:
+            return na
+        return f"{fmt(c[key])} ({c['provenance']})" if modeled else fmt(c[key])
 
     return [
         ("grid", "token grid T x H x W (L)", f"{g['T']} x {g['H']} x {g['W']} ({g['L']:,})"),
@@ -397,6 +399,8 @@ def rows(stats: dict) -> list[tuple[str, str, str]]:
         ("attention_time", "attention, one head, this mask", cost("attention_head_seconds", _fmt_seconds)),
         ("attention_dense", "attention, one head, dense", cost("dense_attention_head_seconds", _fmt_seconds)),
         ("attention_speedup", "attention speedup vs dense", cost("attention_speedup", "{:.2f}x".format)),
+        ("heads_per_chip", "heads per chip (Ulysses: heads split over the chips)",
+         cost("heads_per_chip", str, modeled=False)),
         ("video_speedup", "SVG recipe end to end (snap + fast path)",
          cost("speedup", lambda v: f"{v:.2f}x, {c['dense_minutes']:.3g} → {c['svg_minutes']:.3g} min")),
     ]
