@@ -4,8 +4,9 @@ Per call (one denoising step of one layer):
 
 1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
    ``warmup_layer_fraction`` of the layers run dense attention (SVG's Wan defaults: 0.2 and 0.03):
-   step ``i`` is a warm-up step iff ``i < fraction * num_steps`` (step 0 is the noisiest), and the
-   same for layers.  Dense runs through the configured kernel with a :class:`DenseMask`.
+   step ``i`` is a warm-up step iff ``i < floor(fraction * num_steps)`` (step 0 is the noisiest),
+   and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`).
+   Dense runs through the configured kernel with a :class:`DenseMask`.
 2. **Online profiling** (:func:`svgtpu.profiling.classify_heads`): sampled rows decide per head
    whether it is spatial or temporal.
 3. **Layout transformation** (:func:`sparse_attention`): temporal heads' Q, K, V are permuted to
@@ -135,8 +136,13 @@ class SVGConfig:
 
 
 def warmup_count(fraction: float, n: int) -> int:
-    """Number of indices ``i < n`` with ``i < fraction * n`` (rounded so 0.2 * 50 gives 10)."""
-    return min(n, math.ceil(round(fraction * n, 9)))
+    """How many leading steps (or layers) of ``n`` run dense: ``floor(fraction * n)``, SVG's count.
+
+    SVG's Wan script takes ``math.floor(first_times_fp * num_inference_steps)`` steps and
+    ``math.floor(first_layers_fp * num_layers)`` layers; the product is rounded to 9 decimals first
+    so that ``0.29 * 100`` gives 29, not 28.  The one definition of the count.
+    """
+    return min(n, math.floor(round(fraction * n, 9)))
 
 
 @functools.lru_cache(maxsize=64)

@@ -63,7 +63,7 @@ def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
 
 @pytest.mark.parametrize("step, layer", [(0, 5), (9, 5), (30, 0)])
 def test_warmup_steps_and_layers_are_dense(step, layer):
-    config = SVGConfig(kernel="reference")  # 10 of 50 steps, 1 of 10 layers
+    config = SVGConfig(kernel="reference", warmup_layer_fraction=0.1)  # 10 of 50 steps, 1 of 10 layers
     q, k, v = _random_qkv(2, 2)
     # Python-int step and layer: the warm-up decision is made while tracing
     fn = jax.jit(svg_attention, static_argnums=(3, 4),
@@ -77,12 +77,14 @@ def test_warmup_steps_and_layers_are_dense(step, layer):
 
 
 def test_warmup_count_follows_svg_fractions():
-    assert warmup_count(0.2, 50) == 10 and warmup_count(0.03, 40) == 2 and warmup_count(0.03, 30) == 1
+    # SVG's Wan script: floor(0.2 * 50) = 10 dense steps, floor(0.03 * 40) = 1 dense layer of Wan 14B
+    assert warmup_count(0.2, 50) == 10 and warmup_count(0.03, 40) == 1 and warmup_count(0.03, 30) == 0
     assert warmup_count(0.0, 50) == 0 and warmup_count(1.0, 7) == 7 and warmup_count(0.03, 100) == 3
+    assert warmup_count(0.2, 4) == 0 and warmup_count(0.29, 100) == 29  # 0.29 * 100 = 28.999... in floats
 
 
 def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
-    config = SVGConfig(warmup_step_fraction=0.25)  # steps 0, 1 of 8 dense; layer 0 of 4 dense
+    config = SVGConfig(warmup_step_fraction=0.25, warmup_layer_fraction=0.25)  # steps 0, 1 of 8; layer 0 of 4
     traces = []
 
     def step_fn(q, k, v, key, step, layer):
