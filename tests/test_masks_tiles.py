@@ -5,7 +5,7 @@ import pytest
 
 from svgtpu.geometry import VideoGeometry, get_geometry
 from svgtpu.masks import (ArrayMask, BandSinkMask, DenseMask, TileMask, align, alignment_diff,
-                          band_window, make_mask, multiplier_for_sparsity, svg_mask,
+                          band_window, make_mask, svg_mask,
                           temporal_frame_major_mask, tile_edges)
 from svgtpu.tiles import EMPTY, FULL, PARTIAL, classify
 
@@ -122,9 +122,14 @@ def test_masks_are_hashable_values():
 def test_sparsity_to_multiplier_hits_target_density():
     g = get_geometry("wan-720p")
     for target in (0.2, 0.3, 0.5):
-        m = svg_mask(g, sparsity=target)
-        assert abs(m.density() - target) < 0.01
-        assert m.window == band_window(g, multiplier_for_sparsity(g, target))
+        assert abs(svg_mask(g, sparsity=target).density() - target) < 0.01  # density: pairs counted
+    # the contract, brute force: of the band widths W = 128, 256, ... the one whose L x L matrix keeps
+    # the fraction closest to the target
+    small = VideoGeometry(4, 10, 14)
+    q, k = np.meshgrid(np.arange(small.L), np.arange(small.L), indexing="ij")
+    kept = {w: ((k < small.F) | (np.abs(q - k) <= w)).mean() for w in range(128, small.L + 128, 128)}
+    for target in (0.6, 0.7, 0.9, 0.98):  # kept 0.568, 0.811, 0.949, 0.996 at W = 128 ... 512
+        assert svg_mask(small, sparsity=target).window == min(kept, key=lambda w: abs(kept[w] - target))
 
 
 @pytest.mark.parametrize("call,match", [
