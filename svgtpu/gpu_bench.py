@@ -203,7 +203,7 @@ def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dic
         if budget.left() <= 0:
             rows.append(row | {"ok": None, "reason": "time budget"})
             continue
-        q, k, v = (jnp.asarray(x, dtype) for x in data)
+        q, k, v = (jnp.asarray(x.astype(jnp.dtype(dtype))) for x in data)  # rounded on the host
         ref = _attention_f64(*(np.asarray(x).astype(np.float64) for x in (q, k, v)), mask_array(masks[name], heads, L))
         out = block_sparse_attention(q, k, v, masks[name], block_q=sizes.block_q, block_kv=sizes.block_kv,
                                      fast_path=fast_path, kernel="gpu")
@@ -224,10 +224,18 @@ def _xla_dense(q, k, v):
     return jax.lax.map(head, (q, k, v))
 
 
-def _blhd(x: np.ndarray, multiple: int = 1) -> jax.Array:
-    """``[heads, L, d]`` (numpy) -> bf16 ``[1, L', heads, d]`` with ``L`` padded up to ``multiple``."""
+@functools.partial(jax.jit, static_argnums=(0,))
+def random_qkv(shape: tuple[int, int, int], key) -> tuple:
+    """bf16 ``q, k, v`` of ``shape`` (``[heads, L, d]``), standard normal, made on the device."""
+    return tuple(jax.random.normal(k_, shape, jnp.float32).astype(jnp.bfloat16) for k_ in jax.random.split(key, 3))
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _blhd(x, multiple: int = 1):
+    """``[heads, L, d]`` -> ``[1, L', heads, d]`` with ``L`` padded up to ``multiple`` (the layout of
+    ``jax.nn.dot_product_attention`` and JAX's flash kernels)."""
     L = x.shape[1]
-    return _bf16(np.pad(x, ((0, 0), (0, -L % multiple), (0, 0))).transpose(1, 0, 2)[None])
+    return jnp.pad(x, ((0, 0), (0, -L % multiple), (0, 0))).transpose(1, 0, 2)[None]
 
 
 @functools.lru_cache(maxsize=8)
@@ -238,11 +246,10 @@ def svg_masks(g, sparsity: float, block_q: int, block_kv: int) -> dict:
     return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, block_q, block_kv, "snap")}
 
 
-def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool) -> dict[str, tuple[Callable, dict]]:
-    """``name -> (call, info)`` on ``data`` (float32 numpy q, k, v ``[heads, L, d]``, run in bf16);
-    info: the mask's tile statistics and the score pairs computed."""
-    heads, L, d = data[0].shape
-    q, k, v = (_bf16(x) for x in data)
+def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, tuple[Callable, dict]]:
+    """``name -> (call, info)`` on bf16 ``q, k, v [heads, L, d]``; info: the mask's tile statistics and
+    the score pairs computed."""
+    heads, L, d = q.shape
     masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     dense_info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": heads * L * L}
@@ -256,14 +263,14 @@ def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool)
     else:
         variants["xla-dense"] = (None, dense_info | {"reason": f"one head's [L, L] scores need "
                                                                f"{score_bytes / 1e9:.0f} GB of {memory / 1e9:.0f} GB"})
-    qb, kb, vb = (_blhd(x) for x in data)
+    qb, kb, vb = (_blhd(x, 1) for x in (q, k, v))
     cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
     variants["cudnn-dense"] = (lambda: cudnn(qb, kb, vb), dense_info)
 
     try:  # JAX's Pallas Triton flash attention; L padded to its 128-row blocks, padding as a 2nd segment
         from jax.experimental.pallas.ops.gpu import attention as jax_triton
         Lp = L + (-L % 128)
-        qp, kp, vp = (_blhd(x, 128) for x in data)
+        qp, kp, vp = (_blhd(x, 128) for x in (q, k, v))
         segments = jnp.asarray((np.arange(Lp) >= L).astype(np.int32))[None]
         flash = jax.jit(functools.partial(jax_triton.mha, sm_scale=1 / math.sqrt(d), interpret=interpret))
         variants["jax-triton-flash-dense"] = (lambda: flash(qp, kp, vp, segments),
@@ -273,7 +280,7 @@ def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool)
     try:  # JAX's Mosaic GPU (Hopper) flash attention: no masking, so padded keys count (timing only)
         from jax.experimental.pallas.ops.gpu import attention_mgpu
         Lp = L + (-L % 256)
-        qp, kp, vp = (_blhd(x, 256) for x in data)
+        qp, kp, vp = (_blhd(x, 256) for x in (q, k, v))
         config = attention_mgpu.TuningConfig(block_q=128, block_kv=128, max_concurrent_steps=2)
         mosaic = jax.jit(functools.partial(attention_mgpu.attention, config=config))
         variants["jax-mosaic-flash-dense"] = (lambda: mosaic(qp, kp, vp),
@@ -305,9 +312,8 @@ def attention_variants(data: list[np.ndarray], g, sizes: Sizes, interpret: bool)
 def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
     g = get_geometry(geometry)
     d = 128
-    rng = np.random.default_rng(0)
-    data = [rng.standard_normal((heads, g.L, d)).astype(np.float32) for _ in range(3)]
-    variants = attention_variants(data, g, sizes, interpret)
+    q, k, v = random_qkv((heads, g.L, d), jax.random.PRNGKey(0))
+    variants = attention_variants(q, k, v, g, sizes, interpret)
     if sizes.variants is not None:
         variants = {n: (c, info) if n in sizes.variants else (None, info | {"reason": f"not in the {sizes.profile} "
                                                                                         "profile"})
@@ -354,34 +360,36 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
 @functools.lru_cache(maxsize=1)
 def init_block(shape: BlockShape, seed: int = 0) -> dict:
     """Random bf16 weights of one Wan-style block (normal, scaled by ``1/sqrt(fan_in)``), made on the
-    host with numpy (no compile, the same weights on every backend) once per run."""
-    rng = np.random.default_rng(seed)
+    device (host RNG would take seconds for 14B-block sizes) once per run."""
+    return _init_block(shape, jax.random.PRNGKey(seed))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _init_block(shape: BlockShape, key) -> dict:
     D, F = shape.dim, shape.ffn
     mats = {"q": (D, D), "k": (D, D), "v": (D, D), "o": (D, D), "cross_q": (D, D), "cross_k": (D, D),
             "cross_v": (D, D), "cross_o": (D, D), "ffn_in": (D, F), "ffn_out": (F, D), "modulation": (6, D)}
-    p = {n: _bf16(rng.standard_normal(s, np.float32) / np.float32(math.sqrt(s[-1] if n == "modulation" else s[0])))
-         for n, s in mats.items()}
+    keys = jax.random.split(key, len(mats))
+    p = {n: (jax.random.normal(k_, s, jnp.float32) / math.sqrt(s[-1] if n == "modulation" else s[0]))
+         .astype(jnp.bfloat16) for k_, (n, s) in zip(keys, mats.items())}
     for n, (_, out) in mats.items():
         if n != "modulation":
-            p[n + "_bias"] = _bf16(np.zeros(out, np.float32))
+            p[n + "_bias"] = jnp.zeros((out,), jnp.bfloat16)
     for n in ("q_norm", "k_norm", "cross_q_norm", "cross_k_norm", "cross_norm_scale"):
-        p[n] = _bf16(np.ones(D, np.float32))
-    p["cross_norm_bias"] = _bf16(np.zeros(D, np.float32))
+        p[n] = jnp.ones((D,), jnp.bfloat16)
+    p["cross_norm_bias"] = jnp.zeros((D,), jnp.bfloat16)
     return p
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def block_inputs(shape: BlockShape, L: int, seed: int = 1) -> tuple:
     """Random block input ``x [L, dim]``, time modulation ``e [6, dim]`` (float32), text ``context``,
-    and self-attention inputs ``q, k, v [L, heads, d]`` (to time attention alone)."""
-    rng = np.random.default_rng(seed)
-    normal = lambda *s: rng.standard_normal(s, np.float32)  # noqa: E731
-    qkv = [_bf16(normal(L, shape.heads, shape.head_dim)) for _ in range(3)]
-    return (_bf16(normal(L, shape.dim)), jnp.asarray(0.1 * normal(6, shape.dim)),
-            _bf16(normal(shape.text_len, shape.dim)), *qkv)
-
-
-def _bf16(x: np.ndarray) -> jax.Array:
-    return jnp.asarray(x.astype(jnp.bfloat16))  # converted on the host: nothing to compile
+    and self-attention inputs ``q, k, v [L, heads, d]`` (to time attention alone), made on the device."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), 6)
+    normal = lambda k_, *s: jax.random.normal(k_, s, jnp.float32)  # noqa: E731
+    qkv = [normal(k_, L, shape.heads, shape.head_dim).astype(jnp.bfloat16) for k_ in keys[3:]]
+    return (normal(keys[0], L, shape.dim).astype(jnp.bfloat16), 0.1 * normal(keys[1], 6, shape.dim),
+            normal(keys[2], shape.text_len, shape.dim).astype(jnp.bfloat16), *qkv)
 
 
 def _norm(x, eps=1e-6):
