@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from svgtpu import explore
 from svgtpu.geometry import VideoGeometry
-from svgtpu.masks import BandSinkMask, PermutedMask
+from svgtpu.masks import BandSinkMask, PermutedMask, make_mask
 
 
 def _brute_counts(mask, q_edges, k_edges):
@@ -35,8 +36,6 @@ def test_permuted_band_sink_counts_match_brute_force():
 
 # -- the computing core -------------------------------------------------------------------------
 
-from svgtpu import explore  # noqa: E402
-from svgtpu.masks import make_mask  # noqa: E402
 
 
 def _brute_kinds(allowed: np.ndarray, bq: int, bkv: int) -> np.ndarray:
@@ -120,8 +119,9 @@ def test_kernel_refusals_are_shown_not_raised():
 
 
 def test_tile_png_is_the_map_scaled():
-    from PIL import Image
     import io
+
+    from PIL import Image
     stats = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128))
     image = np.asarray(Image.open(io.BytesIO(explore.tile_png(stats, side=64))).convert("RGB"))
     scale = 64 // max(stats["kinds"].shape)
