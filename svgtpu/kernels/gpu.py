@@ -52,10 +52,10 @@ from svgtpu.kernels.block_sparse import check_sm_scale, resolve_config
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, check_inputs, tile_plan
 from svgtpu.masks import Mask
-from svgtpu.tiles import FULL, PARTIAL
+from svgtpu.tiles import EMPTY, FULL, PARTIAL
 
-#: Triton register tiles: powers of two from 16 (``tl.dot`` minimum) to 128 (register file, see above).
-COMPUTE_TILES = (16, 32, 64, 128)
+#: Triton program tiles: powers of two from 16 (``tl.dot`` minimum) to 128 (register file, see above).
+PROGRAM_TILES = (16, 32, 64, 128)
 DEFAULT_GPU_BLOCK_Q = 128
 DEFAULT_GPU_BLOCK_KV = 64
 LOG2_E = math.log2(math.e)
@@ -63,10 +63,10 @@ LOG2_E = math.log2(math.e)
 
 def default_program_tile(name: str, plan_tile: int, cap: int) -> int:
     """The largest program tile up to ``cap`` dividing ``plan_tile`` (16 for MaxDiffusion's 3024 rows)."""
-    fits = [t for t in COMPUTE_TILES if t <= cap and plan_tile % t == 0]
+    fits = [t for t in PROGRAM_TILES if t <= cap and plan_tile % t == 0]
     if not fits:
         raise ValueError(f"block_{name.removeprefix('gpu_block_')}={plan_tile} must be a multiple of "
-                         f"{COMPUTE_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
+                         f"{PROGRAM_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
     return fits[-1]
 
 
@@ -75,9 +75,9 @@ def check_program_tile(name: str, value, plan_tile: int) -> int:
     if value is None:
         return default_program_tile(name, plan_tile, DEFAULT_GPU_BLOCK_Q if name == "gpu_block_q"
                                     else DEFAULT_GPU_BLOCK_KV)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in COMPUTE_TILES:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in PROGRAM_TILES:
         raise ValueError(
-            f"{name} must be one of {COMPUTE_TILES} (Triton block shapes are powers of two, tl.dot needs "
+            f"{name} must be one of {PROGRAM_TILES} (Triton block shapes are powers of two, tl.dot needs "
             f">= 16, and a 128-row float32 accumulator already fills an SM's registers), got {value!r}")
     if plan_tile % value:
         raise ValueError(f"{name}={value} must divide its plan tile size {plan_tile}")
@@ -111,7 +111,7 @@ def row_plan(plan: TilePlan) -> RowPlan:
     """Regroup the flat traversal of ``plan`` by q row: full tiles first, then partial ones."""
     q_tiles = -(-plan.L // plan.block_q)
     heads = plan.plan_heads
-    visited = plan.kind != 0
+    visited = plan.kind != EMPTY
     for h, n in enumerate(plan.real_steps):
         visited[h, n:] = False  # no-op padding of per-head plans
     width = max(int(visited.sum(axis=1).max()), 1)
@@ -289,4 +289,4 @@ def gpu_block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, blo
 
 
 __all__ = ["gpu_block_sparse_attention", "RowPlan", "row_plan", "row_plan_for", "check_program_tile", "default_program_tile",
-           "COMPUTE_TILES"]
+           "PROGRAM_TILES"]
