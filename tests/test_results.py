@@ -160,10 +160,9 @@ def _sizes_read(notebook: str) -> set[str]:
     """The keys the notebook's code reads as ``size["key"]`` (``size = settings(notebook, profile)``)."""
     import ast
 
-    import nbformat
-
-    nb = nbformat.read(reproduce.NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4)
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and not c.source.lstrip().startswith("%"))
+    cells = json.loads((reproduce.NOTEBOOK_DIR / f"{notebook}.ipynb").read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    code = "\n".join(src for src in sources if not src.lstrip().startswith("%"))
     return {node.slice.value for node in ast.walk(ast.parse(code))
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "size"
             and isinstance(node.slice, ast.Constant)}
