@@ -492,7 +492,17 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) ->
                     "attention_share": statistics.median(x / y for x, y in zip(times[a], times[b]))}
         rows.append(row)
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": shape.name,
-            "rows": rows, "modeled": modeled_block(g, sizes)}
+            "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes))}
+
+
+def compare_with_model(rows: list[dict], modeled: dict) -> dict:
+    """``modeled`` plus the model's error on the dense self-attention share (C2): its share over the one
+    measured with the first dense attention that ran (cuDNN before ours)."""
+    dense = next((r for r in rows if r["attention"].startswith("dense") and r["status"] == "ok"), None)
+    if dense is None or "attention_share_dense" not in modeled:
+        return modeled
+    return modeled | {"measured_with": dense["attention"],
+                      "share_modeled_over_measured": modeled["attention_share_dense"] / dense["attention_share"]}
 
 
 # -- 4. end to end, extrapolated ----------------------------------------------------------------
@@ -606,6 +616,10 @@ def results_entries(result: dict):
             yield ("C2", f"gpu_attention_share_modeled_{g}", modeled["attention_share_dense"],
                    dict(provenance=modeled["provenance"], unit="fraction",
                         description="cost model's dense self-attention share for the same model and resolution"))
+        if "share_modeled_over_measured" in modeled:
+            yield ("C2", f"gpu_attention_share_modeled_over_measured_{g}", modeled["share_modeled_over_measured"],
+                   dict(provenance=prov, unit="x", description=f"cost model's dense share / the share measured "
+                        f"with {modeled['measured_with']} (1 = no error)"))
     if result["end_to_end"]:
         yield ("C1", "gpu_end_to_end_extrapolated", result["end_to_end"],
                dict(provenance=prov, description="one video extrapolated from the measured block: "
@@ -665,6 +679,8 @@ def format_result(result: dict) -> str:
         modeled = b["modeled"]
         note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
                 else f"cost model: {modeled.get('unavailable')}")
+        if "share_modeled_over_measured" in modeled:
+            note += f" ({modeled['share_modeled_over_measured']:.3f}x the one measured with {modeled['measured_with']})"
         parts.append(f"block {b['geometry']} L={b['L']} ({b['model']}); {note}\n"
                      + format_table(b["rows"], ["attention", "status", "block_s", "attention_s", "attention_share",
                                                 "reason"]))

@@ -46,6 +46,16 @@ def test_end_to_end_extrapolation_worked_by_hand():
     assert gpu_bench.extrapolate(block, gpu_bench.FULL) is None
 
 
+def test_model_error_on_the_dense_share_uses_the_first_dense_attention_that_ran():
+    rows = [{"attention": "dense-cudnn", "status": "skipped", "reason": "OOM"},
+            {"attention": "dense-ours", "status": "ok", "attention_share": 0.8},
+            {"attention": "svg-aligned-ours", "status": "ok", "attention_share": 0.5}]
+    compared = gpu_bench.compare_with_model(rows, {"attention_share_dense": 0.9})
+    assert compared["measured_with"] == "dense-ours"
+    assert compared["share_modeled_over_measured"] == pytest.approx(0.9 / 0.8)
+    assert gpu_bench.compare_with_model(rows, {"unavailable": "ImportError"}) == {"unavailable": "ImportError"}
+
+
 def test_refusals_are_one_line_with_exit_status_2(capsys):
     assert main(["bench", "gpu"]) == 2  # the full run needs a GPU
     assert "needs a GPU backend" in capsys.readouterr().err
