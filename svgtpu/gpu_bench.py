@@ -527,6 +527,19 @@ def extrapolate(block: dict, sizes: Sizes) -> dict | None:
     return out
 
 
+def attention_exponents(blocks: list[dict]) -> dict[str, float]:
+    """C5 on the device: per attention kind, the least-squares slope of log(self-attention seconds)
+    against log(L) over the block resolutions it ran at (at least two); 2 is quadratic."""
+    out = {}
+    kinds = {r["attention"] for b in blocks for r in b["rows"]}
+    for kind in sorted(kinds):
+        points = [(b["L"], r["attention_s"]) for b in blocks for r in b["rows"]
+                  if r["attention"] == kind and r["status"] == "ok"]
+        if len(points) >= 2:
+            out[kind] = float(np.polyfit(np.log([p[0] for p in points]), np.log([p[1] for p in points]), 1)[0])
+    return out
+
+
 # -- the run -------------------------------------------------------------------------------------
 
 def run(smoke: bool = False, budget_s: float | None = None) -> dict:
@@ -573,6 +586,7 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
                 e2e = extrapolate(found, sizes)
                 if e2e:
                     result["end_to_end"].append(e2e)
+    result["attention_exponent"] = attention_exponents(result["block"])
     result["elapsed_s"] = budget.elapsed()
     return result
 
@@ -620,6 +634,10 @@ def results_entries(result: dict):
             yield ("C2", f"gpu_attention_share_modeled_over_measured_{g}", modeled["share_modeled_over_measured"],
                    dict(provenance=prov, unit="x", description=f"cost model's dense share / the share measured "
                         f"with {modeled['measured_with']} (1 = no error)"))
+    for kind, exponent in result.get("attention_exponent", {}).items():
+        yield ("C5", f"gpu_attention_exponent_{kind}", exponent,
+               dict(provenance=prov, description=f"slope of log self-attention seconds ({kind}) against log L "
+                    "over the block resolutions (2 = quadratic)"))
     if result["end_to_end"]:
         yield ("C1", "gpu_end_to_end_extrapolated", result["end_to_end"],
                dict(provenance=prov, description="one video extrapolated from the measured block: "
@@ -684,6 +702,9 @@ def format_result(result: dict) -> str:
         parts.append(f"block {b['geometry']} L={b['L']} ({b['model']}); {note}\n"
                      + format_table(b["rows"], ["attention", "status", "block_s", "attention_s", "attention_share",
                                                 "reason"]))
+    if result.get("attention_exponent"):
+        parts.append("self-attention time ~ L^k over the block resolutions: " + ", ".join(
+            f"{kind} k={k:.2f}" for kind, k in result["attention_exponent"].items()))
     if result["end_to_end"]:
         parts.append("end to end, extrapolated from the block\n" + format_table(result["end_to_end"]))
     for e in result["errors"]:

@@ -56,6 +56,16 @@ def test_model_error_on_the_dense_share_uses_the_first_dense_attention_that_ran(
     assert gpu_bench.compare_with_model(rows, {"unavailable": "ImportError"}) == {"unavailable": "ImportError"}
 
 
+def test_attention_exponent_is_the_log_log_slope():
+    blocks = [{"L": L, "rows": [{"attention": "dense-cudnn", "status": "ok", "attention_s": 3e-9 * L ** 2},
+                                {"attention": "svg-aligned-ours", "status": "ok" if L > 1000 else "skipped",
+                                 "attention_s": 1e-6 * L}]}
+              for L in (1000, 4000, 16000)]
+    exponents = gpu_bench.attention_exponents(blocks)
+    assert exponents["dense-cudnn"] == pytest.approx(2.0) and exponents["svg-aligned-ours"] == pytest.approx(1.0)
+    assert gpu_bench.attention_exponents(blocks[:1]) == {}
+
+
 def test_refusals_are_one_line_with_exit_status_2(capsys):
     assert main(["bench", "gpu"]) == 2  # the full run needs a GPU
     assert "needs a GPU backend" in capsys.readouterr().err
