@@ -27,11 +27,13 @@ lab: install
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 # The prepared GPU run (svgtpu/gpu_bench.py): the GPU machine's own python and jax, from the checkout (no
-# venv, no installs), about 7 of the 8 minutes one command may take on an H200.
+# venv, no installs), about 7 of the 8 minutes one command may take on an H200.  Where $OUT names a
+# folder (a remote runner's way back), the results file is copied there too.
 GPU_PYTHON ?= python3
 
 gpu-bench:
 	PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu --out figures/results-gpu.json
+	@if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp figures/results-gpu.json "$$OUT"/ && echo "copied to $$OUT"; fi
 	@echo "Commit the run: git add figures/results-gpu.json && git commit -m 'H200 run: make gpu-bench' -- figures/results-gpu.json"
 	@echo "then regenerate the paper's GPU section: python -m svgtpu paper"
 
