@@ -165,7 +165,7 @@ def _count(jaxpr, ops: Counter, elements: Counter, mask_loads: list) -> None:
         size = sum(int(np.prod(v.aval.shape)) for v in eqn.outvars if hasattr(v.aval, "shape"))
         ops[category] += 1
         elements[category] += size
-        if eqn.primitive.name == "get" and eqn.outvars[0].aval.dtype == jnp.bool_:
+        if eqn.primitive.name == "get" and eqn.outvars[0].aval.dtype in (jnp.bool_, jnp.int8):  # mask block
             mask_loads.append(size)
 
 
