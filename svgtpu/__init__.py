@@ -13,7 +13,8 @@ One module per concept:
 - :mod:`~svgtpu.costmodel`: the TPU cost model (C1, C2, C5), validated against published timings;
   :mod:`~svgtpu.sharding`: multi-device;
 - :mod:`~svgtpu.timing`, :mod:`~svgtpu.bench`, :mod:`~svgtpu.bench_cpu`: how we measure, the benchmarks, and
-  this CPU's rates with the toy-DiT check of the cost model;
+  this CPU's rates with the toy-DiT check of the cost model; :mod:`~svgtpu.gpu_bench`: the prepared
+  GPU run; :mod:`~svgtpu.jaxpr_walk`: finding the kernel body in a traced program;
 - :mod:`~svgtpu.claims`: the write-up's claims and reported numbers, defined once;
 - :mod:`~svgtpu.results`, :mod:`~svgtpu.reproduce`, :mod:`~svgtpu.plots`, :mod:`~svgtpu.paper`:
   the results file, the notebook runner, figure style and the paper's generated tables;

@@ -20,11 +20,11 @@ from collections import Counter
 from typing import Callable
 
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import get_geometry
+from svgtpu.jaxpr_walk import pallas_kernel_body, sub_jaxprs
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import as_masks
@@ -144,19 +144,10 @@ def _category(primitive: str) -> str:
     return "elementwise"
 
 
-def _sub_jaxprs(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, jax.extend.core.ClosedJaxpr):
-                yield item.jaxpr
-            elif isinstance(item, jax.extend.core.Jaxpr):
-                yield item
-
-
 def _count(jaxpr, ops: Counter, elements: Counter, mask_loads: list) -> None:
     """Count primitives (and output elements) by category, recursing into sub-jaxprs."""
     for eqn in jaxpr.eqns:
-        subs = list(_sub_jaxprs(eqn))
+        subs = list(sub_jaxprs(eqn))
         if subs:
             for sub in subs:
                 _count(sub, ops, elements, mask_loads)
@@ -167,17 +158,6 @@ def _count(jaxpr, ops: Counter, elements: Counter, mask_loads: list) -> None:
         elements[category] += size
         if eqn.primitive.name == "get" and eqn.outvars[0].aval.dtype in (jnp.bool_, jnp.int8):  # mask block
             mask_loads.append(size)
-
-
-def _find_pallas_jaxpr(jaxpr):
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
-            return eqn.params["jaxpr"]
-        for sub in _sub_jaxprs(eqn):
-            found = _find_pallas_jaxpr(sub)
-            if found is not None:
-                return found
-    return None
 
 
 def _tile_branches(kernel_jaxpr, fast_path: bool) -> dict:
@@ -199,7 +179,7 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
         f = lambda q, k, v: block_sparse_attention(q, k, v, masks, block_q=block_q, block_kv=block_kv,  # noqa: E731
                                                    block_kv_compute=block_kv_compute, fast_path=fast_path,
                                                    interpret=True)
-        kernel = _find_pallas_jaxpr(jax.make_jaxpr(f)(x, x, x).jaxpr)
+        kernel = pallas_kernel_body(jax.make_jaxpr(f)(x, x, x).jaxpr)
         for kind, body in _tile_branches(kernel, fast_path).items():
             ops, elements, mask_loads = Counter(), Counter(), []
             _count(body, ops, elements, mask_loads)

@@ -45,7 +45,7 @@ from svgtpu.mask_families import BlockMask
 from svgtpu.masks import ALIGN_MODES, Mask, align
 from svgtpu.tiles import classify
 
-BACKENDS = ("ours", "reference")
+KERNELS = ("ours", "reference")
 #: Up to this many ``(head, q, k)`` pairs the per-head masks go to the kernel as one stacked bool
 #: array (one call, one compile per mask set); beyond it each head runs with its own mask object.
 MAX_STACKED_MASK_PAIRS = 2 ** 26
@@ -60,7 +60,7 @@ class SVG2Config:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
     (cluster-exact mask) or a :func:`svgtpu.masks.align` mode; ``block_q``, ``block_kv``: kernel
-    tiles; ``backend``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
+    tiles; ``kernel``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
     """
 
     q_clusters: int = 16
@@ -72,7 +72,7 @@ class SVG2Config:
     align: str | None = None
     block_q: int = 128
     block_kv: int = 128
-    backend: str = "ours"
+    kernel: str = "ours"
 
     def __post_init__(self):
         for name in ("q_clusters", "k_clusters", "first_iters", "warm_iters", "block_q", "block_kv"):
@@ -83,8 +83,8 @@ class SVG2Config:
             raise ValueError(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
         if self.align is not None and self.align not in ALIGN_MODES:
             raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
     @property
     def min_kept(self) -> int:
@@ -281,7 +281,7 @@ def svg2_attention(q, k, v, config: SVG2Config = SVG2Config(), state: SVG2State 
     selection = select(q, k, config, state, key=key)
     masks = block_masks(selection, config)
     qp, kp, vp = permute(q, selection.q_perm), permute(k, selection.k_perm), permute(v, selection.k_perm)
-    if config.backend == "reference":
+    if config.kernel == "reference":
         out = jnp.concatenate([reference_attention(qp[h:h + 1], kp[h:h + 1], vp[h:h + 1], m)
                                for h, m in enumerate(masks)])
     elif len(masks) * float(masks[0].L) ** 2 <= MAX_STACKED_MASK_PAIRS:

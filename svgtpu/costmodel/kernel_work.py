@@ -59,36 +59,17 @@ _FREE = {"get", "swap", "load", "store", "broadcast_in_dim", "reshape", "squeeze
 _REDUCE = {"reduce_max", "reduce_min", "reduce_sum", "argmax"}
 
 
-def _sub_jaxprs(eqn):
-    import jax.extend
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, jax.extend.core.ClosedJaxpr):
-                yield item.jaxpr
-            elif isinstance(item, jax.extend.core.Jaxpr):
-                yield item
-
-
-def _pallas_body(jaxpr):
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
-            return eqn.params["jaxpr"]
-        for sub in _sub_jaxprs(eqn):
-            found = _pallas_body(sub)
-            if found is not None:
-                return found
-    return None
-
-
 def _size(var) -> int:
     return int(np.prod(getattr(var.aval, "shape", ())))
 
 
 def _work(jaxpr) -> tuple[float, float]:
     """(VPU element-ops, EUP element-ops) of a jaxpr, recursing into sub-jaxprs (loops once)."""
+    from svgtpu.jaxpr_walk import sub_jaxprs  # jax only when a kernel is traced
+
     vpu = eup = 0.0
     for eqn in jaxpr.eqns:
-        subs = list(_sub_jaxprs(eqn))
+        subs = list(sub_jaxprs(eqn))
         if subs:
             for sub in subs:
                 v, e = _work(sub)
@@ -117,6 +98,7 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     import jax
 
     from svgtpu.geometry import VideoGeometry
+    from svgtpu.jaxpr_walk import pallas_kernel_body
     from svgtpu.kernels.block_sparse import block_sparse_attention
     from svgtpu.masks import svg_mask
 
@@ -127,7 +109,7 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     fn = lambda q, k, v: block_sparse_attention(  # noqa: E731
         q, k, v, mask, block_q=block_q, block_kv=block_kv_compute, block_kv_compute=block_kv_compute,
         fast_path=True, interpret=True)
-    body = _pallas_body(jax.make_jaxpr(fn)(x, x, x).jaxpr)
+    body = pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr)
     bodies = [eqn.params["branches"][-1].jaxpr for eqn in body.eqns if eqn.primitive.name == "cond"]
     if len(bodies) != 4:
         raise RuntimeError(f"unexpected kernel structure: {len(bodies)} pl.when bodies (init, full, partial, finish)")
