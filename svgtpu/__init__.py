@@ -6,6 +6,7 @@ One module per concept:
 - :mod:`~svgtpu.masks`, :mod:`~svgtpu.tiles`: SVG masks, tile alignment, tile classification (C3);
 - :mod:`~svgtpu.kernels`: reference, Splash baseline and our block-sparse Pallas kernel (C4);
 - :mod:`~svgtpu.profiling`, :mod:`~svgtpu.attention`: online head profiling and ``svg_attention``;
+  :mod:`~svgtpu.schedule`: SVG's dense warm-up (steps and layers), shared with the cost model;
 - :mod:`~svgtpu.mask_families`, :mod:`~svgtpu.svg2`, :mod:`~svgtpu.sparse_methods`: STA, radial and
   variable-block masks, SVG2's k-means permutation through our kernel, every method side by side;
 - :mod:`~svgtpu.data`, :mod:`~svgtpu.dit`, :mod:`~svgtpu.train`, :mod:`~svgtpu.sampler`,

@@ -32,9 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry, round_up
+from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
 from svgtpu.profiling import TEMPORAL, classify_heads
+from svgtpu.schedule import warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
 KERNELS = ("ours", "splash", "reference")
@@ -133,16 +134,6 @@ class SVGConfig:
     def dense_layers(self, num_layers: int) -> int:
         """How many leading layers of ``num_layers`` run dense."""
         return warmup_count(self.warmup_layer_fraction, num_layers)
-
-
-def warmup_count(fraction: float, n: int) -> int:
-    """How many leading steps (or layers) of ``n`` run dense: ``floor(fraction * n)``, SVG's count.
-
-    SVG's Wan script takes ``math.floor(first_times_fp * num_inference_steps)`` steps and
-    ``math.floor(first_layers_fp * num_layers)`` layers; the product is rounded to 9 decimals first
-    so that ``0.29 * 100`` gives 29, not 28.  The one definition of the count.
-    """
-    return min(n, math.floor(round(fraction * n, 9)))
 
 
 @functools.lru_cache(maxsize=64)

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks import (ALIGN_MODES, DenseMask, Mask, TileMask, align, alignment_diff, make_mask,
+from svgtpu.masks import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
                           multiplier_for_sparsity)
 from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 

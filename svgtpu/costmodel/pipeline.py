@@ -20,7 +20,6 @@ Every number is labelled ``modeled-<device>``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Iterable
 
 from svgtpu.costmodel import parallel, stages
@@ -31,6 +30,7 @@ from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.results import REPORTED as _REPORTED, provenance
+from svgtpu.schedule import warmup_count
 from svgtpu.tiles import TileStats
 
 #: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.results.REPORTED`);
@@ -110,12 +110,12 @@ class Setup:
     @property
     def dense_steps(self) -> int:
         """SVG: ``floor(first_times_fp x steps)``."""
-        return math.floor(round(self.warmup_steps * self.steps, 9))
+        return warmup_count(self.warmup_steps, self.steps)
 
     @property
     def dense_layers(self) -> int:
         """SVG: ``floor(first_layers_fp x layers)``."""
-        return math.floor(round(self.warmup_layers * self.model.layers, 9))
+        return warmup_count(self.warmup_layers, self.model.layers)
 
     @property
     def heads_per_chip(self) -> int:

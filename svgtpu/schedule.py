@@ -1,0 +1,21 @@
+"""SVG's dense warm-up: how many leading denoising steps and transformer layers run dense.
+
+Sparse VideoGen keeps the first steps and the first layers of every step dense (Wan defaults: 20 %
+of steps, 3 % of layers).  The toy sampler (:mod:`svgtpu.attention`) and the cost model
+(:mod:`svgtpu.costmodel`) both count them with :func:`warmup_count`; it has no dependencies so the
+cost model stays free of JAX.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def warmup_count(fraction: float, n: int) -> int:
+    """How many leading steps (or layers) of ``n`` run dense: ``floor(fraction * n)``, SVG's count.
+
+    SVG's Wan script takes ``math.floor(first_times_fp * num_inference_steps)`` steps and
+    ``math.floor(first_layers_fp * num_layers)`` layers; the product is rounded to 9 decimals first
+    so that ``0.29 * 100`` gives 29, not 28.
+    """
+    return min(n, math.floor(round(fraction * n, 9)))
