@@ -72,6 +72,11 @@ def test_compile_command_exit_status(capsys):
     assert main(["compile", "--block-q", "100"]) == 2
     assert "block_q must be a positive multiple of 8" in capsys.readouterr().err
     assert main(["compile", "--topology", "v5e:2x2"]) == 2
+    # refused before compiling: the VMEM estimate is over v5p's budget; the line names a block_kv_compute that fits
+    assert main(["compile", "--device", "v5p", "--geometry", "4x8x16", "--block-q", "3024", "--block-kv", "2048",
+                 "--block-kv-compute", "2048", "--dtype", "float32", "--what", "kernel", "--json"]) == 1
+    row, = json.loads(capsys.readouterr().out)["targets"]
+    assert not row["compiled"] and "over the v5p budget" in row["reason"] and "block_kv_compute=" in row["reason"]
     assert main(["compile", "--geometry", "4x8x16", "--block-q", "128", "--block-kv", "128", "--heads", "1",
                  "--head-dim", "64", "--what", "kernel", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
