@@ -70,7 +70,8 @@ class SVGConfig:
     - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
       them (block_q a multiple of 8, block_kv a multiple of 128).  The default
       128 x 128 runs at any geometry: at wan-1440p its plan outgrows SMEM and the kernel splits it
-      into q-row chunks; the production tile is MaxDiffusion's 3024 x 2048.
+      into q-row chunks; the production tile is MaxDiffusion's 3024 x 2048.  ``block_kv_compute``:
+      keys per online-softmax update (``None``: the kernel's default for the tile).
     - ``align``: ``None`` or a :func:`svgtpu.masks.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
     - ``kernel``: one of :data:`KERNELS`: ``ours`` (our block-sparse kernel), ``splash`` (JAX's
@@ -84,6 +85,7 @@ class SVGConfig:
     warmup_layer_fraction: float = 0.03
     block_q: int = 128
     block_kv: int = 128
+    block_kv_compute: int | None = None
     align: str | None = None
     fast_path: bool = True
     kernel: str = "ours"
@@ -114,7 +116,8 @@ class SVGConfig:
     def kernel_config(self):
         """The :class:`~svgtpu.kernels.KernelConfig` of the ``ours`` kernel."""
         from svgtpu.kernels.config import KernelConfig
-        return KernelConfig(block_q=self.block_q, block_kv=self.block_kv, fast_path=self.fast_path)
+        return KernelConfig(block_q=self.block_q, block_kv=self.block_kv, block_kv_compute=self.block_kv_compute,
+                            fast_path=self.fast_path)
 
     def multiplier_for(self, geometry: VideoGeometry) -> float:
         """The band multiplier this config means for ``geometry``."""

@@ -110,10 +110,11 @@ class CompileJob:
     def svg_config(self):
         from svgtpu.attention import SVGConfig
         return SVGConfig(multiplier=self.multiplier, sparsity=self.sparsity, block_q=self.config.block_q,
-                         block_kv=self.config.block_kv, align=self.align, fast_path=self.config.fast_path)
+                         block_kv=self.config.block_kv, block_kv_compute=self.config.block_kv_compute,
+                         align=self.align, fast_path=self.config.fast_path)
 
 
-def _plan_facts(mask, L: int, job: CompileJob, heads: int, head_dim: int) -> dict:
+def _plan_facts(mask, L: int, job: CompileJob, head_dim: int, dtype: str) -> dict:
     """The plan's SMEM use (largest chunk), steps and chunks, and the VMEM estimate, before compiling."""
     config, memory = job.config, device_memory(job.device)
     plan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
@@ -121,7 +122,7 @@ def _plan_facts(mask, L: int, job: CompileJob, heads: int, head_dim: int) -> dic
     return {"smem_bytes": max(c.smem_bytes for c in chunks), "smem_budget": memory.smem_budget,
             "unsplit_smem_bytes": plan.smem_bytes, "plan_chunks": len(chunks),
             "plan_steps": sum(c.steps for c in chunks), "tile_density": plan.as_dict()["density"],
-            "vmem_bytes": vmem_bytes(config, head_dim, 2 if job.dtype == "bfloat16" else 4,
+            "vmem_bytes": vmem_bytes(config, head_dim, 2 if dtype == "bfloat16" else 4,
                                      plan.mask_source == "blocks"),
             "mask_source": plan.mask_source}
 
@@ -136,7 +137,7 @@ def _kernel_target(job: CompileJob, dev):
     x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
                              sharding=jax.sharding.SingleDeviceSharding(dev))
     fn = lambda q, k, v: block_sparse_attention(q, k, v, mask, config=job.config, device=job.device)  # noqa: E731
-    return fn, (x, x, x), _plan_facts(mask, g.L, job, job.heads, job.head_dim), str(g)
+    return fn, (x, x, x), _plan_facts(mask, g.L, job, job.head_dim, job.dtype), str(g)
 
 
 def _svg_layer_target(job: CompileJob, dev):
@@ -154,7 +155,7 @@ def _svg_layer_target(job: CompileJob, dev):
     def fn(q, k, v, key):
         return svg_attention(q, k, v, g, svg, key=key, step=num_steps - 1, num_steps=num_steps,
                              layer=39, num_layers=40)
-    return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.heads, job.head_dim), str(g)
+    return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.head_dim, job.dtype), str(g)
 
 
 def _dit_step_target(job: CompileJob, dev):
@@ -181,7 +182,7 @@ def _dit_step_target(job: CompileJob, dev):
     def fn(params, x, t, labels, guidance, step, key):
         return guided_velocity(params, x, t, labels, guidance, step, jax.random.wrap_key_data(key),
                                config=model, attention=attention, num_steps=20)[0]
-    return fn, args, _plan_facts(svg.mask(g), g.L, job, 2 * model.heads, model.head_dim), str(g)
+    return fn, args, _plan_facts(svg.mask(g), g.L, job, model.head_dim, "float32"), str(g)
 
 
 _BUILDERS = {"kernel": _kernel_target, "svg-layer": _svg_layer_target, "dit-step": _dit_step_target}
