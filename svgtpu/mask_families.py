@@ -32,16 +32,8 @@ import hashlib
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks import Mask, _pairs_with_offset_at_most
-
-
-def _overlap(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``[len(edges), n]``: how many positions of block ``i`` (``[starts_i, ends_i)``) lie below each edge."""
-    return np.clip(edges[:, None] - starts[None, :], 0, (ends - starts)[None, :]).astype(np.float64)
-
-
-def _grid_from_prefix(total: np.ndarray) -> np.ndarray:
-    return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+from svgtpu.masks import (Mask, _frame_runs, _grid_from_cells, _grid_from_prefix, _overlap,
+                          _pairs_with_offset_at_most)
 
 
 def _check_edges(name: str, edges, L: int) -> np.ndarray:
@@ -248,15 +240,8 @@ class RadialMask(Mask):
         # Refine both grids with the frame boundaries so every cell lies in one frame pair, count
         # each cell as a band (or a full sink block) in frame-local coordinates, and sum back.
         F, T = self.geometry.F, self.geometry.T
-        frames = np.arange(T + 1, dtype=np.int64) * F
-
-        def refine(edges):
-            lo, hi = edges[0], edges[-1]
-            fine = np.union1d(edges, frames[(frames > lo) & (frames < hi)])
-            return fine, np.searchsorted(fine, edges)
-
-        qf, q_at = refine(q_edges)
-        kf, k_at = refine(k_edges)
+        qf, q_at = _frame_runs(q_edges, F)
+        kf, k_at = _frame_runs(k_edges, F)
         q0, q1, k0, k1 = qf[:-1, None], qf[1:, None], kf[None, :-1], kf[None, 1:]
         fi = np.minimum(q0 // F, T - 1)
         fj = np.minimum(k0 // F, T - 1)
@@ -265,9 +250,6 @@ class RadialMask(Mask):
         a0, a1, b0, b1 = q0 - fi * F, q1 - fi * F, k0 - fj * F, k1 - fj * F
         band = np.where(w >= 0, _pairs_with_offset_at_most(a0, a1, b0, b1, w)
                         - _pairs_with_offset_at_most(a0, a1, b0, b1, -w - 1), 0)
-        cells = np.where(s, (q1 - q0) * (k1 - k0), band)
-        prefix = np.zeros((len(qf), len(kf)), dtype=np.int64)
-        prefix[1:, 1:] = cells.cumsum(0).cumsum(1)
-        return _grid_from_prefix(prefix[q_at][:, k_at])
+        return _grid_from_cells(np.where(s, (q1 - q0) * (k1 - k0), band), q_at, k_at)
 
 __all__ = ["BlockMask", "STAMask", "RadialMask", "sta_order"]

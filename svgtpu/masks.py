@@ -118,6 +118,23 @@ class DenseMask(Mask):
         return np.diff(q_edges)[:, None] * np.diff(k_edges)[None, :]
 
 
+def _overlap(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``float64 [len(edges), n]``: how many positions of block ``i`` (``[starts_i, ends_i)``) lie below each edge."""
+    return np.clip(edges[:, None] - starts[None, :], 0, (ends - starts)[None, :]).astype(np.float64)
+
+
+def _grid_from_prefix(total: np.ndarray) -> np.ndarray:
+    """Counts of the grid rectangles from ``total[i, j]``, the count below ``(q_edges[i], k_edges[j])``."""
+    return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+
+
+def _grid_from_cells(cells: np.ndarray, q_at: np.ndarray, k_at: np.ndarray) -> np.ndarray:
+    """Sum ``cells`` (counts of a finer grid) back onto the grid whose edges are fine edges ``q_at`` / ``k_at``."""
+    prefix = np.zeros((cells.shape[0] + 1, cells.shape[1] + 1), dtype=np.int64)
+    prefix[1:, 1:] = cells.cumsum(0).cumsum(1)
+    return _grid_from_prefix(prefix[q_at[:, None], k_at[None, :]])
+
+
 def _pairs_with_offset_at_most(q0, q1, k0, k1, c):
     """Number of ``(q, k)`` in ``[q0, q1) x [k0, k1)`` with ``k - q <= c`` (vectorized).
 
@@ -212,9 +229,7 @@ class ArrayMask(Mask):
     def _count_grid(self, q_edges, k_edges):
         cum = np.zeros((self.L + 1, self.L + 1), dtype=np.int64)
         cum[1:, 1:] = self.array.astype(np.int64).cumsum(0).cumsum(1)
-        q, k = q_edges, k_edges
-        total = cum[q[:, None], k[None, :]]
-        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+        return _grid_from_prefix(cum[q_edges[:, None], k_edges[None, :]])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -257,13 +272,11 @@ class TileMask(Mask):
         # tile row i lie below x (and inside L); counts of the grid are differences of that.
         def overlap(edges, block, n):
             starts = np.arange(n, dtype=np.int64) * block
-            ends = np.minimum(starts + block, self.L)
-            return np.clip(edges[:, None] - starts[None, :], 0, (ends - starts)[None, :]).astype(np.float64)
+            return _overlap(edges, starts, np.minimum(starts + block, self.L))
 
         a = overlap(q_edges, self.block_q, self.tiles.shape[0])
         b = overlap(k_edges, self.block_kv, self.tiles.shape[1])
-        total = np.rint(a @ self.tiles.astype(np.float64) @ b.T).astype(np.int64)
-        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+        return _grid_from_prefix(np.rint(a @ self.tiles.astype(np.float64) @ b.T).astype(np.int64))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,11 +329,7 @@ class PermutedMask(Mask):
                       - _pairs_with_offset_at_most(sq0, sq1, sk0, k1, -hi - 1))
             return np.maximum(inside, 0)
 
-        runs = (sq1 - sq0) * (sk1_sink - sk0) + band(sk1) - band(sk1_sink)
-        cum = np.zeros((runs.shape[0] + 1, runs.shape[1] + 1), dtype=np.int64)
-        cum[1:, 1:] = runs.cumsum(0).cumsum(1)
-        total = cum[qb[:, None], kb[None, :]]
-        return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
+        return _grid_from_cells((sq1 - sq0) * (sk1_sink - sk0) + band(sk1) - band(sk1_sink), qb, kb)
 
 
 def _frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
