@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
+from svgtpu.costmodel.workload import MODELS, ModelConfig
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, mask_array
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
@@ -55,7 +56,8 @@ NOTEBOOK = "gpu-bench"
 
 @dataclasses.dataclass(frozen=True)
 class BlockShape:
-    """The transformer block's shape (Wan 2.1 14B: Wan-AI/Wan2.1-T2V-14B config.json)."""
+    """The transformer block's shape: the fields of a cost-model
+    :class:`~svgtpu.costmodel.ModelConfig` the measured block needs."""
 
     dim: int
     heads: int
@@ -65,8 +67,13 @@ class BlockShape:
     layers: int     # for the end-to-end extrapolation
     name: str
 
+    @classmethod
+    def of(cls, model: ModelConfig) -> "BlockShape":
+        return cls(**{field.name: getattr(model, field.name) for field in dataclasses.fields(cls)})
 
-WAN14B = BlockShape(dim=5120, heads=40, head_dim=128, ffn=13824, text_len=512, layers=40, name="wan2.1-14b")
+
+#: Wan 2.1 14B, the same config the cost model predicts it with (:func:`modeled_block`).
+WAN14B = BlockShape.of(MODELS["wan2.1-14b"])
 
 
 @dataclasses.dataclass(frozen=True)
