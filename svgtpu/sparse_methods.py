@@ -12,6 +12,7 @@ DiT once (dense attention) on a noised training video and records every layer's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import NamedTuple
 
@@ -71,6 +72,17 @@ def _closest(candidates, target: float, kept) -> object:
     return min(candidates, key=lambda c: abs(kept(c) - target))
 
 
+def _bisect(kept, target: float) -> float:
+    """The knob in ``[1e-3, 1]`` whose ``kept(knob)`` is closest to ``target``: 12 bisection steps (the
+    kept fraction grows with the knob), then the closer end; each knob's ``kept`` is evaluated once."""
+    kept = functools.cache(kept)
+    lo, hi = 1e-3, 1.0
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if kept(mid) >= target else (mid, hi)
+    return _closest((lo, hi), target, kept)
+
+
 def svg_for_density(geometry: VideoGeometry, target: float, tiles: Tiles) -> BandSinkMask:
     """SVG band + sink mask whose band width (steps of 128 tokens, within 16 steps of the unsnapped
     match) gives the run mask's kept fraction closest to ``target``."""
@@ -115,11 +127,7 @@ def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config,
     def kept(top_p):
         return float(np.mean([_kept(m, tiles) for s in selections(top_p) for m in block_masks(s)]))
 
-    lo, hi = 1e-3, 1.0
-    for _ in range(12):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if kept(mid) >= target else (mid, hi)
-    top_p = _closest((lo, hi), target, kept)
+    top_p = _bisect(kept, target)
     return top_p, selections(top_p)
 
 
@@ -162,11 +170,7 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
         def kept(x):
             return float(np.mean([_kept(m, tiles) for m in svg2_assumed_masks(geometry, x, svg2)]))
 
-        lo, hi = 1e-3, 1.0
-        for _ in range(12):
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if kept(mid) >= target else (mid, hi)
-        assumed_target = _closest((lo, hi), target, kept)
+        assumed_target = _bisect(kept, target)
         unsnapped = svg2_assumed_masks(geometry, assumed_target, svg2)
         knob = {"clusters": "assumed (multinomial sizes, random kept pairs)", "q_clusters": svg2.q_clusters,
                 "k_clusters": svg2.k_clusters}
