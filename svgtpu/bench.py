@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import get_geometry
-from svgtpu.jaxpr_walk import pallas_kernel_body, sub_jaxprs
+from svgtpu.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import as_masks
@@ -163,8 +163,7 @@ def _count(jaxpr, ops: Counter, elements: Counter, mask_loads: list) -> None:
 def _tile_branches(kernel_jaxpr, fast_path: bool) -> dict:
     """``{tile kind: branch jaxpr}``: the ``pl.when`` bodies of the kernel, in trace order
     (init, full, partial, finish with the fast path; init, masked, finish without)."""
-    conds = [eqn for eqn in kernel_jaxpr.eqns if eqn.primitive.name == "cond"]
-    bodies = [eqn.params["branches"][-1].jaxpr for eqn in conds]  # branch 1 = predicate true
+    bodies = when_bodies(kernel_jaxpr)
     assert len(bodies) == (4 if fast_path else 3), f"unexpected kernel structure: {len(bodies)} conds"
     return {"full": bodies[1], "partial": bodies[2]} if fast_path else {"full": bodies[1], "partial": bodies[1]}
 

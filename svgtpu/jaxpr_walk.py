@@ -32,3 +32,9 @@ def pallas_kernel_body(jaxpr) -> jax.extend.core.Jaxpr | None:
             if found is not None:
                 return found
     return None
+
+
+def when_bodies(kernel_body) -> list[jax.extend.core.Jaxpr]:
+    """The ``pl.when`` bodies at the top level of a kernel body, in trace order: each ``cond``'s
+    last branch, the one a true predicate takes."""
+    return [eqn.params["branches"][-1].jaxpr for eqn in kernel_body.eqns if eqn.primitive.name == "cond"]

@@ -98,7 +98,7 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     import jax
 
     from svgtpu.geometry import VideoGeometry
-    from svgtpu.jaxpr_walk import pallas_kernel_body
+    from svgtpu.jaxpr_walk import pallas_kernel_body, when_bodies
     from svgtpu.kernels.block_sparse import block_sparse_attention
     from svgtpu.masks import svg_mask
 
@@ -109,8 +109,7 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     fn = lambda q, k, v: block_sparse_attention(  # noqa: E731
         q, k, v, mask, block_q=block_q, block_kv=block_kv_compute, block_kv_compute=block_kv_compute,
         fast_path=True, interpret=True)
-    body = pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr)
-    bodies = [eqn.params["branches"][-1].jaxpr for eqn in body.eqns if eqn.primitive.name == "cond"]
+    bodies = when_bodies(pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr))
     if len(bodies) != 4:
         raise RuntimeError(f"unexpected kernel structure: {len(bodies)} pl.when bodies (init, full, partial, finish)")
     elements = float(block_q * block_kv_compute)
