@@ -21,8 +21,9 @@ import optax
 from tqdm.auto import tqdm
 
 from svgtpu import data
-from svgtpu.dit import DiTConfig, Params, forward, init_params
+from svgtpu.dit import DiTConfig, Params, count_params, forward, init_params, save_checkpoint
 from svgtpu.geometry import check_positive_int
+from svgtpu.results import provenance
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {
@@ -107,9 +108,6 @@ def save_training(path: str, params: Params, config: DiTConfig, history: dict, *
     ``init``'s own ``.loss.json``), so the record of the shipped checkpoint lists every command
     that reproduces it.  Returns the record without the per-step losses.
     """
-    from svgtpu.dit import count_params, save_checkpoint
-    from svgtpu.results import provenance
-
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     save_checkpoint(path, params, config)
     losses = history["losses"]
