@@ -141,13 +141,16 @@ def _fraction_columns(rows: list[dict]) -> dict:
             if all(isinstance(r.get(c), float) and 0.0 <= r[c] <= 1.0 for r in rows)}
 
 
+def _range(entry: dict, key: str) -> str:
+    """``a – b``: the entry's ``band`` or ``iqr`` in its unit."""
+    return " – ".join(format_value(b, entry.get("unit", "")) for b in entry[key])
+
+
 def _spread(entry: dict) -> str:
     """`` (band a – b)`` for a modeled range, `` (IQR a – b)`` for a measured spread, else nothing."""
-    unit = entry.get("unit", "")
     for key, word in (("band", "band"), ("iqr", "IQR")):
         if entry.get(key):
-            low, high = (format_value(b, unit) for b in entry[key])
-            return f" ({word} {low} – {high})"
+            return f" ({word} {_range(entry, key)})"
     return ""
 
 
@@ -277,10 +280,7 @@ def inline_value(data: dict, claim: str, name: str, field: str | None = None) ->
     entry = data["claims"].get(claim, {}).get(name)
     if entry is None or (field and not entry.get(field)):
         return f"_{NOT_YET}_"
-    unit = entry.get("unit", "")
-    if field:
-        return " – ".join(format_value(b, unit) for b in entry[field])
-    return format_value(entry["value"], unit)
+    return _range(entry, field) if field else format_value(entry["value"], entry.get("unit", ""))
 
 
 def fill(text: str, data: dict, target: Path, figures: Path) -> tuple[str, list[str]]:
@@ -317,10 +317,8 @@ PUBLISHED = {
     "counting words: small integers and 100 %": tuple(range(11)) + (100,),
 }
 
-_STRIPPED = [re.compile(p, re.DOTALL) for p in (
-    r"<!-- svgtpu:begin (?P<name>[^>]+?) -->\n.*?<!-- svgtpu:end (?P=name) -->",   # generated blocks
-    r"<!-- svgtpu:value .*?<!-- /svgtpu -->",                                      # generated values
-    r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->", r"\]\([^)]*\)", r"https?://\S+")]
+_STRIPPED = [_BLOCK, _VALUE] + [re.compile(p, re.DOTALL) for p in (   # generated blocks and values, then
+    r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->", r"\]\([^)]*\)", r"https?://\S+")]  # code, comments, links
 #: A number as prose writes it: 1,638 / 88.2 / 8e18 / 1.69x; not part of a name (C1, v6e, bf16, 1440p,
 #: 3D) and not a version (0.10.2).
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.,]?\d)(?![a-wyzA-Z])"
@@ -332,7 +330,7 @@ def their_numbers() -> set[float]:
     from svgtpu.geometry import PRESETS, WAN_PATCH, WAN_VAE_STRIDE
 
     allowed = {float(v) for values in PUBLISHED.values() for v in values}
-    for (claim, name), value in REPORTED.items():
+    for value in REPORTED.values():
         allowed |= {float(value), round(100 * value, 6)}
     for g in PRESETS.values():
         pixels = [n * s * p for n, s, p in zip((g.H, g.W), WAN_VAE_STRIDE[1:], WAN_PATCH[1:])]
