@@ -149,16 +149,16 @@ def _mask(geometry: VideoGeometry, head: str, multiplier: float) -> _SharedCount
 
 @functools.lru_cache(maxsize=32)
 def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, block_kv: int, mode: str):
-    """(the mask the kernel runs, its tile kinds, stats before alignment, :class:`MaskDiff` or None)."""
+    """(the mask the kernel runs, its tile classification, stats before alignment, :class:`MaskDiff` or None)."""
     mask = _mask(geometry, head, multiplier)
     before = classify(mask, block_q, block_kv)
     if mode == "none":
-        kernel_mask, kinds, diff = mask, before.kinds, None
+        kernel_mask, tiles, diff = mask, before, None
     else:
         kernel_mask = _SharedCounts(align(mask, block_q, block_kv, mode))
-        kinds, diff = classify(kernel_mask, block_q, block_kv).kinds, alignment_diff(mask, kernel_mask.base)
-    kinds.setflags(write=False)   # cached: callers share it
-    return kernel_mask, kinds, before.stats, diff
+        tiles, diff = classify(kernel_mask, block_q, block_kv), alignment_diff(mask, kernel_mask.base)
+    tiles.kinds.setflags(write=False)   # cached: callers share it
+    return kernel_mask, tiles, before.stats, diff
 
 
 def _plan(mask: Mask, block_q: int, block_kv: int):
@@ -262,10 +262,9 @@ def compute(settings: Settings, *, video: bool = False) -> dict:
     ``int8 [nq, nk]`` tile-kind map).  ``video`` adds the modeled end-to-end video."""
     g = settings.token_grid
     multiplier = settings.band_multiplier
-    kernel_mask, kinds, before, diff = _tiles(g, settings.head, multiplier, settings.block_q,
+    kernel_mask, tiles, before, diff = _tiles(g, settings.head, multiplier, settings.block_q,
                                               settings.block_kv, settings.align)
-    counts = np.bincount(kinds.ravel(), minlength=3)
-    stats = TileStats(full=int(counts[FULL]), partial=int(counts[PARTIAL]), empty=int(counts[EMPTY]))
+    kinds, stats = tiles.kinds, tiles.stats
     plan = _plan(kernel_mask, settings.block_q, settings.block_kv)
     # a q row without a non-empty tile still takes one grid step (it writes zeros): see kernels.plan
     empty_rows = plan.empty_row_steps if plan is not None else int((~kinds.any(axis=1)).sum())
@@ -292,11 +291,16 @@ def _rgb(color: str) -> np.ndarray:
     return np.array(to_rgb(color))
 
 
+def _downsample_factor(shape: tuple[int, int], max_side: int = MAX_MAP_SIDE) -> int:
+    """Tiles per side of one pixel of a downsampled map (1: exact)."""
+    return max(1, ceil_div(max(shape), max_side))
+
+
 def downsample(kinds: np.ndarray, max_side: int = MAX_MAP_SIDE) -> tuple[np.ndarray, int]:
     """``(rgb image, factor)``: each pixel covers ``factor x factor`` tiles and mixes the tile-kind
     colours in proportion to how many tiles of each kind it covers (factor 1: exact colours)."""
     from svgtpu.plots import TILE_COLORS
-    factor = max(1, ceil_div(max(kinds.shape), max_side))
+    factor = _downsample_factor(kinds.shape, max_side)
     nq, nk = ceil_div(kinds.shape[0], factor), ceil_div(kinds.shape[1], factor)
     padded = np.full((nq * factor, nk * factor), -1, dtype=np.int8)
     padded[:kinds.shape[0], :kinds.shape[1]] = kinds
@@ -423,7 +427,7 @@ def map_html(stats: dict, image: bytes, name: str = "") -> str:
     from svgtpu.plots import TILE_COLORS, TILE_NAMES
     s = stats["settings"]
     kinds = stats["kinds"]
-    factor = downsample(kinds)[1]
+    factor = _downsample_factor(kinds.shape)
     view = "" if factor == 1 else f"; downsampled view: 1 pixel = {factor} x {factor} tiles, colours mixed"
     legend = " ".join(f"<span style='display:inline-block;width:0.9em;height:0.9em;background:{TILE_COLORS[k]};"
                       f"border:1px solid #999;vertical-align:middle'></span> {html.escape(TILE_NAMES[k])}"
