@@ -44,14 +44,14 @@ NOTEBOOKS = ("00_primer", "00_explore", "01_quadratic_scaling", "02_mask_alignme
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
+# Notebooks that only compute: the same at every profile, no sizes to set.
+_COMPUTED_ONLY = {"00_explore": {}, "00_primer": {}, "06_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
-        "00_explore": {},   # computed only: the same at every profile
-        "00_primer": {},
-        "06_kernel_walkthrough": {},
+        **_COMPUTED_ONLY,
         "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
         "02_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
@@ -62,9 +62,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
     },
     "cpu": {
-        "00_explore": {},   # computed only: the same at every profile
-        "00_primer": {},
-        "06_kernel_walkthrough": {},
+        **_COMPUTED_ONLY,
         "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
         "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
@@ -75,9 +73,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS},
     },
     "tpu": {
-        "00_explore": {},   # computed only: the same at every profile
-        "00_primer": {},
-        "06_kernel_walkthrough": {},
+        **_COMPUTED_ONLY,
         "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
         "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
