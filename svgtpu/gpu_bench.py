@@ -496,7 +496,7 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) ->
                "reason": skipped.get(b) or skipped.get(a) or ""}
         if row["status"] == "ok":
             row |= {"block_s": statistics.median(times[b]), "attention_s": statistics.median(times[a]),
-                    "attention_share": statistics.median(x / y for x, y in zip(times[a], times[b]))}
+                    "attention_share": paired_ratio(times, a, b)}
         rows.append(row)
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": shape.name,
             "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes))}
