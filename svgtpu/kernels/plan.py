@@ -169,7 +169,11 @@ class TilePlan:
     @property
     def smem_bytes(self) -> int:
         """SMEM bytes of the whole plan if it ran as one ``pallas_call``."""
-        return self.words_per_step * 4 * round_up(self.plan_heads * self.num_steps, SMEM_TILE_WORDS)
+        return self.smem_bytes_for(self.num_steps)
+
+    def smem_bytes_for(self, steps: int) -> int:
+        """SMEM bytes of a plan (chunk) of ``steps`` steps per plan head, in whole 128-word tiles."""
+        return self.words_per_step * 4 * round_up(self.plan_heads * steps, SMEM_TILE_WORDS)
 
     def chunks(self, max_bytes: int | None = None) -> tuple[PlanChunk, ...]:
         """The packed plan, cut at q-row boundaries into chunks of at most ``max_bytes`` of SMEM each
@@ -227,8 +231,7 @@ def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
                          f"use larger block_q / block_kv")
     starts = np.stack([_row_starts(plan.q_tile[h], plan.real_steps[h], rows) for h in range(plan.plan_heads)])
     def size(row0, row1):  # SMEM bytes of the chunk [row0, row1)
-        steps = int((starts[:, row1] - starts[:, row0]).max())
-        return plan.words_per_step * 4 * round_up(plan.plan_heads * steps, SMEM_TILE_WORDS)
+        return plan.smem_bytes_for(int((starts[:, row1] - starts[:, row0]).max()))
 
     bounds, row0 = [], 0
     while row0 < rows:
