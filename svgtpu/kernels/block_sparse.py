@@ -156,8 +156,11 @@ def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, conf
     bq, bkv = config.block_q, config.block_kv
     per_head, kv_bits, steps, row0 = plan.plan_heads > 1, plan.kv_bits, chunk.steps, chunk.row0
 
+    def flat(h, s):  # index of grid step (h, s) in the head-major plan arrays
+        return (h * steps if per_head else 0) + s
+
     def word(h, s, words_ref):
-        return words_ref[(h * steps if per_head else 0) + s]
+        return words_ref[flat(h, s)]
 
     def q_map(h, s, words_ref, *_):
         return h, row0 + _decode(word(h, s, words_ref), kv_bits)[0], 0
@@ -178,7 +181,7 @@ def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, conf
     if plan.mask_source == "blocks":
         prefetch.append(chunk.block_index)
         in_specs.append(pl.BlockSpec(
-            (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[(h * steps if per_head else 0) + s], 0, 0)))
+            (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
         operands.append(blocks)
     kernel = functools.partial(_kernel, mask=mask, source=plan.mask_source, L=plan.L, row0=row0, kv_bits=kv_bits,
                                steps=steps, config=config, sm_scale=sm_scale, per_head=per_head)
@@ -199,16 +202,21 @@ def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, conf
     )(*lax.optimization_barrier(tuple(jnp.asarray(p) for p in prefetch)), *operands)
 
 
+def pad_qkv(q, k, v, block_q: int, block_kv: int):
+    """``q`` padded up to a multiple of ``block_q`` rows, ``k`` and ``v`` to one of ``block_kv``."""
+    L = q.shape[1]
+    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
+    return (jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0))), jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0))),
+            jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0))))
+
+
 @functools.partial(jax.jit, static_argnames=("mask", "config", "device", "interpret", "sm_scale"))
 def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret, sm_scale):
     heads, L, d = q.shape
     plan: TilePlan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
     memory = device_memory(device)
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory)
-    Lq, Lk = round_up(L, config.block_q), round_up(L, config.block_kv)
-    q = jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0)))
-    k = jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0)))
-    v = jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0)))
+    q, k, v = pad_qkv(q, k, v, config.block_q, config.block_kv)
     blocks = jnp.asarray(plan.blocks, jnp.int8) if plan.mask_source == "blocks" else None
     outs = [_chunk_call(q, k, v, blocks, plan, chunk, mask=None if isinstance(mask, tuple) else mask,
                         config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit)
@@ -230,8 +238,8 @@ def check_sm_scale(sm_scale, head_dim: int) -> float:
 def default_device() -> str:
     """The TPU generation to budget for: the one being compiled for, the local TPU's, else v6e (the
     write-up's)."""
-    if AOT_TARGET.get() is not None:
-        return AOT_TARGET.get()
+    if (target := AOT_TARGET.get()) is not None:
+        return target
     if jax.default_backend() == "tpu":
         kind = jax.devices()[0].device_kind.lower()
         for name, tag in (("v5e", "lite"), ("v5e", "v5e"), ("v5p", "v5"), ("v6e", "v6")):
@@ -288,4 +296,4 @@ def resolve_config(config: KernelConfig | None, block_q, block_kv, block_kv_comp
     return KernelConfig(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, fast_path=fast_path)
 
 
-__all__ = ["block_sparse_attention", "tile_update", "resolve_config", "check_sm_scale"]
+__all__ = ["block_sparse_attention", "tile_update", "resolve_config", "check_sm_scale", "pad_qkv"]

@@ -47,8 +47,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from svgtpu.geometry import round_up
-from svgtpu.kernels.block_sparse import check_sm_scale, resolve_config
+from svgtpu.kernels.block_sparse import check_sm_scale, pad_qkv, resolve_config
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, check_inputs, tile_plan
 from svgtpu.masks import Mask
@@ -216,10 +215,8 @@ def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, 
     heads, L, d = q.shape
     rp = row_plan_for(mask, L, block_q, block_kv, fast_path)
     plan = rp.plan
-    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
-    q = jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0)))
-    k = jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0)))
-    v = jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0)))
+    q, k, v = pad_qkv(q, k, v, block_q, block_kv)
+    Lq, Lk = q.shape[1], k.shape[1]
 
     def whole(a):  # small plan arrays: every program sees all of them and reads scalars
         return pl.BlockSpec(a.shape, lambda r, h: (0,) * a.ndim)
