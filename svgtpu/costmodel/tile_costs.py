@@ -23,7 +23,7 @@ import functools
 from svgtpu.costmodel.kernel_work import FLASH, AttentionKernel
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks import DenseMask, align, svg_mask
 from svgtpu.tiles import TileStats, classify
 
@@ -112,7 +112,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
         info = {"window": base.window, "multiplier": base.window / geometry.F}
         mask = align(base, block_q, block_kv, "snap") if kind == "svg-aligned" else base
         info["density"] = mask.density()
-    info["q_rows"] = -(-geometry.L // block_q)
+    info["q_rows"] = ceil_div(geometry.L, block_q)
     if from_plan:
         plan = tile_plan(mask, geometry.L, block_q, block_kv)
         stats = plan.tile_stats[0]
