@@ -154,9 +154,10 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
         if name in ("init", "finish"):
             continue
         tiles = ("full", "partial") if name == "masked" else (name,)
+        units = _by_unit(ops)
         for tile in tiles:
-            rows.append({"fast_path": spec["fast_path"], "tile": tile, "llo_ops": sum(_by_unit(ops).values()),
-                         **{f"llo_{u}": n for u, n in _by_unit(ops).items()},
+            rows.append({"fast_path": spec["fast_path"], "tile": tile, "llo_ops": sum(units.values()),
+                         **{f"llo_{u}": n for u, n in units.items()},
                          "bundles": bodies.get(name)})
     return rows
 
