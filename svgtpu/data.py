@@ -1,4 +1,4 @@
-"""Synthetic training video for the toy DiT: coloured shapes moving and bouncing on a dark field.
+"""Synthetic training video for the toy DiT: coloured shapes moving and bouncing over a static mosaic.
 
 Each video is ``FRAMES x HEIGHT x WIDTH`` RGB pixels in ``[-1, 1]`` (channels last), fully
 determined by one integer seed.  Its conditioning **label** is the motion kind shared by all of
@@ -9,6 +9,15 @@ Why these sizes: the toy DiT patchifies with patch ``(1, 2, 2)``, so ``20 x 28``
 ``10 x 14`` token grid, ``F = 140`` tokens per frame -- deliberately *not* a multiple of 128, so
 SVG's band/sink boundaries fall inside kernel tiles just like at Wan resolutions.  ``8`` frames
 give ``L = 1120`` tokens.  There is no VAE: the model works directly on pixels.
+
+Why a static mosaic behind the shapes: SVG exists because video attention heads come in two kinds,
+*spatial* (look within the query's frame) and *temporal* (look at the same place in other frames).
+A model only grows temporal heads if looking across frames pays.  Here every video has its own
+background of dim random colours, one colour per ``BACKGROUND_CELL x BACKGROUND_CELL`` pixel cell,
+the same in every frame.  A cell is exactly one token (the patch is ``(1, 2, 2)``), so a background
+token's neighbours say nothing about it; the same token in the other frames says everything -- the
+best denoiser of the background is an average over frames, i.e. a temporal head.  The shapes
+still need spatial heads (their outline is a neighbourhood pattern within one frame).
 """
 
 from __future__ import annotations
@@ -24,11 +33,16 @@ MOTIONS = ("horizontal", "vertical", "diagonal")
 NUM_LABELS = len(MOTIONS)
 NULL_LABEL = NUM_LABELS  # the "no label" class for classifier-free guidance
 
-#: Saturated colours, RGB in [0, 1]; the background is black.
+#: Saturated colours of the shapes, RGB in [0, 1]; every one has a channel of at least 0.9.
 COLORS = np.array([
     [1.0, 0.15, 0.15], [0.15, 1.0, 0.15], [0.2, 0.4, 1.0],
     [1.0, 0.9, 0.1], [0.1, 0.9, 0.9], [1.0, 0.2, 0.9],
 ], dtype=np.float32)
+
+#: Side in pixels of one background cell (one token with the toy DiT's (1, 2, 2) patch), and the
+#: range of its brightness in [0, 1]: dim, so the saturated shapes stand out against it.
+BACKGROUND_CELL = 2
+BACKGROUND_RANGE = (0.05, 0.4)
 
 
 def _bounce(start: float, velocity: float, low: float, high: float, frames: int) -> np.ndarray:
@@ -43,8 +57,9 @@ def make_video(seed: int, label: int | None = None) -> tuple[np.ndarray, int]:
     """One video ``[FRAMES, HEIGHT, WIDTH, 3]`` float32 in ``[-1, 1]`` and its motion label.
 
     Two shapes (a square or a disc each, radius 2.5-4.5 px, distinct colours) move at 1-2 px per
-    frame in the label's direction and bounce off the borders.  ``label=None`` draws it from the
-    seed too.
+    frame in the label's direction and bounce off the borders, in front of a static background:
+    one random tint for the video, one random brightness per ``BACKGROUND_CELL``-pixel cell.
+    ``label=None`` draws the label from the seed too.
     """
     rng = np.random.default_rng(seed)
     drawn = int(rng.integers(NUM_LABELS))
@@ -52,7 +67,10 @@ def make_video(seed: int, label: int | None = None) -> tuple[np.ndarray, int]:
     if not 0 <= label < NUM_LABELS:
         raise ValueError(f"label must be in [0, {NUM_LABELS}) ({', '.join(MOTIONS)}), got {label}")
     yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32) + 0.5
-    video = np.zeros((FRAMES, HEIGHT, WIDTH, CHANNELS), np.float32)
+    tint = rng.uniform(0.5, 1.0, CHANNELS).astype(np.float32)
+    cells = rng.uniform(*BACKGROUND_RANGE, (HEIGHT // BACKGROUND_CELL, WIDTH // BACKGROUND_CELL)).astype(np.float32)
+    background = np.kron(cells, np.ones((BACKGROUND_CELL, BACKGROUND_CELL), np.float32))[..., None] * tint
+    video = np.broadcast_to(background, (FRAMES, HEIGHT, WIDTH, CHANNELS)).copy()
     colors = rng.choice(len(COLORS), size=2, replace=False)
     for color in colors:
         radius = rng.uniform(2.5, 4.5)
@@ -82,4 +100,4 @@ def make_batch(seed: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 __all__ = ["FRAMES", "HEIGHT", "WIDTH", "CHANNELS", "MOTIONS", "NUM_LABELS", "NULL_LABEL",
-           "COLORS", "make_video", "make_batch"]
+           "COLORS", "BACKGROUND_CELL", "BACKGROUND_RANGE", "make_video", "make_batch"]

@@ -36,11 +36,26 @@ def test_data_motion_follows_the_label():
     for label, moving_axes in ((0, {2}), (1, {1})):  # horizontal moves along width, vertical along height
         video, got = data.make_video(11, label=label)
         assert got == label
-        mass = (video > -1).any(-1)                                    # [T, H, W] occupied pixels
+        mass = video.max(-1) > 0.5                                     # [T, H, W] pixels of a shape
         rows = [np.nonzero(mass[f].any(1))[0].mean() for f in range(data.FRAMES)]
         cols = [np.nonzero(mass[f].any(0))[0].mean() for f in range(data.FRAMES)]
         moved = {1: np.ptp(rows) > 0.5, 2: np.ptp(cols) > 0.5}
         assert {axis for axis, m in moved.items() if m} == moving_axes
+
+
+def test_data_background_is_static_and_one_colour_per_token():
+    """Temporal heads pay only if the background repeats across frames and neighbours do not predict it."""
+    video, _ = data.make_video(5)
+    shape = video.max(-1) > 0.5                                        # [T, H, W] pixels of a shape
+    clear = ~shape.any(0)                                              # never covered in any frame
+    assert clear.mean() > 0.3
+    np.testing.assert_array_equal(video[:, clear], np.broadcast_to(video[0, clear], video[:, clear].shape))
+    c = data.BACKGROUND_CELL
+    cells = video[0].reshape(data.HEIGHT // c, c, data.WIDTH // c, c, 3)
+    flat = cells.transpose(0, 2, 1, 3, 4).reshape(-1, c * c, 3)
+    clear_cells = clear.reshape(data.HEIGHT // c, c, data.WIDTH // c, c).all((1, 3)).reshape(-1)
+    assert (np.ptp(flat[clear_cells], axis=1) == 0).all()             # one colour per cell
+    assert len(np.unique(flat[clear_cells, 0, 0])) > 0.9 * clear_cells.sum()  # cells differ from each other
 
 
 def test_data_rejects_bad_input():
