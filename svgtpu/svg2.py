@@ -18,15 +18,18 @@ Per call (one layer, one denoising step), per head:
    tile, the tile is *partial*; ``align="snap"`` rounds the mask to whole tiles
    (:func:`svgtpu.masks.align`), trading a few pairs for mask-free tiles.  The output is permuted back.
 
-Steps 1–4 are one jitted JAX function (:func:`select`).  **Static plan, dynamic mask.** Our kernel
-plans a mask at trace time (it is a static, hashable argument), while SVG2's mask depends on the
-data of every call.  We therefore plan *per call, outside jit*: :func:`svg2_attention` pulls the
-small cluster table and edges to the host, builds one mask per head and calls
-:func:`svgtpu.kernels.block_sparse_attention` with it (each new mask compiles once: seconds in
-interpret mode, a real cost on TPU that a production version would remove with a bounded plan of
-fixed length whose tile indices ride in as data).  So ``svg2_attention`` is not itself jit-able;
-everything before the kernel is.  Inside the toy DiT's jitted sampler, :func:`svg2_backend` leaves
-the compiled program through :func:`jax.pure_callback` for it.
+Everything is traced: :func:`svg2_attention` is one jitted function, and it runs inside the toy
+DiT's jitted sampler.  **The plan is data.**  Our kernel's static entry plans a hashable mask at
+trace time, so a mask decided per call would compile a kernel per call.  SVG2 uses the kernel's
+data entry instead (:func:`svgtpu.kernels.dynamic.block_table_attention`): the tile kinds come from
+the cluster edges and table in ``jnp`` (allowed pairs per tile ``= Oq @ table @ Ok^T``; snapping by
+the same rule as :func:`svgtpu.masks.align`), the packed traversal is built in ``jnp`` and padded to
+a static length (the worst case, or ``SVG2Config.max_steps``), full tiles take the mask-free fast
+path and partial tiles build their mask in the kernel from the permuted cluster labels and the
+table.  One compile per shape, whatever the clusters.  :func:`svg2_backend` keeps each layer's
+centroids for the warm start in ``jax`` mutable arrays (:func:`jax.new_ref`) next to the compiled
+step, so no host round trip is left.  The host-side mask objects (:func:`block_masks`,
+:func:`original_order_mask`) remain for tile statistics and as independent checks.
 """
 
 from __future__ import annotations
@@ -41,14 +44,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import check_positive_int
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.dynamic import block_table_attention
+from svgtpu.kernels.dynamic_plan import TRACED_ALIGN, block_labels, block_table_kinds, traced_plan
+from svgtpu.kernels.plan import resolve_interpret
 from svgtpu.mask_families import BlockMask
-from svgtpu.masks import ALIGN_MODES, Mask, align
-from svgtpu.tiles import classify
+from svgtpu.masks import Mask, align
+from svgtpu.tiles import EMPTY, FULL, PARTIAL
 
 KERNELS = ("ours", "reference")
-#: Up to this many ``(head, q, k)`` pairs the per-head masks go to the kernel as one stacked bool
-#: array (one call, one compile per mask set); beyond it each head runs with its own mask object.
-MAX_STACKED_MASK_PAIRS = 2 ** 26
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +63,12 @@ class SVG2Config:
     ``top_p`` in (0, 1]: attention mass each query cluster keeps; ``min_kept_fraction`` in [0, 1]:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
-    (cluster-exact mask) or a :func:`svgtpu.masks.align` mode; ``block_q``, ``block_kv``: kernel
-    tiles; ``kernel``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
+    (cluster-exact mask) or ``"snap"`` (whole tiles, :func:`svgtpu.masks.align`'s rule, decided in
+    data); ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule,
+    :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
+    worst case, every tile; a head needing more gets NaN output, :mod:`svgtpu.kernels.dynamic`);
+    ``fast_path``: mask-free full tiles (``False``: the ablation, every tile masked);
+    ``kernel``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
     """
 
     q_clusters: int = 16
@@ -72,17 +80,22 @@ class SVG2Config:
     align: str | None = None
     block_q: int = 128
     block_kv: int = 128
+    max_steps: int | None = None
+    fast_path: bool = True
     kernel: str = "ours"
 
     def __post_init__(self):
-        for name in ("q_clusters", "k_clusters", "first_iters", "warm_iters", "block_q", "block_kv"):
+        for name in ("q_clusters", "k_clusters", "first_iters", "warm_iters"):
             check_positive_int(name, getattr(self, name))
+        self.kernel_config  # noqa: B018 - validates block_q, block_kv (Mosaic's block rule) and fast_path
+        if self.max_steps is not None:
+            check_positive_int("max_steps", self.max_steps)
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not (isinstance(self.min_kept_fraction, (int, float)) and 0 <= self.min_kept_fraction <= 1):
             raise ValueError(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
-        if self.align is not None and self.align not in ALIGN_MODES:
-            raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
+        if self.align not in TRACED_ALIGN:
+            raise ValueError(f"align must be None or 'snap' (SVG2 snaps in data), got {self.align!r}")
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
@@ -90,6 +103,11 @@ class SVG2Config:
     def min_kept(self) -> int:
         """Least number of key clusters every query cluster keeps."""
         return max(1, math.ceil(self.min_kept_fraction * self.k_clusters))
+
+    @property
+    def kernel_config(self) -> KernelConfig:
+        """The kernel's tiles."""
+        return KernelConfig(block_q=self.block_q, block_kv=self.block_kv, fast_path=self.fast_path)
 
 
 class SVG2State(NamedTuple):
@@ -214,30 +232,41 @@ def select(q, k, config: SVG2Config, state: SVG2State | None = None, *, key=None
     Without ``state`` the centroids start from k-means++ seeds (``key``, default ``PRNGKey(0)``) and
     run ``config.first_iters`` iterations; with it they start from ``state`` and run ``warm_iters``.
     """
+    start, iters = _start(q, k, config, state, key)
+    return _selection(q.astype(jnp.float32), k.astype(jnp.float32), start, iters, config.top_p,
+                      **_static(config))
+
+
+def _static(config: SVG2Config) -> dict:
+    return dict(clusters=(config.q_clusters, config.k_clusters), min_kept=config.min_kept)
+
+
+def _start(q, k, config: SVG2Config, state: SVG2State | None, key) -> tuple[SVG2State, int]:
+    """Validated inputs; the starting centroids (seeded, or ``state``) and the Lloyd iterations to run."""
     if q.ndim != 3 or q.shape != k.shape:
         raise ValueError(f"q and k must be [heads, L, d] arrays of the same shape, got {q.shape} and {k.shape}")
     if max(config.q_clusters, config.k_clusters) > q.shape[1]:
         raise ValueError(f"q_clusters and k_clusters must be at most L={q.shape[1]}, "
                          f"got {config.q_clusters} and {config.k_clusters}")
-    q, k = q.astype(jnp.float32), k.astype(jnp.float32)  # k-means runs in float32: one compile per shape
-    static = dict(clusters=(config.q_clusters, config.k_clusters), min_kept=config.min_kept)
     if state is None:
-        return _selection(q, k, jax.random.PRNGKey(0) if key is None else key, config.first_iters,
-                          config.top_p, seed=True, **static)
+        return seed_state(q, k, config, jax.random.PRNGKey(0) if key is None else key), config.first_iters
     expected = ((q.shape[0], config.q_clusters, q.shape[2]), (k.shape[0], config.k_clusters, k.shape[2]))
     if (tuple(state.q_centroids.shape), tuple(state.k_centroids.shape)) != expected:
         raise ValueError(f"state centroids must have shapes {expected[0]} and {expected[1]}, got "
                          f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
-    return _selection(q, k, state, config.warm_iters, config.top_p, seed=False, **static)
+    return state, config.warm_iters
 
 
-@functools.partial(jax.jit, static_argnames=("clusters", "min_kept", "seed"))
-def _selection(q, k, start, iters, top_p, *, clusters: tuple[int, int], min_kept: int,
-               seed: bool) -> Selection:
-    """``start``: a PRNG key (``seed=True``: k-means++ seeding first) or the previous :class:`SVG2State`."""
-    if seed:
-        kq, kk = jax.random.split(start)
-        start = SVG2State(initial_centroids(q, clusters[0], kq), initial_centroids(k, clusters[1], kk))
+def seed_state(q, k, config: SVG2Config, key) -> SVG2State:
+    """k-means++ seeds for the query and the key centroids (float32), from one PRNG key."""
+    kq, kk = jax.random.split(key)
+    return SVG2State(initial_centroids(q.astype(jnp.float32), config.q_clusters, kq),
+                     initial_centroids(k.astype(jnp.float32), config.k_clusters, kk))
+
+
+@functools.partial(jax.jit, static_argnames=("clusters", "min_kept"))
+def _selection(q, k, start: SVG2State, iters, top_p, *, clusters: tuple[int, int], min_kept: int) -> Selection:
+    """Lloyd iterations from ``start`` (``iters`` may be traced), permutations, scores and the table."""
     cq, q_labels = kmeans(q, start.q_centroids, iters)
     ck, k_labels = kmeans(k, start.k_centroids, iters)
     q_perm, q_edges = cluster_order(q_labels, clusters[0])
@@ -267,84 +296,153 @@ def original_order_mask(selection: Selection) -> np.ndarray:
     return np.stack([table[h][ql[h][:, None], kl[h][None, :]] for h in range(table.shape[0])])
 
 
+class SVG2Info(NamedTuple):
+    """What the kernel ran in one SVG2 call, per head (jnp arrays; jit-friendly)."""
+
+    kinds: jax.Array          # int32 [H, nq, nkv]: tile kinds of the (snapped) mask, permuted order
+    kept_fraction: jax.Array  # float32 [H]: allowed pairs / L^2
+    partial_share: jax.Array  # float32 [H]: partial / (partial + full) tiles
+    needed_steps: jax.Array   # int32 [H]: real plan steps (the padded grid has max_steps or nq * nkv)
+    overflow: jax.Array       # bool [H]: the plan needed more than max_steps steps (that head's output is NaN)
+
+
 def svg2_attention(q, k, v, config: SVG2Config = SVG2Config(), state: SVG2State | None = None, *, key=None,
-                   interpret=None):
-    """SVG2 attention on ``q, k, v [H, L, d]``; returns ``(out [H, L, d], selection, masks)``.
+                   interpret=None) -> tuple[jax.Array, Selection, SVG2Info]:
+    """SVG2 attention on ``q, k, v [H, L, d]``; returns ``(out [H, L, d], selection, info)``.
 
-    ``selection.state`` warm-starts the next call.  ``masks`` are the per-head masks the kernel ran
-    (permuted order).  Planned per call outside jit (see the module doc): the per-head masks go to
-    the kernel stacked in one call while ``heads * L * L <= MAX_STACKED_MASK_PAIRS``, else one call
-    per head with the mask object.
+    ``selection.state`` warm-starts the next call; :class:`SVG2Info` says what the kernel ran.  One
+    jitted function, callable inside ``jax.jit`` (the mask is data: see the module doc); it compiles
+    once per shape and config, whatever the clusters.
     """
-    from svgtpu.kernels import block_sparse_attention, reference_attention
+    start, iters = _start(q, k, config, state, key)
+    return _svg2(q, k, v, start, iters, config=config, interpret=resolve_interpret(interpret))
 
-    selection = select(q, k, config, state, key=key)
-    masks = block_masks(selection, config)
-    qp, kp, vp = permute(q, selection.q_perm), permute(k, selection.k_perm), permute(v, selection.k_perm)
+
+@functools.partial(jax.jit, static_argnames=("config", "interpret"))
+def _svg2(q, k, v, start: SVG2State, iters, *, config: SVG2Config, interpret):
+    from svgtpu.kernels.reference import allowed_attention
+
+    sel = _selection(q.astype(jnp.float32), k.astype(jnp.float32), start, iters, config.top_p, **_static(config))
+    qp, kp, vp = permute(q, sel.q_perm), permute(k, sel.k_perm), permute(v, sel.k_perm)
+    tiles = dict(L=q.shape[1], block_q=config.block_q, block_kv=config.block_kv)
     if config.kernel == "reference":
-        out = jnp.concatenate([reference_attention(qp[h:h + 1], kp[h:h + 1], vp[h:h + 1], m)
-                               for h, m in enumerate(masks)])
-    elif len(masks) * float(masks[0].L) ** 2 <= MAX_STACKED_MASK_PAIRS:
-        # small L: one kernel call, the per-head masks stacked as a [H, L, L] bool array (one compile)
-        out = block_sparse_attention(qp, kp, vp, np.stack([m.to_array() for m in masks]),
-                                     block_q=config.block_q, block_kv=config.block_kv, interpret=interpret)
-    else:  # large L: one call per head with its analytic mask object (never materialized)
-        out = jnp.concatenate([block_sparse_attention(qp[h:h + 1], kp[h:h + 1], vp[h:h + 1], m,
-                                                      block_q=config.block_q, block_kv=config.block_kv,
-                                                      interpret=interpret)
-                               for h, m in enumerate(masks)])
-    return unpermute(out, selection.q_perm), selection, masks
+        kinds, kept = block_table_kinds(sel.q_edges, sel.k_edges, sel.table, align=config.align, **tiles)
+        out = allowed_attention(qp, kp, vp, _permuted_mask(sel, kinds, config))
+        needed, overflow = traced_plan(kinds, steps=1, **tiles)[1], jnp.zeros(q.shape[0], bool)
+    else:
+        out, plan = block_table_attention(qp, kp, vp, sel.q_edges, sel.k_edges, sel.table, align=config.align,
+                                          config=config.kernel_config, max_steps=config.max_steps,
+                                          interpret=interpret)
+        kinds, kept, needed, overflow = plan
+    partial, full = (jnp.sum(kinds == kind, axis=(1, 2)) for kind in (PARTIAL, FULL))
+    share = jnp.where(partial + full > 0, partial / jnp.maximum(partial + full, 1), 0.0).astype(jnp.float32)
+    return unpermute(out, sel.q_perm), sel, SVG2Info(kinds, kept, share, needed, overflow)
+
+
+def _permuted_mask(sel: Selection, kinds, config: SVG2Config):
+    """bool ``[H, L, L]`` in jnp: the mask the kernel runs, in the permuted order (reference path)."""
+    L = sel.q_perm.shape[1]
+    if config.align == "snap":
+        kept = kinds != EMPTY
+        rows, keys = jnp.arange(L) // config.block_q, jnp.arange(L) // config.block_kv
+        return kept[:, rows][:, :, keys]
+    ql, kl = block_labels(sel.q_edges, L), block_labels(sel.k_edges, L)
+    return jax.vmap(lambda t, a, b: t[a[:, None], b[None, :]])(sel.table, ql, kl)
+
+
+class SVG2Backend:
+    """The toy-DiT self-attention backend of :func:`svg2_backend` (a callable; see there)."""
+
+    def __init__(self, config: SVG2Config, step_fraction: float, layer_fraction: float, seed: int):
+        self.config, self.step_fraction, self.layer_fraction, self.seed = config, step_fraction, layer_fraction, seed
+        self._state: dict[tuple, tuple] = {}   # (layer, heads, L, d) -> (q centroids, k centroids, ready) refs
+        self._stats: dict[tuple, object] = {}  # (layer, num_steps) -> float32 [num_steps, 4] ref
+
+    def _refs(self, table: dict, key: tuple, *shapes: jax.ShapeDtypeStruct):
+        """Mutable arrays under ``key``, zeros of ``shapes`` made on first use; made concrete, not traced,
+        so they outlive the trace that first asks for them."""
+        if key not in table:
+            with jax.ensure_compile_time_eval():
+                table[key] = tuple(jax.new_ref(jnp.zeros(x.shape, x.dtype)) for x in shapes)
+        return table[key]
+
+    def __call__(self, q, k, v, *, layer, step, num_steps, num_layers, key=None):
+        from svgtpu.kernels import block_sparse_attention
+        from svgtpu.masks import DenseMask
+        from svgtpu.schedule import warmup_count
+
+        config, (B, H, L, d) = self.config, q.shape
+        merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
+        (stats,) = self._refs(self._stats, (layer, num_steps), jax.ShapeDtypeStruct((num_steps, 4), jnp.float32))
+
+        def dense(_=None):
+            return block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
+
+        if layer < warmup_count(self.layer_fraction, num_layers):  # a dense layer: known at trace time
+            stats[...] = stats[...].at[step, 0].add(1.0)
+            return dense().reshape(q.shape)
+        q_ref, k_ref, ready = self._refs(self._state, (layer, B * H, L, d),
+                                         jax.ShapeDtypeStruct((B * H, config.q_clusters, d), jnp.float32),
+                                         jax.ShapeDtypeStruct((B * H, config.k_clusters, d), jnp.float32),
+                                         jax.ShapeDtypeStruct((), jnp.bool_))
+        stored = SVG2State(q_ref[...], k_ref[...])
+        dense_steps = warmup_count(self.step_fraction, num_steps)
+        fresh = ~ready[...] | (step <= dense_steps)  # the first sparse step of a video seeds k-means++
+
+        def sparse(_):
+            start = jax.lax.cond(fresh, lambda: seed_state(merged[0], merged[1], config,
+                                                           jax.random.PRNGKey(self.seed + layer)), lambda: stored)
+            iters = jnp.where(fresh, config.first_iters, config.warm_iters)
+            out, sel, info = _svg2(*merged, start, iters, config=config, interpret=resolve_interpret(None))
+            return out, sel.state, jnp.mean(info.kept_fraction), jnp.mean(info.partial_share)
+
+        def warm_up(_):
+            return dense(), stored, jnp.float32(1.0), jnp.float32(0.0)
+
+        is_dense = step < dense_steps
+        out, state, kept, share = jax.lax.cond(is_dense, warm_up, sparse, None)
+        q_ref[...], k_ref[...] = state
+        ready[...] = ready[...] | ~is_dense
+        record = jnp.where(is_dense, jnp.stack([1.0, 0.0, 0.0, 0.0]), jnp.stack([0.0, 1.0, kept, share]))
+        stats[...] = stats[...].at[step].add(record)
+        return out.reshape(q.shape)
+
+    @property
+    def calls(self) -> list[dict]:
+        """What each call did, sorted by step and layer: ``step``, ``layer``, ``kept_fraction`` (1.0 for
+        dense warm-up calls) and ``partial_share`` (``None`` for dense calls).  Sparse calls at the same
+        step and layer (several sampling runs) show their mean."""
+        out = []
+        for (layer, num_steps), (ref,) in self._stats.items():
+            table = np.asarray(ref[...])
+            for step, (dense, sparse, kept, share) in enumerate(table):
+                out += [{"step": step, "layer": layer, "kept_fraction": 1.0, "partial_share": None}
+                        for _ in range(int(dense))]
+                out += [{"step": step, "layer": layer, "kept_fraction": float(kept / sparse),
+                         "partial_share": float(share / sparse)} for _ in range(int(sparse))]
+        return sorted(out, key=lambda c: (c["step"], c["layer"]))
 
 
 def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: float | None = None,
-                 warmup_layer_fraction: float | None = None, seed: int = 0):
+                 warmup_layer_fraction: float | None = None, seed: int = 0) -> SVG2Backend:
     """A toy-DiT self-attention backend (``attention(q, k, v, *, layer, step, num_steps, num_layers,
-    key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel.
+    key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel, all inside the jitted step.
 
-    The sampler jits its step, and SVG2's mask is known only once ``q`` and ``k`` are, so the call
-    leaves the compiled program through :func:`jax.pure_callback`: on the host it merges batch and
-    heads, runs :func:`svg2_attention` (warm-started from this layer's previous step) or, for the
-    first ``warmup_step_fraction`` of steps and ``warmup_layer_fraction`` of layers (default: SVG's,
-    :class:`svgtpu.attention.SVGConfig`), our kernel on a dense mask.  Timings of this path include the host round trip and per-call planning: they are
-    not kernel timings.  ``backend.calls`` lists what each call did (step, layer, kept fraction,
-    partial share at the config's tiles).
+    Batch and heads are merged; the first ``warmup_step_fraction`` of steps and
+    ``warmup_layer_fraction`` of layers (default: SVG's, :class:`svgtpu.attention.SVGConfig`) run our
+    kernel on a dense mask.  Each layer's centroids are kept in ``jax`` mutable arrays between calls:
+    the first sparse step of a video seeds k-means++ (key ``seed + layer``), later steps warm-start
+    from the previous step's centroids.  ``backend.calls`` lists what each call did (step, layer,
+    kept fraction, partial share at the config's tiles), read from device-side counters.
     """
-    from svgtpu.attention import SVGConfig, warmup_count
-    from svgtpu.kernels import block_sparse_attention
-    from svgtpu.masks import DenseMask
+    from svgtpu.attention import SVGConfig
 
     svg = SVGConfig()
     step_fraction = svg.warmup_step_fraction if warmup_step_fraction is None else warmup_step_fraction
     layer_fraction = svg.warmup_layer_fraction if warmup_layer_fraction is None else warmup_layer_fraction
-    states: dict[int, SVG2State] = {}
-    calls: list[dict] = []
-
-    def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
-        B, H, L, d = q.shape
-        dense_layer = layer < warmup_count(layer_fraction, num_layers)
-
-        def host(q, k, v, step):
-            step = int(step)
-            merged = [jnp.asarray(x).reshape(B * H, L, d) for x in (q, k, v)]
-            if dense_layer or step < warmup_count(step_fraction, num_steps):
-                out = block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
-                calls.append({"step": step, "layer": layer, "kept_fraction": 1.0, "partial_share": None})
-            else:
-                out, selection, masks = svg2_attention(*merged, config, states.get(layer),
-                                                       key=jax.random.PRNGKey(seed + layer))
-                states[layer] = selection.state
-                stats = [classify(m, config.block_q, config.block_kv).stats for m in masks]
-                calls.append({"step": step, "layer": layer,
-                              "kept_fraction": float(np.mean([m.density() for m in masks])),
-                              "partial_share": float(np.mean([s.partial_share for s in stats]))})
-            return np.asarray(out, dtype=q.dtype).reshape(B, H, L, d)
-
-        return jax.pure_callback(host, jax.ShapeDtypeStruct(q.shape, q.dtype), q, k, v, jnp.asarray(step))
-
-    attention.calls = calls
-    return attention
+    return SVG2Backend(config, step_fraction, layer_fraction, seed)
 
 
 __all__ = ["SVG2Config", "SVG2State", "Selection", "kmeans", "initial_centroids", "cluster_order", "permute",
-           "unpermute", "centroid_scores", "top_p_table", "select", "block_masks", "original_order_mask",
-           "svg2_attention", "svg2_backend"]
+           "unpermute", "centroid_scores", "top_p_table", "select", "seed_state", "block_masks",
+           "original_order_mask", "svg2_attention", "svg2_backend", "SVG2Backend", "SVG2Info"]

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.mask_families import BlockMask
-from svgtpu.masks import TileMask, align
+from svgtpu.masks import align
 from svgtpu.svg2 import (SVG2Config, block_masks, centroid_scores, cluster_order, original_order_mask, permute,
                          select, svg2_attention, svg2_backend, top_p_table, unpermute)
 from svgtpu.tiles import PARTIAL, classify
@@ -94,30 +93,42 @@ def test_top_p_hand_worked():
     assert keep(1.0, 5) == [True, True, False, True, True]      # never the empty cluster
 
 
-@pytest.mark.parametrize("dtype,align_mode", [("float32", None), ("bfloat16", "snap")])
-def test_svg2_attention_equals_float64_reference_under_its_mask(dtype, align_mode):
+def host_masks(sel, config):
+    """The mask the kernel should run, built on the host with the mask objects: ``[H, L, L]`` in the
+    model's token order (unsnapped: straight from the labels, no permutation involved)."""
+    if config.align is None:
+        return original_order_mask(sel)
+    q_inv, k_inv = (np.argsort(np.asarray(p), axis=-1) for p in (sel.q_perm, sel.k_perm))
+    return np.stack([m.to_array()[q_inv[h]][:, k_inv[h]] for h, m in enumerate(block_masks(sel, config))])
+
+
+@pytest.mark.parametrize("dtype,align_mode,fast_path", [("float32", None, True), ("bfloat16", "snap", False)])
+def test_jitted_svg2_equals_float64_reference_under_its_mask_with_one_compile(dtype, align_mode, fast_path):
     seed = 21
-    print("seed", seed, dtype, align_mode)
+    print("seed", seed, dtype, align_mode, fast_path)
     rng = np.random.default_rng(seed)
     heads = 3
-    q, k, v = (jnp.asarray(rng.normal(size=(heads, L, 64)), dtype) for _ in range(3))
-    config = SVG2Config(**SMALL, align=align_mode)
-    out, sel, masks = svg2_attention(q, k, v, config, key=jax.random.PRNGKey(seed))
-    assert out.shape == q.shape and out.dtype == q.dtype
-    q_perm, k_perm = np.asarray(sel.q_perm), np.asarray(sel.k_perm)
-    if align_mode is None:
-        # the kernel's masks are the label-defined mask seen through the two permutations
-        M = original_order_mask(sel)
-        for h in range(heads):
-            assert isinstance(masks[h], BlockMask)
-            np.testing.assert_array_equal(masks[h].to_array(), M[h][q_perm[h]][:, k_perm[h]])
+    config = SVG2Config(**SMALL, align=align_mode, fast_path=fast_path)
+    traces = []
+
+    @jax.jit
+    def layer(q, k, v):  # the whole SVG2 call, clusters to output, in one program
+        traces.append(1)
+        return svg2_attention(q, k, v, config, key=jax.random.PRNGKey(seed))
+
+    kept = []
+    for _ in range(2):  # two inputs, two different masks, one trace
+        q, k, v = (jnp.asarray(rng.normal(size=(heads, L, 64)), dtype) for _ in range(3))
+        out, sel, info = layer(q, k, v)
+        assert out.shape == q.shape and out.dtype == q.dtype and not bool(info.overflow.any())
+        M = host_masks(sel, config)
         assert 0 < M.mean() < 1
-    else:
-        assert all(isinstance(m, TileMask) for m in masks)
-        inverse = np.argsort(q_perm, axis=-1)
-        M = np.stack([m.to_array()[inverse[h]][:, np.argsort(k_perm[h])] for h, m in enumerate(masks)])
-    want = masked_attention(q, k, v, M)
-    assert relative_error(out, want) < (2e-5 if dtype == "float32" else 3e-2)
+        np.testing.assert_allclose(np.asarray(info.kept_fraction), M.mean((1, 2)), atol=1e-6)
+        for h, mask in enumerate(block_masks(sel, config)):  # the kernel's tiles: the host classification
+            np.testing.assert_array_equal(np.asarray(info.kinds[h]), classify(mask, 128, 128).kinds)
+        assert relative_error(out, masked_attention(q, k, v, M)) < (2e-5 if dtype == "float32" else 3e-2)
+        kept.append(M)
+    assert len(traces) == 1 and not np.array_equal(kept[0], kept[1])
 
 
 def test_snapping_the_cluster_masks_leaves_only_padding_partial():
@@ -140,23 +151,40 @@ def test_bad_config_and_inputs_name_the_parameter():
         SVG2Config(align="round")
     with pytest.raises(ValueError, match="q_clusters"):
         SVG2Config(q_clusters=0)
+    with pytest.raises(ValueError, match="block_q must be a positive multiple of 8"):
+        SVG2Config(block_q=100)
+    with pytest.raises(ValueError, match="max_steps"):
+        SVG2Config(max_steps=0)
+    with pytest.raises(ValueError, match="align must be None or 'snap'"):
+        SVG2Config(align="cover")
     x = jnp.zeros((1, 20, 64))
     with pytest.raises(ValueError, match="k_clusters"):
         select(x, x, SVG2Config(q_clusters=4, k_clusters=32))
+    x = jnp.zeros((1, 300, 64))
+    with pytest.raises(ValueError, match=r"^max_steps must be .* from 3 .* to 9"):
+        svg2_attention(x, x, x, SVG2Config(**SMALL, max_steps=10))
 
 
-def test_backend_inside_jit_equals_the_direct_call():
+def test_backend_inside_jit_equals_the_direct_calls_and_warm_starts_from_its_own_state():
     seed = 9
     print("seed", seed)
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.normal(size=(1, 3, L, 64)), jnp.float32) for _ in range(3))
     config = SVG2Config(**SMALL)
-    backend = svg2_backend(config, warmup_step_fraction=0.5, seed=seed)
+    backend = svg2_backend(config, warmup_step_fraction=1 / 3, seed=seed)
 
     @jax.jit
     def layer_one(q, k, v, step):
-        return backend(q, k, v, layer=1, step=step, num_steps=2, num_layers=2)
+        return backend(q, k, v, layer=1, step=step, num_steps=3, num_layers=2)
 
-    direct, _, _ = svg2_attention(q[0], k[0], v[0], config, key=jax.random.PRNGKey(seed + 1))
-    np.testing.assert_array_equal(np.asarray(layer_one(q, k, v, jnp.int32(1)))[0], np.asarray(direct))
-    assert [(c["step"], c["layer"], c["kept_fraction"] < 1) for c in backend.calls] == [(1, 1, True)]
+    first, sel, _ = svg2_attention(q[0], k[0], v[0], config, key=jax.random.PRNGKey(seed + 1))
+    warm, _, _ = svg2_attention(q[0], k[0], v[0], config, sel.state)  # step 2 starts from step 1's centroids
+    for step, direct in ((1, first), (2, warm)):
+        got = np.asarray(layer_one(q, k, v, jnp.int32(step)))[0]
+        np.testing.assert_allclose(got, np.asarray(direct), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(np.asarray(first), np.asarray(warm), atol=1e-6)  # the warm start did change the mask
+    layer_one(q, k, v, jnp.int32(0))  # a dense warm-up step
+    calls = backend.calls
+    assert [(c["step"], c["layer"], c["partial_share"] is None) for c in calls] == [(0, 1, True), (1, 1, False),
+                                                                                     (2, 1, False)]
+    assert calls[0]["kept_fraction"] == 1.0 and 0 < calls[1]["kept_fraction"] < 1

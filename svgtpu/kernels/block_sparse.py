@@ -92,11 +92,13 @@ def _decode(word, kv_bits: int):
 def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
             config: KernelConfig, sm_scale: float, per_head: bool):
     block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
+    mask_ref = ql_ref = kl_ref = table_ref = None
     if source == "blocks":
         _, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, acc_ref = refs
+    elif source == "clusters":
+        q_ref, k_ref, v_ref, ql_ref, kl_ref, table_ref, o_ref, m_ref, l_ref, acc_ref = refs
     else:
         q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref = refs
-        mask_ref = None
     d = q_ref.shape[-1]
     assert q_ref.shape == o_ref.shape == acc_ref.shape == (block_q, d), (q_ref.shape, o_ref.shape)
     assert k_ref.shape == v_ref.shape == (block_kv, d), (k_ref.shape, v_ref.shape)
@@ -111,10 +113,14 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
-    def chunk_mask(c, chunk):
+    def chunk_mask(c, chunk, row_clusters):
         """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
         if source == "blocks":
             return mask_ref[:, chunk] != 0
+        if source == "clusters":  # [bq, Ck] @ onehot(key labels)^T [Ck, bkc]: counts 0 / 1, exact in bf16
+            key_onehot = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[1], block_kv_compute), 0)
+                          == kl_ref[:, chunk]).astype(jnp.bfloat16)
+            return lax.dot_general(row_clusters, key_onehot, NN_DIMS, preferred_element_type=jnp.float32) > 0
         k0 = kv_tile * block_kv + c * block_kv_compute
         k_ids = k0 + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
         keep = k_ids < L  # padded keys; [1, bkc]
@@ -125,10 +131,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         return keep
 
     def run(masked: bool):
+        row_clusters = None
+        if masked and source == "clusters":  # the kept key clusters of each row: onehot(q labels) @ table
+            query_onehot = (ql_ref[...] == lax.broadcasted_iota(jnp.int32, (block_q, table_ref.shape[0]), 1))
+            row_clusters = lax.dot_general(query_onehot.astype(jnp.bfloat16), table_ref[...], NN_DIMS,
+                                           preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+
         def body(c, state):
             chunk = pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute)
             return tile_update(q_ref[...], k_ref[chunk, :], v_ref[chunk, :], *state,
-                               chunk_mask(c, chunk) if masked else None, sm_scale)
+                               chunk_mask(c, chunk, row_clusters) if masked else None, sm_scale)
 
         # A loop, not unrolled: the compiled body stays one chunk long.  Unrolled, Mosaic's code (and
         # compile time, several minutes at 3024 x 2048 on one CPU core) grows with block_kv / block_kv_compute.
@@ -149,12 +161,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 
-def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, config: KernelConfig,
-                interpret, sm_scale: float, vmem_limit: int):
-    """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``."""
+def _chunk_call(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
+                mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int):
+    """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
+
+    ``chunk.words`` may be a numpy plan (static masks) or a traced array (:mod:`svgtpu.kernels.dynamic`).
+    ``mask_operands``: ``(blocks,)`` for ``blocks`` plans, ``(q_labels [H, Lq, 1], k_labels [H, 1, Lk],
+    table [H, Cq, Ck])`` for ``clusters``, else ``()``."""
     heads, _, d = q.shape
     bq, bkv = config.block_q, config.block_kv
-    per_head, kv_bits, steps, row0 = plan.plan_heads > 1, plan.kv_bits, chunk.steps, chunk.row0
+    steps, row0 = chunk.steps, chunk.row0
 
     def flat(h, s):  # index of grid step (h, s) in the head-major plan arrays
         return (h * steps if per_head else 0) + s
@@ -178,12 +194,19 @@ def _chunk_call(q, k, v, blocks, plan: TilePlan, chunk: PlanChunk, *, mask, conf
     in_specs = [pl.BlockSpec((None, bq, d), q_map), pl.BlockSpec((None, bkv, d), kv_map),
                 pl.BlockSpec((None, bkv, d), kv_map)]
     operands = [q, k, v]
-    if plan.mask_source == "blocks":
+    if source == "blocks":
         prefetch.append(chunk.block_index)
         in_specs.append(pl.BlockSpec(
             (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
-        operands.append(blocks)
-    kernel = functools.partial(_kernel, mask=mask, source=plan.mask_source, L=plan.L, row0=row0, kv_bits=kv_bits,
+    elif source == "clusters":
+        cq, ck = mask_operands[2].shape[1:]
+        def key_labels_map(h, s, words_ref, *_):
+            return h, 0, _decode(word(h, s, words_ref), kv_bits)[1]
+
+        in_specs += [pl.BlockSpec((None, bq, 1), q_map), pl.BlockSpec((None, 1, bkv), key_labels_map),
+                     pl.BlockSpec((None, cq, ck), lambda h, *_: (h, 0, 0))]
+    operands += list(mask_operands)
+    kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,
                                steps=steps, config=config, sm_scale=sm_scale, per_head=per_head)
     return pl.pallas_call(
         kernel,
@@ -217,8 +240,9 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     memory = device_memory(device)
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory)
     q, k, v = pad_qkv(q, k, v, config.block_q, config.block_kv)
-    blocks = jnp.asarray(plan.blocks, jnp.int8) if plan.mask_source == "blocks" else None
-    outs = [_chunk_call(q, k, v, blocks, plan, chunk, mask=None if isinstance(mask, tuple) else mask,
+    mask_operands = (jnp.asarray(plan.blocks, jnp.int8),) if plan.mask_source == "blocks" else ()
+    outs = [_chunk_call(q, k, v, mask_operands, chunk, source=plan.mask_source, L=plan.L, kv_bits=plan.kv_bits,
+                        per_head=plan.plan_heads > 1, mask=None if isinstance(mask, tuple) else mask,
                         config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit)
             for chunk in plan.chunks(memory.smem_budget)]
     out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)

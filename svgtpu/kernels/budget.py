@@ -66,35 +66,36 @@ def device_memory(device: str) -> DeviceMemory:
     return DeviceMemory(device, smem=info.smem_capacity_bytes, vmem=info.vmem_capacity_bytes)
 
 
-def vmem_bytes(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: bool) -> int:
-    """VMEM the kernel needs: double-buffered blocks, softmax scratch and one update's temporaries."""
+def vmem_bytes(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: bool, extra: int = 0) -> int:
+    """VMEM the kernel needs: double-buffered blocks, softmax scratch and one update's temporaries, plus
+    ``extra`` bytes of other mask inputs (:func:`svgtpu.kernels.dynamic.cluster_vmem_bytes`)."""
     bq, bkv, bkc = config.block_q, config.block_kv, config.block_kv_compute
     blocks = 2 * (2 * bq * head_dim + 2 * bkv * head_dim) * itemsize  # q, out; k, v
     if mask_blocks:
         blocks += 2 * bq * bkv  # one byte per mask element
     scratch = 4 * (2 * bq * LANES + bq * head_dim)  # m, l, acc
     temporaries = 4 * SCORE_TEMPORARIES * bq * bkc + 4 * bq * head_dim  # scores; PV result
-    return blocks + scratch + temporaries
+    return blocks + scratch + temporaries + extra
 
 
 def fitting_block_kv_compute(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: bool,
-                             device: DeviceMemory) -> int | None:
+                             device: DeviceMemory, extra: int = 0) -> int | None:
     """The widest ``block_kv_compute`` that fits ``device``'s VMEM budget, or ``None``."""
     for width in range(config.block_kv, 0, -LANES):
         if config.block_kv % width == 0:
             trial = dataclasses.replace(config, block_kv_compute=width)
-            if vmem_bytes(trial, head_dim, itemsize, mask_blocks) <= device.vmem_budget:
+            if vmem_bytes(trial, head_dim, itemsize, mask_blocks, extra) <= device.vmem_budget:
                 return width
     return None
 
 
 def check_vmem(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: bool,
-               device: DeviceMemory) -> int:
+               device: DeviceMemory, extra: int = 0) -> int:
     """The ``vmem_limit_bytes`` to compile with; one clear line when the tile cannot fit."""
-    need = vmem_bytes(config, head_dim, itemsize, mask_blocks)
+    need = vmem_bytes(config, head_dim, itemsize, mask_blocks, extra)
     if need <= device.vmem_budget:
         return device.vmem_budget
-    width = fitting_block_kv_compute(config, head_dim, itemsize, mask_blocks, device)
+    width = fitting_block_kv_compute(config, head_dim, itemsize, mask_blocks, device, extra)
     hint = (f"block_kv_compute={width} fits" if width else "use a smaller block_q or block_kv")
     raise ValueError(f"tile {config.tile} with block_kv_compute={config.block_kv_compute} needs "
                      f"{need / 2**20:.1f} MiB of VMEM, over the {device.name} budget of "

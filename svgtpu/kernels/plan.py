@@ -70,6 +70,13 @@ def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
 
 def check_inputs(q, k, v, mask) -> Mask | tuple[Mask, ...]:
     """Validate shapes, dtypes and head_dim; return the normalized mask(s)."""
+    check_qkv(q, k, v)
+    return as_masks(mask, q.shape[0], q.shape[1])
+
+
+def check_qkv(q, k, v) -> None:
+    """One clear line unless ``q, k, v`` are ``[heads, L, d]`` arrays of one shape and kernel dtype, ``d``
+    in :data:`HEAD_DIMS`."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if getattr(x, "ndim", None) != 3:
             raise ValueError(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
@@ -84,7 +91,6 @@ def check_inputs(q, k, v, mask) -> Mask | tuple[Mask, ...]:
         raise ValueError(f"q, k, v must have at least one head and one token, got shape {q.shape}")
     if d not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {d}")
-    return as_masks(mask, heads, L)
 
 
 #: The TPU generation code is being lowered for ahead of time (``svgtpu compile``), else ``None``.
@@ -159,7 +165,7 @@ class TilePlan:
     @property
     def kv_bits(self) -> int:
         """Bits of a packed word that hold the kv tile index."""
-        return max(1, (-(-self.L // self.block_kv) - 1).bit_length())
+        return kv_bits_for(self.L, self.block_kv)
 
     @property
     def words_per_step(self) -> int:
@@ -216,6 +222,31 @@ class PlanChunk:
         return sum(4 * round_up(a.size, SMEM_TILE_WORDS) for a in arrays)
 
 
+def kv_bits_for(L: int, block_kv: int) -> int:
+    """Bits of a packed plan word that hold the kv tile index at sequence length ``L``."""
+    return max(1, (-(-L // block_kv) - 1).bit_length())
+
+
+def check_packable(L: int, block_q: int, block_kv: int) -> None:
+    """One clear line when the tile indices of an ``L x L`` grid do not fit a 31-bit plan word."""
+    rows = -(-L // block_q)
+    if KV_SHIFT + kv_bits_for(L, block_kv) + max(1, (rows - 1).bit_length()) > 31:
+        raise ValueError(f"tiles {block_q}x{block_kv} at L={L} need {rows} x {-(-L // block_kv)} tiles, too many "
+                         f"to pack a plan step into 31 bits: use larger block_q / block_kv")
+
+
+def pack_words(q_tile, kv_tile, kind, flags, kv_bits: int):
+    """Packed plan words ``flags | kind << 2 | kv_tile << 4 | q_tile << (4 + kv_bits)``, element-wise on
+    numpy or jax integer arrays (the one definition of the layout; the kernel decodes it)."""
+    return flags | kind << KIND_SHIFT | kv_tile << KV_SHIFT | q_tile << (KV_SHIFT + kv_bits)
+
+
+def noop_word(word):
+    """The no-op step padding a traversal after ``word``: same tiles (nothing fetched), kind ``EMPTY``,
+    no flags."""
+    return word & ~((1 << KV_SHIFT) - 1) | EMPTY << KIND_SHIFT
+
+
 def _row_starts(q_tile: np.ndarray, real: int, rows: int) -> np.ndarray:
     """``[rows + 1]``: index of the first step of each q row in one head's traversal (every row has one)."""
     return np.searchsorted(q_tile[:real], np.arange(rows + 1), side="left")
@@ -223,12 +254,8 @@ def _row_starts(q_tile: np.ndarray, real: int, rows: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
+    check_packable(plan.L, plan.block_q, plan.block_kv)
     rows = -(-plan.L // plan.block_q)
-    q_bits = max(1, (rows - 1).bit_length())
-    if KV_SHIFT + plan.kv_bits + q_bits > 31:
-        raise ValueError(f"tiles {plan.block_q}x{plan.block_kv} at L={plan.L} need {rows} x "
-                         f"{-(-plan.L // plan.block_kv)} tiles, too many to pack a plan step into 31 bits: "
-                         f"use larger block_q / block_kv")
     starts = np.stack([_row_starts(plan.q_tile[h], plan.real_steps[h], rows) for h in range(plan.plan_heads)])
     def size(row0, row1):  # SMEM bytes of the chunk [row0, row1)
         return plan.smem_bytes_for(int((starts[:, row1] - starts[:, row0]).max()))
@@ -256,11 +283,10 @@ def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
         for h in range(plan.plan_heads):
             sl = slice(int(lo[h]), int(hi[h]))
             n = int(hi[h] - lo[h])
-            word = (plan.flags[h, sl].astype(np.int64) | plan.kind[h, sl].astype(np.int64) << KIND_SHIFT
-                    | plan.kv_tile[h, sl].astype(np.int64) << KV_SHIFT
-                    | (plan.q_tile[h, sl].astype(np.int64) - row0) << (KV_SHIFT + plan.kv_bits))
+            word = pack_words(plan.q_tile[h, sl].astype(np.int64) - row0, plan.kv_tile[h, sl].astype(np.int64),
+                              plan.kind[h, sl].astype(np.int64), plan.flags[h, sl].astype(np.int64), plan.kv_bits)
             words[h, :n] = word
-            words[h, n:] = word[-1] & ~np.int64((1 << KV_SHIFT) - 1) | EMPTY << KIND_SHIFT  # no-op
+            words[h, n:] = noop_word(word[-1])
             if index is not None:
                 index[h, :n] = plan.block_index[h, sl]
                 index[h, n:] = plan.block_index[h, int(hi[h]) - 1]

@@ -25,9 +25,13 @@ def mask_array(mask, heads: int, L: int) -> np.ndarray:
 
 def reference_attention(q, k, v, mask, *, sm_scale: float | None = None):
     """Masked softmax attention on ``[heads, L, d]`` inputs, computed in float32, output in q's dtype."""
-    heads, L, d = q.shape
-    allowed = jnp.asarray(mask_array(mask, heads, L))
-    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    heads, L, _ = q.shape
+    return allowed_attention(q, k, v, jnp.asarray(mask_array(mask, heads, L)), sm_scale=sm_scale)
+
+
+def allowed_attention(q, k, v, allowed, *, sm_scale: float | None = None):
+    """:func:`reference_attention` with the mask as a (possibly traced) bool ``[heads, L, L]`` array."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     s = jnp.einsum("hqd,hkd->hqk", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
     s = jnp.where(allowed, s, -jnp.inf)
     m = jnp.max(s, axis=-1, keepdims=True)
