@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.kernels import tile_plan
-from svgtpu.kernels.dynamic import block_table_attention, chunk_rows
+from svgtpu.compile import compile_fn, libtpu_available, topology_device
+from svgtpu.kernels import KernelConfig, tile_plan
+from svgtpu.kernels.dynamic import block_table_attention, chunk_rows, plan_facts
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, plan_length, traced_plan
-from svgtpu.kernels.plan import noop_word
+from svgtpu.kernels.plan import compiling_for, noop_word
 from svgtpu.mask_families import BlockMask
 from svgtpu.masks import ArrayMask, align
 from svgtpu.tiles import EMPTY, classify
@@ -153,3 +154,21 @@ def test_bad_bound_tiles_and_table_name_the_parameter():
         block_table_attention(x, x, x, qe, ke, table[:, :2], block_q=128, block_kv=128)
     with pytest.raises(ValueError, match="^align must be"):
         block_table_attention(x, x, x, qe, ke, table, block_q=128, block_kv=128, align="cover")
+
+
+@pytest.mark.skipif(not libtpu_available(), reason='libtpu not installed (pip install "jax[tpu]==0.10.2")')
+def test_traced_plan_kernel_compiles_for_v6e():
+    """The real TPU compiler accepts the data-mask kernel (labels, table, in-kernel mask matmuls): bf16,
+    q blocks a multiple of 8 but not of 16, odd cluster counts; plan facts match what was lowered."""
+    heads, L, cq, ck = 3, 300, 7, 11
+    dev = jax.sharding.SingleDeviceSharding(topology_device("v6e"))
+    spec = lambda shape, dtype: jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=dev)  # noqa: E731
+    x = spec((heads, L, 128), "bfloat16")
+    config = KernelConfig(24, 128)
+    with compiling_for("v6e"):
+        result = compile_fn(lambda q, k, v, qe, ke, t: block_table_attention(q, k, v, qe, ke, t, config=config)[0],
+                            (x, x, x, spec((heads, cq + 1), "int32"), spec((heads, ck + 1), "int32"),
+                             spec((heads, cq, ck), "bool")))
+    assert result["compiled"], result["reason"]
+    facts = plan_facts(heads, L, config)
+    assert facts["steps_per_head"] == 13 * 3 and facts["chunks"] == 1

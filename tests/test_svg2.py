@@ -188,3 +188,26 @@ def test_backend_inside_jit_equals_the_direct_calls_and_warm_starts_from_its_own
     assert [(c["step"], c["layer"], c["partial_share"] is None) for c in calls] == [(0, 1, True), (1, 1, False),
                                                                                      (2, 1, False)]
     assert calls[0]["kept_fraction"] == 1.0 and 0 < calls[1]["kept_fraction"] < 1
+
+
+def test_reference_path_builds_the_kernels_mask_from_the_same_data():
+    """The jnp reference path's [H, L, L] mask (permuted order) is the host mask objects' mask, snapped
+    or not; end to end it agrees with the kernel."""
+    from svgtpu.kernels.dynamic_plan import block_table_kinds
+    from svgtpu.svg2 import _permuted_mask
+
+    seed = 5
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.normal(size=(3, L, 64)), jnp.float32) for _ in range(3))
+    sel = select(q, k, SVG2Config(**SMALL))
+    for align_mode in (None, "snap"):
+        config = SVG2Config(**SMALL, align=align_mode)
+        kinds, _ = block_table_kinds(sel.q_edges, sel.k_edges, sel.table, L=L, block_q=128, block_kv=128,
+                                     align=align_mode)
+        want = np.stack([m.to_array() for m in block_masks(sel, config)])
+        np.testing.assert_array_equal(np.asarray(_permuted_mask(sel, kinds, config)), want)
+    ours, _, info = svg2_attention(q, k, v, SVG2Config(**SMALL), key=jax.random.PRNGKey(seed))
+    ref, _, ref_info = svg2_attention(q, k, v, SVG2Config(**SMALL, kernel="reference"), key=jax.random.PRNGKey(seed))
+    np.testing.assert_array_equal(np.asarray(info.needed_steps), np.asarray(ref_info.needed_steps))
+    assert relative_error(ours, ref) < 2e-5

@@ -60,11 +60,16 @@ def cluster_vmem_bytes(config: KernelConfig, q_blocks: int, k_blocks: int) -> in
     return 2 * inputs + temporaries
 
 
+def _smem(heads: int, steps: int) -> int:
+    """SMEM bytes of a packed plan of ``steps`` words per head (whole 128-word SMEM tiles)."""
+    return 4 * round_up(heads * steps, SMEM_TILE_WORDS)
+
+
 def chunk_rows(heads: int, nq: int, nkv: int, steps: int, smem_budget: int) -> int:
     """Most q tile rows per ``pallas_call`` whose padded plan (``min(steps, rows * nkv)`` words per head)
     fits ``smem_budget`` bytes of SMEM."""
     def smem(rows):
-        return 4 * round_up(heads * min(steps, rows * nkv), SMEM_TILE_WORDS)
+        return _smem(heads, min(steps, rows * nkv))
 
     if smem(1) > smem_budget:
         raise ValueError(f"one q tile row of the traced plan needs {smem(1)} bytes of SMEM for {heads} heads, over "
@@ -73,6 +78,18 @@ def chunk_rows(heads: int, nq: int, nkv: int, steps: int, smem_budget: int) -> i
     while rows < nq and smem(rows + 1) <= smem_budget:
         rows += 1
     return rows
+
+
+def plan_facts(heads: int, L: int, config: KernelConfig, max_steps: int | None = None,
+               device: str = "v6e") -> dict:
+    """The traced plan's static shape for ``heads`` heads at length ``L``, known before compiling: grid
+    steps per head, q-row chunks (``pallas_call`` s), SMEM of the largest chunk and the budget."""
+    nq, nkv = ceil_div(L, config.block_q), ceil_div(L, config.block_kv)
+    bound = plan_length(nq, nkv, max_steps)
+    budget = device_memory(device).smem_budget
+    rows = chunk_rows(heads, nq, nkv, bound, budget)
+    return {"tiles": nq * nkv, "steps_per_head": bound, "chunks": ceil_div(nq, rows),
+            "smem_bytes": _smem(heads, min(bound, rows * nkv)), "smem_budget": budget}
 
 
 def _check_table(q_edges, k_edges, table, heads: int) -> None:
@@ -150,4 +167,4 @@ def _block_table(q, k, v, q_edges, k_edges, table, *, align, config: KernelConfi
     return out, PlanInfo(kinds, kept, needed, overflow)
 
 
-__all__ = ["block_table_attention", "PlanInfo", "chunk_rows", "cluster_vmem_bytes", "TABLE_QUANTUM"]
+__all__ = ["block_table_attention", "PlanInfo", "chunk_rows", "plan_facts", "cluster_vmem_bytes", "TABLE_QUANTUM"]
