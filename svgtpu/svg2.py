@@ -22,7 +22,7 @@ Everything is traced: :func:`svg2_attention` is one jitted function, and it runs
 DiT's jitted sampler.  **The plan is data.**  Our kernel's static entry plans a hashable mask at
 trace time, so a mask decided per call would compile a kernel per call.  SVG2 uses the kernel's
 data entry instead (:func:`svgtpu.kernels.dynamic.block_table_attention`): the tile kinds come from
-the cluster edges and table in ``jnp`` (allowed pairs per tile ``= Oq @ table @ Ok^T``; snapping by
+the cluster edges and table in ``jnp`` (allowed pairs per tile ``= Oq @ table @ Ok^T``; alignment by
 the same rule as :func:`svgtpu.masks.align`), the packed traversal is built in ``jnp`` and padded to
 a static length (the worst case, or ``SVG2Config.max_steps``), full tiles take the mask-free fast
 path and partial tiles build their mask in the kernel from the permuted cluster labels and the
@@ -63,8 +63,7 @@ class SVG2Config:
     ``top_p`` in (0, 1]: attention mass each query cluster keeps; ``min_kept_fraction`` in [0, 1]:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
-    (cluster-exact mask) or ``"snap"`` (whole tiles, :func:`svgtpu.masks.align`'s rule, decided in
-    data); ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule,
+    (cluster-exact mask) or a :func:`svgtpu.masks.align` mode (whole tiles, decided in data); ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule,
     :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
     worst case, every tile; a head needing more gets NaN output, :mod:`svgtpu.kernels.dynamic`);
     ``fast_path``: mask-free full tiles (``False``: the ablation, every tile masked);
@@ -95,7 +94,7 @@ class SVG2Config:
         if not (isinstance(self.min_kept_fraction, (int, float)) and 0 <= self.min_kept_fraction <= 1):
             raise ValueError(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
         if self.align not in TRACED_ALIGN:
-            raise ValueError(f"align must be None or 'snap' (SVG2 snaps in data), got {self.align!r}")
+            raise ValueError(f"align must be None or one of {', '.join(TRACED_ALIGN[1:])}, got {self.align!r}")
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
@@ -342,7 +341,7 @@ def _svg2(q, k, v, start: SVG2State, iters, *, config: SVG2Config, interpret):
 def _permuted_mask(sel: Selection, kinds, config: SVG2Config):
     """bool ``[H, L, L]`` in jnp: the mask the kernel runs, in the permuted order (reference path)."""
     L = sel.q_perm.shape[1]
-    if config.align == "snap":
+    if config.align is not None:
         kept = kinds != EMPTY
         rows, keys = jnp.arange(L) // config.block_q, jnp.arange(L) // config.block_kv
         return kept[:, rows][:, :, keys]

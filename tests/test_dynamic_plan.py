@@ -61,7 +61,7 @@ def test_traced_plan_has_the_static_plans_words(L, block_q, block_kv):
         assert (words[h, static.num_steps:] == noop_word(want[h, static.real_steps[h] - 1])).all()
 
 
-@pytest.mark.parametrize("align_mode", [None, "snap"])
+@pytest.mark.parametrize("align_mode", [None, "snap", "cover", "inner"])
 def test_block_table_kinds_equal_the_host_classification_and_alignment(align_mode):
     seed = 17
     print("seed", seed)
@@ -152,8 +152,8 @@ def test_bad_bound_tiles_and_table_name_the_parameter():
         block_table_attention(x, x, x, qe, ke, table, block_q=128, block_kv=100)
     with pytest.raises(ValueError, match=r"^table must be a bool \[heads, q blocks, k blocks\]"):
         block_table_attention(x, x, x, qe, ke, table[:, :2], block_q=128, block_kv=128)
-    with pytest.raises(ValueError, match="^align must be"):
-        block_table_attention(x, x, x, qe, ke, table, block_q=128, block_kv=128, align="cover")
+    with pytest.raises(ValueError, match="^align must be None or one of snap, cover, inner"):
+        block_table_attention(x, x, x, qe, ke, table, block_q=128, block_kv=128, align="round")
 
 
 @pytest.mark.skipif(not libtpu_available(), reason='libtpu not installed (pip install "jax[tpu]==0.10.2")')

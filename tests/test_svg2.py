@@ -155,8 +155,6 @@ def test_bad_config_and_inputs_name_the_parameter():
         SVG2Config(block_q=100)
     with pytest.raises(ValueError, match="max_steps"):
         SVG2Config(max_steps=0)
-    with pytest.raises(ValueError, match="align must be None or 'snap'"):
-        SVG2Config(align="cover")
     x = jnp.zeros((1, 20, 64))
     with pytest.raises(ValueError, match="k_clusters"):
         select(x, x, SVG2Config(q_clusters=4, k_clusters=32))

@@ -6,13 +6,13 @@
 permuted, cluster-contiguous order.  Everything is traced, so it runs inside ``jax.jit``:
 
 - tile kinds from the edges and table (:func:`~svgtpu.kernels.dynamic_plan.block_table_kinds`,
-  snapped to whole tiles with ``align="snap"``), then the traversal as packed words padded to a
+  or aligned to whole tiles by a :func:`svgtpu.masks.align` mode), then the traversal as packed words padded to a
   static length (:func:`~svgtpu.kernels.dynamic_plan.traced_plan`), riding in scalar prefetch
   exactly like a static plan;
 - full tiles take the mask-free fast path; a partial tile builds its mask in the kernel from the
   block labels of its rows and keys: ``onehot(q labels) @ table @ onehot(k labels)^T > 0``, two
   small bf16 matmuls (0/1 values, exact) and iota compares.  Padded keys carry label ``Ck``, which
-  matches no column, so padding is masked by the same product.  Snapped masks have no partial tile
+  matches no column, so padding is masked by the same product.  Aligned masks have no partial tile
   but those holding padded keys, masked by ``key < L`` alone.
 
 Cost (see ``docs/sparse_methods.md``): the grid has ``heads x steps`` steps whatever the mask, so
@@ -113,8 +113,8 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     returns ``(out [H, L, d], PlanInfo)``.  Jit-able: edges and table may be traced.
 
     ``q_edges [H, Cq + 1]``, ``k_edges [H, Ck + 1]``: integer block edges from 0 to ``L``; ``table``
-    bool ``[H, Cq, Ck]``; ``align``: ``None`` (the exact mask) or ``"snap"`` (whole tiles,
-    :func:`svgtpu.masks.align`'s rule).  Tiles, ``fast_path``, ``device``, ``interpret`` and
+    bool ``[H, Cq, Ck]``; ``align``: ``None`` (the exact mask) or a :func:`svgtpu.masks.align` mode
+    (whole tiles, kept by the same rule).  Tiles, ``fast_path``, ``device``, ``interpret`` and
     ``sm_scale`` as in :func:`~svgtpu.kernels.block_sparse_attention`.  ``max_steps``: plan steps per
     head and ``pallas_call`` (default: the worst case, every tile; see the module doc).
     """
@@ -122,7 +122,7 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     check_qkv(q, k, v)
     _check_table(q_edges, k_edges, table, q.shape[0])
     if align not in TRACED_ALIGN:
-        raise ValueError(f"align must be None or 'snap' for a mask given as data, got {align!r}")
+        raise ValueError(f"align must be None or one of {', '.join(TRACED_ALIGN[1:])}, got {align!r}")
     L = q.shape[1]
     plan_length(ceil_div(L, config.block_q), ceil_div(L, config.block_kv), max_steps)  # validates the bound
     scale = check_sm_scale(sm_scale, q.shape[-1])
@@ -140,7 +140,7 @@ def _block_table(q, k, v, q_edges, k_edges, table, *, align, config: KernelConfi
     nq, nkv = ceil_div(L, bq), ceil_div(L, bkv)
     kinds, kept = block_table_kinds(q_edges, k_edges, table, L=L, block_q=bq, block_kv=bkv, align=align)
     memory = device_memory(device)
-    source = "padding" if align == "snap" else "clusters"
+    source = "clusters" if align is None else "padding"
     operands, extra = (), 0
     if source == "clusters":
         cq, ck = table.shape[1:]

@@ -17,7 +17,7 @@ wrong answer, so :func:`traced_plan` also returns the steps each head needed; th
 blocks ``[q_edges[a], q_edges[a + 1])`` and key blocks, ``allowed = table[a, b]`` (SVG2's clusters in
 permuted order, the traced counterpart of :class:`svgtpu.mask_families.BlockMask`).  The allowed
 pairs of each tile are ``Oq @ table @ Ok^T`` with ``Oq[i, a]`` the rows of q tile ``i`` in block ``a``;
-kinds follow :func:`svgtpu.tiles.classify` and snapping follows :func:`svgtpu.masks.align`.
+kinds follow :func:`svgtpu.tiles.classify` and alignment follows :func:`svgtpu.masks.align`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from jax import lax
 
 from svgtpu.geometry import ceil_div
 from svgtpu.kernels.plan import FIRST, LAST, check_packable, kv_bits_for, noop_word, pack_words
+from svgtpu.masks import ALIGN_MODES
 from svgtpu.tiles import EMPTY, FULL, PARTIAL
 
-#: Alignment modes of a block-table mask in data (``None``: the exact mask; ``snap``: whole tiles).
-TRACED_ALIGN = (None, "snap")
+#: Alignment of a block-table mask in data: ``None`` (the exact mask) or a :func:`svgtpu.masks.align`
+#: mode (whole tiles, kept by the same rule).
+TRACED_ALIGN = (None,) + ALIGN_MODES
 
 
 def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
@@ -95,9 +97,10 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
     """``(kinds int32 [H, nq, nkv], kept float32 [H])`` of the block-table mask (jit-able).
 
     ``q_edges [H, Cq + 1]`` / ``k_edges [H, Ck + 1]``: non-decreasing block edges from 0 to ``L``;
-    ``table`` bool ``[H, Cq, Ck]``.  ``align="snap"``: each tile kept whole iff at least half its valid
-    pairs are allowed (:func:`svgtpu.masks.align`), so only tiles holding padded keys stay partial.
-    ``kept``: the fraction of the ``L x L`` pairs the (snapped) mask allows, per head.
+    ``table`` bool ``[H, Cq, Ck]``.  ``align``: a :func:`svgtpu.masks.align` mode (``snap``: each tile
+    kept whole iff at least half its valid pairs are allowed; ``cover``: iff any; ``inner``: iff all),
+    so only tiles holding padded keys stay partial.  ``kept``: the fraction of the ``L x L`` pairs the
+    (aligned) mask allows, per head.
     """
     if align not in TRACED_ALIGN:
         raise ValueError(f"align must be one of {TRACED_ALIGN} for a block-table mask in data, got {align!r}")
@@ -108,8 +111,8 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
     rows = jnp.minimum(jnp.arange(1, nq + 1) * block_q, L) - jnp.arange(nq) * block_q
     keys = jnp.minimum(jnp.arange(1, nkv + 1) * block_kv, L) - jnp.arange(nkv) * block_kv
     valid = (rows[:, None] * keys[None, :]).astype(jnp.int32)
-    if align == "snap":
-        keep = 2 * counts >= valid
+    if align is not None:
+        keep = {"snap": 2 * counts >= valid, "cover": counts > 0, "inner": counts == valid}[align]
         kinds = jnp.where(keep, jnp.where(keys == block_kv, FULL, PARTIAL), EMPTY)
         allowed = jnp.where(keep, valid, 0)
     else:  # padded keys make a tile partial; padded query rows do not (svgtpu.tiles)
