@@ -330,7 +330,7 @@ def run_generate(args):
     if args.align and args.attention not in ("svg", "svg2"):
         raise ValueError(f"--align needs --attention svg or svg2, got --attention {args.attention}")
     if args.attention == "svg2" and args.devices > 1:
-        raise ValueError("--devices must be 1 with --attention svg2 (its masks are planned on the host, per call)")
+        raise ValueError("--devices must be 1 with --attention svg2 (its per-layer warm-start state is not sharded)")
     params, config = load_checkpoint(args.checkpoint)
     labels = list(range(config.num_labels)) if args.labels is None else args.labels
     svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
