@@ -277,7 +277,7 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
             return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
                                  layer=layer, num_layers=num_layers, return_info=return_info)
         return svg
-    if name == "svg2":  # SVG2 k-means clusters, planned per call on the host (see svgtpu.svg2)
+    if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.svg2)
         from svgtpu.svg2 import SVG2Config, svg2_backend
         return svg2_backend(options.get("svg2_config") or SVG2Config())
     if name == "splash":
