@@ -109,20 +109,30 @@ def _compile_for_dump(spec: dict) -> None:
     from svgtpu.kernels.plan import compiling_for
     from svgtpu.masks import make_mask
     g = get_geometry(spec["geometry"])
-    mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
     config = KernelConfig(spec["block_q"], spec["block_kv"], spec["block_kv_compute"], spec["fast_path"])
-    x = jax.ShapeDtypeStruct((1, g.L, spec["head_dim"]), jnp.dtype(spec["dtype"]),
-                             sharding=jax.sharding.SingleDeviceSharding(topology_device("v6e")))
-    with compiling_for("v6e"):
-        result = compile_fn(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, device="v6e"),
-                            (x, x, x))
+    device = jax.sharding.SingleDeviceSharding(topology_device("v6e"))
+    x = jax.ShapeDtypeStruct((1, g.L, spec["head_dim"]), jnp.dtype(spec["dtype"]), sharding=device)
+    if spec["mask"] == "block-table":  # the traced plan with the in-kernel cluster mask (svgtpu.kernels.dynamic)
+        from svgtpu.kernels.dynamic import block_table_attention
+        cq, ck = spec["q_clusters"], spec["k_clusters"]
+        table = [jax.ShapeDtypeStruct(shape, jnp.dtype(t), sharding=device)
+                 for shape, t in (((1, cq + 1), "int32"), ((1, ck + 1), "int32"), ((1, cq, ck), "bool"))]
+        with compiling_for("v6e"):
+            result = compile_fn(lambda q, k, v, qe, ke, t: block_table_attention(
+                q, k, v, qe, ke, t, config=config, align=spec.get("align"), device="v6e")[0], (x, x, x, *table))
+    else:
+        mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
+        with compiling_for("v6e"):
+            result = compile_fn(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, device="v6e"),
+                                (x, x, x))
     if not result["compiled"]:
         sys.exit(f"not compiled: {result['reason']}")
 
 
 def compiled_tile_counts(spec: dict) -> list[dict]:
     """Per tile body of one kernel variant (``spec``: geometry, mask, multiplier, block sizes,
-    head_dim, dtype, fast_path): LLO instructions by unit and static bundles."""
+    head_dim, dtype, fast_path): LLO instructions by unit and static bundles.  ``mask="block-table"``
+    compiles the data-plan kernel instead (``q_clusters``, ``k_clusters``, optional ``align``)."""
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
         env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
