@@ -63,8 +63,8 @@ class SVG2Config:
     ``top_p`` in (0, 1]: attention mass each query cluster keeps; ``min_kept_fraction`` in [0, 1]:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
-    (cluster-exact mask) or a :func:`svgtpu.masks.align` mode (whole tiles, decided in data); ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule,
-    :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
+    (cluster-exact mask) or a :func:`svgtpu.masks.align` mode (whole tiles, decided in data);
+    ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule, :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
     worst case, every tile; a head needing more gets NaN output, :mod:`svgtpu.kernels.dynamic`);
     ``fast_path``: mask-free full tiles (``False``: the ablation, every tile masked);
     ``kernel``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
