@@ -52,6 +52,7 @@ from svgtpu.tiles import EMPTY, FULL, PARTIAL
 LANES = 128
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
+TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
 
 
 def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
@@ -133,8 +134,8 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     def run(masked: bool):
         row_clusters = None
         if masked and source == "clusters":  # the kept key clusters of each row: onehot(q labels) @ table
-            query_onehot = (ql_ref[...] == lax.broadcasted_iota(jnp.int32, (block_q, table_ref.shape[0]), 1))
-            row_clusters = lax.dot_general(query_onehot.astype(jnp.bfloat16), table_ref[...], NN_DIMS,
+            query_onehot_t = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[0], block_q), 0) == ql_ref[...])
+            row_clusters = lax.dot_general(query_onehot_t.astype(jnp.bfloat16), table_ref[...], TN_DIMS,
                                            preferred_element_type=jnp.float32).astype(jnp.bfloat16)
 
         def body(c, state):
@@ -166,8 +167,9 @@ def _chunk_call(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int
     """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
 
     ``chunk.words`` may be a numpy plan (static masks) or a traced array (:mod:`svgtpu.kernels.dynamic`).
-    ``mask_operands``: ``(blocks,)`` for ``blocks`` plans, ``(q_labels [H, Lq, 1], k_labels [H, 1, Lk],
-    table [H, Cq, Ck])`` for ``clusters``, else ``()``."""
+    ``mask_operands``: ``(blocks,)`` for ``blocks`` plans, ``(q_labels [H, nq, 1, block_q], k_labels
+    [H, 1, Lk], table [H, Cq, Ck])`` for ``clusters`` (labels lane-dense: a ``[Lq, 1]`` column would
+    take 128 lanes per label in HBM), else ``()``."""
     heads, _, d = q.shape
     bq, bkv = config.block_q, config.block_kv
     steps, row0 = chunk.steps, chunk.row0
@@ -200,10 +202,13 @@ def _chunk_call(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int
             (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
     elif source == "clusters":
         cq, ck = mask_operands[2].shape[1:]
+        def query_labels_map(h, s, words_ref, *_):
+            return h, row0 + _decode(word(h, s, words_ref), kv_bits)[0], 0, 0
+
         def key_labels_map(h, s, words_ref, *_):
             return h, 0, _decode(word(h, s, words_ref), kv_bits)[1]
 
-        in_specs += [pl.BlockSpec((None, bq, 1), q_map), pl.BlockSpec((None, 1, bkv), key_labels_map),
+        in_specs += [pl.BlockSpec((None, None, 1, bq), query_labels_map), pl.BlockSpec((None, 1, bkv), key_labels_map),
                      pl.BlockSpec((None, cq, ck), lambda h, *_: (h, 0, 0))]
     operands += list(mask_operands)
     kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,

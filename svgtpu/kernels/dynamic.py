@@ -10,10 +10,10 @@ permuted, cluster-contiguous order.  Everything is traced, so it runs inside ``j
   static length (:func:`~svgtpu.kernels.dynamic_plan.traced_plan`), riding in scalar prefetch
   exactly like a static plan;
 - full tiles take the mask-free fast path; a partial tile builds its mask in the kernel from the
-  block labels of its rows and keys: ``onehot(q labels) @ table @ onehot(k labels)^T > 0``, two
-  small bf16 matmuls (0/1 values, exact) and iota compares.  Padded keys carry label ``Ck``, which
-  matches no column, so padding is masked by the same product.  Aligned masks have no partial tile
-  but those holding padded keys, masked by ``key < L`` alone.
+  block labels of its rows and keys (lane-dense int32 rows): ``onehot(q labels) @ table @
+  onehot(k labels)^T > 0``, two small bf16 matmuls (0/1 values, exact) and iota compares.  Padded
+  keys carry label ``Ck``, which matches no column, so padding is masked by the same product.
+  Aligned masks have no partial tile but those holding padded keys, masked by ``key < L`` alone.
 
 Cost (see ``docs/sparse_methods.md``): the grid has ``heads x steps`` steps whatever the mask, so
 the no-op steps after a head's real traversal still cost the per-step overhead; ``max_steps``
@@ -52,10 +52,10 @@ class PlanInfo(NamedTuple):
 
 
 def cluster_vmem_bytes(config: KernelConfig, q_blocks: int, k_blocks: int) -> int:
-    """VMEM of the label and table inputs (double-buffered, padded to vreg tiles: a ``[block_q, 1]``
-    int32 block takes 128 lanes, a ``[1, block_kv]`` one 8 sublanes) and the mask matmuls' temporaries."""
+    """VMEM of the label and table inputs (double-buffered, padded to vreg tiles: a ``[1, n]`` int32
+    block takes 8 sublanes) and the mask matmuls' temporaries."""
     bq, bkv, bkc = config.block_q, config.block_kv, config.block_kv_compute
-    inputs = 4 * bq * LANES + 4 * SUBLANES * bkv + 2 * q_blocks * round_up(k_blocks, LANES)
+    inputs = 4 * SUBLANES * (round_up(bq, LANES) + bkv) + 2 * q_blocks * round_up(k_blocks, LANES)
     temporaries = 4 * bq * (round_up(q_blocks, LANES) + round_up(k_blocks, LANES)) + 4 * k_blocks * bkc
     return 2 * inputs + temporaries
 
@@ -144,10 +144,11 @@ def _block_table(q, k, v, q_edges, k_edges, table, *, align, config: KernelConfi
     operands, extra = (), 0
     if source == "clusters":
         cq, ck = table.shape[1:]
-        extra = cluster_vmem_bytes(config, round_up(cq, TABLE_QUANTUM), round_up(ck, TABLE_QUANTUM))
-        padded = jnp.pad(table, ((0, 0), (0, round_up(cq, TABLE_QUANTUM) - cq), (0, round_up(ck, TABLE_QUANTUM) - ck)))
-        operands = (block_labels(q_edges, nq * bq)[:, :, None], block_labels(k_edges, nkv * bkv)[:, None, :],
-                    padded.astype(jnp.bfloat16))
+        cq_padded, ck_padded = round_up(cq, TABLE_QUANTUM), round_up(ck, TABLE_QUANTUM)
+        extra = cluster_vmem_bytes(config, cq_padded, ck_padded)
+        padded = jnp.pad(table, ((0, 0), (0, cq_padded - cq), (0, ck_padded - ck)))
+        operands = (block_labels(q_edges, nq * bq).reshape(heads, nq, 1, bq),
+                    block_labels(k_edges, nkv * bkv)[:, None, :], padded.astype(jnp.bfloat16))
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, False, memory, extra)
     q, k, v = pad_qkv(q, k, v, bq, bkv)
     bound = plan_length(nq, nkv, max_steps)
