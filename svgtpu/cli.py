@@ -359,24 +359,35 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
-                        "the kept fraction --sparsity (default 0.3)")
+                        "the kept fractions --sparsities (default: --sparsity, else 0.3)")
+    p.add_argument("--sparsities", type=float, nargs="+", metavar="KEPT",
+                   help="with --methods: kept fractions in (0, 1), each method matched to every one")
 
 
-@command("quality", "dense vs SVG (unaligned, aligned, fast path on/off) video PSNR/SSIM and head kinds",
+@command("quality", "dense vs SVG (unaligned, aligned, fast path on/off) video PSNR/SSIM and head kinds; with "
+                    "--methods every sparse method at matched kept fractions",
          _quality_arguments)
 def run_quality(args):
     from svgtpu.dit import load_checkpoint
     from svgtpu.quality import quality_study
 
-    params, config = load_checkpoint(args.checkpoint)
+    if args.sparsities and not args.methods:
+        raise ValueError("--sparsities needs --methods (the SVG study takes one --sparsity)")
     if args.methods:
         from svgtpu.attention import DEFAULT_SPARSITY
-        from svgtpu.sparse_methods import method_quality
-        result = method_quality(params, config, variants=args.methods, kept=args.sparsity or DEFAULT_SPARSITY,
-                                seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift,
-                                block=args.block)
+        from svgtpu.sparse_methods import VARIANTS, check_kept_fractions, method_sweep
+        kept = check_kept_fractions(args.sparsities or [args.sparsity or DEFAULT_SPARSITY])  # before any model work
+        unknown = [m for m in args.methods if m not in VARIANTS]
+        if unknown:
+            raise ValueError(f"--methods must be among {', '.join(VARIANTS)}, got {', '.join(unknown)}")
+        params, config = load_checkpoint(args.checkpoint)
+        result = method_sweep(params, config, variants=args.methods, kept_fractions=kept, seeds=args.seeds,
+                              num_steps=args.steps, guidance=args.guidance, shift=args.shift, block=args.block)
         result["checkpoint"] = args.checkpoint
-        return result, format_table(result["summary"]) + f"\n({result['provenance']})"
+        table = format_table(result["summary"], ["variant", "kept_target", "kept_fraction", "psnr_mean", "psnr_min",
+                                                 "ssim_mean"])
+        return result, table + f"\n({result['provenance']})"
+    params, config = load_checkpoint(args.checkpoint)
     result = quality_study(params, config, seeds=args.seeds, num_steps=args.steps, guidance=args.guidance,
                            shift=args.shift, sparsity=args.sparsity, block=args.block)
     result["checkpoint"] = args.checkpoint

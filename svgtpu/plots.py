@@ -32,6 +32,23 @@ PALETTE = {"dense": "#7f7f7f", "splash": "#9467bd", "unaligned": "#e6842a", "ali
            "measured": "#2ca02c", "modeled": "#1f5f9e", "reported": "#d62728"}
 
 
+#: One colour per sparse method (:data:`svgtpu.sparse_methods.METHODS`); its ``-aligned`` variant draws
+#: solid with filled markers, the unaligned one dashed with hollow markers.
+METHOD_COLORS = {"svg": "#1f5f9e", "svg2": "#d62728", "sta": "#2ca02c", "radial": "#9467bd"}
+METHOD_MARKERS = {"svg": "o", "svg2": "s", "sta": "^", "radial": "D"}
+
+
+def method_style(variant: str) -> dict:
+    """Matplotlib line/marker keywords for a sparse-method variant (``sta``, ``sta-aligned``, ...)."""
+    method = variant.removesuffix("-aligned")
+    if method not in METHOD_COLORS:
+        raise ValueError(f"variant must be one of {', '.join(METHOD_COLORS)} (each also -aligned), got {variant!r}")
+    aligned = variant.endswith("-aligned")
+    color = METHOD_COLORS[method]
+    return {"color": color, "marker": METHOD_MARKERS[method], "linestyle": "-" if aligned else "--",
+            "markerfacecolor": color if aligned else "white", "markeredgecolor": color, "label": variant}
+
+
 def set_style() -> None:
     """The house style: seaborn whitegrid, readable fonts, no top/right spines."""
     sns.set_theme(style="whitegrid", context="notebook", font_scale=0.95)
@@ -150,5 +167,6 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
         print(f"Takeaway: {text}")
 
 
-__all__ = ["TILE_COLORS", "PALETTE", "set_style", "provenance_footer", "tile_map", "tile_legend",
+__all__ = ["TILE_COLORS", "PALETTE", "METHOD_COLORS", "METHOD_MARKERS", "method_style", "set_style", "provenance_footer",
+           "tile_map", "tile_legend",
            "mask_image", "reference_line", "bar_labels", "takeaway"]

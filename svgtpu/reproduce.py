@@ -47,6 +47,8 @@ _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
 _COMPUTED_ONLY = {"00_explore": {}, "00_primer": {}, "06_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
+# 05's method chart: None = every sparse method unaligned and snapped (svgtpu.sparse_methods.VARIANTS).
+_METHOD_VARIANTS = None
 
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
@@ -59,7 +61,9 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
                                   "heads": 1, "head_dim": 64},
         "04_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
-        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"]},
+        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"],
+                       "method_variants": ["svg", "sta-aligned"], "method_kept": [0.3], "method_seeds": [0],
+                       "method_steps": 2},
     },
     "cpu": {
         **_COMPUTED_ONLY,
@@ -70,7 +74,9 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS},
+        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS,
+                       "method_variants": _METHOD_VARIANTS, "method_kept": [0.2, 0.3, 0.45], "method_seeds": [0, 1],
+                       "method_steps": 10},
     },
     "tpu": {
         **_COMPUTED_ONLY,
@@ -82,7 +88,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                                   "heads": 8, "head_dim": 128},
         "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
-                       "variants": _QUALITY_VARIANTS},
+                       "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
+                       "method_kept": [0.15, 0.2, 0.3, 0.45, 0.6], "method_seeds": [0, 1, 2, 3], "method_steps": 50},
     },
 }
 

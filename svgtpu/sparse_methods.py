@@ -22,11 +22,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from svgtpu import data
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.mask_families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
-from svgtpu.tiles import classify
+from svgtpu.tiles import EMPTY, classify
 
 METHODS = ("svg", "svg2", "sta", "radial")
 #: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
@@ -185,13 +185,19 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
     return [align(m, tiles.block_q, tiles.block_kv, "snap") for m in unsnapped], knob
 
 
-def _stats(mask: Mask, block_q: int, block_kv: int) -> dict:
-    stats = classify(mask, block_q, block_kv).stats
-    return {"kept_fraction": mask.density(), "partial_share": stats.partial_share, "tile_density": stats.density}
+def _stats(mask: Mask, block_q: int, block_kv: int, head_seconds=None) -> dict:
+    """Kept fraction, partial share and tile density of ``mask``; with ``head_seconds`` (a function of
+    the tile counts and empty-row steps) also its modeled time for one head."""
+    tiles = classify(mask, block_q, block_kv)
+    stats = tiles.stats
+    row = {"kept_fraction": mask.density(), "partial_share": stats.partial_share, "tile_density": stats.density}
+    if head_seconds is not None:  # a q row without any computed tile still takes a step that writes zeros
+        row["head_seconds"] = head_seconds(stats, int(np.sum((tiles.kinds == EMPTY).all(axis=1))))
+    return row
 
 
-def _mean_stats(masks: list[Mask], block_q: int, block_kv: int) -> dict:
-    rows = [_stats(m, block_q, block_kv) for m in masks]
+def _mean_stats(masks: list[Mask], block_q: int, block_kv: int, head_seconds=None) -> dict:
+    rows = [_stats(m, block_q, block_kv, head_seconds) for m in masks]
     return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
 
 
@@ -202,6 +208,32 @@ def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
     return STAMask(VideoGeometry(1, 1, 1), sta_tile, (1, 1, 1)).tile
 
 
+def check_kept_fractions(kept_fractions) -> list[float]:
+    """At least one kept fraction, each in (0, 1), no repeats; returned sorted."""
+    kept_fractions = list(kept_fractions)
+    if not kept_fractions:
+        raise ValueError("kept fractions must name at least one value in (0, 1)")
+    for target in kept_fractions:
+        if not (isinstance(target, (int, float)) and 0 < target < 1):
+            raise ValueError(f"kept fraction must be in (0, 1), got {target!r}")
+    if len(set(kept_fractions)) != len(kept_fractions):
+        raise ValueError(f"kept fractions must differ, got {kept_fractions}")
+    return sorted(float(t) for t in kept_fractions)
+
+
+def _matched_variants(geometry: VideoGeometry, target: float, *, qk, block_q: int, block_kv: int, sta_tile,
+                      svg2: SVG2Config, svg2_assumed: bool, variants=VARIANTS, progress: bool = True):
+    """``(variant, masks, knob)`` for each variant matched to ``target`` on its own (SVG2 left out
+    without ``qk`` unless ``svg2_assumed``)."""
+    for name in tqdm(variants, desc=f"methods at kept {target}", disable=not progress):
+        method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
+        if method == "svg2" and qk is None and not svg2_assumed:
+            continue
+        masks, knob = matched(method, geometry, target, Tiles(block_q, block_kv, snap), sta_tile=sta_tile, qk=qk,
+                              svg2=svg2)
+        yield name, masks, knob
+
+
 def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | None, block_q: int, block_kv: int,
                  sta_tile: tuple[int, int, int], svg2: SVG2Config, svg2_assumed: bool = False,
                  progress: bool = True) -> list[dict]:
@@ -210,15 +242,68 @@ def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | No
     average every layer and head of ``qk``; without ``qk`` they use :func:`svg2_assumed_masks` if
     ``svg2_assumed``, else they are left out."""
     sta_tile = check_settings(target, sta_tile)
-    rows = []
-    for name in tqdm(VARIANTS, desc="methods", disable=not progress):
-        method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
-        if method == "svg2" and qk is None and not svg2_assumed:
-            continue
-        masks, knob = matched(method, geometry, target, Tiles(block_q, block_kv, snap), sta_tile=sta_tile, qk=qk,
-                              svg2=svg2)
-        rows.append({"method": name, **_mean_stats(masks, block_q, block_kv), **knob})
-    return rows
+    return [{"method": name, **_mean_stats(masks, block_q, block_kv), **knob}
+            for name, masks, knob in _matched_variants(geometry, target, qk=qk, block_q=block_q, block_kv=block_kv,
+                                                       sta_tile=sta_tile, svg2=svg2, svg2_assumed=svg2_assumed,
+                                                       progress=progress)]
+
+
+#: Where :func:`method_costs` models attention time: SVG's production setting (Wan 2.1 14B at 1440p on
+#: v6e with MaxDiffusion's Splash tiles), STA's ``6x8x8`` tile, and for SVG2, which has no model to
+#: cluster there, assumed clusters (:func:`svg2_assumed_masks`) in SVG2's counts for Wan.
+COST_SETTING = {"model": "wan2.1-14b", "geometry": "wan-1440p", "device": "v6e", "block_q": 3024, "block_kv": 2048,
+                "sta_tile": (6, 8, 8), "q_clusters": 100, "k_clusters": 500}
+
+
+def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING["model"],
+                 geometry: str | VideoGeometry = COST_SETTING["geometry"], device: str = COST_SETTING["device"],
+                 block_q: int = COST_SETTING["block_q"], block_kv: int = COST_SETTING["block_kv"],
+                 sta_tile: tuple[int, int, int] = COST_SETTING["sta_tile"],
+                 svg2: SVG2Config = SVG2Config(q_clusters=COST_SETTING["q_clusters"],
+                                               k_clusters=COST_SETTING["k_clusters"]),
+                 progress: bool = True) -> dict:
+    """Each variant matched to each kept fraction at a production geometry: tile statistics and the
+    cost model's attention-time ratio, sparse / dense seconds of one head on one TensorCore (our
+    kernel, fast path on; :func:`svgtpu.costmodel.attention_head_seconds`), plus a ``dense`` row
+    (ratio 1 by construction).  SVG2 rows use assumed clusters (:func:`svg2_assumed_masks`), stated
+    in the result's ``svg2_assumption``.  Tile statistics are ``computed``, ratios ``modeled-<device>``."""
+    from svgtpu import costmodel as cm
+    from svgtpu.geometry import get_geometry
+    from svgtpu.masks import DenseMask
+    from svgtpu.results import provenance
+
+    kept_fractions = check_kept_fractions(kept_fractions)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+    sta_tile = check_settings(kept_fractions[0], sta_tile)
+    geometry = get_geometry(geometry)
+    svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
+    setup = cm.Setup(cm.get_model(model), geometry, cm.get_device(device), block_q=block_q, block_kv=block_kv)
+
+    def head_seconds(stats, empty_row_steps: int) -> float:
+        return cm.attention_head_seconds(stats, setup.device, setup.efficiency, setup.model.head_dim, block_q,
+                                         block_kv, fast_path=True, q_rows=ceil_div(geometry.L, block_q),
+                                         kernel=setup.attention_kernel, dtype_bytes=setup.dtype_bytes,
+                                         empty_row_steps=empty_row_steps)
+
+    dense = _stats(DenseMask(geometry.L), block_q, block_kv, head_seconds)
+    rows = [{"method": "dense", "kept_target": 1.0, **dense}]
+    for target in kept_fractions:
+        for name, masks, knob in _matched_variants(geometry, target, qk=None, block_q=block_q, block_kv=block_kv,
+                                                   sta_tile=sta_tile, svg2=svg2, svg2_assumed=True,
+                                                   variants=variants, progress=progress):
+            row = _mean_stats(masks, block_q, block_kv, head_seconds)
+            rows.append({"method": name, "kept_target": target, **row, **knob})
+    for row in rows:
+        row["attention_ratio"] = row["head_seconds"] / dense["head_seconds"]
+    return {"model": model, "geometry": str(geometry), "L": geometry.L, "device": device, "block_q": block_q,
+            "block_kv": block_kv, "sta_tile": "x".join(map(str, sta_tile)), "rows": rows,
+            "svg2_assumption": f"SVG2 at {geometry} has no model to cluster: {svg2.q_clusters} query and "
+                               f"{svg2.k_clusters} key clusters per head with multinomial (equal-chance) sizes, "
+                               "each query cluster keeping key clusters in random order until they hold the "
+                               "kept fraction of keys (svg2_assumed_masks, 4 seeded masks averaged)",
+            "provenance": {"tiles": provenance("computed"), "attention_ratio": provenance("modeled", device=device)}}
 
 
 def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
@@ -252,72 +337,96 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
     return attention
 
 
-def method_quality(params, config, *, variants=VARIANTS, kept: float = 0.3, seeds=(0, 1, 2), num_steps: int = 20,
-                   guidance: float = 3.0, shift: float = 1.0, block: int = 128,
-                   sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config = SVG2Config(),
-                   progress: bool = True) -> dict:
-    """Dense vs each method variant from the same noise and seed: PSNR, SSIM and the kept fraction.
-
-    Each variant's knob is matched to ``kept`` on its own, as in :func:`method_table` (snapped
-    variants after snapping; SVG2's ``top_p`` on the ``q, k`` of one training video at ``t = 0.5``,
-    :func:`capture_qk`); the kept fraction each variant really ran is reported (SVG2's varies from
-    call to call: the mean over its sparse calls).  SVG2 runs through the host-callback backend
-    (:func:`svgtpu.svg2.svg2_backend`), so its sampling time is not reported.
-    """
+def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, qk, svg2: SVG2Config):
+    """``(backend, kept fraction or None, knob)``: the toy-DiT backend running ``name`` matched to
+    ``target`` (``None``: SVG2's kept fraction varies per call and is read from ``backend.calls``)."""
     from svgtpu.attention import SVGConfig, attention_backend
+    from svgtpu.svg2 import svg2_backend
+
+    geometry = config.geometry
+    method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
+    masks, knob = matched(method, geometry, target, Tiles(block, block, snap), sta_tile=sta_tile, qk=qk, svg2=svg2)
+    if method == "svg":
+        # SVG's own backend (profiling, layout transform); W - 64 rounds back up to exactly W
+        svg_config = SVGConfig(multiplier=(knob["window"] - BAND_QUANTUM // 2) / geometry.F, block_q=block,
+                               block_kv=block, align="snap" if snap else None)
+        return attention_backend("svg", geometry, svg_config=svg_config), svg_config.mask(geometry).density(), knob
+    if method == "svg2":
+        c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=block, block_kv=block,
+                                align="snap" if snap else None)
+        return svg2_backend(c), None, knob  # SVG's dense warm-up, like every other variant
+    order = sta_order(geometry, sta_tile) if method == "sta" else None
+    return mask_backend(masks[0], order=order, block_q=block, block_kv=block), masks[0].density(), knob
+
+
+def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,
+                 guidance: float = 3.0, shift: float = 1.0, block: int = 128,
+                 sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config = SVG2Config(),
+                 progress: bool = True) -> dict:
+    """Dense vs each method variant at each kept fraction, from the same noise and seed: PSNR, SSIM
+    and the kept fraction each really ran.
+
+    Each (variant, kept target) has its knob matched on its own, as in :func:`method_table`
+    (snapped variants after snapping; SVG2's ``top_p`` on the ``q, k`` of one training video at
+    ``t = 0.5``, :func:`capture_qk`, captured once for every target).  The dense video of each seed
+    is sampled once and shared by every variant and target.  SVG2's kept fraction varies from call
+    to call: the mean over its sparse calls.  ``summary`` has one row per (variant, kept target):
+    mean and min PSNR and SSIM over seeds.
+    """
     from svgtpu.quality import psnr, ssim
     from svgtpu.results import provenance
     from svgtpu.sampler import sample
-    from svgtpu.svg2 import svg2_backend
 
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
     if not seeds:
         raise ValueError("seeds must name at least one seed")
-    sta_tile = check_settings(kept, sta_tile)
-    geometry = config.geometry
+    kept_fractions = check_kept_fractions(kept_fractions)
+    sta_tile = check_settings(kept_fractions[0], sta_tile)
     qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
-    backends, kept_of = {}, {}
-    for name in variants:
-        method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
-        tiles = Tiles(block, block, snap)
-        masks, knob = matched(method, geometry, kept, tiles, sta_tile=sta_tile, qk=qk, svg2=svg2)
-        if method == "svg":
-            # SVG's own backend (profiling, layout transform); W - 64 rounds back up to exactly W
-            svg_config = SVGConfig(multiplier=(knob["window"] - BAND_QUANTUM // 2) / geometry.F, block_q=block,
-                                   block_kv=block, align="snap" if snap else None)
-            backends[name] = attention_backend("svg", geometry, svg_config=svg_config)
-            kept_of[name] = svg_config.mask(geometry).density()
-        elif method == "svg2":
-            c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=block, block_kv=block,
-                                    align="snap" if snap else None)
-            backends[name] = svg2_backend(c)  # SVG's dense warm-up, like every other variant
-        else:
-            order = sta_order(geometry, sta_tile) if method == "sta" else None
-            backends[name] = mask_backend(masks[0], order=order, block_q=block, block_kv=block)
-            kept_of[name] = masks[0].density()
+    runs = {(name, target): _variant_backend(name, config, target, block=block, sta_tile=sta_tile, qk=qk, svg2=svg2)
+            for target in kept_fractions for name in variants}
     rows = []
+    bar = tqdm(total=len(seeds) * (1 + len(runs)), desc="videos", disable=not progress)
     for seed in seeds:
         labels = [seed % config.num_labels]
-        common = dict(seed=seed, num_steps=num_steps, guidance=guidance, shift=shift, progress=progress)
+        common = dict(seed=seed, num_steps=num_steps, guidance=guidance, shift=shift, progress=False)
         dense = sample(params, config, labels, **common)
-        for name, backend in backends.items():
+        bar.update()
+        for (name, target), (backend, _, _) in runs.items():
             video = sample(params, config, labels, attention=backend, **common)
-            rows.append({"variant": name, "seed": seed, "psnr": psnr(dense, video), "ssim": ssim(dense, video)})
+            rows.append({"variant": name, "kept_target": target, "seed": seed, "psnr": psnr(dense, video),
+                         "ssim": ssim(dense, video)})
+            bar.update()
+    bar.close()
     summary = []
-    for name, backend in backends.items():
-        mine = [r for r in rows if r["variant"] == name]
-        sparse_calls = [c["kept_fraction"] for c in getattr(backend, "calls", []) if c["partial_share"] is not None]
-        summary.append({"variant": name,
-                        "kept_fraction": kept_of.get(name, float(np.mean(sparse_calls)) if sparse_calls else None),
+    for (name, target), (backend, kept, knob) in runs.items():
+        mine = [r for r in rows if r["variant"] == name and r["kept_target"] == target]
+        if kept is None:
+            sparse_calls = [c["kept_fraction"] for c in backend.calls if c["partial_share"] is not None]
+            kept = float(np.mean(sparse_calls)) if sparse_calls else None
+        summary.append({"variant": name, "kept_target": target, "kept_fraction": kept,
                         "psnr_mean": float(np.mean([r["psnr"] for r in mine])),
                         "psnr_min": float(np.min([r["psnr"] for r in mine])),
-                        "ssim_mean": float(np.mean([r["ssim"] for r in mine]))})
-    return {"kept_target": kept, "seeds": list(seeds), "num_steps": num_steps, "guidance": guidance,
-            "shift": shift, "block": block, "sta_tile": list(sta_tile), "geometry": str(geometry),
+                        "ssim_mean": float(np.mean([r["ssim"] for r in mine])),
+                        "ssim_min": float(np.min([r["ssim"] for r in mine])),
+                        **knob})
+    return {"kept_targets": kept_fractions, "seeds": list(seeds), "num_steps": num_steps, "guidance": guidance,
+            "shift": shift, "block": block, "sta_tile": list(sta_tile), "geometry": str(config.geometry),
             "summary": summary, "per_seed": rows, "provenance": provenance("measured", pallas=True)}
 
 
-__all__ = ["METHODS", "VARIANTS", "Tiles", "capture_qk", "check_settings", "matched", "svg_for_density", "svg2_assumed_masks",
-           "mask_backend", "method_quality", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]
+def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
+    """The points no other point beats: none has lower-or-equal ``cost`` and higher-or-equal
+    ``quality`` with one of them strictly better.  Sorted by ``cost``."""
+    def dominated(p):
+        return any(o[cost] <= p[cost] and o[quality] >= p[quality] and (o[cost] < p[cost] or o[quality] > p[quality])
+                   for o in points)
+
+    return sorted((p for p in points if not dominated(p)), key=lambda p: p[cost])
+
+
+__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "Tiles", "capture_qk", "check_settings", "check_kept_fractions",
+           "matched", "svg_for_density", "svg2_assumed_masks", "mask_backend", "method_sweep", "method_costs",
+           "pareto_front", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

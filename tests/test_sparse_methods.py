@@ -1,5 +1,7 @@
-"""Matching each method's knob to a kept fraction, and the `methods` command's input checks."""
+"""Matching each method's knob to a kept fraction, the quality sweep and the production cost table, and the
+`methods` / `quality` commands' input checks."""
 
+import numpy as np
 import pytest
 
 from svgtpu.cli import main
@@ -38,7 +40,13 @@ def test_method_table_without_activations_has_aligned_rows():
                                             (["methods", "--sta-tile", "0x8x8"], "tile"),
                                             (["methods", "--kept", "1.5"], "kept fraction"),
                                             (["quality", "--methods", "svg", "flash"], "methods"),
-                                            (["quality", "--methods", "sta", "--sparsity", "1.5"], "kept fraction")])
+                                            (["quality", "--methods", "sta", "--sparsity", "1.5"], "kept fraction"),
+                                            (["quality", "--methods", "sta", "--sparsities", "0.3", "1.5"],
+                                             "kept fraction"),
+                                            (["quality", "--methods", "sta", "--sparsities", "0"], "kept fraction"),
+                                            (["quality", "--methods", "sta", "--sparsities", "0.3", "0.3"],
+                                             "kept fractions"),
+                                            (["quality", "--sparsities", "0.3", "0.5"], "--sparsities")])
 def test_methods_bad_input_exits_2_naming_the_parameter(argv, parameter, capsys):
     assert main(argv) == 2  # checked before any model work
     err = capsys.readouterr().err.strip().splitlines()
@@ -97,3 +105,122 @@ def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
     rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=config,
                         svg2_assumed=True, progress=False)
     assert [r["method"] for r in rows][2:4] == ["svg2", "svg2-aligned"] and "assumed" in rows[2]["clusters"]
+
+
+def _brute_tile_stats(allowed, block_q, block_kv):
+    """Tile kinds counted from the boolean mask itself, zero-padded to whole tiles: (full, partial, empty,
+    q rows with no computed tile)."""
+    L = allowed.shape[0]
+    padded = np.zeros((-(-L // block_q) * block_q, -(-L // block_kv) * block_kv), bool)
+    padded[:L, :L] = allowed
+    # a tile is full only if every one of its block_q x block_kv positions is a real, allowed pair
+    counts = padded.reshape(padded.shape[0] // block_q, block_q, -1, block_kv).sum(axis=(1, 3))
+    full, empty = counts == block_q * block_kv, counts == 0
+    partial = ~full & ~empty
+    return int(full.sum()), int(partial.sum()), int(empty.sum()), int(empty.all(axis=1).sum())
+
+
+def test_method_costs_rows_match_brute_force_tile_counts_and_dense_is_one():
+    from svgtpu import costmodel as cm
+    from svgtpu.geometry import ceil_div
+    from svgtpu.tiles import TileStats
+    from svgtpu.sparse_methods import Tiles, matched, method_costs
+
+    g, bq, bk = VideoGeometry(3, 6, 10), 64, 128  # L = 180: neither tile divides it
+    result = method_costs([0.3], variants=["radial", "sta-aligned"], geometry=g, block_q=bq, block_kv=bk,
+                          sta_tile=(1, 2, 5), progress=False)
+    rows = {r["method"]: r for r in result["rows"]}
+    assert set(rows) == {"dense", "radial", "sta-aligned"} and rows["dense"]["attention_ratio"] == 1.0
+    assert result["provenance"] == {"tiles": "computed", "attention_ratio": "modeled-v6e"}
+    setup = cm.Setup(cm.get_model("wan2.1-14b"), g, cm.get_device("v6e"), block_q=bq, block_kv=bk)
+
+    def seconds(allowed):
+        full, partial, empty, empty_rows = _brute_tile_stats(allowed, bq, bk)
+        return full, partial, cm.attention_head_seconds(
+            TileStats(full, partial, empty), setup.device, setup.efficiency, 128, bq, bk, fast_path=True,
+            q_rows=ceil_div(g.L, bq), kernel=setup.attention_kernel, empty_row_steps=empty_rows)
+
+    dense_seconds = seconds(np.ones((g.L, g.L), bool))[2]
+    for name in ("radial", "sta-aligned"):
+        (mask,), _ = matched(name.removesuffix("-aligned"), g, 0.3, Tiles(bq, bk, name.endswith("-aligned")),
+                             sta_tile=(1, 2, 5))
+        allowed = mask.to_array()
+        full, partial, head = seconds(allowed)
+        row = rows[name]
+        assert row["kept_fraction"] == pytest.approx(allowed.mean())
+        assert row["partial_share"] == pytest.approx(partial / (full + partial))
+        assert row["tile_density"] == pytest.approx((full + partial) / (ceil_div(g.L, bq) * ceil_div(g.L, bk)))
+        assert row["attention_ratio"] == pytest.approx(head / dense_seconds)
+    assert rows["sta-aligned"]["attention_ratio"] < rows["radial"]["attention_ratio"] <= 1  # fewer, full tiles
+
+
+def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
+    from svgtpu.sparse_methods import method_costs
+
+    result = method_costs([0.45, 0.2, 0.3], variants=["svg", "svg-aligned"], progress=False)
+    assert result["geometry"].startswith("wan-1440p") and (result["block_q"], result["block_kv"]) == (3024, 2048)
+    for name in ("svg", "svg-aligned"):
+        mine = [r for r in result["rows"] if r["method"] == name]
+        assert [r["kept_target"] for r in mine] == [0.2, 0.3, 0.45]
+        ratios = [r["attention_ratio"] for r in mine]
+        assert ratios == sorted(ratios) and 0 < ratios[0] and ratios[-1] < 1
+        for r in mine:  # the cost follows the computed tiles, not the kept pairs
+            assert r["attention_ratio"] >= 0.9 * r["tile_density"]
+    unaligned, aligned = ([r for r in result["rows"] if r["method"] == n][1] for n in ("svg", "svg-aligned"))
+    assert aligned["partial_share"] < unaligned["partial_share"] and aligned["attention_ratio"] < unaligned["attention_ratio"]
+
+
+def test_method_costs_states_the_svg2_cluster_assumption():
+    from svgtpu.sparse_methods import method_costs
+
+    result = method_costs([0.3], variants=["svg2-aligned"], geometry=TOY, block_q=128, block_kv=128,
+                          svg2=SVG2Config(q_clusters=8, k_clusters=16), progress=False)
+    assert "8 query and 16 key clusters" in result["svg2_assumption"]
+    [row] = [r for r in result["rows"] if r["method"] == "svg2-aligned"]
+    assert "assumed" in row["clusters"] and 0 < row["attention_ratio"] < 1
+
+
+def test_pareto_front_by_hand():
+    from svgtpu.sparse_methods import pareto_front
+
+    points = [{"v": "a", "t": 0.3, "q": 20.0}, {"v": "b", "t": 0.5, "q": 25.0}, {"v": "c", "t": 0.4, "q": 19.0},
+              {"v": "d", "t": 0.3, "q": 18.0}, {"v": "e", "t": 0.6, "q": 25.0}]
+    assert [p["v"] for p in pareto_front(points, "t", "q")] == ["a", "b"]  # c, d: a beats them; e: b does
+
+
+def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
+    import dataclasses
+
+    import jax
+
+    from svgtpu.dit import init_params
+    from svgtpu.quality import psnr, ssim
+    from svgtpu.sampler import sample
+    from svgtpu.sparse_methods import mask_backend, method_sweep, radial_for_density
+    from svgtpu.train import CONFIGS
+
+    seed = 5
+    print("seed", seed)
+    config = dataclasses.replace(CONFIGS["tiny"], frames=2, height=12, width=16)  # 2x6x8 tokens: one tile
+    params = init_params(config, jax.random.PRNGKey(seed))
+    # the DiT's output layer starts at zero (every video would be the same): perturb every weight
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    keys = jax.random.split(jax.random.PRNGKey(seed + 1), len(leaves))
+    params = jax.tree_util.tree_unflatten(tree, [x + 0.2 * jax.random.normal(k, x.shape, x.dtype)
+                                                 for x, k in zip(leaves, keys)])
+    result = method_sweep(params, config, variants=["radial"], kept_fractions=[0.5, 0.25], seeds=[1], num_steps=2,
+                          progress=False)
+    assert result["kept_targets"] == [0.25, 0.5] and len(result["per_seed"]) == 2
+    summary = {r["kept_target"]: r for r in result["summary"]}
+    for target, row in summary.items():
+        assert abs(row["kept_fraction"] - target) < 0.05 and row["variant"] == "radial"
+        assert np.isfinite(row["psnr_mean"]) and row["psnr_min"] == row["psnr_mean"]  # one seed
+    # one row by hand: the same seed's dense and radial videos, compared independently
+    mask = radial_for_density(config.geometry, 0.25)
+    common = dict(seed=1, num_steps=2, guidance=3.0, shift=1.0, progress=False)
+    labels = [1 % config.num_labels]
+    dense = sample(params, config, labels, **common)
+    sparse = sample(params, config, labels, attention=mask_backend(mask), **common)
+    assert summary[0.25]["psnr_mean"] == pytest.approx(psnr(dense, sparse), rel=1e-5)
+    assert summary[0.25]["ssim_mean"] == pytest.approx(ssim(dense, sparse), rel=1e-5)
+    assert summary[0.25]["kept_fraction"] == pytest.approx(mask.density())
