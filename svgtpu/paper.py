@@ -16,7 +16,8 @@ and this module regenerates what is between them from ``figures/results.json``:
 - ``environment``: versions, backend and profile of each notebook's last run;
 - ``compiled``: every result counted in a program the real TPU compiler built (``compiled-*``);
 - ``gpu``: the claims of ``figures/results-gpu.json`` (a run on a GPU machine), if there is one;
-- ``entries CLAIM PREFIX``: the results of ``CLAIM`` whose names start with ``PREFIX``.
+- ``entries CLAIM PREFIX``: the results of ``CLAIM`` whose names start with ``PREFIX``;
+- ``CLAIM except PREFIX``: the other results of ``CLAIM`` (when an ``entries`` block shows those).
 
 A number inside a sentence is an inline marker, filled the same way::
 
@@ -242,11 +243,12 @@ def gpu_table(figures: Path) -> str:
     return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS_NAME}` holds no result._"
 
 
-def entries_table(data: dict, claim: str, prefix: str) -> str:
-    """The results of ``claim`` whose names start with ``prefix``, as :func:`claim_details` shows them."""
-    found = {n: e for n, e in data["claims"].get(claim, {}).items() if n.startswith(prefix)}
+def entries_table(data: dict, claim: str, prefix: str, *, keep: bool = True) -> str:
+    """The results of ``claim`` whose names start with ``prefix`` (``keep=False``: all the others, for a
+    section whose ``entries`` block shows those elsewhere), as :func:`claim_details` shows them."""
+    found = {n: e for n, e in data["claims"].get(claim, {}).items() if n.startswith(prefix) == keep}
     if not found:
-        return f"_{NOT_YET.capitalize()}: no `{claim}` result `{prefix}*` yet._"
+        return f"_{NOT_YET.capitalize()}: no `{claim}` result {'' if keep else 'other than '}`{prefix}*` yet._"
     return claim_details({"claims": {claim: found}}, claim)
 
 
@@ -267,8 +269,10 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
     words = name.split()
     if len(words) == 3 and words[0] == "entries":
         return entries_table(data, words[1], words[2])
+    if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
+        return entries_table(data, words[0], words[2], keep=False)
     raise ValueError(f"unknown paper marker {name!r} in {target}: use claims, environment, compiled, gpu, "
-                     f"{', '.join(CLAIMS)}, 'figure NAME' or 'entries CLAIM PREFIX'")
+                     f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
 _VALUE = re.compile(r"(<!-- svgtpu:value (?P<claim>\w+)\.(?P<name>[\w.-]+?)(?: (?P<field>band|iqr))? -->)"
