@@ -403,50 +403,67 @@ def run_quality(args):
 
 def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
-    p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's); SVG2 rows need the "
-                                      "checkpoint's geometry and are left out at any other")
+    p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's; with --costs wan-1440p); SVG2 "
+                                      "rows need the checkpoint's geometry and are left out at any other")
     p.add_argument("--kept", type=float, default=0.3, help="kept fraction of (q, k) pairs every method is matched to")
-    p.add_argument("--block-q", type=positive_int, default=128, help="kernel q tile (production: 3024)")
-    p.add_argument("--block-kv", type=positive_int, default=128, help="kernel kv tile (production: 2048)")
-    p.add_argument("--sta-tile", default="2x8x8", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens)")
-    p.add_argument("--q-clusters", type=positive_int, default=16, help="SVG2 query clusters per head")
-    p.add_argument("--k-clusters", type=positive_int, default=32, help="SVG2 key clusters per head")
+    p.add_argument("--block-q", type=positive_int, help="kernel q tile (default 128; with --costs 3024)")
+    p.add_argument("--block-kv", type=positive_int, help="kernel kv tile (default 128; with --costs 2048)")
+    p.add_argument("--sta-tile", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens; with --costs 6x8x8)")
+    p.add_argument("--q-clusters", type=positive_int, help="SVG2 query clusters per head (default 16; --costs 100)")
+    p.add_argument("--k-clusters", type=positive_int, help="SVG2 key clusters per head (default 32; --costs 500)")
     p.add_argument("--svg2-assumed", action="store_true",
                    help="at a geometry other than the checkpoint's, SVG2 rows from assumed clusters (multinomial "
                         "sizes, random kept pairs) instead of none")
+    p.add_argument("--costs", action="store_true",
+                   help="add each method's modeled attention time, sparse / dense, of wan2.1-14b on v6e (default "
+                        "geometry wan-1440p, 3024x2048 tiles; SVG2 from assumed clusters; no checkpoint needed)")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
 
 
-@command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density",
-         _methods_arguments)
+@command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density "
+                    "(--costs: and modeled attention time at 1440p on v6e)", _methods_arguments)
 def run_methods(args):
-    from svgtpu.dit import load_checkpoint
     from svgtpu.geometry import get_geometry
     from svgtpu.results import provenance
-    from svgtpu.sparse_methods import capture_qk, check_settings, method_table
+    from svgtpu.sparse_methods import COST_SETTING, capture_qk, check_settings, method_costs, method_table
     from svgtpu.svg2 import SVG2Config
 
-    try:
-        sta_tile = tuple(int(v) for v in args.sta_tile.lower().split("x"))
-    except ValueError:
-        sta_tile = ()
-    if len(sta_tile) != 3:
-        raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
+    defaults = COST_SETTING if args.costs else {"block_q": 128, "block_kv": 128, "sta_tile": (2, 8, 8),
+                                                 "q_clusters": 16, "k_clusters": 32}
+    block_q, block_kv = args.block_q or defaults["block_q"], args.block_kv or defaults["block_kv"]
+    sta_tile = defaults["sta_tile"]
+    if args.sta_tile is not None:
+        try:
+            sta_tile = tuple(int(v) for v in args.sta_tile.lower().split("x"))
+        except ValueError:
+            sta_tile = ()
+        if len(sta_tile) != 3:
+            raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
     check_settings(args.kept, sta_tile)
+    svg2 = SVG2Config(q_clusters=args.q_clusters or defaults["q_clusters"],
+                      k_clusters=args.k_clusters or defaults["k_clusters"], block_q=block_q, block_kv=block_kv)
+    if args.costs:
+        result = method_costs([args.kept], geometry=args.geometry or COST_SETTING["geometry"], block_q=block_q,
+                              block_kv=block_kv, sta_tile=sta_tile, svg2=svg2)
+        table = format_table(result["rows"], ["method", "kept_target", "kept_fraction", "partial_share",
+                                              "tile_density", "attention_ratio"])
+        return result, table + (f"\n({result['model']} at {result['geometry']} on {result['device']}, {block_q}x"
+                                f"{block_kv} tiles; tiles {result['provenance']['tiles']}, attention_ratio "
+                                f"{result['provenance']['attention_ratio']})\n{result['svg2_assumption']}")
+    from svgtpu.dit import load_checkpoint
+
     params, config = load_checkpoint(args.checkpoint)
     geometry = get_geometry(args.geometry) if args.geometry else config.geometry
     same = (geometry.T, geometry.H, geometry.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
     qk = capture_qk(params, config, seed=args.seed, t=args.t) if same else None
-    svg2 = SVG2Config(q_clusters=args.q_clusters, k_clusters=args.k_clusters, block_q=args.block_q,
-                      block_kv=args.block_kv)
-    rows = method_table(geometry, args.kept, qk=qk, block_q=args.block_q, block_kv=args.block_kv,
+    rows = method_table(geometry, args.kept, qk=qk, block_q=block_q, block_kv=block_kv,
                         sta_tile=sta_tile, svg2=svg2, svg2_assumed=args.svg2_assumed)
-    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L,
-              "kept_target": args.kept, "block_q": args.block_q, "block_kv": args.block_kv, "seed": args.seed, "t": args.t, "rows": rows,
+    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L, "kept_target": args.kept,
+              "block_q": block_q, "block_kv": block_kv, "seed": args.seed, "t": args.t, "rows": rows,
               "provenance": provenance("computed")}
     table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
-    return result, table + f"\n({result['geometry']}, {args.block_q}x{args.block_kv} tiles, {result['provenance']})"
+    return result, table + f"\n({result['geometry']}, {block_q}x{block_kv} tiles, {result['provenance']})"
 
 
 # -- svgtpu costmodel --------------------------------------------------------------------------

@@ -224,3 +224,16 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     assert summary[0.25]["psnr_mean"] == pytest.approx(psnr(dense, sparse), rel=1e-5)
     assert summary[0.25]["ssim_mean"] == pytest.approx(ssim(dense, sparse), rel=1e-5)
     assert summary[0.25]["kept_fraction"] == pytest.approx(mask.density())
+
+
+def test_methods_costs_command_prints_json_with_the_ratio(capsys):
+    import json
+
+    argv = ["methods", "--costs", "--kept", "0.3", "--geometry", "8x10x14", "--block-q", "128", "--block-kv", "128",
+            "--sta-tile", "2x5x7", "--q-clusters", "8", "--k-clusters", "16", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["geometry"] == "8x10x14" and result["sta_tile"] == "2x5x7"
+    rows = {r["method"]: r for r in result["rows"]}
+    assert len(rows) == 9 and rows["dense"]["attention_ratio"] == 1.0
+    assert all(r["attention_ratio"] > 0 for r in rows.values()) and "8 query and 16 key" in result["svg2_assumption"]
