@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from svgtpu.geometry import ceil_div
@@ -42,10 +43,10 @@ def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
     worst = nq * nkv
     if max_steps is None:
         return worst
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not nq <= max_steps <= worst:
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or not nq <= max_steps <= worst:
         raise ValueError(f"max_steps must be None (the worst case, {worst}) or an integer from {nq} (one step per "
                          f"q tile row) to {worst} (every tile of the {nq} x {nkv} grid), got {max_steps!r}")
-    return max_steps
+    return int(max_steps)
 
 
 def traced_plan(kinds, *, L: int, block_q: int, block_kv: int, steps: int):
