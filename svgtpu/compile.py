@@ -7,8 +7,10 @@ the program (block layouts, VMEM within ``vmem_limit_bytes``, lowering of every 
 time, and it does not check scalar-prefetch (SMEM) size, which :mod:`svgtpu.kernels.budget` does.
 
 Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``svg-layer`` (the
-whole :func:`~svgtpu.attention.svg_attention`: profiling, layout transform, kernel) and
-``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
+whole :func:`~svgtpu.attention.svg_attention`: profiling, layout transform, kernel),
+``svg2-layer`` (one warm-started :func:`~svgtpu.svg2.svg2_attention`: k-means, permutation, the
+traced plan and the data-mask kernel, with the production cluster counts of
+:data:`svgtpu.sparse_methods.COST_SETTING`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
 geometry).
 """
 
@@ -22,7 +24,7 @@ from svgtpu.kernels.budget import DEVICES, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import compiling_for, tile_plan
 
-TARGETS = ("kernel", "svg-layer", "dit-step")
+TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
 DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1"}
 
@@ -185,7 +187,35 @@ def _dit_step_target(job: CompileJob, dev):
     return fn, args, _plan_facts(svg.mask(g), g.L, job, model.head_dim, "float32"), str(g)
 
 
-_BUILDERS = {"kernel": _kernel_target, "svg-layer": _svg_layer_target, "dit-step": _dit_step_target}
+def _svg2_layer_target(job: CompileJob, dev):
+    import jax
+    import jax.numpy as jnp
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels.dynamic import cluster_vmem_bytes, plan_facts
+    from svgtpu.sparse_methods import COST_SETTING
+    from svgtpu.svg2 import SVG2Config, SVG2State, svg2_attention
+    g = get_geometry(job.geometry)
+    svg2 = SVG2Config(q_clusters=COST_SETTING["q_clusters"], k_clusters=COST_SETTING["k_clusters"],
+                      block_q=job.config.block_q, block_kv=job.config.block_kv, align=job.align,
+                      fast_path=job.config.fast_path)
+    sharding = jax.sharding.SingleDeviceSharding(dev)
+    x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype), sharding=sharding)
+    centroids = [jax.ShapeDtypeStruct((job.heads, c, job.head_dim), jnp.float32, sharding=sharding)
+                 for c in (svg2.q_clusters, svg2.k_clusters)]
+
+    def fn(q, k, v, q_centroids, k_centroids):  # a warm-started call: every step after SVG2's first
+        return svg2_attention(q, k, v, svg2, SVG2State(q_centroids, k_centroids))[0]
+    facts = plan_facts(job.heads, g.L, job.config, device=job.device)
+    extra = 0 if job.align else cluster_vmem_bytes(job.config, svg2.q_clusters, svg2.k_clusters)
+    return fn, (x, x, x, *centroids), {
+        "smem_bytes": facts["smem_bytes"], "smem_budget": facts["smem_budget"], "plan_chunks": facts["chunks"],
+        "plan_steps": facts["steps_per_head"], "clusters": f"{svg2.q_clusters}x{svg2.k_clusters}",
+        "vmem_bytes": vmem_bytes(job.config, job.head_dim, 2 if job.dtype == "bfloat16" else 4, False, extra),
+        "mask_source": "padding" if job.align else "clusters"}, str(g)
+
+
+_BUILDERS = {"kernel": _kernel_target, "svg-layer": _svg_layer_target, "dit-step": _dit_step_target,
+             "svg2-layer": _svg2_layer_target}
 
 
 def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: bool = False) -> dict:
