@@ -131,7 +131,11 @@ def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config,
     return top_p, selections(top_p)
 
 
-def svg2_assumed_masks(geometry: VideoGeometry, target: float, config: SVG2Config, *, count: int = 4,
+#: How many seeded cluster draws :func:`svg2_assumed_masks` makes (their tile statistics are averaged).
+ASSUMED_DRAWS = 4
+
+
+def svg2_assumed_masks(geometry: VideoGeometry, target: float, config: SVG2Config, *, count: int = ASSUMED_DRAWS,
                        seed: int = 0) -> list[BlockMask]:
     """SVG2-like masks where there is no model to cluster (e.g. wan-1440p), under a stated assumption:
     ``L`` tokens fall into ``config.q_clusters`` / ``k_clusters`` clusters with equal chances
@@ -201,10 +205,14 @@ def _mean_stats(masks: list[Mask], block_q: int, block_kv: int, head_seconds=Non
     return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
 
 
-def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
-    """Validate the kept fraction and the STA tile before any model work; returns the tile."""
+def _check_kept(target: float) -> None:
     if not (isinstance(target, (int, float)) and 0 < target < 1):
         raise ValueError(f"kept fraction must be in (0, 1), got {target!r}")
+
+
+def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
+    """Validate the kept fraction and the STA tile before any model work; returns the tile."""
+    _check_kept(target)
     return STAMask(VideoGeometry(1, 1, 1), sta_tile, (1, 1, 1)).tile
 
 
@@ -214,8 +222,7 @@ def check_kept_fractions(kept_fractions) -> list[float]:
     if not kept_fractions:
         raise ValueError("kept fractions must name at least one value in (0, 1)")
     for target in kept_fractions:
-        if not (isinstance(target, (int, float)) and 0 < target < 1):
-            raise ValueError(f"kept fraction must be in (0, 1), got {target!r}")
+        _check_kept(target)
     if len(set(kept_fractions)) != len(kept_fractions):
         raise ValueError(f"kept fractions must differ, got {kept_fractions}")
     return sorted(float(t) for t in kept_fractions)
@@ -302,7 +309,7 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
             "svg2_assumption": f"SVG2 at {geometry} has no model to cluster: {svg2.q_clusters} query and "
                                f"{svg2.k_clusters} key clusters per head with multinomial (equal-chance) sizes, "
                                "each query cluster keeping key clusters in random order until they hold the "
-                               "kept fraction of keys (svg2_assumed_masks, 4 seeded masks averaged)",
+                               f"kept fraction of keys (svg2_assumed_masks, {ASSUMED_DRAWS} seeded draws averaged)",
             "provenance": {"tiles": provenance("computed"), "attention_ratio": provenance("modeled", device=device)}}
 
 
@@ -427,6 +434,7 @@ def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
     return sorted((p for p in points if not dominated(p)), key=lambda p: p[cost])
 
 
-__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "Tiles", "capture_qk", "check_settings", "check_kept_fractions",
-           "matched", "svg_for_density", "svg2_assumed_masks", "mask_backend", "method_sweep", "method_costs",
-           "pareto_front", "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]
+__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk", "check_settings",
+           "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks", "mask_backend", "method_sweep",
+           "method_costs", "pareto_front", "radial_for_density", "sta_for_density", "svg2_for_density",
+           "method_table"]
