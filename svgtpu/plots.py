@@ -167,6 +167,5 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
         print(f"Takeaway: {text}")
 
 
-__all__ = ["TILE_COLORS", "PALETTE", "METHOD_COLORS", "METHOD_MARKERS", "method_style", "set_style", "provenance_footer",
-           "tile_map", "tile_legend",
-           "mask_image", "reference_line", "bar_labels", "takeaway"]
+__all__ = ["TILE_COLORS", "PALETTE", "METHOD_COLORS", "METHOD_MARKERS", "method_style", "set_style",
+           "provenance_footer", "tile_map", "tile_legend", "mask_image", "reference_line", "bar_labels", "takeaway"]
