@@ -46,9 +46,11 @@ EXPECTED = {
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup"]},
     },
     "05_quality": {
-        "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet"],
+        "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
+                    "q_methods"],
         "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "sparsity_sweep",
-                         "head_kinds"]},
+                         "head_kinds", "head_kind_map", "methods_quality", "methods_tiles_1440p",
+                         "methods_attention_ratio_1440p", "methods_pareto"]},
     },
 }
 
