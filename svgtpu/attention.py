@@ -35,7 +35,7 @@ import numpy as np
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
 from svgtpu.profiling import TEMPORAL, classify_heads
-from svgtpu.schedule import warmup_count
+from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
 KERNELS = ("ours", "splash", "reference")
@@ -43,8 +43,6 @@ KERNELS = ("ours", "splash", "reference")
 ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
 #: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.
 Attention = Callable[..., jax.Array]
-#: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (SVG's Wan runs).
-DEFAULT_SPARSITY = 0.3
 #: Head kind reported by ``return_info`` for a dense warm-up call.
 DENSE = -1
 

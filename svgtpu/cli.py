@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Callable
 
+from svgtpu.schedule import DEFAULT_SPARSITY
+
 _COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 
 
@@ -116,7 +118,7 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.explore import ALIGN_CHOICES, HEAD_KINDS
     p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--kept", type=float, help="SVG kept fraction in (0, 1) (default 0.3)")
+    group.add_argument("--kept", type=float, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_SPARSITY})")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --kept")
     p.add_argument("--head", default="spatial", choices=list(HEAD_KINDS.values()))
     p.add_argument("--block-q", type=positive_int, default=3024)
@@ -132,7 +134,7 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
 def run_explore(args):
     from svgtpu import explore
 
-    kept = args.kept if args.kept is not None or args.multiplier is not None else 0.3
+    kept = args.kept if args.kept is not None or args.multiplier is not None else DEFAULT_SPARSITY
     settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=args.multiplier, head=args.head,
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=args.device, chips=args.chips)
@@ -158,7 +160,7 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=positive_int, default=64, help="query rows profiling samples")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
-    group.add_argument("--sparsity", type=float, help="SVG kept fraction in (0, 1); default 0.3")
+    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_SPARSITY}")
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
     p.add_argument("--block-q", type=positive_int, default=128)
     p.add_argument("--block-kv", type=positive_int, default=128)
@@ -299,7 +301,7 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=20, help="Euler denoising steps")
     p.add_argument("--guidance", type=float, default=3.0, help="classifier-free guidance scale")
     p.add_argument("--shift", type=float, default=1.0, help="timestep shift (1 = uniform)")
-    p.add_argument("--sparsity", type=float, help="SVG kept fraction in (0, 1); default 0.3")
+    p.add_argument("--sparsity", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_SPARSITY}")
 
 
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
@@ -359,7 +361,7 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
-                        "the kept fractions --sparsities (default: --sparsity, else 0.3)")
+                        f"the kept fractions --sparsities (default: --sparsity, else {DEFAULT_SPARSITY})")
     p.add_argument("--sparsities", type=float, nargs="+", metavar="KEPT",
                    help="with --methods: kept fractions in (0, 1), each method matched to every one")
 
@@ -374,7 +376,6 @@ def run_quality(args):
     if args.sparsities and not args.methods:
         raise ValueError("--sparsities needs --methods (the SVG study takes one --sparsity)")
     if args.methods:
-        from svgtpu.attention import DEFAULT_SPARSITY
         from svgtpu.sparse_methods import VARIANTS, check_kept_fractions, method_sweep
         kept = check_kept_fractions(args.sparsities or [args.sparsity or DEFAULT_SPARSITY])  # before any model work
         unknown = [m for m in args.methods if m not in VARIANTS]
@@ -405,7 +406,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
     p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's; with --costs wan-1440p); SVG2 "
                                       "rows need the checkpoint's geometry and are left out at any other")
-    p.add_argument("--kept", type=float, default=0.3, help="kept fraction of (q, k) pairs every method is matched to")
+    p.add_argument("--kept", type=float, default=DEFAULT_SPARSITY, help="kept fraction of (q, k) pairs every method is matched to")
     p.add_argument("--block-q", type=positive_int, help="kernel q tile (default 128; with --costs 3024)")
     p.add_argument("--block-kv", type=positive_int, help="kernel kv tile (default 128; with --costs 2048)")
     p.add_argument("--sta-tile", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens; with --costs 6x8x8)")
@@ -489,7 +490,7 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-q", type=positive_int, default=3024)
     p.add_argument("--block-kv", type=positive_int, default=2048)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, help="SVG kept fraction (default 0.3, SVG's Wan setting)")
+    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, SVG's Wan setting)")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
     p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
     p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
@@ -544,7 +545,7 @@ def run_costmodel(args):
         geometry = DiTConfig().geometry
     else:
         geometry = cm.get_resolution(args.resolution or "1440p")
-    sparsity = None if args.multiplier is not None else (0.3 if args.sparsity is None else args.sparsity)
+    sparsity = None if args.multiplier is not None else (DEFAULT_SPARSITY if args.sparsity is None else args.sparsity)
     family = cm.family_efficiency(device.family)["efficiency"]
     overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
                                    ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))

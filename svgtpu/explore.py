@@ -34,6 +34,7 @@ import numpy as np
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
                           multiplier_for_sparsity)
+from svgtpu.schedule import DEFAULT_SPARSITY
 from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 #: Head kinds offered, label -> :func:`svgtpu.masks.make_mask` kind.
@@ -70,7 +71,7 @@ class Settings:
     """One point of the explorer.  Give ``kept`` (SVG's kept fraction) or ``multiplier``, not both."""
 
     geometry: str = "wan-1440p"
-    kept: float | None = 0.3
+    kept: float | None = DEFAULT_SPARSITY
     multiplier: float | None = None
     head: str = "spatial"
     block_q: int = 3024
@@ -496,7 +497,7 @@ class _Controls:
         with slider.hold_trait_notifications():
             slider.max = 0.95 if kept else 8.0    # widen first, so value stays inside
             slider.step = 0.01 if kept else 0.05
-            slider.value = 0.3 if kept else 1.0
+            slider.value = DEFAULT_SPARSITY if kept else 1.0
             slider.description = "kept" if kept else "multiplier"
 
     def observe(self, callback) -> None:

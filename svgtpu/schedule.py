@@ -1,4 +1,4 @@
-"""SVG's dense warm-up: how many leading denoising steps and transformer layers run dense.
+"""SVG's schedule: its default kept fraction, and how many leading steps and layers run dense.
 
 Sparse VideoGen keeps the first steps and the first layers of every step dense (Wan defaults: 20 %
 of steps, 3 % of layers).  The toy sampler (:mod:`svgtpu.attention`) and the cost model
@@ -9,6 +9,9 @@ cost model stays free of JAX.
 from __future__ import annotations
 
 import math
+
+#: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (SVG's Wan runs).
+DEFAULT_SPARSITY = 0.3
 
 
 def warmup_count(fraction: float, n: int) -> int:

@@ -30,7 +30,7 @@ from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.results import REPORTED as _REPORTED, provenance
-from svgtpu.schedule import warmup_count
+from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
 from svgtpu.tiles import TileStats
 
 #: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.results.REPORTED`);
@@ -54,7 +54,7 @@ class Setup:
     cfg: bool = True
     block_q: int = 3024               # MaxDiffusion's Wan block sizes (docs/design.md, "The claims")
     block_kv: int = 2048
-    sparsity: float | None = 0.3      # SVG's Wan setting (kept fraction); or give multiplier
+    sparsity: float | None = DEFAULT_SPARSITY  # SVG's Wan setting (kept fraction); or give multiplier
     multiplier: float | None = None
     warmup_steps: float = 0.2         # SVG Wan defaults: first 20 % of steps dense ...
     warmup_layers: float = 0.03       # ... and first 3 % of layers
