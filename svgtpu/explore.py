@@ -240,14 +240,8 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
                          block_q=settings.block_q, block_kv=settings.block_kv,
                          sparsity=settings.kept, multiplier=settings.multiplier)
         dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
-
-        def head_seconds(tile_stats: TileStats, empty_rows: int) -> float:
-            return cm.attention_head_seconds(
-                tile_stats, setup.device, setup.efficiency, setup.model.head_dim, settings.block_q,
-                settings.block_kv, fast_path=True, q_rows=dense_info["q_rows"], kernel=setup.attention_kernel,
-                dtype_bytes=setup.dtype_bytes, empty_row_steps=empty_rows)
-
-        this, dense = head_seconds(stats, empty_row_steps), head_seconds(dense_stats, dense_info["empty_row_steps"])
+        this = setup.head_seconds(stats, empty_row_steps)
+        dense = setup.head_seconds(dense_stats, dense_info["empty_row_steps"])
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,
                "attention_speedup": dense / this, "heads_per_chip": setup.heads_per_chip, "error": ""}
         if video:

@@ -22,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from svgtpu import data
-from svgtpu.geometry import VideoGeometry, ceil_div
+from svgtpu.geometry import VideoGeometry
 from svgtpu.mask_families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
@@ -288,19 +288,13 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
     svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
     setup = cm.Setup(cm.get_model(model), geometry, cm.get_device(device), block_q=block_q, block_kv=block_kv)
 
-    def head_seconds(stats, empty_row_steps: int) -> float:
-        return cm.attention_head_seconds(stats, setup.device, setup.efficiency, setup.model.head_dim, block_q,
-                                         block_kv, fast_path=True, q_rows=ceil_div(geometry.L, block_q),
-                                         kernel=setup.attention_kernel, dtype_bytes=setup.dtype_bytes,
-                                         empty_row_steps=empty_row_steps)
-
-    dense = _stats(DenseMask(geometry.L), block_q, block_kv, head_seconds)
+    dense = _stats(DenseMask(geometry.L), block_q, block_kv, setup.head_seconds)
     rows = [{"method": "dense", "kept_target": 1.0, **dense}]
     for target in kept_fractions:
         for name, masks, knob in _matched_variants(geometry, target, qk=None, block_q=block_q, block_kv=block_kv,
                                                    sta_tile=sta_tile, svg2=svg2, svg2_assumed=True,
                                                    variants=variants, progress=progress):
-            row = _mean_stats(masks, block_q, block_kv, head_seconds)
+            row = _mean_stats(masks, block_q, block_kv, setup.head_seconds)
             rows.append({"method": name, "kept_target": target, **row, **knob})
     for row in rows:
         row["attention_ratio"] = row["head_seconds"] / dense["head_seconds"]

@@ -137,14 +137,19 @@ class Setup:
         return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.sparsity,
                           from_plan=self.kernel is None)
 
+    def head_seconds(self, stats: TileStats, empty_row_steps: int, *, fast_path: bool = True) -> float:
+        """Attention seconds of one head whose mask has tile counts ``stats`` at this setup's tiles
+        (``empty_row_steps``: q rows with no tile, one zero-writing step each)."""
+        return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.block_q,
+                                      self.block_kv, fast_path=fast_path,
+                                      q_rows=ceil_div(self.geometry.L, self.block_q), kernel=self.attention_kernel,
+                                      dtype_bytes=self.dtype_bytes, empty_row_steps=empty_row_steps)
+
 
 def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool) -> float:
     """Self-attention seconds of one layer on one chip: its heads split over the chip's cores."""
     stats, info = setup.tiles(kind)
-    per_head = attention_head_seconds(stats, setup.device, setup.efficiency, setup.model.head_dim,
-                                      setup.block_q, setup.block_kv, fast_path=fast_path,
-                                      q_rows=info["q_rows"], kernel=setup.attention_kernel,
-                                      dtype_bytes=setup.dtype_bytes, empty_row_steps=info["empty_row_steps"])
+    per_head = setup.head_seconds(stats, info["empty_row_steps"], fast_path=fast_path)
     return ceil_div(setup.heads_per_chip, setup.device.cores) * per_head
 
 
