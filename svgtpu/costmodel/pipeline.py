@@ -316,7 +316,6 @@ def model_video(setup: Setup) -> dict:
         "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.attention_kernel),
         "parts": sorted(setup.parts), "memory": memory(setup),
         "attention_share": breakdown["self_attention"] / forward,
-        "attention_share_dit": breakdown["self_attention"] / forward,
         "attention_share_end_to_end": attention_video / dense,
         "communication_share": (breakdown["communication"] + breakdown["weight_gather"]) / forward,
         "forward_seconds": forward,
