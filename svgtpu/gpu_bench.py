@@ -48,6 +48,7 @@ from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, mask_array
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks import BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.schedule import layer_calls
 from svgtpu.results import GPU_RESULTS_NAME
 from svgtpu.timing import interleaved_times, paired_ratio
 
@@ -527,9 +528,8 @@ def extrapolate(block: dict, sizes: Sizes) -> dict | None:
            "dense_s": passes * steps * layers * dense["block_s"], "label": "extrapolated-from-measured-block"}
     schedule = block["modeled"]
     if sparse is not None and "dense_steps" in schedule:
-        ds, dl = schedule["dense_steps"], schedule["dense_layers"]
-        out["svg_s"] = passes * (ds * layers * dense["block_s"]
-                                 + (steps - ds) * (dl * dense["block_s"] + (layers - dl) * sparse["block_s"]))
+        dense_calls, sparse_calls = layer_calls(steps, layers, schedule["dense_steps"], schedule["dense_layers"])
+        out["svg_s"] = passes * (dense_calls * dense["block_s"] + sparse_calls * sparse["block_s"])
         out["speedup"] = out["dense_s"] / out["svg_s"]
     return out
 

@@ -22,3 +22,11 @@ def warmup_count(fraction: float, n: int) -> int:
     so that ``0.29 * 100`` gives 29, not 28.
     """
     return min(n, math.floor(round(fraction * n, 9)))
+
+
+def layer_calls(steps: int, layers: int, dense_steps: int, dense_layers: int) -> tuple[int, int]:
+    """``(dense, sparse)``: how many (step, layer) attention calls of one pass run dense and sparse
+    under SVG's schedule -- every layer of the ``dense_steps`` warm-up steps and the first
+    ``dense_layers`` layers of every later step run dense, the rest sparse."""
+    sparse_steps = steps - dense_steps
+    return dense_steps * layers + sparse_steps * dense_layers, sparse_steps * (layers - dense_layers)

@@ -83,6 +83,13 @@ def test_warmup_count_follows_svg_fractions():
     assert warmup_count(0.2, 4) == 0 and warmup_count(0.29, 100) == 29  # 0.29 * 100 = 28.999... in floats
 
 
+def test_layer_calls_count_the_schedule_by_brute_force():
+    from svgtpu.schedule import layer_calls
+    for steps, layers, ds, dl in ((50, 40, 10, 1), (4, 4, 0, 0), (7, 3, 7, 2), (10, 5, 2, 5)):
+        dense = sum(step < ds or layer < dl for step in range(steps) for layer in range(layers))
+        assert layer_calls(steps, layers, ds, dl) == (dense, steps * layers - dense)
+
+
 def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
     config = SVGConfig(warmup_step_fraction=0.25, warmup_layer_fraction=0.25)  # steps 0, 1 of 8; layer 0 of 4
     traces = []

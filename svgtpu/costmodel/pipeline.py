@@ -30,7 +30,7 @@ from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.results import REPORTED as _REPORTED, provenance
-from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
+from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls, warmup_count
 from svgtpu.tiles import TileStats
 
 #: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.results.REPORTED`);
@@ -245,11 +245,8 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
         return passes * (other + n_layers * _per_chip_layer_attention(setup, "dense", fast_path))
     overhead = sum(svg_overhead_seconds(setup).values())
     sparse_layer = _per_chip_layer_attention(setup, kind, fast_path) + overhead
-    dense_steps, dense_layers = setup.dense_steps, setup.dense_layers
-    sparse_steps = setup.steps - dense_steps
-    per_sparse_step = dense_layers * dense_layer + (n_layers - dense_layers) * sparse_layer
-    return setup.sequential_passes * (setup.steps * other + dense_steps * n_layers * dense_layer
-                                      + sparse_steps * per_sparse_step)
+    dense_calls, sparse_calls = layer_calls(setup.steps, n_layers, setup.dense_steps, setup.dense_layers)
+    return setup.sequential_passes * (setup.steps * other + dense_calls * dense_layer + sparse_calls * sparse_layer)
 
 
 def video_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
