@@ -27,7 +27,7 @@ from svgtpu.results import provenance
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {
-    "toy": DiTConfig(heads=2, head_dim=64, depth=4),
+    "toy": DiTConfig(heads=3, head_dim=64, depth=4),
     "tiny": DiTConfig(heads=1, head_dim=64, depth=1, mlp_ratio=2, context_tokens=2, freq_dim=64),
 }
 
