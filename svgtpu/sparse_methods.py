@@ -216,6 +216,11 @@ def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
     return STAMask(VideoGeometry(1, 1, 1), sta_tile, (1, 1, 1)).tile
 
 
+def _check_variants(variants) -> None:
+    if not variants or any(v not in VARIANTS for v in variants):
+        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+
+
 def check_kept_fractions(kept_fractions) -> list[float]:
     """At least one kept fraction, each in (0, 1), no repeats; returned sorted."""
     kept_fractions = list(kept_fractions)
@@ -280,9 +285,7 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
     from svgtpu.results import provenance
 
     kept_fractions = check_kept_fractions(kept_fractions)
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown or not variants:
-        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+    _check_variants(variants)
     sta_tile = check_settings(kept_fractions[0], sta_tile)
     geometry = get_geometry(geometry)
     svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
@@ -378,9 +381,7 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
     from svgtpu.results import provenance
     from svgtpu.sampler import sample
 
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown or not variants:
-        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+    _check_variants(variants)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     kept_fractions = check_kept_fractions(kept_fractions)

@@ -46,7 +46,7 @@ import numpy as np
 from svgtpu.geometry import check_positive_int
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
-from svgtpu.kernels.dynamic_plan import TRACED_ALIGN, block_labels, block_table_kinds, traced_plan
+from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, check_traced_align, traced_plan
 from svgtpu.kernels.plan import resolve_interpret
 from svgtpu.mask_families import BlockMask
 from svgtpu.masks import Mask, align
@@ -93,8 +93,7 @@ class SVG2Config:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not (isinstance(self.min_kept_fraction, (int, float)) and 0 <= self.min_kept_fraction <= 1):
             raise ValueError(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
-        if self.align not in TRACED_ALIGN:
-            raise ValueError(f"align must be None or one of {', '.join(TRACED_ALIGN[1:])}, got {self.align!r}")
+        check_traced_align(self.align)
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 

@@ -34,8 +34,9 @@ from svgtpu.geometry import ceil_div, round_up
 from svgtpu.kernels.block_sparse import _chunk_call, check_sm_scale, default_device, pad_qkv, resolve_config
 from svgtpu.kernels.budget import DEVICES, check_vmem, device_memory
 from svgtpu.kernels.config import LANES, SUBLANES, KernelConfig
-from svgtpu.kernels.dynamic_plan import TRACED_ALIGN, block_labels, block_table_kinds, plan_length, traced_plan
-from svgtpu.kernels.plan import SMEM_TILE_WORDS, PlanChunk, check_qkv, kv_bits_for, resolve_interpret
+from svgtpu.kernels.dynamic_plan import (block_labels, block_table_kinds, check_traced_align, plan_length,
+                                         traced_plan)
+from svgtpu.kernels.plan import PlanChunk, check_qkv, kv_bits_for, resolve_interpret, smem_array_bytes
 
 #: The cluster table is zero-padded to multiples of this on both sides before it enters the kernel,
 #: so the two mask matmuls have MXU-shaped operands (bf16 packs 16 rows per vreg).
@@ -60,16 +61,11 @@ def cluster_vmem_bytes(config: KernelConfig, q_blocks: int, k_blocks: int) -> in
     return 2 * inputs + temporaries
 
 
-def _smem(heads: int, steps: int) -> int:
-    """SMEM bytes of a packed plan of ``steps`` words per head (whole 128-word SMEM tiles)."""
-    return 4 * round_up(heads * steps, SMEM_TILE_WORDS)
-
-
 def chunk_rows(heads: int, nq: int, nkv: int, steps: int, smem_budget: int) -> int:
     """Most q tile rows per ``pallas_call`` whose padded plan (``min(steps, rows * nkv)`` words per head)
     fits ``smem_budget`` bytes of SMEM."""
     def smem(rows):
-        return _smem(heads, min(steps, rows * nkv))
+        return smem_array_bytes(heads * min(steps, rows * nkv))
 
     if smem(1) > smem_budget:
         raise ValueError(f"one q tile row of the traced plan needs {smem(1)} bytes of SMEM for {heads} heads, over "
@@ -89,7 +85,7 @@ def plan_facts(heads: int, L: int, config: KernelConfig, max_steps: int | None =
     budget = device_memory(device).smem_budget
     rows = chunk_rows(heads, nq, nkv, bound, budget)
     return {"tiles": nq * nkv, "steps_per_head": bound, "chunks": ceil_div(nq, rows),
-            "smem_bytes": _smem(heads, min(bound, rows * nkv)), "smem_budget": budget}
+            "smem_bytes": smem_array_bytes(heads * min(bound, rows * nkv)), "smem_budget": budget}
 
 
 def _check_table(q_edges, k_edges, table, heads: int) -> None:
@@ -121,8 +117,7 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     config = resolve_config(config, block_q, block_kv, block_kv_compute, fast_path)
     check_qkv(q, k, v)
     _check_table(q_edges, k_edges, table, q.shape[0])
-    if align not in TRACED_ALIGN:
-        raise ValueError(f"align must be None or one of {', '.join(TRACED_ALIGN[1:])}, got {align!r}")
+    check_traced_align(align)
     L = q.shape[1]
     plan_length(ceil_div(L, config.block_q), ceil_div(L, config.block_kv), max_steps)  # validates the bound
     scale = check_sm_scale(sm_scale, q.shape[-1])

@@ -37,6 +37,12 @@ from svgtpu.tiles import EMPTY, FULL, PARTIAL
 TRACED_ALIGN = (None,) + ALIGN_MODES
 
 
+def check_traced_align(align) -> None:
+    """``align`` must be one of :data:`TRACED_ALIGN`."""
+    if align not in TRACED_ALIGN:
+        raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {align!r}")
+
+
 def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
     """Steps per head of a traced plan over an ``nq x nkv`` tile grid: ``max_steps``, validated, or the
     worst case ``nq * nkv``."""
@@ -103,8 +109,7 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
     so only tiles holding padded keys stay partial.  ``kept``: the fraction of the ``L x L`` pairs the
     (aligned) mask allows, per head.
     """
-    if align not in TRACED_ALIGN:
-        raise ValueError(f"align must be one of {TRACED_ALIGN} for a block-table mask in data, got {align!r}")
+    check_traced_align(align)
     nq, nkv = ceil_div(L, block_q), ceil_div(L, block_kv)
     oq = _overlap(q_edges.astype(jnp.int32), L, block_q, nq)
     ok = _overlap(k_edges.astype(jnp.int32), L, block_kv, nkv)
@@ -129,4 +134,4 @@ def block_labels(edges, length: int):
     return jax.vmap(lambda e: jnp.searchsorted(e[1:], positions, side="right"))(edges).astype(jnp.int32)
 
 
-__all__ = ["plan_length", "traced_plan", "block_table_kinds", "block_labels", "TRACED_ALIGN"]
+__all__ = ["plan_length", "traced_plan", "block_table_kinds", "block_labels", "check_traced_align", "TRACED_ALIGN"]

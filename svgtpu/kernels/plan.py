@@ -179,7 +179,7 @@ class TilePlan:
 
     def smem_bytes_for(self, steps: int) -> int:
         """SMEM bytes of a plan (chunk) of ``steps`` steps per plan head, in whole 128-word tiles."""
-        return self.words_per_step * 4 * round_up(self.plan_heads * steps, SMEM_TILE_WORDS)
+        return self.words_per_step * smem_array_bytes(self.plan_heads * steps)
 
     def chunks(self, max_bytes: int | None = None) -> tuple[PlanChunk, ...]:
         """The packed plan, cut at q-row boundaries into chunks of at most ``max_bytes`` of SMEM each
@@ -216,10 +216,15 @@ class PlanChunk:
 
     @property
     def smem_bytes(self) -> int:
-        """SMEM of this chunk: Mosaic tiles 1-D SMEM arrays by 128 words (``memref<Nxi32,
-        #tpu.tiled<(128),[1]>>`` in its dump), so each array takes whole 512-byte tiles."""
+        """SMEM of this chunk: its plan words and, for ``blocks`` plans, its mask-block indices."""
         arrays = (self.words,) if self.block_index is None else (self.words, self.block_index)
-        return sum(4 * round_up(a.size, SMEM_TILE_WORDS) for a in arrays)
+        return sum(smem_array_bytes(a.size) for a in arrays)
+
+
+def smem_array_bytes(words: int) -> int:
+    """SMEM bytes of a 1-D int32 array of ``words`` words: Mosaic tiles 1-D SMEM arrays by 128 words
+    (``memref<Nxi32, #tpu.tiled<(128),[1]>>`` in its dump), so it takes whole 512-byte tiles."""
+    return 4 * round_up(words, SMEM_TILE_WORDS)
 
 
 def kv_bits_for(L: int, block_kv: int) -> int:
