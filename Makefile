@@ -26,7 +26,7 @@ figures: install
 lab: install
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-# The prepared GPU run (svgtpu/gpu_bench.py): the GPU machine's own python and jax, from the checkout (no
+# The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python and jax, from the checkout (no
 # venv, no installs), about 7 of the 8 minutes one command may take on an H200.  Where $OUT names a
 # folder (a remote runner's way back), the results file is copied there too.
 GPU_PYTHON ?= python3

@@ -74,7 +74,7 @@ def run_info(args):
 # -- svgtpu tiles -----------------------------------------------------------------------------
 
 def _tiles_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.masks import ALIGN_MODES, MASK_KINDS
+    from svgtpu.masks.core import ALIGN_MODES, MASK_KINDS
     p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
     p.add_argument("--mask", default="spatial", help=f"one of {', '.join(MASK_KINDS)}")
     group = p.add_mutually_exclusive_group()
@@ -88,8 +88,8 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
 @command("tiles", "classify the tiles of an SVG mask (C3)", _tiles_arguments)
 def run_tiles(args):
     from svgtpu.geometry import get_geometry
-    from svgtpu.masks import align, alignment_diff, make_mask
-    from svgtpu.tiles import classify
+    from svgtpu.masks.core import align, alignment_diff, make_mask
+    from svgtpu.masks.tiles import classify
 
     geometry = get_geometry(args.geometry)
     multiplier = args.multiplier if args.multiplier is not None or args.sparsity is not None else 1.0
@@ -150,8 +150,8 @@ def run_explore(args):
 # -- svgtpu profile-heads ---------------------------------------------------------------------
 
 def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.attention import KERNELS
-    from svgtpu.masks import ALIGN_MODES
+    from svgtpu.attention.svg import KERNELS
+    from svgtpu.masks.core import ALIGN_MODES
     p.add_argument("--geometry", default="4x10x14", help="preset (wan-480p ... wan-1440p) or TxHxW")
     p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -175,10 +175,10 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
 def run_profile_heads(args):
     import numpy as np
 
-    from svgtpu.attention import SVGConfig
-    from svgtpu.bench import bench_profiling
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.bench.kernels import bench_profiling
     from svgtpu.geometry import get_geometry
-    from svgtpu.profiling import HEAD_KINDS, profile_planted
+    from svgtpu.attention.profiling import HEAD_KINDS, profile_planted
 
     geometry = get_geometry(args.geometry)
     config = SVGConfig(multiplier=args.multiplier, sparsity=args.sparsity, num_sampled_rows=args.rows,
@@ -210,7 +210,7 @@ def run_profile_heads(args):
 # -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
 
 def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.reproduce import NOTEBOOKS, PROFILES
+    from svgtpu.report.reproduce import NOTEBOOKS, PROFILES
     p.add_argument("--profile", default="cpu", choices=list(PROFILES),
                    help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
@@ -225,9 +225,9 @@ def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
 def run_reproduce(args):
     import time
 
-    from svgtpu.paper import generate
-    from svgtpu.reproduce import reproduce, summary_rows
-    from svgtpu.results import results_path
+    from svgtpu.report.paper import generate
+    from svgtpu.report.reproduce import reproduce, summary_rows
+    from svgtpu.report.results import results_path
 
     start = time.perf_counter()
     results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
@@ -254,7 +254,7 @@ def _paper_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("paper", "regenerate the paper's tables and figure blocks from the results file", _paper_arguments)
 def run_paper(args):
-    from svgtpu.paper import generate
+    from svgtpu.report.paper import generate
 
     report = generate(args.results, args.files or None)
     return {"files": report}, format_table(report)
@@ -278,8 +278,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
 def run_train(args):
     import shlex
 
-    from svgtpu.dit import load_checkpoint
-    from svgtpu.train import get_config, save_training, train
+    from svgtpu.toy.dit import load_checkpoint
+    from svgtpu.toy.train import get_config, save_training, train
 
     config, init = get_config(args.config), None
     if args.init:
@@ -305,8 +305,8 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.attention import ATTENTION_BACKENDS
-    from svgtpu.masks import ALIGN_MODES
+    from svgtpu.attention.svg import ATTENTION_BACKENDS
+    from svgtpu.masks.core import ALIGN_MODES
     _sampling_arguments(p)
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG or SVG2 mask (--attention svg, svg2)")
@@ -321,13 +321,13 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
 def run_generate(args):
     import time
 
-    from svgtpu.attention import SVGConfig, attention_backend
-    from svgtpu.data import MOTIONS
-    from svgtpu.dit import load_checkpoint
-    from svgtpu.results import provenance
-    from svgtpu.sampler import sample, save_video
-    from svgtpu.sharding import mesh_for_model
-    from svgtpu.svg2 import SVG2Config
+    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.toy.data import MOTIONS
+    from svgtpu.toy.dit import load_checkpoint
+    from svgtpu.report.results import provenance
+    from svgtpu.toy.sampler import sample, save_video
+    from svgtpu.attention.sharding import mesh_for_model
+    from svgtpu.attention.svg2 import SVG2Config
 
     if args.align and args.attention not in ("svg", "svg2"):
         raise ValueError(f"--align needs --attention svg or svg2, got --attention {args.attention}")
@@ -370,13 +370,13 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
                     "--methods every sparse method at matched kept fractions",
          _quality_arguments)
 def run_quality(args):
-    from svgtpu.dit import load_checkpoint
-    from svgtpu.quality import quality_study
+    from svgtpu.toy.dit import load_checkpoint
+    from svgtpu.toy.quality import quality_study
 
     if args.sparsities and not args.methods:
         raise ValueError("--sparsities needs --methods (the SVG study takes one --sparsity)")
     if args.methods:
-        from svgtpu.sparse_methods import VARIANTS, check_kept_fractions, method_sweep
+        from svgtpu.bench.methods import VARIANTS, check_kept_fractions, method_sweep
         kept = check_kept_fractions(args.sparsities or [args.sparsity or DEFAULT_SPARSITY])  # before any model work
         unknown = [m for m in args.methods if m not in VARIANTS]
         if unknown:
@@ -426,9 +426,9 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
                     "(--costs: and modeled attention time at 1440p on v6e)", _methods_arguments)
 def run_methods(args):
     from svgtpu.geometry import get_geometry
-    from svgtpu.results import provenance
-    from svgtpu.sparse_methods import COST_SETTING, capture_qk, check_settings, method_costs, method_table
-    from svgtpu.svg2 import SVG2Config
+    from svgtpu.report.results import provenance
+    from svgtpu.bench.methods import COST_SETTING, capture_qk, check_settings, method_costs, method_table
+    from svgtpu.attention.svg2 import SVG2Config
 
     defaults = COST_SETTING if args.costs else {"block_q": 128, "block_kv": 128, "sta_tile": (2, 8, 8),
                                                  "q_clusters": 16, "k_clusters": 32}
@@ -452,7 +452,7 @@ def run_methods(args):
         return result, table + (f"\n({result['model']} at {result['geometry']} on {result['device']}, {block_q}x"
                                 f"{block_kv} tiles; tiles {result['provenance']['tiles']}, attention_ratio "
                                 f"{result['provenance']['attention_ratio']})\n{result['svg2_assumption']}")
-    from svgtpu.dit import load_checkpoint
+    from svgtpu.toy.dit import load_checkpoint
 
     params, config = load_checkpoint(args.checkpoint)
     geometry = get_geometry(args.geometry) if args.geometry else config.geometry
@@ -527,21 +527,21 @@ def run_costmodel(args):
         return _costmodel_validate()
     model = cm.get_model(args.model)
     if args.device == "cpu" and args.model == "toy":
-        from svgtpu.bench_cpu import toy_attention_share_measured_vs_modeled
+        from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
         result = toy_attention_share_measured_vs_modeled()
         table = format_table([{k: result[k] for k in (
             "model", "L", "modeled_attention_share", "measured_attention_share",
             "modeled_forward_seconds", "measured_forward_seconds")}])
         return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
     if args.device == "cpu":
-        from svgtpu.bench_cpu import calibrate_cpu
+        from svgtpu.bench.cpu import calibrate_cpu
         device = calibrate_cpu()
     else:
         device = cm.get_device(args.device)
     if not args.mxu_width_penalty:
         device = dataclasses.replace(device, matmul_tile=None)
     if args.resolution is None and args.model == "toy":
-        from svgtpu.dit import DiTConfig
+        from svgtpu.toy.dit import DiTConfig
         geometry = DiTConfig().geometry
     else:
         geometry = cm.get_resolution(args.resolution or "1440p")
@@ -586,7 +586,7 @@ def run_costmodel(args):
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=("kernels", "ops", "gpu"),
                    help="kernels: interleaved timings of the attention variants; ops: vector ops per tile kind; "
-                        "gpu: the prepared GPU run (svgtpu.gpu_bench; `make gpu-bench`)")
+                        "gpu: the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`)")
     p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
     p.add_argument("--block-q", type=positive_int, default=512)
@@ -611,12 +611,12 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
          _bench_arguments)
 def run_bench(args):
     if args.what == "gpu":
-        from svgtpu import gpu_bench
+        from svgtpu.bench import gpu as gpu_bench
         result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget)
         if args.out:
             result["written"] = str(gpu_bench.write(result, args.out))
         return result, gpu_bench.format_result(result)
-    from svgtpu import bench
+    from svgtpu.bench import kernels as bench
     from svgtpu.kernels import KernelConfig
     from svgtpu.kernels.plan import HEAD_DIMS
 
@@ -636,7 +636,7 @@ def run_bench(args):
         tables = [format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
                   "tile plans (grid steps per head; wasted = no-op padding of per-head plans)", plans]
         if args.compiled:
-            from svgtpu.llo import compiled_ops
+            from svgtpu.bench.llo import compiled_ops
             result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **common)
             tables.append(format_table(result["compiled"]["rows"]) + f"\n({result['compiled']['provenance']}: "
                                                                       f"{result['compiled']['counted_in']})")
@@ -655,14 +655,14 @@ def run_bench(args):
 
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.compile import add_arguments
+    from svgtpu.bench.compile import add_arguments
     add_arguments(p)
 
 
 @command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
          "needed (exit 1 if the compiler refuses)", _compile_arguments)
 def run_compile(args):
-    from svgtpu.compile import run_command
+    from svgtpu.bench.compile import run_command
     return run_command(args)
 
 

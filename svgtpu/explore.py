@@ -3,7 +3,7 @@
 Move a control and watch tiles turn from partial to full: geometry (preset or ``TxHxW``), kept
 fraction or band multiplier, head kind (spatial; temporal after or before the layout
 transformation; dense), tile size, alignment mode, device and chips.  Every redraw uses the masks'
-analytic tile counts (:meth:`svgtpu.masks.Mask.count_grid`), never an ``L x L`` array, so wan-1440p
+analytic tile counts (:meth:`svgtpu.masks.core.Mask.count_grid`), never an ``L x L`` array, so wan-1440p
 redraws in well under a second even at 512 x 512 tiles (``svgtpu explore --geometry wan-1440p
 --block-q 512 --block-kv 512`` prints the time).
 
@@ -32,12 +32,12 @@ import time
 import numpy as np
 
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
+from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
                           multiplier_for_sparsity)
 from svgtpu.schedule import DEFAULT_SPARSITY
-from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
-#: Head kinds offered, label -> :func:`svgtpu.masks.make_mask` kind.
+#: Head kinds offered, label -> :func:`svgtpu.masks.core.make_mask` kind.
 HEAD_KINDS = {
     "spatial": "spatial",
     "temporal, after layout transform": "temporal",
@@ -294,7 +294,7 @@ def _downsample_factor(shape: tuple[int, int], max_side: int = MAX_MAP_SIDE) -> 
 def downsample(kinds: np.ndarray, max_side: int = MAX_MAP_SIDE) -> tuple[np.ndarray, int]:
     """``(rgb image, factor)``: each pixel covers ``factor x factor`` tiles and mixes the tile-kind
     colours in proportion to how many tiles of each kind it covers (factor 1: exact colours)."""
-    from svgtpu.plots import TILE_COLORS
+    from svgtpu.report.plots import TILE_COLORS
     factor = _downsample_factor(kinds.shape, max_side)
     nq, nk = ceil_div(kinds.shape[0], factor), ceil_div(kinds.shape[1], factor)
     padded = np.full((nq * factor, nk * factor), -1, dtype=np.int8)
@@ -318,7 +318,7 @@ def _describe(stats: dict) -> str:
 def tile_png(stats: dict, side: int = MAP_PIXELS) -> bytes:
     """The tile-kind map as a small PNG drawn straight from the pixels (what the widgets show).
 
-    The colours of :data:`svgtpu.plots.TILE_COLORS`, downsampled by :func:`downsample`, scaled by a
+    The colours of :data:`svgtpu.report.plots.TILE_COLORS`, downsampled by :func:`downsample`, scaled by a
     whole factor to about ``side`` pixels, white tile borders when tiles are big enough to see.  A
     few milliseconds, where a matplotlib figure with titles and layout takes most of a second on a
     busy CPU.
@@ -419,7 +419,7 @@ def stats_html(*stats: dict, names: tuple[str, ...] = ()) -> str:
 
 def map_html(stats: dict, image: bytes, name: str = "") -> str:
     """One tile map as HTML: what it shows, the PNG (inline) and the colour legend."""
-    from svgtpu.plots import TILE_COLORS, TILE_NAMES
+    from svgtpu.report.plots import TILE_COLORS, TILE_NAMES
     s = stats["settings"]
     kinds = stats["kinds"]
     factor = _downsample_factor(kinds.shape)

@@ -1,7 +1,7 @@
 """SVG's schedule: its default kept fraction, and how many leading steps and layers run dense.
 
 Sparse VideoGen keeps the first steps and the first layers of every step dense (Wan defaults: 20 %
-of steps, 3 % of layers).  The toy sampler (:mod:`svgtpu.attention`) and the cost model
+of steps, 3 % of layers).  The toy sampler (:mod:`svgtpu.attention.svg`) and the cost model
 (:mod:`svgtpu.costmodel`) both count them with :func:`warmup_count`; it has no dependencies so the
 cost model stays free of JAX.
 """

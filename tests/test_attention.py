@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from float64_reference import masked_attention, relative_error
-from svgtpu.attention import DENSE, SVGConfig, sparse_attention, svg_attention, warmup_count
+from svgtpu.attention.svg import DENSE, SVGConfig, sparse_attention, svg_attention, warmup_count
 from svgtpu.geometry import VideoGeometry
-from svgtpu.masks import PermutedMask
-from svgtpu.profiling import planted_heads
+from svgtpu.masks.core import PermutedMask
+from svgtpu.attention.profiling import planted_heads
 
 G = VideoGeometry(4, 10, 14)  # F = 140, L = 560: neither a multiple of 128
 D = 64

@@ -27,7 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from svgtpu import explore, reproduce
+from svgtpu import explore
+from svgtpu.report import reproduce
 
 pytestmark = pytest.mark.browser
 

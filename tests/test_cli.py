@@ -8,8 +8,8 @@ import pytest
 
 from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
-from svgtpu.masks import svg_mask
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.core import svg_mask
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from test_masks_tiles import brute_kinds
 
 

@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from svgtpu.compile import CompileJob, compile_fn, compile_targets, libtpu_available, topology_device
+from svgtpu.bench.compile import CompileJob, compile_fn, compile_targets, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, block_sparse_attention
 from svgtpu.kernels.plan import compiling_for
-from svgtpu.masks import BandSinkMask
+from svgtpu.masks.core import BandSinkMask
 
 pytestmark = pytest.mark.skipif(not libtpu_available(),
                                 reason='libtpu not installed (pip install "jax[tpu]==0.10.2"): no TPU compiler')
@@ -86,7 +86,7 @@ def test_compile_command_exit_status(capsys):
 
 
 def test_llo_parsers_on_a_hand_written_dump():
-    from svgtpu.llo import region_bundles, top_level_regions
+    from svgtpu.bench.llo import region_bundles, top_level_regions
     llo = """module {
   func.func @block_sparse_attention(%arg0: i32) {
     %0 = llo.constant 1 : i32
@@ -111,7 +111,7 @@ def test_llo_parsers_on_a_hand_written_dump():
 
 def test_compiled_full_tile_body_has_no_compares_with_the_fast_path():
     """C4 as libtpu builds it: the full body holds no vcmp/vselect; the partial body does."""
-    from svgtpu.llo import compiled_tile_counts
+    from svgtpu.bench.llo import compiled_tile_counts
     spec = dict(geometry="4x8x16", mask="svg", multiplier=1.0, block_q=128, block_kv=128, block_kv_compute=128,
                 head_dim=128, dtype="bfloat16", fast_path=True)
     full, partial = compiled_tile_counts(spec)

@@ -11,7 +11,7 @@ import pytest
 
 from svgtpu import costmodel as cm
 from svgtpu.cli import main
-from svgtpu.tiles import TileStats
+from svgtpu.masks.tiles import TileStats
 
 TINY = cm.ModelConfig("tiny", layers=2, dim=4, heads=2, head_dim=2, ffn=8, text_len=3, patch_in=5, source="test")
 FAKE = cm.DeviceSpec("fake", matmul_flops=1e12, hbm_bandwidth=1e11, hbm_bytes=1e9, vector_ops=1e11,
@@ -34,7 +34,7 @@ def test_flops_equal_hand_count():
 
 
 def test_toy_dit_adapter_and_public_param_counts():
-    from svgtpu.dit import DiTConfig
+    from svgtpu.toy.dit import DiTConfig
 
     config = DiTConfig(heads=3, head_dim=64, depth=2, mlp_ratio=2, context_tokens=5)
     toy = cm.ModelConfig.from_dit(config)

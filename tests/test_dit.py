@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from float64_reference import masked_attention
-from svgtpu import data
-from svgtpu.attention import SVGConfig, attention_backend, dense_attention
-from svgtpu.dit import (DiTConfig, apply_rope, forward, init_params, load_checkpoint, patchify, rope_angles,
+from svgtpu.toy import data
+from svgtpu.attention.svg import SVGConfig, attention_backend, dense_attention
+from svgtpu.toy.dit import (DiTConfig, apply_rope, forward, init_params, load_checkpoint, patchify, rope_angles,
                         rope_split, save_checkpoint, unpatchify)
 from svgtpu.geometry import VideoGeometry
-from svgtpu.sampler import sample, save_video, time_grid
-from svgtpu.train import CONFIGS, flow_matching_loss, get_config, train
+from svgtpu.toy.sampler import sample, save_video, time_grid
+from svgtpu.toy.train import CONFIGS, flow_matching_loss, get_config, train
 
 CHECKPOINT = os.path.join(os.path.dirname(__file__), "..", "checkpoints", "toy_dit.npz")
 
@@ -201,7 +201,7 @@ def test_bad_config_is_rejected_clearly():
 
 
 def test_save_training_chains_the_stages_of_continued_training(tmp_path):
-    from svgtpu.train import save_training
+    from svgtpu.toy.train import save_training
 
     config = CONFIGS["tiny"]
     params = init_params(config, jax.random.PRNGKey(0))

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.compile import compile_fn, libtpu_available, topology_device
+from svgtpu.bench.compile import compile_fn, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, tile_plan
 from svgtpu.kernels.dynamic import block_table_attention, chunk_rows, plan_facts
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, plan_length, traced_plan
 from svgtpu.kernels.plan import compiling_for, noop_word
-from svgtpu.mask_families import BlockMask
-from svgtpu.masks import ArrayMask, align
-from svgtpu.tiles import EMPTY, classify
+from svgtpu.masks.families import BlockMask
+from svgtpu.masks.core import ArrayMask, align
+from svgtpu.masks.tiles import EMPTY, classify
 
 TOLERANCE = {"float32": 2e-5, "bfloat16": 3e-2}
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from svgtpu import gpu_bench
+from svgtpu.bench import gpu as gpu_bench
 from svgtpu.cli import main
-from svgtpu.results import load_results
+from svgtpu.report.results import load_results
 
 
 def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):

@@ -12,8 +12,8 @@ from test_kernels import (GEOM_SPATIAL, TOLERANCE, numpy_attention, per_head_mas
 
 from svgtpu.kernels import block_sparse_attention, mask_array, tile_plan
 from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan
-from svgtpu.masks import ArrayMask, BandSinkMask, DenseMask, align, svg_mask
-from svgtpu.tiles import FULL, classify
+from svgtpu.masks.core import ArrayMask, BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.masks.tiles import FULL, classify
 
 # (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, gpu_block_q, gpu_block_kv, fast_path)
 CASES = [
@@ -120,7 +120,7 @@ def _equations(jaxpr):
 def test_full_tile_loop_carries_no_masking_ops(mask):
     """C4 on GPU, from the kernel's own jaxpr: of the two kv loops of a program, the full-tile one has
     no compare, select or iota and loads no mask; the partial-tile one has them."""
-    from svgtpu.bench import MASKING
+    from svgtpu.bench.kernels import MASKING
     x = jnp.ones((1, 300, 64), jnp.float32)
     jaxpr = jax.make_jaxpr(lambda q, k, v: gpu_block_sparse_attention(q, k, v, mask, block_q=128, block_kv=128))(
         x, x, x)

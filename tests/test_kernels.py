@@ -11,8 +11,8 @@ from svgtpu.geometry import VideoGeometry
 from svgtpu.kernels import (KernelConfig, block_sparse_attention, mask_array, reference_attention,
                             splash_attention, tile_plan)
 from svgtpu.kernels.plan import FIRST, LAST
-from svgtpu.masks import ArrayMask, BandSinkMask, DenseMask, PermutedMask, align, svg_mask
-from svgtpu.tiles import EMPTY, classify
+from svgtpu.masks.core import ArrayMask, BandSinkMask, DenseMask, PermutedMask, align, svg_mask
+from svgtpu.masks.tiles import EMPTY, classify
 
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
 
@@ -242,7 +242,7 @@ def test_fast_path_and_config_must_be_what_they_say():
 
 
 def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():
-    from svgtpu.bench import bench_ops
+    from svgtpu.bench.kernels import bench_ops
     rows = bench_ops("2x8x20", block_q=128, block_kv=128, head_dim=64)["rows"]
     by = {(r["mask"], r["fast_path"], r["tile"]): r for r in rows}
     for mask in ("svg", "temporal-frame-major"):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from svgtpu.geometry import VideoGeometry
-from svgtpu.mask_families import BlockMask, RadialMask, STAMask, sta_order
-from svgtpu.masks import ArrayMask, align
-from svgtpu.tiles import classify
+from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
+from svgtpu.masks.core import ArrayMask, align
+from svgtpu.masks.tiles import classify
 
 
 def random_grid(rng, L):

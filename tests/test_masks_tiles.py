@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from svgtpu.geometry import VideoGeometry, get_geometry
-from svgtpu.masks import (ArrayMask, BandSinkMask, DenseMask, TileMask, align, alignment_diff,
+from svgtpu.masks.core import (ArrayMask, BandSinkMask, DenseMask, TileMask, align, alignment_diff,
                           band_window, make_mask, svg_mask,
                           temporal_frame_major_mask, tile_edges)
-from svgtpu.tiles import EMPTY, FULL, PARTIAL, classify
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
 SEED = 20261130
 

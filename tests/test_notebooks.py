@@ -16,8 +16,9 @@ import sys
 import nbformat
 import pytest
 
-from svgtpu import plots, reproduce
-from svgtpu.results import PROVENANCES, NotebookRun, figures_dir, load_results
+from svgtpu.report import plots
+from svgtpu.report import reproduce
+from svgtpu.report.results import PROVENANCES, NotebookRun, figures_dir, load_results
 
 #: What each notebook must leave behind: figure names and result entries per claim.
 EXPECTED = {
@@ -148,8 +149,8 @@ def test_hand_runs_write_to_scratch_and_parameters_yield_to_profiles(tmp_path):
 
 
 def test_plots_leave_the_backend_to_jupyter():
-    """Importing svgtpu.plots must not force a backend: the inline backend shows figures in notebooks."""
-    code = "import matplotlib, svgtpu.plots; print(matplotlib.get_backend())"
+    """Importing svgtpu.report.plots must not force a backend: the inline backend shows figures in notebooks."""
+    code = "import matplotlib, svgtpu.report.plots; print(matplotlib.get_backend())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"MPLBACKEND": reproduce.INLINE_BACKEND, "PATH": ""})
     assert out.stdout.strip().endswith("backend_inline")

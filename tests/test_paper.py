@@ -1,7 +1,7 @@
 """Prose states no number of ours by hand: the paper, the README and the notebooks' markdown.
 
 Every number of ours is generated from ``figures/results.json`` between markers; a number typed by
-hand must be the write-up's or a published spec (``svgtpu.paper.their_numbers``).  The negative
+hand must be the write-up's or a published spec (``svgtpu.report.paper.their_numbers``).  The negative
 cases below show the check catches the sentences it was written for.
 """
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from svgtpu import paper, results
+from svgtpu.report import paper
+from svgtpu.report import results
 
 NOTEBOOKS = sorted(paper.NOTEBOOKS.glob("*.ipynb"))
 

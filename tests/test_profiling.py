@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from float64_reference import masked_attention
-from svgtpu import profiling
-from svgtpu.attention import SVGConfig
+from svgtpu.attention import profiling
+from svgtpu.attention.svg import SVGConfig
 from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
-from svgtpu.masks import PermutedMask, svg_mask
-from svgtpu.profiling import classify_heads, planted_heads, profile_planted
+from svgtpu.masks.core import PermutedMask, svg_mask
+from svgtpu.attention.profiling import classify_heads, planted_heads, profile_planted
 
 # frame sizes 140, 117, 77: none a multiple of 128
 GEOMETRIES = [VideoGeometry(4, 10, 14), VideoGeometry(3, 9, 13), VideoGeometry(6, 7, 11)]

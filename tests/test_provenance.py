@@ -3,7 +3,7 @@
 import jax
 import pytest
 
-from svgtpu import results
+from svgtpu.report import results
 
 
 def test_labels_follow_the_source_backend_and_execution_mode():

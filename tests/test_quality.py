@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from svgtpu.attention import SVGInfo
-from svgtpu.dit import load_checkpoint
-from svgtpu.quality import VARIANTS, head_kinds, psnr, quality_study, ssim
+from svgtpu.attention.svg import SVGInfo
+from svgtpu.toy.dit import load_checkpoint
+from svgtpu.toy.quality import VARIANTS, head_kinds, psnr, quality_study, ssim
 
 CHECKPOINT = os.path.join(os.path.dirname(__file__), "..", "checkpoints", "toy_dit.npz")
 

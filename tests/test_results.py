@@ -8,7 +8,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from svgtpu import cli, paper, reproduce, results  # noqa: E402
+from svgtpu import cli  # noqa: E402
+from svgtpu.report import paper
+from svgtpu.report import reproduce
+from svgtpu.report import results
 
 
 def _run(tmp_path, notebook="02_mask_alignment", profile="quick"):

@@ -6,9 +6,9 @@ import pytest
 
 from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
-from svgtpu.mask_families import RadialMask, STAMask
-from svgtpu.sparse_methods import method_table, radial_for_density, sta_for_density
-from svgtpu.svg2 import SVG2Config
+from svgtpu.masks.families import RadialMask, STAMask
+from svgtpu.bench.methods import method_table, radial_for_density, sta_for_density
+from svgtpu.attention.svg2 import SVG2Config
 
 TOY = VideoGeometry(8, 10, 14)
 
@@ -60,8 +60,8 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
     import numpy as np
     from float64_reference import masked_attention, relative_error
 
-    from svgtpu.mask_families import sta_order
-    from svgtpu.sparse_methods import mask_backend
+    from svgtpu.masks.families import sta_order
+    from svgtpu.bench.methods import mask_backend
 
     seed = 13
     print("seed", seed, method)
@@ -83,8 +83,8 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
 
 @pytest.mark.parametrize("method", ["svg", "sta", "radial"])
 def test_snapped_variants_are_matched_after_snapping(method):
-    from svgtpu.masks import align
-    from svgtpu.sparse_methods import Tiles, matched
+    from svgtpu.masks.core import align
+    from svgtpu.bench.methods import Tiles, matched
 
     target, bq, bk = 0.3, 128, 256
     (plain,), _ = matched(method, TOY, target, Tiles(bq, bk, False))
@@ -95,7 +95,7 @@ def test_snapped_variants_are_matched_after_snapping(method):
 
 
 def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
-    from svgtpu.sparse_methods import svg2_assumed_masks
+    from svgtpu.bench.methods import svg2_assumed_masks
 
     config = SVG2Config(q_clusters=16, k_clusters=32)
     masks = svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1)
@@ -123,8 +123,8 @@ def _brute_tile_stats(allowed, block_q, block_kv):
 def test_method_costs_rows_match_brute_force_tile_counts_and_dense_is_one():
     from svgtpu import costmodel as cm
     from svgtpu.geometry import ceil_div
-    from svgtpu.tiles import TileStats
-    from svgtpu.sparse_methods import Tiles, matched, method_costs
+    from svgtpu.masks.tiles import TileStats
+    from svgtpu.bench.methods import Tiles, matched, method_costs
 
     g, bq, bk = VideoGeometry(3, 6, 10), 64, 128  # L = 180: neither tile divides it
     result = method_costs([0.3], variants=["radial", "sta-aligned"], geometry=g, block_q=bq, block_kv=bk,
@@ -155,7 +155,7 @@ def test_method_costs_rows_match_brute_force_tile_counts_and_dense_is_one():
 
 
 def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
-    from svgtpu.sparse_methods import method_costs
+    from svgtpu.bench.methods import method_costs
 
     result = method_costs([0.45, 0.2, 0.3], variants=["svg", "svg-aligned"], progress=False)
     assert result["geometry"].startswith("wan-1440p") and (result["block_q"], result["block_kv"]) == (3024, 2048)
@@ -172,7 +172,7 @@ def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
 
 
 def test_method_costs_states_the_svg2_cluster_assumption():
-    from svgtpu.sparse_methods import method_costs
+    from svgtpu.bench.methods import method_costs
 
     result = method_costs([0.3], variants=["svg2-aligned"], geometry=TOY, block_q=128, block_kv=128,
                           svg2=SVG2Config(q_clusters=8, k_clusters=16), progress=False)
@@ -182,7 +182,7 @@ def test_method_costs_states_the_svg2_cluster_assumption():
 
 
 def test_pareto_front_by_hand():
-    from svgtpu.sparse_methods import pareto_front
+    from svgtpu.bench.methods import pareto_front
 
     points = [{"v": "a", "t": 0.3, "q": 20.0}, {"v": "b", "t": 0.5, "q": 25.0}, {"v": "c", "t": 0.4, "q": 19.0},
               {"v": "d", "t": 0.3, "q": 18.0}, {"v": "e", "t": 0.6, "q": 25.0}]
@@ -194,11 +194,11 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
 
     import jax
 
-    from svgtpu.dit import init_params
-    from svgtpu.quality import psnr, ssim
-    from svgtpu.sampler import sample
-    from svgtpu.sparse_methods import mask_backend, method_sweep, radial_for_density
-    from svgtpu.train import CONFIGS
+    from svgtpu.toy.dit import init_params
+    from svgtpu.toy.quality import psnr, ssim
+    from svgtpu.toy.sampler import sample
+    from svgtpu.bench.methods import mask_backend, method_sweep, radial_for_density
+    from svgtpu.toy.train import CONFIGS
 
     seed = 5
     print("seed", seed)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.masks import align
-from svgtpu.svg2 import (SVG2Config, block_masks, centroid_scores, cluster_order, original_order_mask, permute,
+from svgtpu.masks.core import align
+from svgtpu.attention.svg2 import (SVG2Config, block_masks, centroid_scores, cluster_order, original_order_mask, permute,
                          select, svg2_attention, svg2_backend, top_p_table, unpermute)
-from svgtpu.tiles import PARTIAL, classify
+from svgtpu.masks.tiles import PARTIAL, classify
 
 L = 300  # not a multiple of the 128 tiles
 SMALL = dict(q_clusters=6, k_clusters=10, top_p=0.6, first_iters=4)  # shared: one compile of select
@@ -192,7 +192,7 @@ def test_reference_path_builds_the_kernels_mask_from_the_same_data():
     """The jnp reference path's [H, L, L] mask (permuted order) is the host mask objects' mask, snapped
     or not; end to end it agrees with the kernel."""
     from svgtpu.kernels.dynamic_plan import block_table_kinds
-    from svgtpu.svg2 import _permuted_mask
+    from svgtpu.attention.svg2 import _permuted_mask
 
     seed = 5
     print("seed", seed)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.attention import SVGConfig
-from svgtpu.bench import kernel_dense_attention
-from svgtpu.timing import paired_ratio, paired_ratio_iqr
+from svgtpu.attention.svg import SVGConfig
+from svgtpu.bench.kernels import kernel_dense_attention
+from svgtpu.bench.timing import paired_ratio, paired_ratio_iqr
 
 SEED = 1234
 

@@ -19,7 +19,7 @@ model anyone can read, run and argue with.  Its parts, one module each:
 - :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one
   calibration point per device family, predicted vs published.
 
-Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench_cpu`).
+Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench.cpu`).
 Every number is labelled ``modeled-<device>``.
 """
 

@@ -65,7 +65,7 @@ def _size(var) -> int:
 
 def _work(jaxpr) -> tuple[float, float]:
     """(VPU element-ops, EUP element-ops) of a jaxpr, recursing into sub-jaxprs (loops once)."""
-    from svgtpu.jaxpr_walk import sub_jaxprs  # jax only when a kernel is traced
+    from svgtpu.kernels.jaxpr_walk import sub_jaxprs  # jax only when a kernel is traced
 
     vpu = eup = 0.0
     for eqn in jaxpr.eqns:
@@ -98,9 +98,9 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     import jax
 
     from svgtpu.geometry import VideoGeometry
-    from svgtpu.jaxpr_walk import pallas_kernel_body, when_bodies
+    from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, when_bodies
     from svgtpu.kernels.block_sparse import block_sparse_attention
-    from svgtpu.masks import svg_mask
+    from svgtpu.masks.core import svg_mask
 
     block_q = 512
     g = VideoGeometry(2, 8, 64)       # F = 512, L = 1024: the band+sink mask has full and partial tiles

@@ -29,11 +29,11 @@ from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
-from svgtpu.results import REPORTED as _REPORTED, provenance
+from svgtpu.report.results import REPORTED as _REPORTED, provenance
 from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls, warmup_count
-from svgtpu.tiles import TileStats
+from svgtpu.masks.tiles import TileStats
 
-#: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.results.REPORTED`);
+#: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.report.results.REPORTED`);
 #: the model is compared with these, never fit to them.
 REPORTED = {"C1_speedup": _REPORTED["C1", "speedup"], "C1_saved_minutes": _REPORTED["C1", "minutes_saved"],
             "C2_attention_share": _REPORTED["C2", "attention_share_1440p"]}

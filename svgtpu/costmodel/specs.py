@@ -151,7 +151,7 @@ DEVICES: dict[str, DeviceSpec] = {
 
 def get_device(name: "str | DeviceSpec") -> DeviceSpec:
     """A spec by name (``v6e``, ``v5e``, ``v5p``, ``h100``, ``h200``); ``cpu`` is measured, see
-    :func:`svgtpu.bench_cpu.calibrate_cpu`."""
+    :func:`svgtpu.bench.cpu.calibrate_cpu`."""
     if isinstance(name, DeviceSpec):
         return name
     if name not in DEVICES:

@@ -24,8 +24,8 @@ from svgtpu.costmodel.kernel_work import FLASH, AttentionKernel
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.geometry import VideoGeometry, ceil_div
-from svgtpu.masks import DenseMask, align, svg_mask
-from svgtpu.tiles import TileStats, classify
+from svgtpu.masks.core import DenseMask, align, svg_mask
+from svgtpu.masks.tiles import TileStats, classify
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
 

@@ -121,7 +121,7 @@ def family_efficiency(family: str) -> dict:
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     prior = Efficiency()
-    if family == "cpu":   # this CPU's rates are measured (svgtpu.bench_cpu): nothing to calibrate
+    if family == "cpu":   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to calibrate
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}
     calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
     if len(calib) > 1:

@@ -40,10 +40,10 @@ class ModelConfig:
 
     @classmethod
     def from_dit(cls, config) -> "ModelConfig":
-        """The toy DiT (:class:`svgtpu.dit.DiTConfig`) as a cost-model config."""
+        """The toy DiT (:class:`svgtpu.toy.dit.DiTConfig`) as a cost-model config."""
         return cls("toy", config.depth, config.dim, config.heads, config.head_dim,
                    config.dim * config.mlp_ratio, config.context_tokens, config.patch_dim,
-                   source="svgtpu.dit.DiTConfig")
+                   source="svgtpu.toy.dit.DiTConfig")
 
 
 # Wan 2.1 public config (Wan-AI/Wan2.1-T2V-14B and -1.3B config.json; Wan 2.1 technical report):
@@ -66,7 +66,7 @@ def get_model(name: "str | ModelConfig") -> ModelConfig:
     if isinstance(name, ModelConfig):
         return name
     if name == "toy":
-        from svgtpu.dit import DiTConfig
+        from svgtpu.toy.dit import DiTConfig
         return ModelConfig.from_dit(DiTConfig())
     if name not in MODELS:
         raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)}, got {name!r}")

@@ -24,7 +24,7 @@ Precision: scores are scaled by ``sm_scale`` in float32 inside the tile update (
 first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST``: on TPU the default
 precision runs float32 matmuls as one bf16 pass, i.e. bf16 accuracy; HIGHEST emulates float32 with
 several passes (the compiled v6e kernel holds many times the MXU instructions of the bf16 one:
-``svgtpu.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
+``svgtpu.bench.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
 accumulation.  The tolerances the tests hold interpret mode to (1e-5 relative for float32 inputs,
 2e-2 for bfloat16, against float64) are what a TPU should give too; no TPU has checked that yet.
 """
@@ -45,8 +45,8 @@ from svgtpu.kernels.budget import DEVICES, check_vmem, device_memory
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import (AOT_TARGET, FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, check_inputs,
                                  resolve_interpret, tile_plan)
-from svgtpu.masks import Mask
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.core import Mask
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 #: Softmax statistics are kept lane-replicated, ``[block_q, 128]``, as TPU vregs are 128 lanes wide.
 LANES = 128

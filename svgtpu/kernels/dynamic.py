@@ -6,7 +6,7 @@
 permuted, cluster-contiguous order.  Everything is traced, so it runs inside ``jax.jit``:
 
 - tile kinds from the edges and table (:func:`~svgtpu.kernels.dynamic_plan.block_table_kinds`,
-  or aligned to whole tiles by a :func:`svgtpu.masks.align` mode), then the traversal as packed words padded to a
+  or aligned to whole tiles by a :func:`svgtpu.masks.core.align` mode), then the traversal as packed words padded to a
   static length (:func:`~svgtpu.kernels.dynamic_plan.traced_plan`), riding in scalar prefetch
   exactly like a static plan;
 - full tiles take the mask-free fast path; a partial tile builds its mask in the kernel from the
@@ -19,7 +19,7 @@ Cost (see ``docs/sparse_methods.md``): the grid has ``heads x steps`` steps what
 the no-op steps after a head's real traversal still cost the per-step overhead; ``max_steps``
 bounds them.  A head whose plan needs more steps than the bound gets NaN output (never a silent
 truncation) and ``info.overflow``.  Edges must be non-decreasing from 0 to ``L`` (as
-:func:`svgtpu.svg2.cluster_order` makes them); data cannot be checked inside ``jit``.
+:func:`svgtpu.attention.svg2.cluster_order` makes them); data cannot be checked inside ``jit``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     returns ``(out [H, L, d], PlanInfo)``.  Jit-able: edges and table may be traced.
 
     ``q_edges [H, Cq + 1]``, ``k_edges [H, Ck + 1]``: integer block edges from 0 to ``L``; ``table``
-    bool ``[H, Cq, Ck]``; ``align``: ``None`` (the exact mask) or a :func:`svgtpu.masks.align` mode
+    bool ``[H, Cq, Ck]``; ``align``: ``None`` (the exact mask) or a :func:`svgtpu.masks.core.align` mode
     (whole tiles, kept by the same rule).  Tiles, ``fast_path``, ``device``, ``interpret`` and
     ``sm_scale`` as in :func:`~svgtpu.kernels.block_sparse_attention`.  ``max_steps``: plan steps per
     head and ``pallas_call`` (default: the worst case, every tile; see the module doc).

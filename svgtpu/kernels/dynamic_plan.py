@@ -15,9 +15,9 @@ wrong answer, so :func:`traced_plan` also returns the steps each head needed; th
 
 :func:`block_table_kinds` gives the tile kinds of a *block-table* mask as data: contiguous row
 blocks ``[q_edges[a], q_edges[a + 1])`` and key blocks, ``allowed = table[a, b]`` (SVG2's clusters in
-permuted order, the traced counterpart of :class:`svgtpu.mask_families.BlockMask`).  The allowed
+permuted order, the traced counterpart of :class:`svgtpu.masks.families.BlockMask`).  The allowed
 pairs of each tile are ``Oq @ table @ Ok^T`` with ``Oq[i, a]`` the rows of q tile ``i`` in block ``a``;
-kinds follow :func:`svgtpu.tiles.classify` and alignment follows :func:`svgtpu.masks.align`.
+kinds follow :func:`svgtpu.masks.tiles.classify` and alignment follows :func:`svgtpu.masks.core.align`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from jax import lax
 
 from svgtpu.geometry import ceil_div
 from svgtpu.kernels.plan import FIRST, LAST, check_packable, kv_bits_for, noop_word, pack_words
-from svgtpu.masks import ALIGN_MODES
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.core import ALIGN_MODES
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
-#: Alignment of a block-table mask in data: ``None`` (the exact mask) or a :func:`svgtpu.masks.align`
+#: Alignment of a block-table mask in data: ``None`` (the exact mask) or a :func:`svgtpu.masks.core.align`
 #: mode (whole tiles, kept by the same rule).
 TRACED_ALIGN = (None,) + ALIGN_MODES
 
@@ -104,7 +104,7 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
     """``(kinds int32 [H, nq, nkv], kept float32 [H])`` of the block-table mask (jit-able).
 
     ``q_edges [H, Cq + 1]`` / ``k_edges [H, Ck + 1]``: non-decreasing block edges from 0 to ``L``;
-    ``table`` bool ``[H, Cq, Ck]``.  ``align``: a :func:`svgtpu.masks.align` mode (``snap``: each tile
+    ``table`` bool ``[H, Cq, Ck]``.  ``align``: a :func:`svgtpu.masks.core.align` mode (``snap``: each tile
     kept whole iff at least half its valid pairs are allowed; ``cover``: iff any; ``inner``: iff all),
     so only tiles holding padded keys stay partial.  ``kept``: the fraction of the ``L x L`` pairs the
     (aligned) mask allows, per head.
@@ -121,7 +121,7 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
         keep = {"snap": 2 * counts >= valid, "cover": counts > 0, "inner": counts == valid}[align]
         kinds = jnp.where(keep, jnp.where(keys == block_kv, FULL, PARTIAL), EMPTY)
         allowed = jnp.where(keep, valid, 0)
-    else:  # padded keys make a tile partial; padded query rows do not (svgtpu.tiles)
+    else:  # padded keys make a tile partial; padded query rows do not (svgtpu.masks.tiles)
         kinds = jnp.where(counts == 0, EMPTY, jnp.where(counts == rows[:, None] * block_kv, FULL, PARTIAL))
         allowed = counts
     # float32 sums: L * L overflows int32 at video lengths (9e10 pairs at wan-1440p)

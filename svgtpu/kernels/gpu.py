@@ -50,8 +50,8 @@ from jax.experimental.pallas import triton as pltriton
 from svgtpu.kernels.block_sparse import check_sm_scale, pad_qkv, resolve_config
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, check_inputs, tile_plan
-from svgtpu.masks import Mask
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.core import Mask
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 #: Triton program tiles: powers of two from 16 (``tl.dot`` minimum) to 128 (register file, see above).
 PROGRAM_TILES = (16, 32, 64, 128)

@@ -3,7 +3,7 @@
 The plan is everything the kernel needs to know about a static mask, computed once with numpy at
 trace time and cached (masks are hashable): a flat, ragged traversal of the non-empty tiles.
 Step ``s`` of head ``h`` visits q tile ``q_tile[h, s]`` and kv tile ``kv_tile[h, s]`` of kind
-``kind[h, s]`` (:mod:`svgtpu.tiles` kinds), and ``flags[h, s]`` says whether it opens (``FIRST``)
+``kind[h, s]`` (:mod:`svgtpu.masks.tiles` kinds), and ``flags[h, s]`` says whether it opens (``FIRST``)
 and/or closes (``LAST``) its q row.  Rows run one after the other, so the output block changes
 exactly when the q row does.  A q row without any non-empty tile still takes one step (kind
 ``EMPTY``, ``FIRST | LAST``) so that its output is written: zeros.  Per-head masks pad every head
@@ -37,8 +37,8 @@ import numpy as np
 
 from svgtpu.kernels.config import DTYPES, KernelConfig
 from svgtpu.geometry import round_up
-from svgtpu.masks import ArrayMask, Mask, tile_edges
-from svgtpu.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+from svgtpu.masks.core import ArrayMask, Mask, tile_edges
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 FIRST, LAST = 1, 2
 HEAD_DIMS = (64, 128)
@@ -100,7 +100,7 @@ AOT_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("svgtpu_
 @contextlib.contextmanager
 def compiling_for(device: str):
     """Inside this block kernels lower for TPU ``device`` (Mosaic, not interpret mode), whatever the
-    local backend: what :mod:`svgtpu.compile` needs to compile whole layers ahead of time."""
+    local backend: what :mod:`svgtpu.bench.compile` needs to compile whole layers ahead of time."""
     token = AOT_TARGET.set(device)
     try:
         yield

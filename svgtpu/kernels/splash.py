@@ -23,7 +23,7 @@ from jax.experimental.pallas.ops.tpu import splash_attention as splash
 from svgtpu.geometry import round_up
 from svgtpu.kernels.block_sparse import check_sm_scale, resolve_config
 from svgtpu.kernels.plan import check_inputs, resolve_interpret
-from svgtpu.masks import DenseMask, Mask
+from svgtpu.masks.core import DenseMask, Mask
 
 
 def _rows_with_keys(mask: Mask) -> np.ndarray:

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from svgtpu.sharding import head_parallel, make_mesh, ulysses
+from svgtpu.attention.sharding import head_parallel, make_mesh, ulysses
 
 assert jax.device_count() == 8, "run through tests/test_multidevice.py (sets XLA_FLAGS)"
 
@@ -51,7 +51,7 @@ def test_sharded_svg_attention_equals_single_device():
     """Each device profiles, layout-transforms and runs its own heads with the one kernel plan."""
     import functools
 
-    from svgtpu.attention import SVGConfig, svg_attention
+    from svgtpu.attention.svg import SVGConfig, svg_attention
     from svgtpu.geometry import VideoGeometry
 
     g = VideoGeometry(4, 10, 14)  # F = 140: frames are not tile multiples
@@ -68,9 +68,10 @@ def test_sharded_svg_attention_equals_single_device():
 
 
 def test_sharded_sampler_steps_equal_single_device():
-    from svgtpu import dit, sampler
-    from svgtpu.attention import SVGConfig, attention_backend
-    from svgtpu.sharding import mesh_for_model
+    from svgtpu.toy import dit
+    from svgtpu.toy import sampler
+    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.sharding import mesh_for_model
 
     config = dit.DiTConfig(frames=2, height=8, width=10, heads=4, depth=1)
     params = dit.init_params(config, jax.random.PRNGKey(0))

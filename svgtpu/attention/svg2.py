@@ -13,17 +13,17 @@ Per call (one layer, one denoising step), per head:
    centroid.
 4. **Top-p**: each query cluster keeps its key clusters in descending score until their mass
    reaches ``top_p``, and at least ``ceil(min_kept_fraction * k_clusters)`` of them.
-5. The kept cluster pairs are a :class:`~svgtpu.mask_families.BlockMask` in the permuted order:
+5. The kept cluster pairs are a :class:`~svgtpu.masks.families.BlockMask` in the permuted order:
    dense blocks with cluster-sized (not tile-sized) edges.  Where an edge falls inside a kernel
    tile, the tile is *partial*; ``align="snap"`` rounds the mask to whole tiles
-   (:func:`svgtpu.masks.align`), trading a few pairs for mask-free tiles.  The output is permuted back.
+   (:func:`svgtpu.masks.core.align`), trading a few pairs for mask-free tiles.  The output is permuted back.
 
 Everything is traced: :func:`svg2_attention` is one jitted function, and it runs inside the toy
 DiT's jitted sampler.  **The plan is data.**  Our kernel's static entry plans a hashable mask at
 trace time, so a mask decided per call would compile a kernel per call.  SVG2 uses the kernel's
 data entry instead (:func:`svgtpu.kernels.dynamic.block_table_attention`): the tile kinds come from
 the cluster edges and table in ``jnp`` (allowed pairs per tile ``= Oq @ table @ Ok^T``; alignment by
-the same rule as :func:`svgtpu.masks.align`), the packed traversal is built in ``jnp`` and padded to
+the same rule as :func:`svgtpu.masks.core.align`), the packed traversal is built in ``jnp`` and padded to
 a static length (the worst case, or ``SVG2Config.max_steps``), full tiles take the mask-free fast
 path and partial tiles build their mask in the kernel from the permuted cluster labels and the
 table.  One compile per shape, whatever the clusters.  :func:`svg2_backend` keeps each layer's
@@ -48,9 +48,9 @@ from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, check_traced_align, traced_plan
 from svgtpu.kernels.plan import resolve_interpret
-from svgtpu.mask_families import BlockMask
-from svgtpu.masks import Mask, align
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.families import BlockMask
+from svgtpu.masks.core import Mask, align
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 KERNELS = ("ours", "reference")
 
@@ -63,7 +63,7 @@ class SVG2Config:
     ``top_p`` in (0, 1]: attention mass each query cluster keeps; ``min_kept_fraction`` in [0, 1]:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
-    (cluster-exact mask) or a :func:`svgtpu.masks.align` mode (whole tiles, decided in data);
+    (cluster-exact mask) or a :func:`svgtpu.masks.core.align` mode (whole tiles, decided in data);
     ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule, :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
     worst case, every tile; a head needing more gets NaN output, :mod:`svgtpu.kernels.dynamic`);
     ``fast_path``: mask-free full tiles (``False``: the ablation, every tile masked);
@@ -278,7 +278,7 @@ def _selection(q, k, start: SVG2State, iters, top_p, *, clusters: tuple[int, int
 
 def block_masks(selection: Selection, config: SVG2Config | None = None) -> tuple[Mask, ...]:
     """One mask per head in the permuted order: the cluster :class:`BlockMask`, snapped to the
-    kernel's tiles with :func:`svgtpu.masks.align` when ``config.align`` is set."""
+    kernel's tiles with :func:`svgtpu.masks.core.align` when ``config.align`` is set."""
     L = int(selection.q_perm.shape[1])
     qe, ke, table = (np.asarray(a) for a in (selection.q_edges, selection.k_edges, selection.table))
     masks = tuple(BlockMask(L, qe[h], ke[h], table[h]) for h in range(table.shape[0]))
@@ -366,7 +366,7 @@ class SVG2Backend:
 
     def __call__(self, q, k, v, *, layer, step, num_steps, num_layers, key=None):
         from svgtpu.kernels import block_sparse_attention
-        from svgtpu.masks import DenseMask
+        from svgtpu.masks.core import DenseMask
         from svgtpu.schedule import warmup_count
 
         config, (B, H, L, d) = self.config, q.shape
@@ -427,13 +427,13 @@ def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: flo
     key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel, all inside the jitted step.
 
     Batch and heads are merged; the first ``warmup_step_fraction`` of steps and
-    ``warmup_layer_fraction`` of layers (default: SVG's, :class:`svgtpu.attention.SVGConfig`) run our
+    ``warmup_layer_fraction`` of layers (default: SVG's, :class:`svgtpu.attention.svg.SVGConfig`) run our
     kernel on a dense mask.  Each layer's centroids are kept in ``jax`` mutable arrays between calls:
     the first sparse step of a video seeds k-means++ (key ``seed + layer``), later steps warm-start
     from the previous step's centroids.  ``backend.calls`` lists what each call did (step, layer,
     kept fraction, partial share at the config's tiles), read from device-side counters.
     """
-    from svgtpu.attention import SVGConfig
+    from svgtpu.attention.svg import SVGConfig
 
     svg = SVGConfig()
     step_fraction = svg.warmup_step_fraction if warmup_step_fraction is None else warmup_step_fraction

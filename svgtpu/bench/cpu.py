@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from svgtpu.costmodel import XLA_UNFUSED, DeviceSpec, Efficiency, ModelConfig, Setup, forward_breakdown
-from svgtpu.results import provenance
-from svgtpu.timing import interleaved_times, paired_ratio
+from svgtpu.report.results import provenance
+from svgtpu.bench.timing import interleaved_times, paired_ratio
 
 
 def calibrate_cpu(seed: int = 0, rounds: int = 5) -> DeviceSpec:
@@ -18,7 +18,7 @@ def calibrate_cpu(seed: int = 0, rounds: int = 5) -> DeviceSpec:
 
     Matmul rate: a 1024^3 matmul.  Memory rate: ``y = x + 1`` over 128 MB (read + write).  Vector
     rate: 16 chained multiply-adds on a cache-resident 64k array.  Exp rate: ``exp`` on that array.
-    Interleaved timing (:mod:`svgtpu.timing`), fastest of 3 per round, median over ``rounds``.
+    Interleaved timing (:mod:`svgtpu.bench.timing`), fastest of 3 per round, median over ``rounds``.
     """
     import jax
     import jax.numpy as jnp
@@ -40,13 +40,13 @@ def calibrate_cpu(seed: int = 0, rounds: int = 5) -> DeviceSpec:
     return DeviceSpec("cpu", matmul_flops=2 * 1024 ** 3 / t["matmul"], hbm_bandwidth=2 * big.nbytes / t["memory"],
                       hbm_bytes=24e9, vector_ops=32 * small.size / t["vector"], exp_ops=small.size / t["exp"],
                       matmul_tile=None, family="cpu",
-                      source="measured on this CPU by svgtpu.bench_cpu.calibrate_cpu")
+                      source="measured on this CPU by svgtpu.bench.cpu.calibrate_cpu")
 
 
 def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *, config=None, batch: int = 2,
                                             rounds: int = 9, seed: int = 0) -> dict:
     """The toy DiT's self-attention share of a forward pass: modeled with CPU-measured rates vs
-    measured by timing.  ``config``: a :class:`svgtpu.dit.DiTConfig` (default: the shipped toy's
+    measured by timing.  ``config``: a :class:`svgtpu.toy.dit.DiTConfig` (default: the shipped toy's
     shape; vary ``frames`` to sweep the sequence length).
 
     Modeled: :func:`~svgtpu.costmodel.forward_breakdown` on the toy config with ``device`` (default
@@ -59,7 +59,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     import jax
     import jax.numpy as jnp
 
-    from svgtpu import dit
+    from svgtpu.toy import dit
 
     config = config or dit.DiTConfig()
     device = device or calibrate_cpu(seed)

@@ -11,7 +11,7 @@ One JSON file, ``figures/results.json``, holds
 Notebooks write through a :class:`NotebookRun`, which replaces only that notebook's own entries
 when it saves (read-modify-write, atomic rename), so a notebook that fails leaves every other
 notebook's results intact.  The paper's tables are generated from this file
-(:mod:`svgtpu.paper`), never typed.
+(:mod:`svgtpu.report.paper`), never typed.
 
 Where the files go: ``$SVGTPU_FIGURES_DIR`` if set (tests point it at a temporary folder), else
 ``figures/`` at the repository root.
@@ -27,7 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from svgtpu.claims import CLAIMS, REPORTED
+from svgtpu.report.claims import CLAIMS, REPORTED
+from svgtpu.report.paths import REPO_ROOT
 
 #: How a number was made (docs/design.md, "How we measure"); :func:`provenance` derives the label from
 #: the source, never typed by hand.  ``computed``: exact arithmetic (tile counts, op counts);
@@ -42,12 +43,11 @@ SOURCES = ("computed", "modeled", "compiled", "measured")
 RESULTS_NAME = "results.json"
 #: A GPU machine's run (same layout), next to the results file; absent until one happened.
 GPU_RESULTS_NAME = "results-gpu.json"
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def figures_dir(override: str | os.PathLike | None = None) -> Path:
     """Where figures and the results file go: ``override``, ``$SVGTPU_FIGURES_DIR``, or ``figures/``."""
-    path = override or os.environ.get("SVGTPU_FIGURES_DIR") or _REPO_ROOT / "figures"
+    path = override or os.environ.get("SVGTPU_FIGURES_DIR") or REPO_ROOT / "figures"
     return Path(path)
 
 

@@ -24,14 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import get_geometry
-from svgtpu.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
+from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import as_masks
-from svgtpu.masks import DenseMask, align, alignment_diff, make_mask, svg_mask
-from svgtpu.results import provenance
-from svgtpu.tiles import classify
-from svgtpu.timing import interleaved_times, paired_ratio, paired_ratio_iqr
+from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_mask
+from svgtpu.report.results import provenance
+from svgtpu.masks.tiles import classify
+from svgtpu.bench.timing import interleaved_times, paired_ratio, paired_ratio_iqr
 
 BASELINE = "ours-dense"
 
@@ -221,12 +221,12 @@ def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 
 
 def kernel_dense_attention(svg_config) -> Callable:
     """A toy DiT attention backend: dense attention through the kernel of ``svg_config`` (an
-    :class:`svgtpu.attention.SVGConfig`) with an all-allowed mask, the path SVG's own warm-up takes.
+    :class:`svgtpu.attention.svg.SVGConfig`) with an all-allowed mask, the path SVG's own warm-up takes.
 
     It is the like-for-like baseline of a sparse speedup: same kernel, same tiles, same execution
     mode (compiled on a TPU, Pallas interpret mode elsewhere); only the mask differs.
     """
-    from svgtpu.attention import attend
+    from svgtpu.attention.svg import attend
 
     def dense(q, k, v, **_):
         return attend(q, k, v, DenseMask(q.shape[-2]), svg_config).astype(q.dtype)
@@ -238,10 +238,10 @@ def bench_sampling(params, config, backends: dict, *, num_steps: int, baseline: 
     """End-to-end toy DiT sampling time per attention backend (one video, ``num_steps`` steps).
 
     ``backends`` maps names to DiT attention backends and must include ``baseline``.  Timed with
-    :func:`svgtpu.timing.interleaved_times`; ``speedup`` is the median of the per-round ratios
+    :func:`svgtpu.bench.timing.interleaved_times`; ``speedup`` is the median of the per-round ratios
     ``t_baseline / t`` and ``speedup_iqr`` their interquartile range (the spread over rounds).
     """
-    from svgtpu.sampler import sample
+    from svgtpu.toy.sampler import sample
 
     if baseline not in backends:
         raise ValueError(f"baseline must be one of the backends {sorted(backends)}, got {baseline!r}")
@@ -260,18 +260,18 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
                     seed: int = 0, progress: bool = True) -> dict:
     """Time online head profiling against one sparse attention call on planted heads.
 
-    ``config`` is an :class:`svgtpu.attention.SVGConfig`.  Three jitted calls run interleaved
-    (:func:`svgtpu.timing.interleaved_times`) after a compile run: ``profile``
-    (:func:`svgtpu.profiling.classify_heads`), ``kernel`` (the band + sink mask through the
-    configured kernel) and ``svg_sparse`` (:func:`svgtpu.attention.sparse_attention`: layout
+    ``config`` is an :class:`svgtpu.attention.svg.SVGConfig`.  Three jitted calls run interleaved
+    (:func:`svgtpu.bench.timing.interleaved_times`) after a compile run: ``profile``
+    (:func:`svgtpu.attention.profiling.classify_heads`), ``kernel`` (the band + sink mask through the
+    configured kernel) and ``svg_sparse`` (:func:`svgtpu.attention.svg.sparse_attention`: layout
     transform + kernel + transform back).  Reports medians of the per-round ratios, plus the ratio
     of multiply-adds as ``flop_ratio`` (``computed``): profiling does ``8 r L d`` flops per head,
     the kernel ``4 d`` per pair of every tile it visits.  Off TPU the kernels run in Pallas
     interpret mode, which inflates the kernel time.
     """
-    from svgtpu.attention import attend, sparse_attention
+    from svgtpu.attention.svg import attend, sparse_attention
     from svgtpu.geometry import check_positive_int, round_up
-    from svgtpu.profiling import classify_heads, planted_heads
+    from svgtpu.attention.profiling import classify_heads, planted_heads
 
     g = get_geometry(geometry)
     check_positive_int("heads", heads)

@@ -7,10 +7,10 @@ the program (block layouts, VMEM within ``vmem_limit_bytes``, lowering of every 
 time, and it does not check scalar-prefetch (SMEM) size, which :mod:`svgtpu.kernels.budget` does.
 
 Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``svg-layer`` (the
-whole :func:`~svgtpu.attention.svg_attention`: profiling, layout transform, kernel),
-``svg2-layer`` (one warm-started :func:`~svgtpu.svg2.svg2_attention`: k-means, permutation, the
+whole :func:`~svgtpu.attention.svg.svg_attention`: profiling, layout transform, kernel),
+``svg2-layer`` (one warm-started :func:`~svgtpu.attention.svg2.svg2_attention`: k-means, permutation, the
 traced plan and the data-mask kernel, with the production cluster counts of
-:data:`svgtpu.sparse_methods.COST_SETTING`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
+:data:`svgtpu.bench.methods.COST_SETTING`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
 geometry).
 """
 
@@ -110,7 +110,7 @@ class CompileJob:
     align: str | None = None
 
     def svg_config(self):
-        from svgtpu.attention import SVGConfig
+        from svgtpu.attention.svg import SVGConfig
         return SVGConfig(multiplier=self.multiplier, sparsity=self.sparsity, block_q=self.config.block_q,
                          block_kv=self.config.block_kv, block_kv_compute=self.config.block_kv_compute,
                          align=self.align, fast_path=self.config.fast_path)
@@ -145,7 +145,7 @@ def _kernel_target(job: CompileJob, dev):
 def _svg_layer_target(job: CompileJob, dev):
     import jax
     import jax.numpy as jnp
-    from svgtpu.attention import svg_attention
+    from svgtpu.attention.svg import svg_attention
     from svgtpu.geometry import get_geometry
     g = get_geometry(job.geometry)
     svg = job.svg_config()
@@ -163,9 +163,9 @@ def _svg_layer_target(job: CompileJob, dev):
 def _dit_step_target(job: CompileJob, dev):
     import jax
     import jax.numpy as jnp
-    from svgtpu.attention import attention_backend
-    from svgtpu.dit import DiTConfig, init_params
-    from svgtpu.sampler import guided_velocity
+    from svgtpu.attention.svg import attention_backend
+    from svgtpu.toy.dit import DiTConfig, init_params
+    from svgtpu.toy.sampler import guided_velocity
     model = DiTConfig()
     g = model.geometry
     svg = job.svg_config()
@@ -192,8 +192,8 @@ def _svg2_layer_target(job: CompileJob, dev):
     import jax.numpy as jnp
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.dynamic import cluster_vmem_bytes, plan_facts
-    from svgtpu.sparse_methods import COST_SETTING
-    from svgtpu.svg2 import SVG2Config, SVG2State, svg2_attention
+    from svgtpu.bench.methods import COST_SETTING
+    from svgtpu.attention.svg2 import SVG2Config, SVG2State, svg2_attention
     g = get_geometry(job.geometry)
     svg2 = SVG2Config(q_clusters=COST_SETTING["q_clusters"], k_clusters=COST_SETTING["k_clusters"],
                       block_q=job.config.block_q, block_kv=job.config.block_kv, align=job.align,
@@ -256,7 +256,7 @@ def _version(package: str) -> str:
 
 def add_arguments(p) -> None:
     """The ``svgtpu compile`` options."""
-    from svgtpu.masks import ALIGN_MODES
+    from svgtpu.masks.core import ALIGN_MODES
 
     def positive(text):
         from svgtpu.cli import positive_int

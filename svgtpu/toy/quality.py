@@ -63,7 +63,7 @@ def head_kinds(infos: list) -> dict:
     the share of heads chosen spatial / temporal, overall and per head index; plus how decisive
     profiling was, the median of ``|mse_s - mse_t| / max(mse_s, mse_t)`` over profiled heads
     (0 = both masks equally good, 1 = one mask far better).  ``infos[step][layer]`` are
-    :class:`svgtpu.attention.SVGInfo` with ``kinds [heads]`` or ``[batch, heads]``."""
+    :class:`svgtpu.attention.svg.SVGInfo` with ``kinds [heads]`` or ``[batch, heads]``."""
     layers = []
     for layer in range(len(infos[0])):
         kinds = np.stack([np.asarray(step[layer].kinds) for step in infos])
@@ -92,9 +92,9 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
     and the head-kind fractions per layer.
     """
-    from svgtpu.attention import SVGConfig, attention_backend
-    from svgtpu.results import provenance
-    from svgtpu.sampler import sample
+    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.report.results import provenance
+    from svgtpu.toy.sampler import sample
 
     variants = VARIANTS if variants is None else variants
     if not seeds:

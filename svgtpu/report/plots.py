@@ -21,7 +21,7 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from svgtpu.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 #: Tile-kind colours, used by every tile map (index = tile kind).
 TILE_COLORS = {EMPTY: "#f2f2f2", PARTIAL: "#e6842a", FULL: "#1f5f9e"}
@@ -32,7 +32,7 @@ PALETTE = {"dense": "#7f7f7f", "splash": "#9467bd", "unaligned": "#e6842a", "ali
            "measured": "#2ca02c", "modeled": "#1f5f9e", "reported": "#d62728"}
 
 
-#: One colour per sparse method (:data:`svgtpu.sparse_methods.METHODS`); its ``-aligned`` variant draws
+#: One colour per sparse method (:data:`svgtpu.bench.methods.METHODS`); its ``-aligned`` variant draws
 #: solid with filled markers, the unaligned one dashed with hollow markers.
 METHOD_COLORS = {"svg": "#1f5f9e", "svg2": "#d62728", "sta": "#2ca02c", "radial": "#9467bd"}
 METHOD_MARKERS = {"svg": "o", "svg2": "s", "sta": "^", "radial": "D"}
@@ -59,7 +59,7 @@ def set_style() -> None:
 
 def provenance_footer(fig, provenance: str, profile: str, note: str = "") -> None:
     """A small grey line under the figure: provenance, profile, versions (and a note)."""
-    from svgtpu.results import check_provenance, environment
+    from svgtpu.report.results import check_provenance, environment
     env = environment()
     text = (f"{check_provenance(provenance)} · profile {profile} · svgtpu {env['svgtpu']} · "
             f"jax {env['jax']} ({env['backend']})")
@@ -141,7 +141,7 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
     """Show the one-sentence takeaway of a figure, its numbers filled in from the recorded results.
 
     ``template`` is a format string whose fields name recorded values as ``{C3.partial_share_after:.2%}``
-    (``run`` is the notebook's :class:`~svgtpu.results.NotebookRun` or a loaded results dict); other
+    (``run`` is the notebook's :class:`~svgtpu.report.results.NotebookRun` or a loaded results dict); other
     fields come from ``context`` (values the notebook computed with the package).  So a sentence
     never holds a number typed by hand.  When ``figure`` names a figure saved by ``run``, the
     sentence is stored with it in the results file (``figures[figure]["takeaway"]``).  Displayed as

@@ -21,9 +21,9 @@ import numpy as np
 from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
-from svgtpu import sharding
-from svgtpu.attention import Attention, dense_attention
-from svgtpu.dit import DiTConfig, Params, forward
+from svgtpu.attention import sharding
+from svgtpu.attention.svg import Attention, dense_attention
+from svgtpu.toy.dit import DiTConfig, Params, forward
 from svgtpu.geometry import check_positive_int
 
 
@@ -57,11 +57,11 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
 
     The starting noise depends only on ``seed`` and the batch shape, so dense and sparse runs with
     the same seed start from the same noise.  With ``with_info`` also returns the per-step list of
-    what the attention backend reported (see :func:`svgtpu.dit.forward`).
+    what the attention backend reported (see :func:`svgtpu.toy.dit.forward`).
 
-    With a ``mesh`` (:func:`svgtpu.sharding.mesh_for_model`) the run is sharded: weights replicated,
+    With a ``mesh`` (:func:`svgtpu.attention.sharding.mesh_for_model`) the run is sharded: weights replicated,
     the CFG batch split over the ``data`` axis and self-attention head-parallel over ``heads``
-    (:func:`svgtpu.sharding.sharded_backend`); every step stays on the devices.
+    (:func:`svgtpu.attention.sharding.sharded_backend`); every step stays on the devices.
     """
     labels = jnp.asarray(np.asarray(labels, np.int32).reshape(-1))
     if labels.size == 0 or int(labels.min()) < 0 or int(labels.max()) > config.num_labels:

@@ -8,7 +8,7 @@ wan-1440p, ``L = 302,400`` and the full boolean matrix would take 91 GB, so ever
   inside a kernel (``computable = True``: the kernel builds partial tiles from iota).
 - ``block(q0, q1, k0, k1)``: the numpy bool block of rows ``[q0, q1)`` and keys ``[k0, k1)``.
 - ``count_grid(q_edges, k_edges)``: how many allowed pairs each rectangle of a grid holds, analytic
-  where possible.  Tile classification (:mod:`svgtpu.tiles`) and alignment are built on it.
+  where possible.  Tile classification (:mod:`svgtpu.masks.tiles`) and alignment are built on it.
 
 The SVG mask (Sparse VideoGen, Xi et al. 2025, Wan variant) is one static band plus an attention
 sink: ``allowed(q, k) = (k < F) or |q - k| <= W`` with ``W = ceil(multiplier * F / 128) * 128``.

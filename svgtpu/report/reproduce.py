@@ -26,14 +26,15 @@ import json
 import os
 import sys
 import time
+
+from svgtpu.report.paths import REPO_ROOT
 from pathlib import Path
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_DIR = _REPO_ROOT / "notebooks"
-BUILD_DIR = _REPO_ROOT / "build"
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
 #: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 04 and 05 sample from it.
-CHECKPOINT = _REPO_ROOT / "checkpoints" / "toy_dit.npz"
+CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
@@ -47,7 +48,7 @@ _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
 _COMPUTED_ONLY = {"00_explore": {}, "00_primer": {}, "06_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
-# 05's method chart: None = every sparse method unaligned and snapped (svgtpu.sparse_methods.VARIANTS).
+# 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
 #: Per profile and notebook, the sizes each notebook runs at.
@@ -107,7 +108,7 @@ def settings(notebook: str, profile: str, **parameters) -> dict:
 def output_dir(figures_dir: str | os.PathLike | None = None, update_figures: bool = False) -> Path:
     """Where a notebook writes: ``figures_dir`` when given (``svgtpu reproduce`` passes it), the
     committed ``figures/`` when ``update_figures``, else :data:`SCRATCH_DIR`."""
-    from svgtpu.results import figures_dir as committed_figures_dir
+    from svgtpu.report.results import figures_dir as committed_figures_dir
     if figures_dir is not None:
         return Path(figures_dir)
     return committed_figures_dir() if update_figures else SCRATCH_DIR
@@ -203,7 +204,7 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     """Run the selected notebooks under ``profile``; results go to ``figures_dir``."""
     from tqdm.auto import tqdm
 
-    from svgtpu.results import figures_dir as default_figures_dir
+    from svgtpu.report.results import figures_dir as default_figures_dir
 
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")

@@ -1,6 +1,6 @@
 """What the real TPU compiler emits for each tile body: LLO instructions and static bundles (C4).
 
-The kernel is compiled ahead of time for v6e (:mod:`svgtpu.compile`) in a child process whose
+The kernel is compiled ahead of time for v6e (:mod:`svgtpu.bench.compile`) in a child process whose
 libtpu dumps its work (``LIBTPU_INIT_ARGS``):
 
 - ``--xla_mosaic_dump_to``: Mosaic's passes; after ``post-finalize-llo`` the kernel body is a list
@@ -19,7 +19,7 @@ libtpu dumps its work (``LIBTPU_INIT_ARGS``):
 
 When ``block_kv > block_kv_compute`` a body is a loop over kv chunks (not unrolled): instructions
 and bundles then count one pass of the loop plus the per-tile code around it, as the jaxpr counts
-of :func:`svgtpu.bench.count_tile_ops` do.
+of :func:`svgtpu.bench.kernels.count_tile_ops` do.
 
 Provenance ``compiled-v6e``: counted from what the compiler produced, nothing run.
 """
@@ -103,11 +103,11 @@ def _compile_for_dump(spec: dict) -> None:
     import jax
     import jax.numpy as jnp
 
-    from svgtpu.compile import compile_fn, topology_device
+    from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels import KernelConfig, block_sparse_attention
     from svgtpu.kernels.plan import compiling_for
-    from svgtpu.masks import make_mask
+    from svgtpu.masks.core import make_mask
     g = get_geometry(spec["geometry"])
     config = KernelConfig(spec["block_q"], spec["block_kv"], spec["block_kv_compute"], spec["fast_path"])
     device = jax.sharding.SingleDeviceSharding(topology_device("v6e"))
@@ -138,7 +138,7 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
         env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
             os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_mosaic_dump_to={mosaic}",
             f"--xla_jf_dump_to={jf}", "--xla_jf_dump_llo_text=true"]).strip())
-        code = f"import json, svgtpu.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
+        code = f"import json, svgtpu.bench.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"compiling {spec} for the LLO dump failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -186,7 +186,7 @@ def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int
         from tqdm.auto import tqdm
         specs = tqdm(specs, desc="compiling for v6e", unit="variant")
     rows = [{"mask": spec["mask"], **row} for spec in specs for row in compiled_tile_counts(spec)]
-    from svgtpu.compile import _version
+    from svgtpu.bench.compile import _version
     return {"provenance": "compiled-v6e", "geometry": geometry, "block_q": block_q, "block_kv": block_kv,
             "block_kv_compute": config.block_kv_compute, "head_dim": head_dim, "dtype": dtype,
             "libtpu": _version("libtpu"),

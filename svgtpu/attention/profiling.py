@@ -11,7 +11,7 @@ squared error against exact:
 
 The caller passes the mask the kernel will really run (``SVGConfig.mask(geometry)``: tile-aligned
 when the config asks for it) and the number of rows to sample; this module needs nothing else from
-:mod:`svgtpu.attention`, which imports it.  They are evaluated on the sampled rows x all keys with ``jnp`` index
+:mod:`svgtpu.attention.svg`, which imports it.  They are evaluated on the sampled rows x all keys with ``jnp`` index
 arithmetic, so the cost is ``O(r * L * d)`` per head and no ``L x L`` array is ever built (the
 scores of the sampled rows take ``r * L`` floats per head, and heads are processed in chunks).
 
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, check_positive_int
-from svgtpu.masks import Mask, PermutedMask, TileMask
+from svgtpu.masks.core import Mask, PermutedMask, TileMask
 
 #: Head kinds, as :func:`classify_heads` returns them.
 SPATIAL, TEMPORAL = 0, 1

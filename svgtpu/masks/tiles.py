@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from svgtpu.masks import Mask, tile_grid, tile_valid_lengths
+from svgtpu.masks.core import Mask, tile_grid, tile_valid_lengths
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 

@@ -1,8 +1,8 @@
 """Every sparse attention method's mask at one geometry and a matched kept fraction: tile statistics.
 
-Methods: ``svg`` (band + sink, :func:`svgtpu.masks.svg_mask`), ``svg2`` (k-means clusters on real
-queries and keys, :mod:`svgtpu.svg2`), ``sta`` (sliding tile windows) and ``radial``
-(:mod:`svgtpu.mask_families`), each unaligned and snapped to the kernel's tiles
+Methods: ``svg`` (band + sink, :func:`svgtpu.masks.core.svg_mask`), ``svg2`` (k-means clusters on real
+queries and keys, :mod:`svgtpu.attention.svg2`), ``sta`` (sliding tile windows) and ``radial``
+(:mod:`svgtpu.masks.families`), each unaligned and snapped to the kernel's tiles
 (``<method>-aligned``).  Each method's own knob is set so the unaligned mask keeps (as close as
 it allows to) the same fraction of ``(q, k)`` pairs: SVG's band width, SVG2's ``top_p``, STA's
 window (in tiles), radial's ``window_fraction``.  SVG2 needs data: :func:`capture_qk` runs the toy
@@ -21,12 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from svgtpu import data
+from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.mask_families import BlockMask, RadialMask, STAMask, sta_order
-from svgtpu.masks import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
-from svgtpu.svg2 import SVG2Config, Selection, block_masks, select
-from svgtpu.tiles import EMPTY, classify
+from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
+from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
+from svgtpu.attention.svg2 import SVG2Config, Selection, block_masks, select
+from svgtpu.masks.tiles import EMPTY, classify
 
 METHODS = ("svg", "svg2", "sta", "radial")
 #: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
@@ -36,8 +36,8 @@ VARIANTS = tuple(f"{m}{suffix}" for m in METHODS for suffix in ("", "-aligned"))
 def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1) -> list[tuple]:
     """Per layer ``(q, k)``, each ``[batch * heads, L, d]`` float32: the toy DiT's self-attention
     inputs on ``batch`` training videos noised to time ``t`` (``x_t = (1 - t) x0 + t e``)."""
-    from svgtpu.attention import dense_attention
-    from svgtpu.dit import forward
+    from svgtpu.attention.svg import dense_attention
+    from svgtpu.toy.dit import forward
 
     if not 0 <= t <= 1:
         raise ValueError(f"t must be in [0, 1], got {t!r}")
@@ -281,8 +281,8 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
     in the result's ``svg2_assumption``.  Tile statistics are ``computed``, ratios ``modeled-<device>``."""
     from svgtpu import costmodel as cm
     from svgtpu.geometry import get_geometry
-    from svgtpu.masks import DenseMask
-    from svgtpu.results import provenance
+    from svgtpu.masks.core import DenseMask
+    from svgtpu.report.results import provenance
 
     kept_fractions = check_kept_fractions(kept_fractions)
     _check_variants(variants)
@@ -314,10 +314,10 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
     """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
 
     ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
-    mask's order (STA: :func:`svgtpu.mask_families.sta_order`) and back.  Dense warm-up steps and
-    layers follow :class:`svgtpu.attention.SVGConfig`'s defaults, as SVG's own backend does.
+    mask's order (STA: :func:`svgtpu.masks.families.sta_order`) and back.  Dense warm-up steps and
+    layers follow :class:`svgtpu.attention.svg.SVGConfig`'s defaults, as SVG's own backend does.
     """
-    from svgtpu.attention import SVGConfig, dense_attention, warmup_count
+    from svgtpu.attention.svg import SVGConfig, dense_attention, warmup_count
     from svgtpu.kernels import block_sparse_attention
 
     warm = SVGConfig()
@@ -344,8 +344,8 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
 def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, qk, svg2: SVG2Config):
     """``(backend, kept fraction or None, knob)``: the toy-DiT backend running ``name`` matched to
     ``target`` (``None``: SVG2's kept fraction varies per call and is read from ``backend.calls``)."""
-    from svgtpu.attention import SVGConfig, attention_backend
-    from svgtpu.svg2 import svg2_backend
+    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.svg2 import svg2_backend
 
     geometry = config.geometry
     method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
@@ -377,9 +377,9 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
     to call: the mean over its sparse calls.  ``summary`` has one row per (variant, kept target):
     mean and min PSNR and SSIM over seeds.
     """
-    from svgtpu.quality import psnr, ssim
-    from svgtpu.results import provenance
-    from svgtpu.sampler import sample
+    from svgtpu.toy.quality import psnr, ssim
+    from svgtpu.report.results import provenance
+    from svgtpu.toy.sampler import sample
 
     _check_variants(variants)
     if not seeds:

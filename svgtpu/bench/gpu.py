@@ -11,7 +11,7 @@ remaining time is recorded as skipped with the reason instead of stopping the ru
 2. **attention** at Wan 2.1 shapes (bf16, ``d = 128``, 720p and 1440p): XLA dense (one head at a time,
    when its ``[L, L]`` scores fit), cuDNN flash attention, JAX's own Pallas flash kernels (Triton and
    Mosaic GPU), our kernel dense, on the SVG mask (kept 0.3) and on the mask aligned to its tiles, fast
-   path on and off.  Interleaved rounds (:mod:`svgtpu.timing`), medians of paired ratios, achieved
+   path on and off.  Interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved
    TFLOP/s over the score pairs each variant computes, overhead vs ideal ``(t / t_dense) / density``;
 3. **block**: one Wan 2.1 14B-shaped DiT block (random bf16 weights: width 5120, 40 heads x 128, FFN
    13,824, cross-attention to 512 text tokens, modulation, norms, 3-D RoPE) at 480p, 720p and 1440p with
@@ -47,10 +47,10 @@ from svgtpu.costmodel.workload import MODELS, ModelConfig
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import block_sparse_attention, mask_array
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
-from svgtpu.masks import BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.schedule import layer_calls
-from svgtpu.results import GPU_RESULTS_NAME
-from svgtpu.timing import interleaved_times, paired_ratio
+from svgtpu.report.results import GPU_RESULTS_NAME
+from svgtpu.bench.timing import interleaved_times, paired_ratio
 
 NOTEBOOK = "gpu-bench"
 
@@ -413,7 +413,7 @@ def _rms(x, scale, eps=1e-6):
 def block_forward(p, x, e, context, angles, *, shape: BlockShape, attention: Callable):
     """One Wan block on ``x [L, dim]``: modulated norm -> self-attention (``attention`` on ``[L, heads, d]``,
     q/k RMS-normed and rotated) -> cross-attention to ``context [text_len, dim]`` -> modulated FFN."""
-    from svgtpu.dit import apply_rope
+    from svgtpu.toy.dit import apply_rope
     H, d = shape.heads, shape.head_dim
     shift1, scale1, gate1, shift2, scale2, gate2 = (p["modulation"].astype(jnp.float32) + e)
 
@@ -473,7 +473,7 @@ def modeled_block(geometry, sizes: Sizes) -> dict:
 
 
 def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
-    from svgtpu.dit import rope_angles
+    from svgtpu.toy.dit import rope_angles
     g = get_geometry(geometry)
     shape = sizes.block
     p = init_block(shape)
@@ -551,7 +551,7 @@ def attention_exponents(blocks: list[dict]) -> dict[str, float]:
 
 def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     """The whole benchmark (``smoke``: tiny shapes, any backend); returns the result dict."""
-    from svgtpu.results import provenance
+    from svgtpu.report.results import provenance
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
@@ -654,7 +654,7 @@ def results_entries(result: dict):
 
 def write(result: dict, path: str | Path) -> Path:
     """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``."""
-    from svgtpu.results import NotebookRun, write_results
+    from svgtpu.report.results import NotebookRun, write_results
     path = Path(path)
     notebook = NotebookRun(NOTEBOOK, result["profile"], path.parent)
     for claim, name, value, kwargs in results_entries(result):
@@ -674,7 +674,7 @@ def gpu_rows(path: str | Path | None = None) -> dict | None:
     """
     import json
 
-    from svgtpu.results import figures_dir
+    from svgtpu.report.results import figures_dir
     path = Path(path) if path is not None else figures_dir() / GPU_RESULTS_NAME
     if not path.exists():
         return None

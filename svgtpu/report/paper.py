@@ -37,14 +37,16 @@ import os
 import re
 from pathlib import Path
 
-from svgtpu.results import CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path
+from svgtpu.report.results import (
+    CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
+)
+from svgtpu.report.paths import REPO_ROOT
 
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-PAPER = _REPO_ROOT / "paper" / "svgtpu.md"
-README = _REPO_ROOT / "README.md"
-NOTEBOOKS = _REPO_ROOT / "notebooks"
+PAPER = REPO_ROOT / "paper" / "svgtpu.md"
+README = REPO_ROOT / "README.md"
+NOTEBOOKS = REPO_ROOT / "notebooks"
 #: The results the paper and README are filled from: what ``make figures`` writes and git tracks.
-COMMITTED_RESULTS = _REPO_ROOT / "figures" / RESULTS_NAME
+COMMITTED_RESULTS = REPO_ROOT / "figures" / RESULTS_NAME
 NOT_YET = "not yet measured"
 
 _BLOCK = re.compile(r"(<!-- svgtpu:begin (?P<name>[^>]+?) -->\n)(?P<body>.*?)(<!-- svgtpu:end (?P=name) -->)",
@@ -56,7 +58,7 @@ class ClaimRow:
     """One row of the claims table: the results entry ``claim/name`` next to the write-up.
 
     ``reported`` is the write-up's wording; ``{}`` in it is filled with ``REPORTED[claim, compare_to]``
-    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.results.REPORTED`.
+    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.report.results.REPORTED`.
     """
 
     claim: str
@@ -374,7 +376,7 @@ def generate(results: str | os.PathLike | None = None,
     """
     path = Path(results) if results is not None else results_path()
     if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
-        raise ValueError(f"results must be {COMMITTED_RESULTS.relative_to(_REPO_ROOT)} to fill the paper and the "
+        raise ValueError(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
                          f"README, got {path}; name the files to fill to use another results file")
     data = load_results(path)
     figures = path.parent

@@ -3,9 +3,9 @@
 - :class:`BlockMask`: a mask made of contiguous *variable-size* blocks: rows ``[q_edges[a],
   q_edges[a+1])`` may attend to keys ``[k_edges[b], k_edges[b+1])`` iff ``table[a, b]``.  This is
   what a token permutation that makes groups contiguous produces: SVG2's k-means clusters
-  (:mod:`svgtpu.svg2`, row and key groups differ) and STA's 3-D tiles.  Kernel tiles are uniform,
+  (:mod:`svgtpu.attention.svg2`, row and key groups differ) and STA's 3-D tiles.  Kernel tiles are uniform,
   blocks are not, so where block edges fall inside a kernel tile that tile is partial: the alignment
-  question of claim C3 again (:func:`svgtpu.masks.align` snaps it).
+  question of claim C3 again (:func:`svgtpu.masks.core.align` snaps it).
 - :class:`STAMask`: sliding-tile attention (STA, Zhang et al. 2025): tokens are reordered so that
   each ``tile = (tt, th, tw)`` cube of the ``T x H x W`` grid is contiguous (:func:`sta_order`), and
   a query tile attends to the ``window = (wt, wh, ww)`` key tiles around it, the window shifted
@@ -32,7 +32,7 @@ import hashlib
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks import (Mask, _frame_runs, _grid_from_cells, _grid_from_prefix, _overlap,
+from svgtpu.masks.core import (Mask, _frame_runs, _grid_from_cells, _grid_from_prefix, _overlap,
                           _pairs_with_offset_at_most)
 
 

@@ -7,7 +7,7 @@ Per call (one denoising step of one layer):
    step ``i`` is a warm-up step iff ``i < floor(fraction * num_steps)`` (step 0 is the noisiest),
    and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`).
    Dense runs through the configured kernel with a :class:`DenseMask`.
-2. **Online profiling** (:func:`svgtpu.profiling.classify_heads`): sampled rows decide per head
+2. **Online profiling** (:func:`svgtpu.attention.profiling.classify_heads`): sampled rows decide per head
    whether it is spatial or temporal.
 3. **Layout transformation** (:func:`sparse_attention`): temporal heads' Q, K, V are permuted to
    spatial-major order, every head runs the *one* band + sink mask through the kernel, and
@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
-from svgtpu.masks import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
-from svgtpu.profiling import TEMPORAL, classify_heads
+from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
+from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
@@ -53,7 +53,7 @@ class SVGConfig:
 
     - ``multiplier`` or ``sparsity`` (at most one; neither means ``sparsity = 0.3``): the band
       width, ``W = ceil(multiplier * F / 128) * 128``; ``sparsity`` is SVG's *kept* fraction,
-      turned into a multiplier by :func:`svgtpu.masks.multiplier_for_sparsity`.  Words for how much
+      turned into a multiplier by :func:`svgtpu.masks.core.multiplier_for_sparsity`.  Words for how much
       of the ``L x L`` score matrix a mask keeps, in this package:
 
       ============  =============================================================================
@@ -70,7 +70,7 @@ class SVGConfig:
       128 x 128 runs at any geometry: at wan-1440p its plan outgrows SMEM and the kernel splits it
       into q-row chunks; the production tile is MaxDiffusion's 3024 x 2048.  ``block_kv_compute``:
       keys per online-softmax update (``None``: the kernel's default for the tile).
-    - ``align``: ``None`` or a :func:`svgtpu.masks.align` mode (``snap``, ``cover``, ``inner``).
+    - ``align``: ``None`` or a :func:`svgtpu.masks.core.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
     - ``kernel``: one of :data:`KERNELS`: ``ours`` (our block-sparse kernel), ``splash`` (JAX's
       Splash Attention) or ``reference`` (plain masked attention in jnp).
@@ -260,7 +260,7 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
 
     ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
     ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` takes ``svg2_config=`` (an
-    :class:`svgtpu.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
+    :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
     kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
     """
     if name == "dense":
@@ -275,8 +275,8 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
             return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
                                  layer=layer, num_layers=num_layers, return_info=return_info)
         return svg
-    if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.svg2)
-        from svgtpu.svg2 import SVG2Config, svg2_backend
+    if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.attention.svg2)
+        from svgtpu.attention.svg2 import SVG2Config, svg2_backend
         return svg2_backend(options.get("svg2_config") or SVG2Config())
     if name == "splash":
         from svgtpu.kernels import splash_attention

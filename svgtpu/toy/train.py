@@ -20,10 +20,10 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from svgtpu import data
-from svgtpu.dit import DiTConfig, Params, count_params, forward, init_params, save_checkpoint
+from svgtpu.toy import data
+from svgtpu.toy.dit import DiTConfig, Params, count_params, forward, init_params, save_checkpoint
 from svgtpu.geometry import check_positive_int
-from svgtpu.results import provenance
+from svgtpu.report.results import provenance
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {

@@ -1,0 +1,24 @@
+"""Where the checkout is: the notebooks, figures, paper and build folder the commands read and write.
+
+Found once, here: ``$SVGTPU_ROOT`` if set; else the folder above the package when it is a checkout
+(an editable install, or ``PYTHONPATH=.``); else the current directory.  So an installed wheel
+writes into the working tree it is run from, never into site-packages.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def checkout_root() -> Path:
+    """The svgtpu checkout this process works in (see the module docstring)."""
+    if os.environ.get("SVGTPU_ROOT"):
+        return Path(os.environ["SVGTPU_ROOT"]).resolve()
+    above_package = Path(__file__).resolve().parents[2]
+    if (above_package / "notebooks").is_dir():
+        return above_package
+    return Path.cwd()
+
+
+REPO_ROOT = checkout_root()
