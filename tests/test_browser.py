@@ -193,7 +193,7 @@ def _maps(page, css: str) -> list[bytes]:
 
 
 def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
-    nb = _open(page, lab, "00_explore")
+    nb = _open(page, lab, "explorer")
     _run_cells(page, nb, len(nb.cells) - 1)
     page.wait_for_selector(".svgtpu-explore-status .svgtpu-ok", timeout=120_000)
     page.wait_for_selector(".svgtpu-compare-status .svgtpu-ok", timeout=120_000)
@@ -225,7 +225,7 @@ def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
     _shut_down_kernels(lab)
 
 
-@pytest.mark.parametrize("notebook", [n for n in reproduce.NOTEBOOKS if n != "00_explore"])
+@pytest.mark.parametrize("notebook", [n for n in reproduce.NOTEBOOKS if n != "explorer"])
 def test_notebook_opens_with_the_project_kernel_and_runs_its_parameters(lab, page, notebook):
     """Markdown renders, the `svgtpu (.venv)` kernel starts and runs the parameters cell (running
     the whole notebook is test_notebooks.py's job, through papermill)."""

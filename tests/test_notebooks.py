@@ -23,30 +23,30 @@ from svgtpu.report.results import PROVENANCES, NotebookRun, figures_dir, load_re
 #: What each notebook must leave behind: figure names and result entries per claim.
 EXPECTED = {
     "00_primer": {"figures": ["primer_roofline"], "claims": {}},
-    "06_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
-    "01_quadratic_scaling": {
+    "02_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
+    "05_quadratic_scaling": {
         "figures": ["c5_cost_vs_resolution", "c2_attention_share"],
         "claims": {"C2": ["attention_share_1440p", "attention_share_720p", "toy_attention_share",
                           "attention_share_sweep"],
                    "C5": ["attention_exponent", "other_exponent"]},
     },
-    "02_mask_alignment": {
+    "03_mask_alignment": {
         "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff"],
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
                           "pairs_added", "pairs_dropped", "output_error_aligned"]},
     },
-    "03_fast_path_ablation": {
+    "04_fast_path_ablation": {
         "figures": ["c4_kernel_variants", "c4_vector_ops"],
         "claims": {"C4": ["fast_path_speedup", "aligned_fast_overhead_vs_ideal", "ours_over_splash_svg",
                           "variants", "vector_ops_removed_full", "op_counts", "llo_cmp_select_full_fast",
                           "bundles_partial_over_full", "llo_counts"]},
     },
-    "04_end_to_end_speedup": {
+    "06_end_to_end_speedup": {
         "figures": ["headline_speedup"],
         "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup"]},
     },
-    "05_quality": {
+    "07_quality": {
         "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
                     "q_methods"],
         "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "sparsity_sweep",
@@ -90,8 +90,8 @@ def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, 
 
 
 #: Notebooks whose every figure is followed by a generated takeaway and that carry exercises.
-TEACHING = ("00_primer", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation", "05_quality",
-            "06_kernel_walkthrough")
+TEACHING = ("00_primer", "05_quadratic_scaling", "03_mask_alignment", "04_fast_path_ablation", "07_quality",
+            "02_kernel_walkthrough")
 #: What a takeaway template may spell in digits: claim ids, notebook numbers, resolutions, tile sizes and the
 #: 0-1 scale of decisiveness and TPU generations.
 SETTING = re.compile(r"\bC\d\b|notebook \d+|\bv\d+[a-z]*\b|\d+p\b|\d+×\d+|\b[01]:")
@@ -143,9 +143,9 @@ def test_hand_runs_write_to_scratch_and_parameters_yield_to_profiles(tmp_path):
     assert reproduce.output_dir(None) == reproduce.SCRATCH_DIR
     assert reproduce.output_dir(None, update_figures=True) == figures_dir()
     assert reproduce.output_dir(tmp_path, update_figures=False) == tmp_path  # what svgtpu reproduce passes
-    quick = reproduce.PROFILES["quick"]["03_fast_path_ablation"]["geometry"]
-    assert reproduce.settings("03_fast_path_ablation", "quick", geometry="2x2x2")["geometry"] == quick
-    assert reproduce.settings("03_fast_path_ablation", "cpu", geometry="2x2x2")["geometry"] == "2x2x2"
+    quick = reproduce.PROFILES["quick"]["04_fast_path_ablation"]["geometry"]
+    assert reproduce.settings("04_fast_path_ablation", "quick", geometry="2x2x2")["geometry"] == quick
+    assert reproduce.settings("04_fast_path_ablation", "cpu", geometry="2x2x2")["geometry"] == "2x2x2"
 
 
 def test_plots_leave_the_backend_to_jupyter():

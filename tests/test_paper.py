@@ -17,7 +17,7 @@ NOTEBOOKS = sorted(paper.NOTEBOOKS.glob("*.ipynb"))
 
 def _results(tmp_path, **entries):
     """A results file holding ``entries`` (``"C1.name": (value, extras)``) recorded by one notebook."""
-    run = results.NotebookRun("04_end_to_end_speedup", "quick", tmp_path)
+    run = results.NotebookRun("06_end_to_end_speedup", "quick", tmp_path)
     for key, (value, extra) in entries.items():
         claim, name = key.split(".", 1)
         run.record(claim, name, value, **{"provenance": "computed", **extra})
@@ -110,7 +110,7 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
     assert "not yet measured" in paper.render("compiled", data, tmp_path / "p.md", tmp_path).lower()
     assert "not yet measured" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path).lower()
 
-    gpu = results.NotebookRun("03_fast_path_ablation", "quick", tmp_path / "gpu")
+    gpu = results.NotebookRun("04_fast_path_ablation", "quick", tmp_path / "gpu")
     gpu.record("C4", "fast_path_speedup", 1.21, provenance="measured-gpu-h200", unit="ratio")
     (tmp_path / results.GPU_RESULTS_NAME).write_text(gpu.save().read_text())
     data = _results(tmp_path / "cpu", **{"C4.llo_masking_ops_full": (0, {"provenance": "compiled-v6e"}),

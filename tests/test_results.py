@@ -14,7 +14,7 @@ from svgtpu.report import reproduce
 from svgtpu.report import results
 
 
-def _run(tmp_path, notebook="02_mask_alignment", profile="quick"):
+def _run(tmp_path, notebook="03_mask_alignment", profile="quick"):
     return results.NotebookRun(notebook, profile, tmp_path)
 
 
@@ -26,12 +26,12 @@ def test_record_stamps_provenance_profile_versions_and_reported(tmp_path):
     assert entry["value"] == 0.2349
     assert entry["reported"] == results.REPORTED["C3", "partial_share_before"]
     assert entry["provenance"] == "computed" and entry["profile"] == "quick"
-    assert entry["notebook"] == "02_mask_alignment"
+    assert entry["notebook"] == "03_mask_alignment"
     assert {"jax", "svgtpu", "backend"} <= set(entry)
 
 
 def test_saving_one_notebook_keeps_the_others_and_replaces_its_own(tmp_path):
-    first = _run(tmp_path, "01_quadratic_scaling")
+    first = _run(tmp_path, "05_quadratic_scaling")
     first.record("C2", "attention_share_1440p", 0.9, provenance="modeled-v6e", unit="fraction")
     first.save()
     old = _run(tmp_path)
@@ -43,7 +43,7 @@ def test_saving_one_notebook_keeps_the_others_and_replaces_its_own(tmp_path):
     data = results.load_results(tmp_path / "results.json")
     assert data["claims"]["C2"]["attention_share_1440p"]["value"] == 0.9
     assert set(data["claims"]["C3"]) == {"partial_share_after"}
-    assert set(data["notebooks"]) == {"01_quadratic_scaling", "02_mask_alignment"}
+    assert set(data["notebooks"]) == {"05_quadratic_scaling", "03_mask_alignment"}
 
 
 def test_numpy_values_are_stored_as_plain_json(tmp_path):
@@ -179,10 +179,10 @@ def test_every_size_a_profile_sets_is_read_by_its_notebook_and_bad_names_are_cle
             unread = set(reproduce.PROFILES[profile][notebook]) - read
             assert not unread, f"{notebook} under profile {profile} never reads {sorted(unread)}"
     with pytest.raises(ValueError, match="profile"):
-        reproduce.settings("02_mask_alignment", "huge")
+        reproduce.settings("03_mask_alignment", "huge")
     with pytest.raises(ValueError, match="--only"):
         reproduce.select(["99"])
-    assert reproduce.select(["02", "quality"]) == ["02_mask_alignment", "05_quality"]
+    assert reproduce.select(["03", "quality"]) == ["03_mask_alignment", "07_quality"]
 
 
 def test_reproduce_rejects_a_bad_profile_on_the_command_line(capsys):
@@ -201,13 +201,13 @@ def test_the_committed_paper_uses_only_known_markers_and_names_every_figure():
 
 
 def test_reproduce_prints_the_summary_and_exits_non_zero_when_a_notebook_fails(monkeypatch, tmp_path, capsys):
-    failed = reproduce.NotebookResult("02_mask_alignment", "failed", 1.5, [], "cell 4 (execution count 3): "
-                                      "RuntimeError: boom", "build/notebooks/02_mask_alignment.ipynb")
-    ok = reproduce.NotebookResult("01_quadratic_scaling", "ok", 2.0, ["c2_attention_share.png"])
+    failed = reproduce.NotebookResult("03_mask_alignment", "failed", 1.5, [], "cell 4 (execution count 3): "
+                                      "RuntimeError: boom", "build/notebooks/03_mask_alignment.ipynb")
+    ok = reproduce.NotebookResult("05_quadratic_scaling", "ok", 2.0, ["c2_attention_share.png"])
     monkeypatch.setattr(reproduce, "reproduce", lambda *a, **k: [ok, failed])
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["reproduce", "--figures-dir", str(tmp_path), "--no-paper"])
     assert exit_info.value.code == 1
     out, err = capsys.readouterr()
-    assert "02_mask_alignment" in out and "RuntimeError: boom" in out and "01_quadratic_scaling" in out
-    assert "failed: 02_mask_alignment" in err
+    assert "03_mask_alignment" in out and "RuntimeError: boom" in out and "05_quadratic_scaling" in out
+    assert "failed: 03_mask_alignment" in err

@@ -33,20 +33,22 @@ from pathlib import Path
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
-#: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 04 and 05 sample from it.
+#: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 06 and 07 sample from it.
 CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
-NOTEBOOKS = ("00_primer", "00_explore", "01_quadratic_scaling", "02_mask_alignment", "03_fast_path_ablation",
-             "04_end_to_end_speedup", "05_quality", "06_kernel_walkthrough")
+#: The notebooks in reading order (the file order): the primer and the kernel track first, then the
+#: research track; the explorer is a tool beside them.
+NOTEBOOKS = ("00_primer", "02_kernel_walkthrough", "03_mask_alignment", "04_fast_path_ablation",
+             "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
-_COMPUTED_ONLY = {"00_explore": {}, "00_primer": {}, "06_kernel_walkthrough": {}}
+_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "02_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
@@ -55,40 +57,40 @@ _METHOD_VARIANTS = None
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
         **_COMPUTED_ONLY,
-        "01_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
-        "02_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
+        "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
+        "03_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
-        "03_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
+        "04_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
                                   "heads": 1, "head_dim": 64},
-        "04_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
-        "05_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"],
+        "06_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
+        "07_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"],
                        "method_variants": ["svg", "sta-aligned"], "method_kept": [0.3], "method_seeds": [0],
                        "method_steps": 2},
     },
     "cpu": {
         **_COMPUTED_ONLY,
-        "01_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
-        "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
+        "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
+        "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "03_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
+        "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},
-        "04_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        "05_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS,
+        "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
+        "07_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS,
                        "method_variants": _METHOD_VARIANTS, "method_kept": [0.2, 0.3, 0.45], "method_seeds": [0, 1],
                        "method_steps": 10},
     },
     "tpu": {
         **_COMPUTED_ONLY,
-        "01_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
-        "02_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
+        "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
+        "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
-        "03_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3024, "block_kv": 2048, "rounds": 15,
+        "04_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3024, "block_kv": 2048, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
-        "04_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
-        "05_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
+        "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
+        "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
                        "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
                        "method_kept": [0.15, 0.2, 0.3, 0.45, 0.6], "method_seeds": [0, 1, 2, 3], "method_steps": 50},
     },
