@@ -24,7 +24,7 @@ def _results(tmp_path, **entries):
     return results.load_results(run.save())
 
 
-@pytest.mark.parametrize("path", [paper.PAPER, paper.README, *NOTEBOOKS], ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", [paper.PAPER, paper.APPENDIX, paper.README, *NOTEBOOKS], ids=lambda p: Path(p).name)
 def test_prose_states_no_number_of_ours_by_hand(path):
     text = paper.notebook_markdown(path) if path.suffix == ".ipynb" else path.read_text()
     strays = paper.stray_numbers(text)
@@ -32,7 +32,7 @@ def test_prose_states_no_number_of_ours_by_hand(path):
         "\n".join(strays)
 
 
-@pytest.mark.parametrize("path", [paper.PAPER, paper.README], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [paper.PAPER, paper.APPENDIX, paper.README], ids=lambda p: p.name)
 def test_generated_numbers_match_the_results_file(path):
     """What sits between markers is what `svgtpu paper` makes from the committed results file."""
     text = path.read_text()

@@ -1,6 +1,7 @@
 """``svgtpu paper``: fill the paper's tables and figure blocks from the results file.
 
-The write-up (``paper/svgtpu.md``) and the README never contain a typed number of ours.  They hold
+The write-up (``paper/svgtpu.md``, a short note), its appendix (``paper/appendix.md``, the long
+per-claim tables) and the README never contain a typed number of ours.  They hold
 marker pairs::
 
     <!-- svgtpu:begin claims -->
@@ -43,6 +44,8 @@ from svgtpu.report.results import (
 from svgtpu.report.paths import REPO_ROOT
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
+#: The paper's appendix: every result of every claim, so the note itself prints each table once.
+APPENDIX = REPO_ROOT / "paper" / "appendix.md"
 README = REPO_ROOT / "README.md"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 #: The results the paper and README are filled from: what ``make figures`` writes and git tracks.
@@ -100,8 +103,9 @@ CLAIM_ROWS = [
              "compiler schedules our kernel for v6e (static bundles: compiled, not run)"),
     ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU",
              "quadratic"),
-    ClaimRow("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video, toy DiT"),
-    ClaimRow("Q", "psnr_unaligned", "PSNR of SVG vs dense video, toy DiT"),
+    ClaimRow("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video, toy DiT (snapping changes the kept pairs: "
+             "not at the unaligned row's density)"),
+    ClaimRow("Q", "psnr_unaligned", "PSNR of SVG vs dense video, toy DiT (not at the aligned row's density)"),
 ]
 
 
@@ -368,8 +372,8 @@ def notebook_markdown(path: str | os.PathLike) -> str:
 
 def generate(results: str | os.PathLike | None = None,
              targets: list[str | os.PathLike] | None = None) -> list[dict]:
-    """Regenerate the marker blocks of each target file (default: the paper, and the README if it
-    has markers) from the results file; returns what was done per file.
+    """Regenerate the marker blocks of each target file (default: the paper, its appendix and the
+    README) from the results file; returns what was done per file.
 
     The paper and README are filled only from the committed results (:data:`COMMITTED_RESULTS`): a
     scratch or test run must name its own target files, so it never writes its numbers into them.
@@ -380,7 +384,7 @@ def generate(results: str | os.PathLike | None = None,
                          f"README, got {path}; name the files to fill to use another results file")
     data = load_results(path)
     figures = path.parent
-    files = [Path(t) for t in targets] if targets else [PAPER] + ([README] if README.exists() else [])
+    files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
     report = []
     for target in files:
         if not target.exists():
