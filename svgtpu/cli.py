@@ -314,7 +314,29 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labels", type=int, nargs="+", help="motion labels, one video each (default: all)")
     p.add_argument("--out", default="video.gif", help="animated GIF; the contact sheet goes next to it as .png")
     p.add_argument("--devices", type=positive_int, default=1,
-                   help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices)")
+                   help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices); "
+                        "with several processes, the devices of all of them")
+    from svgtpu.launch import add_arguments
+    add_arguments(p)
+
+
+def _generate_table(result: dict) -> str:
+    return format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
+        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
+
+
+def _launch_generate(args) -> tuple[dict, str]:
+    """``generate --processes N``: N local processes, one global mesh; process 0's result."""
+    from svgtpu.launch import first_json, launch, relaunch_argv
+    if args.devices % args.processes:
+        raise ValueError(f"--devices ({args.devices}) must be divisible by --processes ({args.processes})")
+    if args.distributed or args.coordinator:
+        raise ValueError("--processes starts its own processes: drop --distributed / --coordinator")
+    done = launch(relaunch_argv(sys.argv[1:] if args.argv is None else args.argv), args.processes,
+                  args.devices // args.processes, timeout=args.timeout)
+    result = first_json(done.stdout[0])
+    result["launcher"] = {"processes": args.processes, "wall_seconds": done.seconds, "port": done.port}
+    return result, _generate_table(result) + f"\n({args.processes} processes on localhost, {done.seconds:.1f} s)"
 
 
 @command("generate", "sample videos from the toy DiT: an animated GIF and a contact-sheet PNG", _generate_arguments)
@@ -325,14 +347,19 @@ def run_generate(args):
     from svgtpu.toy.data import MOTIONS
     from svgtpu.toy.dit import load_checkpoint
     from svgtpu.report.results import provenance
-    from svgtpu.toy.sampler import sample, save_video
+    from svgtpu.toy.sampler import sample, save_video, video_statistics
     from svgtpu.attention.sharding import mesh_for_model
     from svgtpu.attention.svg2 import SVG2Config
+    from svgtpu.launch import join
 
     if args.align and args.attention not in ("svg", "svg2"):
         raise ValueError(f"--align needs --attention svg or svg2, got --attention {args.attention}")
     if args.attention == "svg2" and args.devices > 1:
         raise ValueError("--devices must be 1 with --attention svg2 (its per-layer warm-start state is not sharded)")
+    if args.processes > 1:
+        return _launch_generate(args)
+    join(args)   # one process of several (jax.distributed), before any JAX computation
+    import jax
     params, config = load_checkpoint(args.checkpoint)
     labels = list(range(config.num_labels)) if args.labels is None else args.labels
     svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
@@ -343,16 +370,16 @@ def run_generate(args):
     video = sample(params, config, labels, seed=args.seed, num_steps=args.steps, guidance=args.guidance,
                    shift=args.shift, attention=attention, mesh=mesh)
     seconds = time.perf_counter() - start
-    gif, png = save_video(video, args.out)
+    gif, png = save_video(video, args.out) if jax.process_index() == 0 else (None, None)  # one writer
     result = {"checkpoint": args.checkpoint, "attention": args.attention, "align": args.align,
               "seed": args.seed, "steps": args.steps, "guidance": args.guidance, "shift": args.shift,
               "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
               "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
               "devices": args.devices, "mesh": dict(mesh.shape) if mesh is not None else None,
+              "processes": jax.process_count(), "process_index": jax.process_index(),
+              "video": video_statistics(video),
               "provenance": provenance("measured", pallas=args.attention != "dense")}
-    table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
-        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
-    return result, table
+    return result, _generate_table(result)
 
 
 def _quality_arguments(p: argparse.ArgumentParser) -> None:
@@ -618,7 +645,7 @@ def run_bench(args):
         return result, gpu_bench.format_result(result)
     from svgtpu.bench import kernels as bench
     from svgtpu.kernels import KernelConfig
-    from svgtpu.kernels.plan import HEAD_DIMS
+    from svgtpu.kernels.common import HEAD_DIMS
 
     KernelConfig(args.block_q, args.block_kv, args.block_kv_compute)  # one clear line on bad tiles
     if args.head_dim not in HEAD_DIMS:

@@ -13,7 +13,7 @@ import pytest
 
 from svgtpu.bench.compile import CompileJob, compile_fn, compile_targets, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, block_sparse_attention
-from svgtpu.kernels.plan import compiling_for
+from svgtpu.kernels.common import compiling_for
 from svgtpu.masks.core import BandSinkMask
 
 pytestmark = pytest.mark.skipif(not libtpu_available(),

@@ -11,7 +11,8 @@ from svgtpu.bench.compile import compile_fn, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, tile_plan
 from svgtpu.kernels.dynamic import block_table_attention, chunk_rows, plan_facts
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, plan_length, traced_plan
-from svgtpu.kernels.plan import compiling_for, noop_word
+from svgtpu.kernels.plan import noop_word
+from svgtpu.kernels.common import compiling_for
 from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import ArrayMask, align
 from svgtpu.masks.tiles import EMPTY, classify

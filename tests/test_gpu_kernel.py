@@ -10,7 +10,8 @@ import pytest
 from test_kernels import (GEOM_SPATIAL, TOLERANCE, numpy_attention, per_head_masks, random_qkv, relative_error,
                           tile_pattern_mask)
 
-from svgtpu.kernels import block_sparse_attention, mask_array, tile_plan
+from svgtpu.kernels import KernelConfig, mask_array, tile_plan
+from svgtpu.kernels.api import block_sparse
 from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan
 from svgtpu.masks.core import ArrayMask, BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.masks.tiles import FULL, classify
@@ -46,11 +47,12 @@ def test_rows_without_keys_are_zero_and_sm_scale_is_applied_via_the_dispatcher()
     allowed = np.zeros((L, L), bool)
     allowed[:70, :150] = True  # rows 70.. see nothing: a whole q tile row of the plan is empty
     q, k, v = random_qkv(11, 2, L, 64, "float32")
-    out = block_sparse_attention(q, k, v, allowed, block_q=128, block_kv=128, sm_scale=0.37, kernel="gpu")
+    config = KernelConfig(block_q=128, block_kv=128)
+    out = block_sparse(q, k, v, allowed, config=config, sm_scale=0.37, implementation="triton")
     assert np.all(np.asarray(out)[:, 70:] == 0)
     assert relative_error(out, numpy_attention(q, k, v, allowed, sm_scale=0.37)) <= TOLERANCE["float32"]
-    with pytest.raises(ValueError, match="kernel must be 'tpu'"):
-        block_sparse_attention(q, k, v, allowed, block_q=128, block_kv=128, kernel="cuda")
+    with pytest.raises(ValueError, match="implementation must be one of mosaic, triton"):
+        block_sparse(q, k, v, allowed, config=config, implementation="cuda")
 
 
 @pytest.mark.parametrize("fast_path", [True, False])

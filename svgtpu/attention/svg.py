@@ -154,6 +154,7 @@ class SVGInfo(NamedTuple):
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConfig) -> jax.Array:
     """Run ``mask`` through the configured kernel for ``[..., heads, L, d]`` inputs."""
     from svgtpu import kernels
+    from svgtpu.kernels.api import block_sparse
 
     lead, (L, d) = q.shape[:-2], q.shape[-2:]
     q, k, v = (x.reshape(-1, L, d) for x in (q, k, v))
@@ -164,7 +165,7 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConf
         out = kernels.splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
                                        sm_scale=scale)
     else:
-        out = kernels.block_sparse_attention(q, k, v, mask, config=config.kernel_config, sm_scale=scale)
+        out = block_sparse(q, k, v, mask, config=config.kernel_config, sm_scale=scale)  # TPU or GPU kernel
     return out.reshape(*lead, L, d)
 
 

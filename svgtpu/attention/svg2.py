@@ -47,7 +47,7 @@ from svgtpu.geometry import check_positive_int
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, check_traced_align, traced_plan
-from svgtpu.kernels.plan import resolve_interpret
+from svgtpu.kernels.common import resolve_interpret
 from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL

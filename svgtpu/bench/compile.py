@@ -22,7 +22,8 @@ import time
 
 from svgtpu.kernels.budget import DEVICES, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.plan import compiling_for, tile_plan
+from svgtpu.kernels.plan import tile_plan
+from svgtpu.kernels.common import compiling_for
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
@@ -282,7 +283,7 @@ def add_arguments(p) -> None:
 def run_command(args):
     """``svgtpu compile``: ``(result, table, exit status)``; 1 when anything was refused."""
     from svgtpu.geometry import get_geometry
-    from svgtpu.kernels.plan import HEAD_DIMS
+    from svgtpu.kernels.common import HEAD_DIMS
     if args.head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
     get_geometry(args.geometry)

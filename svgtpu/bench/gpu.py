@@ -45,7 +45,8 @@ from tqdm.auto import tqdm
 
 from svgtpu.costmodel.workload import MODELS, ModelConfig
 from svgtpu.geometry import get_geometry
-from svgtpu.kernels import block_sparse_attention, mask_array
+from svgtpu.kernels import mask_array
+from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.schedule import layer_calls
@@ -183,18 +184,6 @@ def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc
 
 # -- 1. correctness on the device ---------------------------------------------------------------
 
-def _attention_f64(q, k, v, allowed) -> np.ndarray:
-    """float64 masked attention on the host, one head at a time (rows with no allowed key -> 0)."""
-    out = np.zeros_like(q)
-    for h in range(q.shape[0]):
-        s = np.where(allowed[h], q[h] @ k[h].T / math.sqrt(q.shape[-1]), -np.inf)
-        m = s.max(-1, keepdims=True)
-        p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
-        denom = p.sum(-1, keepdims=True)
-        out[h] = (p @ v[h]) / np.where(denom == 0, 1.0, denom)
-    return out
-
-
 def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dict:
     """Max relative error of our GPU kernel vs a float64 host reference for ``sizes.check_cases``
     (dtype, mask kind: dense / svg / aligned / per-head, fast path)."""
@@ -212,10 +201,10 @@ def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dic
             rows.append(row | {"ok": None, "reason": "time budget"})
             continue
         q, k, v = (jnp.asarray(x.astype(jnp.dtype(dtype))) for x in data)  # rounded on the host
-        ref = _attention_f64(*(np.asarray(x).astype(np.float64) for x in (q, k, v)), mask_array(masks[name], heads, L))
-        out = block_sparse_attention(q, k, v, masks[name], block_q=sizes.block_q, block_kv=sizes.block_kv,
-                                     fast_path=fast_path, kernel="gpu")
-        err = float(np.abs(np.asarray(out).astype(np.float64) - ref).max() / np.abs(ref).max())
+        ref = float64_attention(q, k, v, mask_array(masks[name], heads, L))
+        out = gpu_block_sparse_attention(q, k, v, masks[name], block_q=sizes.block_q, block_kv=sizes.block_kv,
+                                     fast_path=fast_path)
+        err = relative_error(out, ref)
         rows.append(row | {"max_rel_error": err, "ok": err <= tolerance[dtype]})
     return {"geometry": str(g), "L": L, "heads": heads, "rows": rows,
             "all_ok": all(r["ok"] for r in rows if r["ok"] is not None)}
@@ -303,7 +292,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, t
             stats = rows.plan.as_dict()
             info = {"density": stats["density"], "partial_share": stats["partial_share"],
                     "computed_pairs": heads * rows.tiles_computed * sizes.block_q * sizes.block_kv}
-            f = jax.jit(functools.partial(block_sparse_attention, mask=mask, fast_path=fast_path, kernel="gpu",
+            f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=mask, fast_path=fast_path,
                                           interpret=interpret, **tiles))
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
             variants[name] = (functools.partial(f, q, k, v), info)
@@ -444,8 +433,8 @@ def _ours_lhd(mask, sizes: Sizes, interpret: bool):
     """Our GPU kernel on ``[L, heads, d]`` (the block's layout): transposes included in its time."""
     def attend(q, k, v):
         t = lambda y: jnp.transpose(y, (1, 0, 2))  # noqa: E731
-        return t(block_sparse_attention(t(q), t(k), t(v), mask, block_q=sizes.block_q, block_kv=sizes.block_kv,
-                                        kernel="gpu", interpret=interpret))
+        return t(gpu_block_sparse_attention(t(q), t(k), t(v), mask, block_q=sizes.block_q, block_kv=sizes.block_kv,
+                                        interpret=interpret))
     return attend
 
 

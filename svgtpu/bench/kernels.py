@@ -27,7 +27,7 @@ from svgtpu.geometry import get_geometry
 from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.plan import as_masks
+from svgtpu.kernels.common import as_masks
 from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_mask
 from svgtpu.report.results import provenance
 from svgtpu.masks.tiles import classify

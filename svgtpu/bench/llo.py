@@ -106,7 +106,7 @@ def _compile_for_dump(spec: dict) -> None:
     from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels import KernelConfig, block_sparse_attention
-    from svgtpu.kernels.plan import compiling_for
+    from svgtpu.kernels.common import compiling_for
     from svgtpu.masks.core import make_mask
     g = get_geometry(spec["geometry"])
     config = KernelConfig(spec["block_q"], spec["block_kv"], spec["block_kv_compute"], spec["fast_path"])

@@ -32,7 +32,6 @@ accumulation.  The tolerances the tests hold interpret mode to (1e-5 relative fo
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -40,11 +39,11 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from svgtpu.geometry import round_up
-from svgtpu.kernels.budget import DEVICES, check_vmem, device_memory
+from svgtpu.kernels.budget import check_vmem, device_memory
+from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolve_config, resolve_device,
+                                   resolve_interpret)
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.plan import (AOT_TARGET, FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, check_inputs,
-                                 resolve_interpret, tile_plan)
+from svgtpu.kernels.plan import FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, tile_plan
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
@@ -162,7 +161,7 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 
-def _chunk_call(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
+def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
                 mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int):
     """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
 
@@ -230,14 +229,6 @@ def _chunk_call(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int
     )(*lax.optimization_barrier(tuple(jnp.asarray(p) for p in prefetch)), *operands)
 
 
-def pad_qkv(q, k, v, block_q: int, block_kv: int):
-    """``q`` padded up to a multiple of ``block_q`` rows, ``k`` and ``v`` to one of ``block_kv``."""
-    L = q.shape[1]
-    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
-    return (jnp.pad(q, ((0, 0), (0, Lq - L), (0, 0))), jnp.pad(k, ((0, 0), (0, Lk - L), (0, 0))),
-            jnp.pad(v, ((0, 0), (0, Lk - L), (0, 0))))
-
-
 @functools.partial(jax.jit, static_argnames=("mask", "config", "device", "interpret", "sm_scale"))
 def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret, sm_scale):
     heads, L, d = q.shape
@@ -246,7 +237,7 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory)
     q, k, v = pad_qkv(q, k, v, config.block_q, config.block_kv)
     mask_operands = (jnp.asarray(plan.blocks, jnp.int8),) if plan.mask_source == "blocks" else ()
-    outs = [_chunk_call(q, k, v, mask_operands, chunk, source=plan.mask_source, L=plan.L, kv_bits=plan.kv_bits,
+    outs = [run_plan_chunk(q, k, v, mask_operands, chunk, source=plan.mask_source, L=plan.L, kv_bits=plan.kv_bits,
                         per_head=plan.plan_heads > 1, mask=None if isinstance(mask, tuple) else mask,
                         config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit)
             for chunk in plan.chunks(memory.smem_budget)]
@@ -254,33 +245,10 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     return out[:, :L]
 
 
-def check_sm_scale(sm_scale, head_dim: int) -> float:
-    """``None`` -> ``1/sqrt(head_dim)``; else a finite positive number."""
-    if sm_scale is None:
-        return 1.0 / math.sqrt(head_dim)
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
-            or sm_scale <= 0:
-        raise ValueError(f"sm_scale must be None (1/sqrt(head_dim)) or a finite positive number, got {sm_scale!r}")
-    return float(sm_scale)
-
-
-def default_device() -> str:
-    """The TPU generation to budget for: the one being compiled for, the local TPU's, else v6e (the
-    write-up's)."""
-    if (target := AOT_TARGET.get()) is not None:
-        return target
-    if jax.default_backend() == "tpu":
-        kind = jax.devices()[0].device_kind.lower()
-        for name, tag in (("v5e", "lite"), ("v5e", "v5e"), ("v5p", "v5"), ("v6e", "v6")):
-            if tag in kind:
-                return name
-    return "v6e"
-
-
 def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_kv: int | None = None,
                            block_kv_compute: int | None = None, fast_path: bool = True,
                            config: KernelConfig | None = None, device: str | None = None, interpret=None,
-                           sm_scale: float | None = None, kernel: str | None = None):
+                           sm_scale: float | None = None):
     """Masked attention ``softmax(q k^T * sm_scale + mask) v`` over the non-empty tiles only.
 
     ``q, k, v``: ``[heads, L, d]``, float32 or bfloat16, ``d`` in (64, 128); ``L`` is padded up to
@@ -293,36 +261,15 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
     ``device`` (``v5e``, ``v5p``, ``v6e``; default: the local TPU, else ``v6e``) sets the SMEM and
     VMEM budgets.  ``interpret=None``: compiled on TPU, else ``True``, Pallas' generic interpreter;
     pass ``pltpu.InterpretParams()`` for the TPU interpreter (simulated DMAs, race detection).
-    ``sm_scale=None`` means ``1/sqrt(d)``.  Rows with no allowed key return zeros.  ``kernel``:
-    ``"tpu"`` (this Mosaic kernel) or ``"gpu"`` (the Triton port, :mod:`svgtpu.kernels.gpu`, same
-    plan and semantics); ``None`` picks ``"gpu"`` on a GPU backend, else ``"tpu"``.
+    ``sm_scale=None`` means ``1/sqrt(d)``.  Rows with no allowed key return zeros.  The GPU port
+    with the same plan and semantics is :func:`svgtpu.kernels.gpu.gpu_block_sparse_attention`;
+    :func:`svgtpu.kernels.api.block_sparse` picks one of the two for the backend.
     """
     config = resolve_config(config, block_q, block_kv, block_kv_compute, fast_path)
-    kernel = kernel or ("gpu" if jax.default_backend() == "gpu" else "tpu")
-    if kernel not in ("tpu", "gpu"):
-        raise ValueError(f"kernel must be 'tpu' (Pallas Mosaic) or 'gpu' (Pallas Triton), got {kernel!r}")
-    if kernel == "gpu":  # imported here: the GPU port builds on this module's checks
-        from svgtpu.kernels.gpu import gpu_block_sparse_attention
-        return gpu_block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
     masks = check_inputs(q, k, v, mask)
     scale = check_sm_scale(sm_scale, q.shape[-1])
-    if device is not None and device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-    return _block_sparse(q, k, v, mask=masks, config=config, device=device or default_device(),
+    return _block_sparse(q, k, v, mask=masks, config=config, device=resolve_device(device),
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-def resolve_config(config: KernelConfig | None, block_q, block_kv, block_kv_compute, fast_path) -> KernelConfig:
-    """``config`` as given, or one built (and validated) from the loose keyword arguments."""
-    if config is not None:
-        if not isinstance(config, KernelConfig):
-            raise ValueError(f"config must be a KernelConfig, got {type(config).__name__}")
-        if any(x is not None for x in (block_q, block_kv, block_kv_compute)):
-            raise ValueError("give either config or block_q / block_kv / block_kv_compute, not both")
-        return config
-    if block_q is None or block_kv is None:
-        raise ValueError("give config=KernelConfig(...) or both block_q and block_kv")
-    return KernelConfig(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, fast_path=fast_path)
-
-
-__all__ = ["block_sparse_attention", "tile_update", "resolve_config", "check_sm_scale", "pad_qkv"]
+__all__ = ["block_sparse_attention", "tile_update"]

@@ -31,12 +31,14 @@ import jax
 import jax.numpy as jnp
 
 from svgtpu.geometry import ceil_div, round_up
-from svgtpu.kernels.block_sparse import _chunk_call, check_sm_scale, default_device, pad_qkv, resolve_config
-from svgtpu.kernels.budget import DEVICES, check_vmem, device_memory
+from svgtpu.kernels.block_sparse import run_plan_chunk
+from svgtpu.kernels.common import (check_qkv, check_sm_scale, pad_qkv, resolve_config, resolve_device,
+                                   resolve_interpret)
+from svgtpu.kernels.budget import check_vmem, device_memory
 from svgtpu.kernels.config import LANES, SUBLANES, KernelConfig
 from svgtpu.kernels.dynamic_plan import (block_labels, block_table_kinds, check_traced_align, plan_length,
                                          traced_plan)
-from svgtpu.kernels.plan import PlanChunk, check_qkv, kv_bits_for, resolve_interpret, smem_array_bytes
+from svgtpu.kernels.plan import PlanChunk, kv_bits_for, smem_array_bytes
 
 #: The cluster table is zero-padded to multiples of this on both sides before it enters the kernel,
 #: so the two mask matmuls have MXU-shaped operands (bf16 packs 16 rows per vreg).
@@ -121,10 +123,8 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     L = q.shape[1]
     plan_length(ceil_div(L, config.block_q), ceil_div(L, config.block_kv), max_steps)  # validates the bound
     scale = check_sm_scale(sm_scale, q.shape[-1])
-    if device is not None and device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     return _block_table(q, k, v, q_edges, k_edges, table, align=align, config=config, max_steps=max_steps,
-                        device=device or default_device(), interpret=resolve_interpret(interpret), sm_scale=scale)
+                        device=resolve_device(device), interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
 @functools.partial(jax.jit, static_argnames=("align", "config", "max_steps", "device", "interpret", "sm_scale"))
@@ -154,7 +154,7 @@ def _block_table(q, k, v, q_edges, k_edges, table, *, align, config: KernelConfi
         steps = min(bound, (row1 - row0) * nkv)
         words, need = traced_plan(kinds[:, row0:row1], L=L, block_q=bq, block_kv=bkv, steps=steps)
         chunk = PlanChunk(row0=row0, row1=row1, steps=steps, words=words, block_index=None)
-        outs.append(_chunk_call(q, k, v, operands, chunk, source=source, L=L, kv_bits=kv_bits_for(L, bkv),
+        outs.append(run_plan_chunk(q, k, v, operands, chunk, source=source, L=L, kv_bits=kv_bits_for(L, bkv),
                                 per_head=True, mask=None, config=config, interpret=interpret, sm_scale=sm_scale,
                                 vmem_limit=vmem_limit))
         needed, overflow = needed + need, overflow | (need > steps)

@@ -47,9 +47,9 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from svgtpu.kernels.block_sparse import check_sm_scale, pad_qkv, resolve_config
+from svgtpu.kernels.common import check_inputs, check_sm_scale, pad_qkv, resolve_config
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.plan import TilePlan, check_inputs, tile_plan
+from svgtpu.kernels.plan import TilePlan, tile_plan
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 

@@ -28,94 +28,20 @@ that does not fit the SMEM budget the q rows are cut into chunks, each run by it
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 
 import numpy as np
 
-from svgtpu.kernels.config import DTYPES, KernelConfig
 from svgtpu.geometry import round_up
-from svgtpu.masks.core import ArrayMask, Mask, tile_edges
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.masks.core import Mask, tile_edges
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 FIRST, LAST = 1, 2
-HEAD_DIMS = (64, 128)
 #: Bit layout of a packed plan word (see the module doc): flags in bits 0-1, kind in bits 2-3.
 KIND_SHIFT, KV_SHIFT = 2, 4
 SMEM_TILE_WORDS = 128
-
-
-def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
-    """Normalize ``mask`` to one :class:`Mask` for all heads or a tuple of one per head.
-
-    Accepts a mask object, a numpy bool ``[L, L]`` array or a numpy bool ``[heads, L, L]`` array.
-    """
-    if isinstance(mask, Mask):
-        if mask.L != L:
-            raise ValueError(f"mask has L={mask.L} but q, k, v have sequence length {L}")
-        return mask
-    if isinstance(mask, np.ndarray):
-        if mask.dtype != np.bool_:
-            raise ValueError(f"mask array must have dtype bool, got {mask.dtype}")
-        if mask.shape == (L, L):
-            return ArrayMask(mask)
-        if mask.shape == (heads, L, L):
-            return tuple(ArrayMask(m) for m in mask)
-        raise ValueError(f"mask array must have shape [L, L]=({L}, {L}) or [heads, L, L]=({heads}, {L}, {L}), "
-                         f"got {mask.shape}")
-    raise ValueError(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
-
-
-def check_inputs(q, k, v, mask) -> Mask | tuple[Mask, ...]:
-    """Validate shapes, dtypes and head_dim; return the normalized mask(s)."""
-    check_qkv(q, k, v)
-    return as_masks(mask, q.shape[0], q.shape[1])
-
-
-def check_qkv(q, k, v) -> None:
-    """One clear line unless ``q, k, v`` are ``[heads, L, d]`` arrays of one shape and kernel dtype, ``d``
-    in :data:`HEAD_DIMS`."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if getattr(x, "ndim", None) != 3:
-            raise ValueError(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
-        if str(x.dtype) not in DTYPES:
-            raise ValueError(f"{name} dtype must be one of {', '.join(DTYPES)}, got {x.dtype}")
-    if not (q.shape == k.shape == v.shape):
-        raise ValueError(f"q, k, v must have the same shape [heads, L, d], got {q.shape}, {k.shape}, {v.shape}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    heads, L, d = q.shape
-    if heads == 0 or L == 0:
-        raise ValueError(f"q, k, v must have at least one head and one token, got shape {q.shape}")
-    if d not in HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {d}")
-
-
-#: The TPU generation code is being lowered for ahead of time (``svgtpu compile``), else ``None``.
-AOT_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("svgtpu_aot_target", default=None)
-
-
-@contextlib.contextmanager
-def compiling_for(device: str):
-    """Inside this block kernels lower for TPU ``device`` (Mosaic, not interpret mode), whatever the
-    local backend: what :mod:`svgtpu.bench.compile` needs to compile whole layers ahead of time."""
-    token = AOT_TARGET.set(device)
-    try:
-        yield
-    finally:
-        AOT_TARGET.reset(token)
-
-
-def resolve_interpret(interpret):
-    """``None`` -> compiled on TPU (or when compiling for one), Pallas interpret mode on any other backend."""
-    if interpret is None:
-        if AOT_TARGET.get() is not None:
-            return False
-        import jax
-        return jax.default_backend() != "tpu"
-    return interpret
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -12,7 +12,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.kernels.plan import as_masks
+from svgtpu.kernels.common import as_masks
 
 
 def mask_array(mask, heads: int, L: int) -> np.ndarray:
@@ -39,3 +39,30 @@ def allowed_attention(q, k, v, allowed, *, sm_scale: float | None = None):
     denom = p.sum(axis=-1, keepdims=True)
     out = jnp.einsum("hqk,hkd->hqd", p, v.astype(jnp.float32)) / jnp.where(denom == 0, 1.0, denom)
     return out.astype(q.dtype)
+
+
+def float64_attention(q, k, v, allowed=None, sm_scale=None) -> np.ndarray:
+    """``softmax(q k^T * scale, masked to allowed) v`` in float64 numpy, straight from the definition:
+    the one reference the tests and the GPU run's correctness check compare against.
+
+    ``q, k, v [..., L, d]`` (rounded through float32 first, as the kernels see them); ``allowed``:
+    bool ``[L, L]`` or broadcastable to the scores, ``None`` for dense; ``sm_scale`` defaults to
+    ``1 / sqrt(d)``.  A query row with no allowed key gives zeros, the convention of every kernel here.
+    """
+    q, k, v = (np.asarray(np.asarray(x, np.float32), np.float64) for x in (q, k, v))
+    scale = 1 / np.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    scores = np.einsum("...qd,...kd->...qk", q, k) * scale
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    top = scores.max(-1, keepdims=True)
+    p = np.exp(scores - np.where(np.isfinite(top), top, 0))
+    total = p.sum(-1, keepdims=True)
+    return np.einsum("...qk,...kd->...qd", p, v) / np.where(total == 0, 1, total)
+
+
+def relative_error(got, want) -> float:
+    """``max |got - want| / max |want|``."""
+    want = np.asarray(want, np.float64)
+    return float(np.abs(np.asarray(got, np.float64) - want).max() / np.abs(want).max())
+
+

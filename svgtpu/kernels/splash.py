@@ -21,8 +21,7 @@ import numpy as np
 from jax.experimental.pallas.ops.tpu import splash_attention as splash
 
 from svgtpu.geometry import round_up
-from svgtpu.kernels.block_sparse import check_sm_scale, resolve_config
-from svgtpu.kernels.plan import check_inputs, resolve_interpret
+from svgtpu.kernels.common import check_inputs, check_sm_scale, resolve_config, resolve_interpret
 from svgtpu.masks.core import DenseMask, Mask
 
 

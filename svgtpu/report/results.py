@@ -110,7 +110,7 @@ def provenance(source: str, *, device: str | None = None, pallas: bool = False,
     ``source``: ``computed`` (exact arithmetic), ``modeled`` or ``compiled`` (need ``device``, e.g.
     ``v6e``), or ``measured`` (timed now, on ``jax.default_backend()``).  For ``measured``,
     ``pallas=True`` says our Pallas kernels ran: off a TPU they run in interpret mode unless
-    ``interpret=False`` was forced (the kernels' own rule, :func:`svgtpu.kernels.plan.resolve_interpret`).
+    ``interpret=False`` was forced (the kernels' own rule, :func:`svgtpu.kernels.common.resolve_interpret`).
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -122,7 +122,7 @@ def provenance(source: str, *, device: str | None = None, pallas: bool = False,
         return f"{source}-{device}"
     import jax
 
-    from svgtpu.kernels.plan import resolve_interpret
+    from svgtpu.kernels.common import resolve_interpret
     backend = jax.default_backend()
     if backend == "tpu":
         return "measured-tpu"

@@ -1,0 +1,35 @@
+"""One entry point that picks our block-sparse kernel for the backend, as tokamax's ``api.py`` does.
+
+:func:`~svgtpu.kernels.block_sparse.block_sparse_attention` is the TPU (Mosaic) kernel and
+:func:`~svgtpu.kernels.gpu.gpu_block_sparse_attention` its GPU (Triton) port; each does one job.
+:func:`block_sparse` chooses between them, so callers that run anywhere (the SVG layer) need not.
+"""
+
+from __future__ import annotations
+
+import jax
+
+#: The implementations of our block-sparse kernel: Pallas on Mosaic (TPU) and on Triton (GPU).
+IMPLEMENTATIONS = ("mosaic", "triton")
+
+
+def default_implementation() -> str:
+    """``triton`` on a GPU backend, else ``mosaic`` (compiled on TPU, interpreted elsewhere)."""
+    return "triton" if jax.default_backend() == "gpu" else "mosaic"
+
+
+def block_sparse(q, k, v, mask, *, config, implementation: str | None = None, interpret=None,
+                 sm_scale: float | None = None):
+    """Our block-sparse attention with ``config`` (a :class:`~svgtpu.kernels.config.KernelConfig`) on
+    ``implementation`` (one of :data:`IMPLEMENTATIONS`; ``None``: :func:`default_implementation`)."""
+    implementation = implementation or default_implementation()
+    if implementation == "mosaic":
+        from svgtpu.kernels.block_sparse import block_sparse_attention
+        return block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
+    if implementation == "triton":
+        from svgtpu.kernels.gpu import gpu_block_sparse_attention
+        return gpu_block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
+    raise ValueError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
+
+
+__all__ = ["IMPLEMENTATIONS", "block_sparse", "default_implementation"]
