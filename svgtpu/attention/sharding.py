@@ -8,6 +8,10 @@ all-to-all turns ``[heads, L/n]`` shards into ``[heads/n, L]`` shards, attention
 and a second all-to-all turns the output back.
 
 Mesh axes: ``data`` (the CFG / batch dimension), ``heads`` and ``seq``.
+
+The same code runs as one process per host (``jax.distributed``, :mod:`svgtpu.launch`): the mesh
+is then global, over every process's devices, and host values enter and leave it through
+:func:`global_array` and :func:`to_host` (JAX's multi-process array utilities).
 """
 
 from __future__ import annotations
@@ -136,3 +140,23 @@ def replicated(mesh: Mesh) -> NamedSharding:
 def batch_sharded(mesh: Mesh, ndim: int) -> NamedSharding:
     """Sharding that splits the leading (batch / CFG) axis over ``data``."""
     return NamedSharding(mesh, P("data", *([None] * (ndim - 1))))
+
+
+def global_array(value, sharding: NamedSharding) -> jax.Array:
+    """A global array in ``sharding`` from a host value that every process holds in full.
+
+    With one process this is a ``device_put``; with several (``jax.distributed``) each process
+    contributes the part its own devices hold (``jax.make_array_from_process_local_data``), so the
+    result spans devices no single process can address.
+    """
+    value = np.asarray(value)
+    return jax.make_array_from_process_local_data(sharding, value, value.shape)
+
+
+def to_host(x: jax.Array) -> np.ndarray:
+    """The whole value of a (possibly multi-process) array on this host, as numpy; every process
+    must call it (``multihost_utils.process_allgather`` when the array spans processes)."""
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))

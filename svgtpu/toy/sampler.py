@@ -61,7 +61,9 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
 
     With a ``mesh`` (:func:`svgtpu.attention.sharding.mesh_for_model`) the run is sharded: weights replicated,
     the CFG batch split over the ``data`` axis and self-attention head-parallel over ``heads``
-    (:func:`svgtpu.attention.sharding.sharded_backend`); every step stays on the devices.
+    (:func:`svgtpu.attention.sharding.sharded_backend`); every step stays on the devices.  The mesh
+    may span several processes (``jax.distributed``): every process then calls this with the same
+    arguments, and every process gets the whole video back.
     """
     labels = jnp.asarray(np.asarray(labels, np.int32).reshape(-1))
     if labels.size == 0 or int(labels.min()) < 0 or int(labels.max()) > config.num_labels:
@@ -72,19 +74,24 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
     noise_key, attention_key = jax.random.split(jax.random.PRNGKey(seed))
     x = jax.random.normal(noise_key, (labels.shape[0], config.frames, config.height, config.width,
                                       config.channels))
+    put = lambda value: value  # noqa: E731
     if mesh is not None:
         if with_info:
             raise ValueError("with_info is not supported with a mesh (per-head infos are not sharded)")
         attention = sharding.sharded_backend(attention, mesh)
-        params = jax.device_put(params, sharding.replicated(mesh))
+        # every host holds the same inputs; they enter the (possibly multi-process) mesh replicated
+        put = lambda value: jax.tree.map(functools.partial(sharding.global_array,  # noqa: E731
+                                                           sharding=sharding.replicated(mesh)), value)
+        params, x, labels = put(params), put(x), put(labels)
     infos = []
-    for step in tqdm(range(num_steps), desc="sample", disable=not progress):
-        v, info = guided_velocity(params, x, jnp.float32(ts[step]), labels, jnp.float32(guidance),
-                                  jnp.int32(step), jax.random.fold_in(attention_key, step), config=config,
-                                  attention=attention, num_steps=num_steps, with_info=with_info)
+    for step in tqdm(range(num_steps), desc="sample", disable=not progress or jax.process_index() > 0):
+        v, info = guided_velocity(params, x, put(np.float32(ts[step])), labels, put(np.float32(guidance)),
+                                  put(np.int32(step)), put(np.asarray(jax.random.fold_in(attention_key, step))),
+                                  config=config, attention=attention,
+                                  num_steps=num_steps, with_info=with_info)
         x = x + float(ts[step + 1] - ts[step]) * v
         infos.append(info)
-    video = np.asarray(x, np.float32)
+    video = sharding.to_host(x).astype(np.float32)
     return (video, infos) if with_info else video
 
 
@@ -93,6 +100,15 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
 def to_uint8(video: np.ndarray) -> np.ndarray:
     """``[-1, 1]`` floats to ``uint8`` pixels."""
     return np.round((np.clip(np.asarray(video), -1.0, 1.0) + 1.0) * 127.5).astype(np.uint8)
+
+
+def video_statistics(videos: np.ndarray) -> dict:
+    """What a run produced, exactly: the SHA-256 of its ``uint8`` pixels and each video's mean pixel
+    value; equal for runs whose GIFs are byte-identical (one process vs several, say)."""
+    import hashlib
+    pixels = to_uint8(videos)
+    return {"pixels_sha256": hashlib.sha256(pixels.tobytes()).hexdigest(), "shape": list(pixels.shape),
+            "mean_pixel": [round(float(p.mean()), 6) for p in pixels]}
 
 
 def contact_sheet(videos: np.ndarray, scale: int = 4, gap: int = 1) -> np.ndarray:
@@ -124,4 +140,4 @@ def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> t
     return path, sheet_path
 
 
-__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "contact_sheet", "save_video"]
+__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "save_video"]

@@ -1,0 +1,95 @@
+"""Several JAX processes on localhost (svgtpu.launch): 2 processes x 3 fake CPU devices, gloo collectives.
+
+The sharded SVG layer and sampling across processes equal one process; the CLI's two-process video
+is byte-identical to the one-process one; a process that dies or hangs is a clear error and leaves
+nothing running.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from svgtpu.launch import LaunchError, first_json, launch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _gone(pid: int) -> bool:
+    """True when no process ``pid`` exists any more (or only a zombie awaiting its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_svg_layer_and_sampling_across_two_processes_equal_one():
+    done = launch([sys.executable, str(ROOT / "tests/multiprocess/worker.py")], processes=2,
+                  devices_per_process=3, timeout=400)
+    out = first_json(done.stdout[0])
+    assert out["process_count"] == 2 and out["devices"] == 6
+    # the SVG layer: profiling, layout transform and kernel per head, the same numbers bit for bit
+    assert out["svg heads 2x3"] == 0.0
+    assert out["svg ulysses 2x3 (seq across processes)"] == 0.0
+    assert out["sample dense std"] > 0.1 and out["sample dense"] < 1e-5
+
+
+def _generate(tmp_path, name, *extra):
+    gif = tmp_path / f"{name}.gif"
+    proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--devices", "6", "--attention", "svg",
+                           "--steps", "2", "--out", str(gif), "--json", *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return gif.read_bytes(), json.loads(proc.stdout)
+
+
+def test_generate_two_processes_equal_one(tmp_path):
+    one_gif, one = _generate(tmp_path, "one")
+    two_gif, two = _generate(tmp_path, "two", "--processes", "2")
+    assert two["processes"] == 2 and two["launcher"]["processes"] == 2 and one["processes"] == 1
+    assert two["mesh"] == one["mesh"] == {"data": 2, "heads": 3, "seq": 1}
+    assert two_gif == one_gif
+    assert two["video"] == one["video"]
+    assert (tmp_path / "two.png").read_bytes() == (tmp_path / "one.png").read_bytes()
+
+
+_START_FAIL = """
+import os, subprocess, sys, time
+pid = os.environ["PIDS"]
+me = int(sys.argv[sys.argv.index("--process-id") + 1])
+child = subprocess.Popen(["sleep", "300"])            # a grandchild in the same process group
+open(os.path.join(pid, f"{me}"), "w").write(f"{os.getpid()} {child.pid}")
+if me == 1 and os.environ.get("MODE") == "fail":
+    time.sleep(2)                                     # let process 0 reach the coordinator first
+    sys.exit("process 1 cannot start: no such device")
+if me == 0 and os.environ.get("MODE") == "fail":      # the real thing: wait for process 1 at the coordinator
+    from svgtpu.launch import initialize
+    a = sys.argv
+    initialize(a[a.index("--coordinator") + 1], int(a[a.index("--num-processes") + 1]), 0)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("mode", ["fail", "hang"])
+def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_path, mode):
+    env = dict(os.environ, PIDS=str(tmp_path), MODE=mode)
+    with pytest.raises(LaunchError) as error:
+        launch([sys.executable, "-c", _START_FAIL], processes=2, timeout=25 if mode == "fail" else 3, env=env)
+    message = str(error.value)
+    if mode == "fail":
+        assert "process 1 of 2" in message and "exited with status 1" in message
+        assert "process 1 cannot start: no such device" in message
+    else:
+        assert "processes 0, 1 of 2 still running after the 3 s timeout" in message
+    pids = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
+    assert len(pids) == 4 and all(_gone(p) for p in pids), "a launched process or its child is still running"
+
+
+def test_generate_processes_must_divide_devices():
+    proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--processes", "2", "--devices", "5"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--devices (5) must be divisible by --processes (2)" in proc.stderr
