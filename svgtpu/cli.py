@@ -332,7 +332,7 @@ def _launch_generate(args) -> tuple[dict, str]:
         raise ValueError(f"--devices ({args.devices}) must be divisible by --processes ({args.processes})")
     if args.distributed or args.coordinator:
         raise ValueError("--processes starts its own processes: drop --distributed / --coordinator")
-    done = launch(relaunch_argv(sys.argv[1:] if args.argv is None else args.argv), args.processes,
+    done = launch(relaunch_argv(args.argv), args.processes,
                   args.devices // args.processes, timeout=args.timeout)
     result = first_json(done.stdout[0])
     result["launcher"] = {"processes": args.processes, "wall_seconds": done.seconds, "port": done.port}
@@ -731,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     _fake_host_devices(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)   # for a launcher that reruns the command
     _, _, run = _COMMANDS[args.command]
     try:
         result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)
