@@ -236,9 +236,9 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
     try:
         from svgtpu import costmodel as cm
         g = settings.token_grid
-        setup = cm.Setup(cm.get_model(settings.model), g, cm.get_device(settings.device), chips=settings.chips,
-                         block_q=settings.block_q, block_kv=settings.block_kv,
-                         sparsity=settings.kept, multiplier=settings.multiplier)
+        setup = cm.calibrated_setup(settings.model, g, settings.device, chips=settings.chips,
+                                    block_q=settings.block_q, block_kv=settings.block_kv,
+                                    sparsity=settings.kept, multiplier=settings.multiplier)
         dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
         this = setup.head_seconds(stats, empty_row_steps)
         dense = setup.head_seconds(dense_stats, dense_info["empty_row_steps"])

@@ -132,7 +132,7 @@ def test_method_costs_rows_match_brute_force_tile_counts_and_dense_is_one():
     rows = {r["method"]: r for r in result["rows"]}
     assert set(rows) == {"dense", "radial", "sta-aligned"} and rows["dense"]["attention_ratio"] == 1.0
     assert result["provenance"] == {"tiles": "computed", "attention_ratio": "modeled-v6e"}
-    setup = cm.Setup(cm.get_model("wan2.1-14b"), g, cm.get_device("v6e"), block_q=bq, block_kv=bk)
+    setup = cm.calibrated_setup("wan2.1-14b", g, "v6e", block_q=bq, block_kv=bk)
 
     def seconds(allowed):
         full, partial, empty, empty_rows = _brute_tile_stats(allowed, bq, bk)

@@ -446,9 +446,8 @@ def modeled_block(geometry, sizes: Sizes) -> dict:
     """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or why it cannot."""
     try:
         from svgtpu import costmodel
-        setup = costmodel.Setup(model=costmodel.get_model(sizes.block.name), geometry=geometry,
-                                device=costmodel.get_device("h200"), chips=1, steps=sizes.steps,
-                                block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
+        setup = costmodel.calibrated_setup(sizes.block.name, geometry, "h200", chips=1, steps=sizes.steps,
+                                           block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
         breakdown = costmodel.forward_breakdown(setup)
         total = sum(breakdown.values())
         return {"attention_share_dense": breakdown["self_attention"] / total,

@@ -289,7 +289,7 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
     sta_tile = check_settings(kept_fractions[0], sta_tile)
     geometry = get_geometry(geometry)
     svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
-    setup = cm.Setup(cm.get_model(model), geometry, cm.get_device(device), block_q=block_q, block_kv=block_kv)
+    setup = cm.calibrated_setup(model, geometry, device, block_q=block_q, block_kv=block_kv)
 
     dense = _stats(DenseMask(geometry.L), block_q, block_kv, setup.head_seconds)
     rows = [{"method": "dense", "kept_target": 1.0, **dense}]

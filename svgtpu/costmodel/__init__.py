@@ -17,13 +17,14 @@ model anyone can read, run and argue with.  Its parts, one module each:
 - :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
 - :mod:`~svgtpu.costmodel.sensitivity`: every uncertain constant's range, tornado and band;
 - :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one
-  calibration point per device family, predicted vs published.
+  calibration point per device family, predicted vs published, the calibrated-setup factory
+  (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence.
 
 Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench.cpu`).
 Every number is labelled ``modeled-<device>``.
 """
 
-from svgtpu.costmodel.specs import (DEVICES, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
+from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
                                     VALU_SLOTS, VREG_ELEMENTS, DeviceSpec, get_device, tpu_spec)
 from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, RESOLUTIONS, ModelConfig, get_model, get_resolution
 from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
@@ -33,15 +34,16 @@ from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attentio
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
-from svgtpu.costmodel.pipeline import (CHAIN, PARTS, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
+from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
 from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows, what_if
-from svgtpu.costmodel.validate import PublishedPoint, family_efficiency, predict_seconds, published_points, validate
+from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, predict_seconds,
+                                      published_points, sparse_efficiency_evidence, validate)
 
 __all__ = [
-    "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
+    "DeviceSpec", "DEVICES", "CLOCK_BANDS", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
     "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
     "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution",
     "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",
@@ -50,9 +52,10 @@ __all__ = [
     "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
-    "REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+    "REPORTED", "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
     "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if",
-    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "validate",
+    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "calibrated_setup",
+    "sparse_efficiency_evidence", "validate",
 ]

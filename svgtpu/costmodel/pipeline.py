@@ -8,7 +8,18 @@ Terms, each switchable through ``Setup.parts`` (:data:`PARTS`):
 - ``weight_gather``: when replicated bf16 weights do not fit next to the activations
   (``Setup.weights = "auto"``), weights are sharded over the chips of a pass and all-gathered once
   per pass;
-- ``text_encoder``, ``vae_decode``, ``host``: :mod:`svgtpu.costmodel.stages`.
+- ``text_encoder``, ``vae_decode``, ``image_encoder`` (image-to-video conditioning), ``host``:
+  :mod:`svgtpu.costmodel.stages`.  The VAE runs sharded over the slice (MaxDiffusion) or, as in Wan's
+  reference code, on one rank in float32 (``Setup.vae_sharded``).
+
+Sparse layers carry their own efficiency, ``Setup.sparse_efficiency``: the share of the modeled
+sparse-layer time (kernel tiles + SVG's profiling and layout transform) a real sparse layer reaches.
+1 means "as the tile model says"; the evidence for lower values (SVG's published GPU timings, our
+kernel's compiled schedule, SVG's per-layer extra work) is gathered in :mod:`svgtpu.costmodel.validate`.
+
+The efficiency is explicit: a :class:`Setup` never looks up a calibration itself (that would make
+this module import the validation above it); :func:`svgtpu.costmodel.validate.calibrated_setup`
+builds a setup with its device family's calibrated efficiency.
 
 With ``cfg_split`` the two CFG passes of a step run at the same time on two halves of the slice.
 The SVG schedule follows SVG's own code: ``floor(0.2 x steps)`` dense steps and
@@ -38,13 +49,20 @@ from svgtpu.masks.tiles import TileStats
 REPORTED = {"C1_speedup": _REPORTED["C1", "speedup"], "C1_saved_minutes": _REPORTED["C1", "minutes_saved"],
             "C2_attention_share": _REPORTED["C2", "attention_share_1440p"]}
 #: Switchable terms of a video's time beyond the DiT's ops and self-attention.
-PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "host")
+PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "image_encoder", "host")
+#: Image conditioning of image-to-video runs: none (text-to-video), the VAE encoder over the
+#: conditioning video (Wan 2.2 A14B I2V), or that and the CLIP image encoder (Wan 2.1 I2V).
+IMAGE_ENCODERS = (None, "vae", "vae+clip")
+#: TF32 tensor-core peak over the bf16 one on A100 and H100 (NVIDIA datasheets: 156 of 312 and 494.7 of
+#: 989 TFLOP/s dense): the rate of Wan's float32 VAE in PyTorch on a GPU (TF32 convolutions by default).
+GPU_FP32_MATMUL_SHARE = 0.5
 WEIGHTS = ("auto", "replicated", "sharded")
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """Everything one modeled video depends on.  Defaults: the assumed C1 setup of docs/design.md."""
+    """Everything one modeled video depends on.  ``efficiency`` is required (use
+    :func:`svgtpu.costmodel.validate.calibrated_setup` for the device family's calibrated one)."""
 
     model: ModelConfig
     geometry: VideoGeometry
@@ -60,7 +78,10 @@ class Setup:
     warmup_layers: float = 0.03       # ... and first 3 % of layers
     profile_rows: int = 64            # SVG online profiling samples r query rows per head
     temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
-    efficiency: Efficiency | None = None   # None: the device family's (validate.family_efficiency)
+    efficiency: Efficiency | None = None   # required; see validate.calibrated_setup
+    sparse_efficiency: float = 1.0    # share of the modeled sparse-layer time real sparse layers reach
+    vae_sharded: bool = True          # VAE over the slice (MaxDiffusion) or one rank in fp32 (Wan's reference)
+    image_encoder: str | None = None  # image-to-video conditioning (IMAGE_ENCODERS)
     kernel: AttentionKernel | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_kernel,
                                             # tiles from its plan); else another kernel's work per score
     dtype_bytes: int = 2
@@ -89,9 +110,14 @@ class Setup:
         if not self.host_seconds_per_step >= 0:
             raise ValueError(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
         parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
-        if self.efficiency is None:
-            from svgtpu.costmodel.validate import family_efficiency
-            object.__setattr__(self, "efficiency", family_efficiency(self.device.family)["efficiency"])
+        if not isinstance(self.efficiency, Efficiency):
+            raise ValueError("efficiency is required: pass an Efficiency, or build the setup with "
+                             "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
+        if not 0 < self.sparse_efficiency <= 1:
+            raise ValueError(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
+        if self.image_encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
+                             f"got {self.image_encoder!r}")
 
     @property
     def passes(self) -> int:
@@ -213,16 +239,28 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
     return out
 
 
+def _vae_seconds(setup: Setup, flops: float, bytes_: float) -> float:
+    """A VAE pass: sharded over the slice (MaxDiffusion), or on one rank in float32 (Wan's reference:
+    ``WanVAE`` in float32, decoding on rank 0; on a GPU at the TF32 rate)."""
+    dev, eff = setup.device, setup.efficiency
+    rate = dev.matmul_flops * eff.matmul * (GPU_FP32_MATMUL_SHARE if dev.is_gpu and not setup.vae_sharded else 1.0)
+    seconds = max(flops / rate, bytes_ / (dev.hbm_bandwidth * eff.memory))
+    return seconds / setup.chips if setup.vae_sharded else seconds
+
+
 def stage_seconds(setup: Setup) -> dict[str, float]:
     """Seconds of the stages outside the DiT passes (0 for parts switched off)."""
-    dev, eff, chips = setup.device, setup.efficiency, setup.chips
-    out = {"text_encoder": 0.0, "vae_decode": 0.0, "host": 0.0}
+    dev, eff, g = setup.device, setup.efficiency, setup.geometry
+    out = {"text_encoder": 0.0, "vae_decode": 0.0, "image_encoder": 0.0, "host": 0.0}
     if "text_encoder" in setup.parts:
         out["text_encoder"] = stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
             dev.matmul_flops * eff.matmul)
-    if "vae_decode" in setup.parts:   # spatially sharded over the slice, as MaxDiffusion does
-        out["vae_decode"] = max(stages.vae_decode_flops(setup.geometry) / (dev.matmul_flops * eff.matmul),
-                                stages.vae_decode_bytes(setup.geometry) / (dev.hbm_bandwidth * eff.memory)) / chips
+    if "vae_decode" in setup.parts:
+        out["vae_decode"] = _vae_seconds(setup, stages.vae_decode_flops(g), stages.vae_decode_bytes(g))
+    if "image_encoder" in setup.parts and setup.image_encoder:
+        out["image_encoder"] = _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g))
+        if "clip" in setup.image_encoder:
+            out["image_encoder"] += stages.clip_image_flops() / (dev.matmul_flops * eff.matmul)
     if "host" in setup.parts:
         out["host"] = setup.steps * setup.host_seconds_per_step
     return out
@@ -235,7 +273,7 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     the padded kv tiles make every tile pay the masking work, as in Splash).  Otherwise the SVG
     schedule: dense warm-up steps and layers run the best dense kernel (fast path: only the padded
     kv tiles are masked); sparse layers run mask ``kind`` with or without ``fast_path`` and pay
-    profiling and layout transforms.
+    profiling and layout transforms, all divided by ``Setup.sparse_efficiency``.
     """
     breakdown = forward_breakdown(setup)
     other = sum(v for k, v in breakdown.items() if k != "self_attention")
@@ -244,7 +282,7 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     if kind == "dense":
         return passes * (other + n_layers * _per_chip_layer_attention(setup, "dense", fast_path))
     overhead = sum(svg_overhead_seconds(setup).values())
-    sparse_layer = _per_chip_layer_attention(setup, kind, fast_path) + overhead
+    sparse_layer = (_per_chip_layer_attention(setup, kind, fast_path) + overhead) / setup.sparse_efficiency
     dense_calls, sparse_calls = layer_calls(setup.steps, n_layers, setup.dense_steps, setup.dense_layers)
     return setup.sequential_passes * (setup.steps * other + dense_calls * dense_layer + sparse_calls * sparse_layer)
 
@@ -267,11 +305,12 @@ CHAIN = (
 
 def sparse_layer_efficiency(setup: Setup, kind: str = "svg-aligned") -> float:
     """Ideal sparse-layer time (dense layer x mask density) over the modeled one (with profiling,
-    layout, grid steps and masking): how close the sparse layers come to scaling with density."""
+    layout, grid steps, masking and ``Setup.sparse_efficiency``): how close the sparse layers come
+    to scaling with density."""
     stats, info = setup.tiles(kind)
     ideal = _per_chip_layer_attention(setup, "dense", True) * info["density"]
     actual = _per_chip_layer_attention(setup, kind, True) + sum(svg_overhead_seconds(setup).values())
-    return ideal / actual
+    return ideal / actual * setup.sparse_efficiency
 
 
 def model_video(setup: Setup) -> dict:
@@ -308,7 +347,8 @@ def model_video(setup: Setup) -> dict:
         "chips_per_pass": setup.chips_per_pass, "cfg_split": setup.cfg_split,
         "mesh": parallel.mesh_shape(setup.device, setup.chips_per_pass), "heads_per_chip": setup.heads_per_chip,
         "steps": setup.steps, "cfg": setup.cfg, "block_q": setup.block_q, "block_kv": setup.block_kv,
-        "sparsity": setup.sparsity, "multiplier": setup.multiplier,
+        "sparsity": setup.sparsity, "multiplier": setup.multiplier, "sparse_efficiency": setup.sparse_efficiency,
+        "warmup_steps": setup.warmup_steps, "warmup_layers": setup.warmup_layers,
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
         "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.attention_kernel),
         "parts": sorted(setup.parts), "memory": memory(setup),
@@ -343,6 +383,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTION
     return rows
 
 
-__all__ = ["REPORTED", "PARTS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["REPORTED", "PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

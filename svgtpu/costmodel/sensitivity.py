@@ -10,10 +10,12 @@ as assumptions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
 from svgtpu.costmodel.pipeline import Setup, model_video
+from svgtpu.costmodel.specs import CLOCK_BANDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +44,9 @@ KNOBS = (
     Knob("efficiency.matmul", 0.35, 0.8, "model-FLOPs utilization of large bf16 matmuls (roofline.Efficiency)"),
     Knob("efficiency.attention", 0.4, 0.8, "flash-attention forward at 50-73 % of its bound unit (FA2 paper), widened"),
     Knob("efficiency.memory", 0.6, 0.9, "streaming kernels at 60-90 % of HBM bandwidth (assumption)"),
-    Knob("efficiency.vector_scale", 0.5, 1.0, "TPU clock not published: derived clock or half of it"),
+    Knob("efficiency.vector_scale", min(CLOCK_BANDS["v6e"].values()) / CLOCK_BANDS["v6e"][2], 1.0,
+         "v6e clock band: derived from 918 TFLOP/s over 2 MXUs per core (JAX TpuInfo, modeled) or 4 (other "
+         "public sources); VPU and EUP rates scale with it"),
     Knob("efficiency.ici", 0.4, 0.9, "achieved share of ICI link bandwidth (assumption)"),
     Knob("device.matmul_tile", None, "device", "MXU width penalty for head_dim 128 on 256-wide MXUs off / on"),
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost (assumption, no public figure)"),
@@ -50,7 +54,15 @@ KNOBS = (
     Knob("warmup_steps", 0.2, 0.3, "SVG scripts: 20 % dense steps (current code) vs 30 % (first Wan script)"),
     Knob("sparsity", 0.25, 0.3, "SVG Wan scripts: kept fraction 0.25; docs/design.md: 0.3"),
     Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
+    Knob("sparse_efficiency", "published-svg", 1.0, "sparse layers' share of their modeled time: lowest value SVG's "
+         "published dense-vs-SVG GPU speedups imply (validate.sparse_efficiency_evidence) up to the tile model"),
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _published_svg_low() -> float:
+    from svgtpu.costmodel.validate import sparse_efficiency_evidence
+    return sparse_efficiency_evidence()["published_svg_range"][0]
 
 #: Headline quantities the band and tornado are computed for.
 QUANTITIES = ("attention_share", "attention_share_end_to_end", "communication_share", "dense_minutes",
@@ -73,7 +85,8 @@ def _applicable(knob: Knob, setup: Setup) -> bool:
 
 
 def _ends(knob: Knob, setup: Setup) -> tuple:
-    return tuple(knob.get(setup) if v == "device" else v for v in (knob.low, knob.high))
+    return tuple(knob.get(setup) if v == "device" else _published_svg_low() if v == "published-svg" else v
+                 for v in (knob.low, knob.high))
 
 
 def sensitivity(setup: Setup, knobs: tuple[Knob, ...] = KNOBS) -> dict:
@@ -119,8 +132,10 @@ def what_if(setup: Setup) -> list[dict]:
         ("H100/H200-calibrated compute efficiency on this device", dataclasses.replace(
             setup, efficiency=dataclasses.replace(eff, matmul=family_efficiency("hopper")["efficiency"].matmul,
                                                   attention=family_efficiency("hopper")["efficiency"].attention))),
-        ("VPU and EUP at half the derived clock", dataclasses.replace(
+        ("VPU and EUP at half the derived clock (v6e: 4 MXUs per core, not 2)", dataclasses.replace(
             setup, efficiency=dataclasses.replace(eff, vector_scale=eff.vector_scale / 2))),
+        ("sparse layers at the lowest efficiency SVG's published GPU speedups imply",
+         dataclasses.replace(setup, sparse_efficiency=_published_svg_low())),
         ("no MXU width penalty", dataclasses.replace(setup, device=dataclasses.replace(setup.device, matmul_tile=None))),
         ("communication and weight gathers left out",
          dataclasses.replace(setup, parts=setup.parts - {"communication", "weight_gather"})),

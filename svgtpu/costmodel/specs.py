@@ -2,9 +2,12 @@
 
 A TPU's vector rates are built from its units (:func:`tpu_spec`): the MXU count and size and the
 peak bf16 rate give the clock; the clock, the vreg shape and the issue rates of the vector ALUs and
-of the transcendental unit (EUP) give the VPU and EUP rates.  The one number no public source
-states is the clock itself; it is *derived*, and ``Efficiency.vector_scale`` (band 0.5-1) carries
-the factor of 2 it may be off by (see :mod:`svgtpu.costmodel.sensitivity`).
+of the transcendental unit (EUP) give the VPU and EUP rates.  No public source states the clock, so
+it is *derived*, and public sources disagree on the MXU count it is derived from (v6e: 2 per core
+in JAX's ``pltpu.TpuInfo``, 4 in other public descriptions).  The clock is therefore not a fact but
+a named band, :data:`CLOCK_BANDS`: every alternative MXU count and the clock it implies.  The model
+runs at the first alternative and the sensitivity knob ``efficiency.vector_scale`` spans the band
+(``vector_scale = clock(alternative) / clock(first)``; :mod:`svgtpu.costmodel.sensitivity`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class DeviceSpec:
     family: str = "tpu"        # which calibrated efficiency applies (svgtpu.costmodel.validate)
     cores: int = 1             # TensorCores per chip splitting a kernel's parallel grid axis
     ici_ports: int | None = None        # links per chip (mesh topology); None: a full switch (NVLink)
-    clock_hz: float | None = None       # derived TPU clock (what the VPU/EUP rates scale with)
+    clock_hz: float | None = None       # derived TPU clock at the first MXU count of its band (CLOCK_BANDS)
     grid_step_seconds: float = 0.0      # fixed cost of one sequential kernel grid step (TPU Pallas)
     kv_reuse: int = 1          # q tiles served by one HBM read of a K/V tile: 1 on a TPU core (tiles run
                                # one after another); a GPU's concurrent thread blocks (one per SM) share
@@ -81,20 +84,32 @@ class DeviceSpec:
 #: Fixed cost of one Pallas TPU grid step (DMA issue + semaphore waits + scalar bookkeeping).  An
 #: assumption: no public measured figure was found; the sensitivity band is 0.1-1 us.
 GRID_STEP_SECONDS = 0.35e-6
+#: The derived clock of each TPU per MXU-count alternative: ``{device: {mxus_per_core: clock_hz}}``,
+#: first entry = the modeled one.  Filled by :func:`tpu_spec`; a band, not a fact.
+CLOCK_BANDS: dict[str, dict[int, float]] = {}
+
+
+def derived_clock(matmul_flops: float, cores: int, mxus_per_core: int, mxu_dim: int) -> float:
+    """``matmul_flops / (cores x mxus_per_core x mxu_dim^2 x 2 FLOP per MAC)``: the clock a peak rate
+    implies for a given MXU count."""
+    return matmul_flops / (cores * mxus_per_core * mxu_dim ** 2 * 2)
 
 
 def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes: float,
-             cores: int, mxus_per_core: int, mxu_dim: int, ici_bandwidth: float, ici_ports: int,
+             cores: int, mxus_per_core: tuple[int, ...], mxu_dim: int, ici_bandwidth: float, ici_ports: int,
              source: str) -> DeviceSpec:
-    """A TPU spec whose vector rates come from its units.
+    """A TPU spec whose vector rates come from its units, at the first of the ``mxus_per_core``
+    alternatives public sources give (the others are the clock band, :data:`CLOCK_BANDS`).
 
-    ``clock = matmul_flops / (cores x mxus_per_core x mxu_dim^2 x 2 FLOP per MAC)``;
     VPU ``= cores x VALU_SLOTS x 1024 lanes x clock``; EUP ``= cores x 1024 / 2 cycles x clock``.
     """
-    clock = matmul_flops / (cores * mxus_per_core * mxu_dim ** 2 * 2)
-    derivation = (f"clock = {matmul_flops:.4g} FLOP/s / ({cores} core x {mxus_per_core} MXU x "
-                  f"{mxu_dim}^2 x 2) = {clock / 1e9:.3g} GHz; VPU = {cores} x {VALU_SLOTS} VALU x "
+    clocks = [derived_clock(matmul_flops, cores, m, mxu_dim) for m in mxus_per_core]
+    clock = clocks[0]
+    band = ", ".join(f"{m} MXU/core -> {c / 1e9:.3g} GHz" for m, c in zip(mxus_per_core, clocks))
+    derivation = (f"clock = {matmul_flops:.4g} FLOP/s / ({cores} core x MXUs x {mxu_dim}^2 x 2), a band: "
+                  f"{band} (modeled at the first); VPU = {cores} x {VALU_SLOTS} VALU x "
                   f"8x128 lanes x clock; EUP = {cores} x 8x128 / {EUP_CYCLES_PER_VREG} cycles x clock")
+    CLOCK_BANDS[name] = {m: c for m, c in zip(mxus_per_core, clocks)}
     return DeviceSpec(name, matmul_flops, hbm_bandwidth, hbm_bytes,
                       vector_ops=cores * VALU_SLOTS * VREG_ELEMENTS * clock,
                       exp_ops=cores * VREG_ELEMENTS * clock / EUP_CYCLES_PER_VREG,
@@ -104,25 +119,36 @@ def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes:
 
 
 DEVICES: dict[str, DeviceSpec] = {
-    # Cloud TPU docs, "TPU v6e": 918 TFLOP/s bf16, 1638 GB/s HBM, 32 GB; one TensorCore with two
-    # 256x256 MXUs (also JAX pltpu.TpuInfo for v6e: num_mxus=2, mxu_column_size=256); "Bidirectional
-    # inter-chip interconnect (ICI) bandwidth (per chip): 800 GBps", "ICI ports per chip: 4".
+    # Cloud TPU docs, "TPU v6e": 918 TFLOP/s bf16, 1638 GB/s HBM, 32 GB; one TensorCore with 256x256
+    # MXUs: two in JAX pltpu.TpuInfo for v6e (num_mxus=2, mxu_column_size=256), four in other public
+    # descriptions of Trillium (hence the clock band 3.5 / 1.75 GHz); "Bidirectional inter-chip
+    # interconnect (ICI) bandwidth (per chip): 800 GBps", "ICI ports per chip: 4".
     "v6e": tpu_spec("v6e", matmul_flops=918e12, hbm_bandwidth=1638e9, hbm_bytes=32e9, cores=1,
-                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=800e9, ici_ports=4,
+                    mxus_per_core=(2, 4), mxu_dim=256, ici_bandwidth=800e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v6e' (system architecture + specifications table); "
                            "JAX pallas tpu_info (MXU count and size)"),
     # Cloud TPU docs, "TPU v5e": 197 TFLOP/s bf16, 16 GB HBM2 at 819 GB/s, one TensorCore with four
     # MXUs (128x128: JAX pltpu.TpuInfo); ICI "400 GBps" bidirectional per chip, 4 ports (2D torus).
     "v5e": tpu_spec("v5e", matmul_flops=197e12, hbm_bandwidth=819e9, hbm_bytes=16e9, cores=1,
-                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=400e9, ici_ports=4,
+                    mxus_per_core=(4,), mxu_dim=128, ici_bandwidth=400e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v5e' (system architecture + key chip specifications); "
                            "JAX pallas tpu_info"),
     # Cloud TPU docs, "TPU v5p": 459 TFLOP/s bf16, 95 GB HBM2e at 2765 GB/s, four MXUs per
     # TensorCore, two TensorCores per chip (JAX 'TPU Hardware Reference'); ICI 1200 GB/s
     # bidirectional per chip, 6 ports (3D torus).
     "v5p": tpu_spec("v5p", matmul_flops=459e12, hbm_bandwidth=2765e9, hbm_bytes=95e9, cores=2,
-                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=1200e9, ici_ports=6,
+                    mxus_per_core=(4,), mxu_dim=128, ici_bandwidth=1200e9, ici_ports=6,
                     source="Cloud TPU docs 'TPU v5p' (key specifications); JAX docs 'TPU Hardware Reference'"),
+    # Cloud TPU docs, "TPU7x (Ironwood)" (docs.cloud.google.com/tpu/docs/tpu7x, specification table):
+    # 2307 TFLOP/s bf16 per chip, 192 GiB HBM, two TensorCores per chip, 3D torus (6 ports, as v5p);
+    # Google Cloud blog "Ironwood: the first Google TPU for the age of inference" (2025-04-09): 7.37 TB/s
+    # HBM and 1.2 TB/s bidirectional ICI per chip.  MXUs: 256x256, four per TensorCore (an assumption by
+    # analogy with v5p's four per core, carried as a band with two).  A v7x-N slice has N TensorCores,
+    # N/2 chips (the accelerator type counts cores, as v5p-8 = 4 chips).
+    "v7x": tpu_spec("v7x", matmul_flops=2307e12, hbm_bandwidth=7.37e12, hbm_bytes=192 * 2 ** 30, cores=2,
+                    mxus_per_core=(4, 2), mxu_dim=256, ici_bandwidth=1200e9, ici_ports=6,
+                    source="Cloud TPU docs 'TPU7x (Ironwood)' (specification table); Google Cloud blog "
+                           "'Ironwood' 2025-04-09 (HBM bandwidth, ICI)"),
     # NVIDIA H100 SXM datasheet: 989 TFLOP/s dense bf16 tensor core, 80 GB HBM3 at 3.35 TB/s,
     # 67 TFLOP/s FP32 non-tensor (= 33.5e12 FMA lanes/s); exp on the SFUs: FlashAttention-3 paper
     # (Shah et al. 2024): "989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions".
@@ -150,7 +176,7 @@ DEVICES: dict[str, DeviceSpec] = {
 
 
 def get_device(name: "str | DeviceSpec") -> DeviceSpec:
-    """A spec by name (``v6e``, ``v5e``, ``v5p``, ``h100``, ``h200``); ``cpu`` is measured, see
+    """A spec by name (``v6e``, ``v5e``, ``v5p``, ``v7x``, ``h100``, ``h200``, ``a100``); ``cpu`` is measured, see
     :func:`svgtpu.bench.cpu.calibrate_cpu`."""
     if isinstance(name, DeviceSpec):
         return name
@@ -159,5 +185,5 @@ def get_device(name: "str | DeviceSpec") -> DeviceSpec:
     return DEVICES[name]
 
 
-__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "VREG_ELEMENTS", "VALU_SLOTS",
+__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "derived_clock", "CLOCK_BANDS", "VREG_ELEMENTS", "VALU_SLOTS",
            "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES", "GPU_FAMILIES"]

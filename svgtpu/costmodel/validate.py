@@ -14,6 +14,18 @@ tiles, with no Pallas grid-step cost (thread blocks run concurrently) and K/V re
 thread blocks of one wave (``DeviceSpec.kv_reuse``).  A point may time SVG itself (``variant``
 ``svg``): the model then runs SVG's schedule with the settings the published run used (kept
 fraction, share of dense steps and layers) on the unaligned SVG mask.
+
+A point also states how its run was parallelized (``cfg_split``: MaxDiffusion's data-parallel axis of
+2 runs the two CFG passes side by side), whether its VAE was sharded (MaxDiffusion) or ran on one rank
+in float32 (Wan's reference code), and its image conditioning (image-to-video).
+
+Sparse layers' own efficiency (:func:`sparse_efficiency_evidence`): what SVG's published dense-vs-SVG
+timings imply (the ``Setup.sparse_efficiency`` that makes the calibrated model reproduce each published
+SVG time), what SVG's per-layer extra work costs in the model, and, when given, our kernel's compiled
+v6e schedule (cycles over ideal, from the compiled-kernel benchmark).
+
+:func:`calibrated_setup` is the one way the rest of the package builds a setup with a device family's
+calibrated efficiency (the pipeline below this module never looks one up itself).
 """
 
 from __future__ import annotations
@@ -25,10 +37,11 @@ import statistics
 from pathlib import Path
 
 from svgtpu.costmodel.kernel_work import FLASH
-from svgtpu.costmodel.pipeline import Setup, dit_seconds, video_seconds
+from svgtpu.costmodel.pipeline import Setup, dit_seconds, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.roofline import Efficiency
-from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
-from svgtpu.costmodel.workload import get_model, get_resolution
+from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, get_device
+from svgtpu.costmodel.workload import ModelConfig, get_model, get_resolution
+from svgtpu.geometry import VideoGeometry
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
@@ -61,6 +74,9 @@ class PublishedPoint:
     sparsity: float | None = None           # SVG kept fraction of the run
     warmup_steps: float | None = None       # SVG: share of steps run dense
     warmup_layers: float | None = None      # SVG: share of layers run dense
+    cfg_split: bool = False                 # the two CFG passes side by side on two halves (MaxDiffusion dp=2)
+    vae_sharded: bool = False               # VAE over all chips (MaxDiffusion) vs one rank in fp32 (Wan, SVG)
+    image_encoder: str | None = None        # image-to-video conditioning (pipeline.IMAGE_ENCODERS)
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -92,17 +108,19 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) ->
     kernel, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, 3024, 2048)
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
-        parts |= {"text_encoder", "vae_decode", "host"}
+        parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
     svg = {} if point.variant == "dense" else {
         "sparsity": point.sparsity, "warmup_steps": point.warmup_steps, "warmup_layers": point.warmup_layers}
+    # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
-                 parts=frozenset(parts), **svg)
+                 parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
+                 image_encoder=point.image_encoder, **svg)
 
 
-def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> float:
+def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0) -> float:
     """Modeled seconds of what ``point`` measured."""
-    setup = point_setup(point, efficiency)
+    setup = dataclasses.replace(point_setup(point, efficiency), sparse_efficiency=sparse_efficiency)
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
@@ -140,6 +158,73 @@ def family_efficiency(family: str) -> dict:
             hi = mid
     fitted = (lo + hi) / 2
     return {"efficiency": _with_compute(prior, fitted), "calibrated_on": point.id, "fitted": fitted}
+
+
+def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry", device: "str | DeviceSpec",
+                     **fields) -> Setup:
+    """A :class:`Setup` with the device family's calibrated efficiency (:func:`family_efficiency`)
+    unless ``efficiency`` is among ``fields``; every other field as given."""
+    device = get_device(device)
+    fields.setdefault("efficiency", family_efficiency(device.family)["efficiency"])
+    return Setup(get_model(model), get_resolution(geometry), device, **fields)
+
+
+def _solve(f, target: float, lo: float, hi: float) -> float | None:
+    """``x`` in ``[lo, hi]`` with ``f(x) = target`` for ``f`` falling in ``x`` (bisection); ``None``
+    when the target lies outside ``[f(hi), f(lo)]``."""
+    if not f(hi) <= target <= f(lo):
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _setting(p: PublishedPoint) -> tuple:
+    """What a dense and an SVG run of one published setting share."""
+    return p.source, p.device, p.chips, p.model, p.grid, p.steps, p.cfg, p.measures
+
+
+def sparse_efficiency_evidence(compiled_cycles_over_ideal: float | None = None) -> dict:
+    """What each source implies for ``Setup.sparse_efficiency`` (sparse layers' share of their modeled time).
+
+    - ``published_svg``: per published SVG run (``variant`` ``svg``), the sparse efficiency at which the
+      calibrated model reproduces its time (``implied_sparse_efficiency``) and, less confounded by the
+      dense model's own error, its speedup over the published dense run of the same setting
+      (``implied_from_speedup``: modeled dense time x published SVG/dense ratio); ``None``: not
+      reachable in (0, 1];
+    - ``svg_extra_work``: the model's own sparse-layer efficiency on those runs' setups (ideal = dense
+      layer x density, over kernel tiles + profiling + layout transform): SVG's per-layer extra work;
+    - ``compiled_kernel``: ``1 / compiled_cycles_over_ideal`` when given (our kernel's compiled v6e
+      schedule over its ideal issue count, from the compiled-kernel benchmark), else absent.
+    """
+    published = []
+    for p in published_points():
+        if p.variant != "svg" or p.role == "calibration":
+            continue
+        eff = family_efficiency(p.family)["efficiency"]
+        implied = _solve(lambda e: predict_seconds(p, eff, e), p.seconds, 0.05, 1.0)
+        setup = point_setup(p, eff)
+        dense = next(d for d in published_points() if d.variant == "dense" and _setting(d) == _setting(p))
+        target = predict_seconds(dense, eff) * p.seconds / dense.seconds
+        from_speedup = _solve(lambda e: predict_seconds(p, eff, e), target, 0.05, 1.0)
+        published.append({"id": p.id, "device": p.device, "pixels": p.pixels, "published_s": p.seconds,
+                          "published_speedup": dense.seconds / p.seconds,
+                          "predicted_at_1_s": predict_seconds(p, eff, 1.0), "implied_sparse_efficiency": implied,
+                          "implied_from_speedup": from_speedup,
+                          "model_extra_work_efficiency": sparse_layer_efficiency(setup, "svg"),
+                          "source": p.source})
+    found = [r["implied_from_speedup"] for r in published if r["implied_from_speedup"] is not None]
+    out = {"published_svg": published,
+           "published_svg_range": (min(found), max(found)) if found else None,
+           "svg_extra_work": [{"id": r["id"], "efficiency": r["model_extra_work_efficiency"]} for r in published],
+           "provenance": "modeled vs published (measured by others)"}
+    if compiled_cycles_over_ideal is not None:
+        if not compiled_cycles_over_ideal >= 1:
+            raise ValueError(f"compiled_cycles_over_ideal must be >= 1, got {compiled_cycles_over_ideal!r}")
+        out["compiled_kernel"] = {"cycles_over_ideal": compiled_cycles_over_ideal,
+                                  "efficiency": 1 / compiled_cycles_over_ideal, "provenance": "compiled-v6e"}
+    return out
 
 
 def validate() -> dict:
@@ -185,4 +270,4 @@ def validate() -> dict:
 
 
 __all__ = ["PublishedPoint", "published_points", "point_setup", "predict_seconds", "family_efficiency",
-           "validate", "ROLES"]
+           "calibrated_setup", "sparse_efficiency_evidence", "validate", "ROLES"]

@@ -48,6 +48,8 @@ class ModelConfig:
 
 # Wan 2.1 public config (Wan-AI/Wan2.1-T2V-14B and -1.3B config.json; Wan 2.1 technical report):
 # in_dim 16 latent channels x patch (1, 2, 2) = 64 values per token, text_len 512 (umT5 tokens).
+# Wan 2.2 A14B (Wan-AI/Wan2.2-T2V-A14B config.json): two experts (high noise, low noise) each of Wan 2.1
+# 14B's shape; a step runs one of them, so a step costs one 14B pass.  Its VAE is Wan 2.1's.
 # Wan 2.2 TI2V-5B (Wan-AI/Wan2.2-TI2V-5B config.json): dim 3072, ffn 14336, 24 heads, 30 layers,
 # in_dim 48 x patch (1, 2, 2) = 192; its VAE compresses 16x16 spatially, 4x in time.
 MODELS: dict[str, ModelConfig] = {
@@ -55,6 +57,8 @@ MODELS: dict[str, ModelConfig] = {
                               text_len=512, patch_in=64, source="Wan2.1-T2V-14B config.json"),
     "wan2.1-1.3b": ModelConfig("wan2.1-1.3b", layers=30, dim=1536, heads=12, head_dim=128, ffn=8960,
                                text_len=512, patch_in=64, source="Wan2.1-T2V-1.3B config.json"),
+    "wan2.2-a14b": ModelConfig("wan2.2-a14b", layers=40, dim=5120, heads=40, head_dim=128, ffn=13824,
+                               text_len=512, patch_in=64, source="Wan2.2-T2V-A14B config.json (per expert)"),
     "wan2.2-5b": ModelConfig("wan2.2-5b", layers=30, dim=3072, heads=24, head_dim=128, ffn=14336,
                              text_len=512, patch_in=192, source="Wan2.2-TI2V-5B config.json"),
 }
@@ -62,7 +66,7 @@ MODEL_NAMES = (*MODELS, "toy")
 
 
 def get_model(name: "str | ModelConfig") -> ModelConfig:
-    """A model config by name: ``wan2.1-14b``, ``wan2.1-1.3b``, ``wan2.2-5b`` or ``toy``."""
+    """A model config by name: ``wan2.1-14b``, ``wan2.1-1.3b``, ``wan2.2-a14b``, ``wan2.2-5b`` or ``toy``."""
     if isinstance(name, ModelConfig):
         return name
     if name == "toy":
