@@ -128,3 +128,32 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
 def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):
     with pytest.raises(ValueError, match="figures/results.json"):
         paper.generate(tmp_path / "results.json")
+
+
+def test_verdicts_follow_the_band_and_say_why(tmp_path):
+    data = _results(tmp_path, **{
+        "C1.speedup": (2.0, {"unit": "ratio", "band": [1.5, 2.2], "provenance": "modeled-v6e"}),
+        "C1.minutes_saved": (10.0, {"unit": "min", "band": [8.0, 12.0], "provenance": "modeled-v6e"}),
+        "C2.attention_share_1440p": (0.95, {"unit": "fraction", "band": [0.9, 0.97], "provenance": "modeled-v6e"}),
+        "C3.partial_share_before": (0.27552, {"unit": "fraction"}),     # 27.55 % as the write-up rounds it
+        "C3.partial_share_after": (0.0230, {"unit": "fraction"}),
+        "C5.toy_attention_exponent": (1.7, {"provenance": "measured-cpu"})})
+    rows = {r["claim"].split(" ", 1)[1]: r for r in paper.verdicts(data)}
+    assert rows["1440p end-to-end speedup"]["verdict"] == "reproduced within band"          # 1.69 in [1.5, 2.2]
+    assert "inside" in rows["1440p end-to-end speedup"]["why"]
+    assert rows["minutes saved per video"]["verdict"] == "not reproduced"                     # band tops out below 16
+    assert rows["self-attention share at 1440p"]["verdict"] == "not reproduced"              # 0.882 < 0.9
+    assert rows["partial tiles before alignment"]["verdict"] == "reproduced within band"
+    assert rows["partial tiles after alignment"]["verdict"] == "not reproduced"
+    assert rows["mask-free fast path lowers latency"]["verdict"] == "not testable here"       # no C4 entry
+    assert rows["attention cost quadratic in resolution"]["verdict"] == "not reproduced"     # |1.7 - 2| > 0.1
+    summary = paper.verdict_summary(data)
+    assert summary.startswith("Does it reproduce? Reproduced within band: C1 1440p end-to-end speedup; C3 partial")
+    assert "Not testable here: C4 mask-free fast path lowers latency." in summary
+
+
+def test_sixteen_minutes_saved_is_a_floor_on_the_dense_time():
+    # saving over 16 min at 1.69x: dense - dense / 1.69 > 16  =>  dense > 16 * 1.69 / 0.69 = 39.19 min
+    assert paper.saved_minutes_floor() == pytest.approx(39.188, abs=1e-3)
+    assert "39.2 min" in paper.verdicts(results.empty_results() | {"claims": {"C1": {"minutes_saved": {
+        "value": 20.0, "unit": "min", "provenance": "modeled-v6e"}}}})[1]["why"]

@@ -10,6 +10,9 @@ marker pairs::
 
 and this module regenerates what is between them from ``figures/results.json``:
 
+- ``verdicts``: does it reproduce? per claim: reported, ours with its band, verdict (reproduced within
+  band / not reproduced / not testable here) and one generated sentence on why (:func:`verdicts`);
+- ``verdict-summary``: one sentence naming the claims that held and those that did not;
 - ``claims``: the claims table (claim, what, mask, kept pairs, tiles, reported, ours, provenance);
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
   and the list-valued results as tables of their own;
@@ -258,8 +261,145 @@ def entries_table(data: dict, claim: str, prefix: str, *, keep: bool = True) -> 
     return claim_details({"claims": {claim: found}}, claim)
 
 
+# -- does it reproduce? ----------------------------------------------------------------------
+
+VERDICTS = ("reproduced within band", "not reproduced", "not testable here")
+#: How far an exact count may sit from a percentage the write-up rounds to two decimals.
+ROUNDING = 0.00005
+#: Tolerance on the measured attention-time exponent when its run gives no spread: within this of 2.
+EXPONENT_TOLERANCE = 0.1
+
+
+def saved_minutes_floor() -> float:
+    """Dense minutes the write-up's numbers imply at least: saving over ``m`` minutes at speedup ``S``
+    means ``dense - dense / S > m``, so ``dense > m S / (S - 1)``.  A floor, not an estimate."""
+    s, m = REPORTED["C1", "speedup"], REPORTED["C1", "minutes_saved"]
+    return m * s / (s - 1)
+
+
+def _ours(entry: dict) -> str:
+    return format_value(entry["value"], entry.get("unit", "")) + _spread(entry)
+
+
+def _within(value: float, entry: dict) -> bool:
+    low, high = entry.get("band") or entry.get("iqr") or (entry["value"], entry["value"])
+    return low <= value <= high
+
+
+def _lever(data: dict) -> str:
+    tornado = data["claims"].get("C1", {}).get("speedup_tornado")
+    if not tornado or not _is_table(tornado["value"]):
+        return ""
+    top = max(tornado["value"], key=lambda r: r.get("swing", 0))
+    return (f"; its widest lever is `{top['knob']}` ({top['range']}: "
+            f"{format_value(top['value_at_low'], 'ratio')} – {format_value(top['value_at_high'], 'ratio')})")
+
+
+def _verdict_c1_speedup(entry, data):
+    reported = REPORTED["C1", "speedup"]
+    inside = _within(reported, entry)
+    side = "inside" if inside else ("below" if reported < entry["value"] else "above")
+    return (VERDICTS[0] if inside else VERDICTS[1],
+            f"modeled ({entry.get('mask', 'SVG')}); the reported {reported:g}x lies {side} our band{_lever(data)}.")
+
+
+def _verdict_c1_minutes(entry, data):
+    floor, saved = saved_minutes_floor(), REPORTED["C1", "minutes_saved"]
+    dense = data["claims"].get("C1", {}).get("dense_minutes")
+    high = (entry.get("band") or [entry["value"]] * 2)[1]
+    text = (f"a floor, not an estimate: {saved:g} min saved at {REPORTED['C1', 'speedup']:g}x means dense took at least "
+            f"{floor:.1f} min; ours saves {_ours(entry)}" + (f" of a dense {_ours(dense)}" if dense else "") + ".")
+    return (VERDICTS[0] if high >= saved else VERDICTS[1]), text
+
+
+def _verdict_c2(entry, data):
+    reported = REPORTED["C2", "attention_share_1440p"]
+    inside = _within(reported, entry)
+    return (VERDICTS[0] if inside else VERDICTS[1],
+            f"modeled share of the DiT's time; the reported {100 * reported:g} % lies "
+            f"{'inside' if inside else 'outside'} the band of the model's uncertain constants.")
+
+
+def _verdict_c3(name):
+    def verdict(entry, data):
+        reported = REPORTED["C3", name]
+        close = abs(entry["value"] - reported) <= ROUNDING
+        return (VERDICTS[0] if close else VERDICTS[1],
+                f"exact tile count ({entry.get('mask', 'SVG mask')}, {_tiles(entry)} tiles), "
+                f"{'equal to' if close else 'not equal to'} the reported {100 * reported:g} % as rounded; "
+                "the write-up's band, tiles and counting are unpublished (the settings search: notebook 02).")
+    return verdict
+
+
+def _verdict_c4(entry, data):
+    faster = entry["value"] > 1
+    return (VERDICTS[0] if faster else VERDICTS[1],
+            f"the write-up gives a direction, no number: in the compiled v6e program a masked tile takes "
+            f"{_ours(entry)} the issue cycles of a full one, so a mask-free path for full tiles "
+            f"{'saves' if faster else 'does not save'} work; no TPU timing.")
+
+
+def _verdict_c5(entry, data):
+    low, high = entry.get("iqr") or entry.get("band") or (entry["value"] - EXPONENT_TOLERANCE,
+                                                           entry["value"] + EXPONENT_TOLERANCE)
+    inside = low <= 2 <= high
+    spread = "its spread" if entry.get("iqr") or entry.get("band") else f"our stated tolerance of {EXPONENT_TOLERANCE:g}"
+    return (VERDICTS[0] if inside else VERDICTS[1],
+            f"attention time grows as L^{format_value(entry['value'])} on the toy DiT; 2 is "
+            f"{'within' if inside else 'outside'} {spread}.")
+
+
+#: The verdict table's rows: (claim, results entry, what is claimed, the write-up's words, the rule).
+VERDICT_ROWS = [
+    ("C1", "speedup", "1440p end-to-end speedup", "{:g}x".format(REPORTED["C1", "speedup"]), _verdict_c1_speedup),
+    ("C1", "minutes_saved", "minutes saved per video",
+     "over {:g} min".format(REPORTED["C1", "minutes_saved"]), _verdict_c1_minutes),
+    ("C2", "attention_share_1440p", "self-attention share at 1440p",
+     "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]), _verdict_c2),
+    ("C3", "partial_share_before", "partial tiles before alignment",
+     "{:g} %".format(100 * REPORTED["C3", "partial_share_before"]), _verdict_c3("partial_share_before")),
+    ("C3", "partial_share_after", "partial tiles after alignment",
+     "{:g} %".format(100 * REPORTED["C3", "partial_share_after"]), _verdict_c3("partial_share_after")),
+    ("C4", "bundles_partial_over_full", "mask-free fast path lowers latency", "lower latency", _verdict_c4),
+    ("C5", "toy_attention_exponent", "attention cost quadratic in resolution", "quadratic", _verdict_c5),
+]
+
+
+def verdicts(data: dict) -> list[dict]:
+    """One row per :data:`VERDICT_ROWS` entry: claim, reported, ours with its band, verdict, why."""
+    rows = []
+    for claim, name, what, reported, rule in VERDICT_ROWS:
+        entry = data["claims"].get(claim, {}).get(name)
+        if entry is None:
+            verdict, why, ours = VERDICTS[2], f"no `{claim}.{name}` result in the results file.", "—"
+        else:
+            (verdict, why), ours = rule(entry, data), f"{_ours(entry)} `{entry['provenance']}`"
+        rows.append({"claim": f"{claim} {what}", "reported": reported, "ours (band)": ours, "verdict": verdict,
+                     "why": why})
+    return rows
+
+
+def verdict_table(data: dict) -> str:
+    return _markdown_table(verdicts(data))
+
+
+def verdict_summary(data: dict) -> str:
+    """One sentence: which claims held, which did not, which could not be tested here."""
+    rows = verdicts(data)
+    parts = []
+    for verdict in VERDICTS:
+        names = [r["claim"] for r in rows if r["verdict"] == verdict]
+        if names:
+            parts.append(f"{verdict}: {'; '.join(names)}")
+    return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+
+
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
+    if name == "verdicts":
+        return verdict_table(data)
+    if name == "verdict-summary":
+        return verdict_summary(data)
     if name == "claims":
         return claims_table(data)
     if name == "environment":
@@ -277,7 +417,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise ValueError(f"unknown paper marker {name!r} in {target}: use claims, environment, compiled, gpu, "
+    raise ValueError(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
                      f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
@@ -397,5 +537,6 @@ def generate(results: str | os.PathLike | None = None,
     return report
 
 
-__all__ = ["ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "claims_table", "claim_details", "inline_value",
+__all__ = ["VERDICTS", "VERDICT_ROWS", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+           "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "claims_table", "claim_details", "inline_value",
            "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]
