@@ -514,6 +514,14 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
     p.add_argument("--validate", action="store_true",
                    help="predicted vs published measured Wan generation times (calibration point per device family)")
+    p.add_argument("--sparse-evidence", action="store_true",
+                   help="the sparse-layer efficiency each source implies (SVG's published dense-vs-SVG timings, "
+                        "SVG's per-layer extra work; with --compiled-cycles-over-ideal, our compiled kernel)")
+    p.add_argument("--compiled-cycles-over-ideal", type=float,
+                   help="our sparse kernel's compiled v6e cycles over ideal (the 'svg-aligned: ours / ideal' "
+                        "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
+    p.add_argument("--sparse-efficiency", type=float, default=1.0,
+                   help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
     p.add_argument("--block-q", type=positive_int, default=3024)
     p.add_argument("--block-kv", type=positive_int, default=2048)
     group = p.add_mutually_exclusive_group()
@@ -526,6 +534,18 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vector-scale", type=float, help="multiplier on the derived VPU/EUP rates")
     p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
                    help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
+
+
+def _costmodel_sparse_evidence(compiled_cycles_over_ideal):
+    from svgtpu import costmodel as cm
+
+    result = cm.sparse_efficiency_evidence(compiled_cycles_over_ideal)
+    rows = [{k: r[k] for k in ("id", "published_speedup", "implied_from_speedup", "implied_sparse_efficiency",
+                                "model_extra_work_efficiency")} for r in result["published_svg"]]
+    if "compiled_kernel" in result:
+        rows.append({"id": "compiled kernel (v6e, ours / ideal)",
+                     "implied_sparse_efficiency": result["compiled_kernel"]["efficiency"]})
+    return result, format_table(rows) + f"\n({result['provenance']})"
 
 
 def _costmodel_validate():
@@ -552,6 +572,8 @@ def run_costmodel(args):
 
     if args.validate:
         return _costmodel_validate()
+    if args.sparse_evidence:
+        return _costmodel_sparse_evidence(args.compiled_cycles_over_ideal)
     model = cm.get_model(args.model)
     if args.device == "cpu" and args.model == "toy":
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
@@ -582,6 +604,7 @@ def run_costmodel(args):
                      block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
                      multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
                      efficiency=efficiency, cfg_split=args.cfg_split, weights=args.weights,
+                     sparse_efficiency=args.sparse_efficiency,
                      parts=frozenset(cm.PARTS) - set(args.exclude))
     if args.sweep == "resolution":
         rows = cm.sweep_resolution(setup)

@@ -427,3 +427,13 @@ def test_sparse_efficiency_evidence_reproduces_published_svg_times():
             assert cm.predict_seconds(p, eff, r["implied_sparse_efficiency"]) == pytest.approx(p.seconds, rel=1e-4)
     with pytest.raises(ValueError, match="compiled_cycles_over_ideal"):
         cm.sparse_efficiency_evidence(compiled_cycles_over_ideal=0.5)
+
+
+def test_cli_sparse_evidence_json(capsys):
+    assert main(["costmodel", "--sparse-evidence", "--compiled-cycles-over-ideal", "1.25", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["compiled_kernel"]["efficiency"] == pytest.approx(0.8)
+    low, high = out["published_svg_range"]
+    assert 0 < low <= high <= 1
+    assert main(["costmodel", "--sparse-efficiency", "0"]) == 2
+    assert "sparse_efficiency" in capsys.readouterr().err
