@@ -437,3 +437,13 @@ def test_cli_sparse_evidence_json(capsys):
     assert 0 < low <= high <= 1
     assert main(["costmodel", "--sparse-efficiency", "0"]) == 2
     assert "sparse_efficiency" in capsys.readouterr().err
+
+
+def test_speedup_surface_falls_with_dense_steps_and_rises_with_sparse_efficiency():
+    setup = wan_setup("720p")
+    rows = cm.speedup_surface(setup, [0.5, 1.0], [0.1, 0.4])
+    at = {(r["sparse_efficiency"], r["dense_step_share"]): r["speedup"] for r in rows}
+    assert len(rows) == 4
+    assert at[1.0, 0.1] > at[0.5, 0.1] and at[1.0, 0.1] > at[1.0, 0.4]
+    same = dataclasses.replace(setup, warmup_steps=0.4, sparse_efficiency=0.5)
+    assert at[0.5, 0.4] == pytest.approx(cm.model_video(same)["speedup"])

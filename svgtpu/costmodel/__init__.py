@@ -38,7 +38,8 @@ from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, REPORTED, W
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
-from svgtpu.costmodel.sensitivity import KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity, tornado_rows, what_if
+from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity,
+                                          speedup_surface, tornado_rows, what_if)
 from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, predict_seconds,
                                       published_points, sparse_efficiency_evidence, validate)
 
@@ -55,7 +56,7 @@ __all__ = [
     "REPORTED", "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
-    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if", "speedup_surface",
     "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "calibrated_setup",
     "sparse_efficiency_evidence", "validate",
 ]

@@ -14,7 +14,7 @@ import functools
 import math
 from typing import Any
 
-from svgtpu.costmodel.pipeline import Setup, model_video
+from svgtpu.costmodel.pipeline import Setup, model_video, video_seconds
 from svgtpu.costmodel.specs import CLOCK_BANDS
 
 
@@ -160,4 +160,15 @@ def what_if(setup: Setup) -> list[dict]:
     return rows
 
 
-__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "sensitivity", "tornado_rows", "what_if"]
+def speedup_surface(setup: Setup, sparse_efficiencies, dense_step_shares) -> list[dict]:
+    """The end-to-end speedup (aligned SVG mask, fast path) over a grid of ``Setup.sparse_efficiency``
+    x ``Setup.warmup_steps`` (the dense-step share), everything else as in ``setup``: the two levers
+    the published evidence leaves most open (the dense run does not depend on either)."""
+    dense = video_seconds(setup, "dense", True)
+    return [{"sparse_efficiency": e, "dense_step_share": w,
+             "speedup": dense / video_seconds(dataclasses.replace(setup, sparse_efficiency=e, warmup_steps=w),
+                                              "svg-aligned", True)}
+            for w in dense_step_shares for e in sparse_efficiencies]
+
+
+__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "sensitivity", "tornado_rows", "what_if", "speedup_surface"]
