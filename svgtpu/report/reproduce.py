@@ -42,13 +42,13 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: The notebooks in reading order (the file order): the primer and the kernel track first, then the
 #: research track; the explorer is a tool beside them.
-NOTEBOOKS = ("00_primer", "02_kernel_walkthrough", "03_mask_alignment", "04_fast_path_ablation",
-             "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
+NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "02_kernel_walkthrough", "03_mask_alignment",
+             "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
-_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "02_kernel_walkthrough": {}}
+_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "02_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
