@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Callable
 
+from svgtpu.report.tables import format_table
 from svgtpu.schedule import DEFAULT_SPARSITY
 
 _COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
@@ -25,23 +26,6 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
         _COMMANDS[name] = (help, arguments, run)
         return run
     return register
-
-
-def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """A plain fixed-width table of ``rows`` (floats to 4 significant digits)."""
-    if not rows:
-        return "(no rows)"
-    columns = columns or list(rows[0])
-
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return str(v)
-
-    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    line = lambda vals: "  ".join(v.rjust(w) for v, w in zip(vals, widths))  # noqa: E731
-    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
 def positive_int(text: str) -> int:
@@ -634,10 +618,14 @@ def run_costmodel(args):
 # -- svgtpu bench kernels | ops ---------------------------------------------------------------
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=("kernels", "ops", "gpu"),
+    p.add_argument("what", choices=("kernels", "ops", "gpu", "compiled"),
                    help="kernels: interleaved timings of the attention variants; ops: vector ops per tile kind; "
-                        "gpu: the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`)")
-    p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
+                        "gpu: the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`); compiled: whole-kernel "
+                        "static v6e cycles of ours, Splash and tokamax from the real compiler (svgtpu.bench.compiled)")
+    p.add_argument("--geometry", default=None,
+                   help="preset or TxHxW (default 8x32x34: F=1088, L=8704; compiled: wan-1440p)")
+    p.add_argument("--tiles", default="3024x2048,512x512",
+                   help="compiled: comma-separated BLOCK_QxBLOCK_KV tile sizes (default 3024x2048,512x512)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
     p.add_argument("--block-q", type=positive_int, default=512)
     p.add_argument("--block-kv", type=positive_int, default=512)
@@ -666,6 +654,10 @@ def run_bench(args):
         if args.out:
             result["written"] = str(gpu_bench.write(result, args.out))
         return result, gpu_bench.format_result(result)
+    if args.what == "compiled":
+        from svgtpu.bench.compiled import run_command
+        return run_command(args)
+    args.geometry = args.geometry or "8x32x34"
     from svgtpu.bench import kernels as bench
     from svgtpu.kernels import KernelConfig
     from svgtpu.kernels.common import HEAD_DIMS
@@ -705,15 +697,59 @@ def run_bench(args):
 
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.bench.compile import add_arguments
-    add_arguments(p)
+    from svgtpu.bench.compile import TARGETS
+    from svgtpu.kernels.budget import TPU_GENERATIONS
+    from svgtpu.masks.core import ALIGN_MODES
+    positive = positive_int
+    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
+    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 (default: one host)")
+    p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--block-q", type=positive, default=3024)
+    p.add_argument("--block-kv", type=positive, default=2048)
+    p.add_argument("--block-kv-compute", type=positive, default=None)
+    p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--sparsity", type=float, default=None, help="SVG kept fraction (default 0.3)")
+    group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
+    p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--heads", type=positive, default=5)
+    p.add_argument("--head-dim", type=positive, default=128)
+    p.add_argument("--what", default="kernel,svg-layer",
+                   help=f"comma-separated targets from {', '.join(TARGETS)} (default kernel,svg-layer)")
 
 
 @command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
          "needed (exit 1 if the compiler refuses)", _compile_arguments)
 def run_compile(args):
-    from svgtpu.bench.compile import run_command
-    return run_command(args)
+    """``(result, table, exit status)``; 1 when anything was refused."""
+    from svgtpu.bench.compile import CompileJob, compile_targets
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels import KernelConfig, device_memory
+    from svgtpu.kernels.common import HEAD_DIMS
+    if args.head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
+    get_geometry(args.geometry)
+    job = CompileJob(geometry=args.geometry, device=args.device, topology=args.topology, dtype=args.dtype,
+                     heads=args.heads, head_dim=args.head_dim, sparsity=args.sparsity,
+                     multiplier=args.multiplier, align=args.align,
+                     config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
+                                         fast_path=not args.no_fast_path))
+    job.svg_config()  # validates sparsity / multiplier / align
+    try:
+        result = compile_targets(job, tuple(t.strip() for t in args.what.split(",") if t.strip()),
+                                 progress=not args.json)
+    except RuntimeError as e:  # no libtpu
+        raise ValueError(str(e)) from None
+    columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
+               "vmem_bytes", "reason"]
+    head = (f"{result['topology']} ({result['provenance']}): tiles {job.config.tile}, block_kv_compute "
+            f"{job.config.block_kv_compute}, fast path {'on' if job.config.fast_path else 'off'}, {job.dtype}, "
+            f"{job.heads} heads x {job.head_dim}; SMEM budget per plan chunk "
+            f"{device_memory(job.device).smem_budget} B, VMEM limit {result['vmem_budget']} B "
+            f"(vmem_bytes: our lower estimate; the compiler checks the real use)")
+    rows = [{c: r.get(c) for c in columns} for r in result["targets"]]
+    return result, head + "\n" + format_table(rows), 0 if result["compiled"] else 1
 
 
 # -- entry point ------------------------------------------------------------------------------

@@ -29,6 +29,12 @@ QUIET_VALUES = {"TPU_ACCELERATOR_TYPE": "v6e-1", "TPU_WORKER_HOSTNAMES": "localh
 PTH_NAME = "svgtpu_quiet_libtpu.pth"
 
 
+def package_version(package: str) -> str:
+    """The installed version of ``package`` (``jax``, ``libtpu``): compiled results record both."""
+    from importlib import metadata
+    return metadata.version(package)
+
+
 def has_tpu_chip() -> bool:
     """True when a Google (TPU) device is on the PCI bus."""
     for vendor in glob.glob("/sys/bus/pci/devices/*/vendor"):

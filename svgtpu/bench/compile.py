@@ -20,10 +20,11 @@ import dataclasses
 import re
 import time
 
-from svgtpu.kernels.budget import DEVICES, device_memory, vmem_bytes
+from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.plan import tile_plan
 from svgtpu.kernels.common import compiling_for
+from svgtpu.kernels.plan import tile_plan
+from svgtpu.tpu_env import package_version
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
@@ -38,8 +39,8 @@ def libtpu_available() -> bool:
 
 def topology_device(device: str, topology: str | None = None):
     """The first device of a TPU topology, for lowering and compiling ahead of time."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device not in TPU_GENERATIONS:
+        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     if not libtpu_available():
         raise RuntimeError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
                            '(requirements.txt pins it)')
@@ -247,68 +248,8 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
             "dtype": job.dtype, "heads": job.heads, "head_dim": job.head_dim,
             "vmem_budget": device_memory(job.device).vmem_budget,
             "compiled": all(r["compiled"] for r in rows), "targets": rows,
-            "libtpu": _version("libtpu"), "jax": _version("jax")}
-
-
-def _version(package: str) -> str:
-    from importlib import metadata
-    return metadata.version(package)
-
-
-def add_arguments(p) -> None:
-    """The ``svgtpu compile`` options."""
-    from svgtpu.masks.core import ALIGN_MODES
-
-    def positive(text):
-        from svgtpu.cli import positive_int
-        return positive_int(text)
-    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(DEVICES)}")
-    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 (default: one host)")
-    p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
-    p.add_argument("--block-q", type=positive, default=3024)
-    p.add_argument("--block-kv", type=positive, default=2048)
-    p.add_argument("--block-kv-compute", type=positive, default=None)
-    p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, default=None, help="SVG kept fraction (default 0.3)")
-    group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
-    p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
-    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
-    p.add_argument("--heads", type=positive, default=5)
-    p.add_argument("--head-dim", type=positive, default=128)
-    p.add_argument("--what", default="kernel,svg-layer",
-                   help=f"comma-separated targets from {', '.join(TARGETS)} (default kernel,svg-layer)")
-
-
-def run_command(args):
-    """``svgtpu compile``: ``(result, table, exit status)``; 1 when anything was refused."""
-    from svgtpu.geometry import get_geometry
-    from svgtpu.kernels.common import HEAD_DIMS
-    if args.head_dim not in HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
-    get_geometry(args.geometry)
-    job = CompileJob(geometry=args.geometry, device=args.device, topology=args.topology, dtype=args.dtype,
-                     heads=args.heads, head_dim=args.head_dim, sparsity=args.sparsity,
-                     multiplier=args.multiplier, align=args.align,
-                     config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
-                                         fast_path=not args.no_fast_path))
-    job.svg_config()  # validates sparsity / multiplier / align
-    try:
-        result = compile_targets(job, tuple(t.strip() for t in args.what.split(",") if t.strip()),
-                                 progress=not args.json)
-    except RuntimeError as e:  # no libtpu
-        raise ValueError(str(e)) from None
-    columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
-               "vmem_bytes", "reason"]
-    from svgtpu.cli import format_table
-    head = (f"{result['topology']} ({result['provenance']}): tiles {job.config.tile}, block_kv_compute "
-            f"{job.config.block_kv_compute}, fast path {'on' if job.config.fast_path else 'off'}, {job.dtype}, "
-            f"{job.heads} heads x {job.head_dim}; SMEM budget per plan chunk "
-            f"{device_memory(job.device).smem_budget} B, VMEM limit {result['vmem_budget']} B "
-            f"(vmem_bytes: our lower estimate; the compiler checks the real use)")
-    rows = [{c: r.get(c) for c in columns} for r in result["targets"]]
-    return result, head + "\n" + format_table(rows), 0 if result["compiled"] else 1
+            "libtpu": package_version("libtpu"), "jax": package_version("jax")}
 
 
 __all__ = ["TARGETS", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
-           "libtpu_available", "first_line", "add_arguments", "run_command"]
+           "libtpu_available", "first_line"]

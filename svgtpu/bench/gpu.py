@@ -674,7 +674,7 @@ def gpu_rows(path: str | Path | None = None) -> dict | None:
 
 def format_result(result: dict) -> str:
     """The run as tables, for the terminal."""
-    from svgtpu.cli import format_table
+    from svgtpu.report.tables import format_table
     parts = [f"bench gpu on {result['device']} ({result['backend']}, jax {result['jax']}) "
              f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, {result['elapsed_s']:.0f} s "
              f"of a {result['budget_s']:.0f} s budget"]

@@ -186,10 +186,10 @@ def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int
         from tqdm.auto import tqdm
         specs = tqdm(specs, desc="compiling for v6e", unit="variant")
     rows = [{"mask": spec["mask"], **row} for spec in specs for row in compiled_tile_counts(spec)]
-    from svgtpu.bench.compile import _version
+    from svgtpu.tpu_env import package_version
     return {"provenance": "compiled-v6e", "geometry": geometry, "block_q": block_q, "block_kv": block_kv,
             "block_kv_compute": config.block_kv_compute, "head_dim": head_dim, "dtype": dtype,
-            "libtpu": _version("libtpu"),
+            "libtpu": package_version("libtpu"),
             "counted_in": "Mosaic post-finalize-llo (instructions per top-level scf.if = tile body) and "
                           "the LLO final_bundles schedule (bundles per predicated region)",
             "rows": rows}

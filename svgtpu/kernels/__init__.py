@@ -5,7 +5,7 @@ what a config needs of a chip's SMEM and VMEM.  :func:`block_table_attention` is
 its plan and mask as data (:mod:`~svgtpu.kernels.dynamic`): one compile for every mask of a shape."""
 
 from svgtpu.kernels.block_sparse import block_sparse_attention
-from svgtpu.kernels.budget import DEVICES, device_memory
+from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
 from svgtpu.kernels.plan import TilePlan, tile_plan
@@ -13,4 +13,4 @@ from svgtpu.kernels.reference import mask_array, reference_attention
 from svgtpu.kernels.splash import splash_attention
 
 __all__ = ["block_sparse_attention", "block_table_attention", "splash_attention", "reference_attention", "mask_array",
-           "tile_plan", "TilePlan", "KernelConfig", "DEVICES", "device_memory"]
+           "tile_plan", "TilePlan", "KernelConfig", "TPU_GENERATIONS", "device_memory"]

@@ -25,7 +25,9 @@ import functools
 
 from svgtpu.kernels.config import LANES, KernelConfig
 
-DEVICES = ("v5e", "v5p", "v6e")
+#: The TPU generations whose SMEM and VMEM budgets the kernel knows (``costmodel.DEVICES`` is the
+#: cost model's wider list of devices with rates).
+TPU_GENERATIONS = ("v5e", "v5p", "v6e")
 #: SMEM kept free for the compiler's own scalars (grid indices, DMA descriptors, semaphores).
 SMEM_RESERVE = 64 * 1024
 #: Share of VMEM capacity the kernel may ask for; the rest stays with XLA's fusions around it.
@@ -57,8 +59,8 @@ class DeviceMemory:
 @functools.cache
 def device_memory(device: str) -> DeviceMemory:
     """SMEM / VMEM of ``device`` (``v5e``, ``v5p``, ``v6e``) from JAX's TPU hardware table."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device not in TPU_GENERATIONS:
+        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     from jax.experimental.pallas import tpu as pltpu
     chip = {"v5e": pltpu.ChipVersion.TPU_V5E, "v5p": pltpu.ChipVersion.TPU_V5P,
             "v6e": pltpu.ChipVersion.TPU_V6E}[device]
@@ -103,4 +105,4 @@ def check_vmem(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: 
                      f"{hint}")
 
 
-__all__ = ["DEVICES", "DeviceMemory", "device_memory", "vmem_bytes", "check_vmem", "SMEM_RESERVE"]
+__all__ = ["TPU_GENERATIONS", "DeviceMemory", "device_memory", "vmem_bytes", "check_vmem", "SMEM_RESERVE"]

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.geometry import round_up
-from svgtpu.kernels.budget import DEVICES
+from svgtpu.kernels.budget import TPU_GENERATIONS
 from svgtpu.kernels.config import DTYPES, KernelConfig
 from svgtpu.masks.core import ArrayMask, Mask
 
@@ -114,8 +114,8 @@ def check_sm_scale(sm_scale, head_dim: int) -> float:
 
 def resolve_device(device: str | None) -> str:
     """``device`` checked against the TPU generations with known budgets, or :func:`default_device`."""
-    if device is not None and device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device is not None and device not in TPU_GENERATIONS:
+        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     return device or default_device()
 
 
