@@ -235,7 +235,8 @@ def validate() -> dict:
         predicted = predict_seconds(p, eff)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
-                     "attention_kernel": p.attention_kernel, "measures": p.measures,
+                     "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
+                     "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
 
@@ -249,7 +250,7 @@ def validate() -> dict:
     by_setting = {}
     for p, row in zip(published_points(), rows):
         if p.role == "validation":
-            by_setting.setdefault((p.device, p.chips, p.model, p.grid, p.steps, p.cfg, p.measures), {})[p.variant] = row
+            by_setting.setdefault(_setting(p), {})[p.variant] = row
     speedups = [{"dense": pair["dense"]["id"], "svg": pair["svg"]["id"], "device": pair["dense"]["device"],
                  "pixels": pair["dense"]["pixels"],
                  "published": pair["dense"]["published_s"] / pair["svg"]["published_s"],
