@@ -43,9 +43,11 @@ EXPECTED = {
                           "bundles_partial_over_full", "llo_counts"]},
     },
     "06_end_to_end_speedup": {
-        "figures": ["headline_speedup"],
+        "figures": ["headline_speedup", "costmodel_validation", "c1_speedup_surface"],
         "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
-                          "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup"]},
+                          "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
+                          "validation_tpu_compute_efficiency", "sparse_efficiency_published",
+                          "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado"]},
     },
     "07_quality": {
         "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
