@@ -99,6 +99,29 @@ def _kill_group(proc: subprocess.Popen, grace: float = 3.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    deadline = time.monotonic() + 10.0   # until every member of the group has died
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` is alive (not a zombie); Linux's /proc, else killpg."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def _last_lines(path: str, n: int = 3) -> str:

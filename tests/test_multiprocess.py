@@ -27,7 +27,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_svg_layer_and_sampling_across_two_processes_equal_one():
+def test_svg_layer_across_two_processes_equals_one():
     done = launch([sys.executable, str(ROOT / "tests/multiprocess/worker.py")], processes=2,
                   devices_per_process=3, timeout=400)
     out = first_json(done.stdout[0])
@@ -35,7 +35,6 @@ def test_svg_layer_and_sampling_across_two_processes_equal_one():
     # the SVG layer: profiling, layout transform and kernel per head, the same numbers bit for bit
     assert out["svg heads 2x3"] == 0.0
     assert out["svg ulysses 2x3 (seq across processes)"] == 0.0
-    assert out["sample dense std"] > 0.1 and out["sample dense"] < 1e-5
 
 
 def _generate(tmp_path, name, *extra):
@@ -86,7 +85,9 @@ def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_p
     else:
         assert "processes 0, 1 of 2 still running after the 3 s timeout" in message
     pids = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
-    assert len(pids) == 4 and all(_gone(p) for p in pids), "a launched process or its child is still running"
+    assert len(pids) == 4
+    left = [p for p in pids if not _gone(p)]
+    assert not left, f"still running after the launcher returned: {left}"
 
 
 def test_generate_processes_must_divide_devices():
