@@ -381,6 +381,14 @@ def test_clock_is_a_band_not_a_fact():
     assert cm.DEVICES["v6e"].clock_hz == band[2]
     knob = next(k for k in cm.KNOBS if k.path == "efficiency.vector_scale")
     assert knob.low == pytest.approx(band[4] / band[2])
+    from svgtpu.costmodel.specs import clock_variants
+    slow = clock_variants(cm.DEVICES["v6e"])[4]     # half the clock: half the VPU and EUP rates, same MXU
+    assert slow.vector_ops == pytest.approx(cm.DEVICES["v6e"].vector_ops / 2)
+    assert slow.exp_ops == pytest.approx(cm.DEVICES["v6e"].exp_ops / 2)
+    assert slow.matmul_flops == cm.DEVICES["v6e"].matmul_flops and clock_variants(cm.DEVICES["h100"]) == {}
+    # every TPU validation row carries its error at each end of the clock band
+    rows = [r for r in cm.validate()["points"] if r["device"] in ("v6e", "v7x")]
+    assert rows and all(len(r["error_clock_band"]) == 2 for r in rows)
 
 
 def test_vae_on_one_rank_does_not_shrink_with_chips():

@@ -175,6 +175,14 @@ DEVICES: dict[str, DeviceSpec] = {
 }
 
 
+def clock_variants(device: DeviceSpec) -> dict[int, DeviceSpec]:
+    """The device at each alternative of its clock band (:data:`CLOCK_BANDS`), keyed by MXUs per core:
+    the VPU and EUP rates scaled with the clock; ``{}`` for a device without a derived clock."""
+    band = CLOCK_BANDS.get(device.name, {})
+    return {m: dataclasses.replace(device, clock_hz=c, vector_ops=device.vector_ops * c / device.clock_hz,
+                                   exp_ops=device.exp_ops * c / device.clock_hz) for m, c in band.items()}
+
+
 def get_device(name: "str | DeviceSpec") -> DeviceSpec:
     """A spec by name (``v6e``, ``v5e``, ``v5p``, ``v7x``, ``h100``, ``h200``, ``a100``); ``cpu`` is measured, see
     :func:`svgtpu.bench.cpu.calibrate_cpu`."""
@@ -185,5 +193,5 @@ def get_device(name: "str | DeviceSpec") -> DeviceSpec:
     return DEVICES[name]
 
 
-__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "derived_clock", "CLOCK_BANDS", "VREG_ELEMENTS", "VALU_SLOTS",
+__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "derived_clock", "CLOCK_BANDS", "clock_variants", "VREG_ELEMENTS", "VALU_SLOTS",
            "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES", "GPU_FAMILIES"]

@@ -39,7 +39,7 @@ from pathlib import Path
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import Setup, dit_seconds, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.roofline import Efficiency
-from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, get_device
+from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, clock_variants, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model, get_resolution
 from svgtpu.geometry import VideoGeometry
 
@@ -118,9 +118,11 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) ->
                  image_encoder=point.image_encoder, **svg)
 
 
-def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0) -> float:
-    """Modeled seconds of what ``point`` measured."""
-    setup = dataclasses.replace(point_setup(point, efficiency), sparse_efficiency=sparse_efficiency)
+def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0,
+                    device: DeviceSpec | None = None) -> float:
+    """Modeled seconds of what ``point`` measured (``device``: a variant of its device, e.g. another clock)."""
+    setup = dataclasses.replace(point_setup(point, efficiency), sparse_efficiency=sparse_efficiency,
+                                **({"device": device} if device is not None else {}))
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
@@ -233,11 +235,15 @@ def validate() -> dict:
     for p in published_points():
         eff = family_efficiency(p.family)["efficiency"]
         predicted = predict_seconds(p, eff)
+        # the clock is a band (specs.CLOCK_BANDS): the error at each of its alternatives, calibration held
+        clock_band = {f"{m} MXU/core": predict_seconds(p, eff, device=d) / p.seconds - 1
+                      for m, d in clock_variants(get_device(p.device)).items()}
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
                      "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
+                     "error_clock_band": clock_band,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
 
     def summary(role: str) -> dict:
