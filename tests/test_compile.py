@@ -56,6 +56,34 @@ def test_compiler_refusal_is_one_line_with_its_vmem_figure(monkeypatch):
     assert result["compiler_vmem_bytes"] > 1 << 18
 
 
+def test_a_scalar_prefetch_plan_over_smem_is_refused_by_the_compiler(capsys):
+    """What libtpu does with a plan larger than SMEM (observed with jax 0.10.2, libtpu 0.0.42.1): it refuses,
+    RESOURCE_EXHAUSTED, naming the prefetched SMEM operand; half the budget compiles.  The package still
+    splits long plans itself (``TilePlan.chunks``) so that they run instead of being refused."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from svgtpu.bench.aot import compile_report
+    from svgtpu.kernels import device_memory
+
+    def planned_copy(words, x):
+        def kernel(plan_ref, x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+        return pl.pallas_call(kernel, grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(words.shape[0],),
+            in_specs=[pl.BlockSpec((8, 128), lambda s, plan: (plan[s] % 4, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda s, plan: (0, 0))),
+            out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype))(words, x)
+
+    smem = device_memory("v6e").smem
+    x = jax.ShapeDtypeStruct((32, 128), jnp.float32)
+    fits = compile_report(planned_copy, jax.ShapeDtypeStruct((smem // 8,), jnp.int32), x)
+    over = compile_report(planned_copy, jax.ShapeDtypeStruct((smem // 2,), jnp.int32), x)
+    assert fits["compiled"] and not over["compiled"]
+    assert "RESOURCE_EXHAUSTED" in over["reason"] and "prefetched SMEM operand" in over["reason"]
+    assert "refused: RESOURCE_EXHAUSTED" in capsys.readouterr().out
+
+
 def test_svg_layer_compiles_for_v5e_with_plan_facts():
     """The whole SVG layer (profiling, layout transform, kernel) for another generation."""
     job = CompileJob(geometry="4x8x16", config=KernelConfig(128, 128), device="v5e", heads=2, head_dim=64)
