@@ -24,7 +24,7 @@ Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:
 Every number is labelled ``modeled-<device>``.
 """
 
-from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
+from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, clock_variants, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
                                     VALU_SLOTS, VREG_ELEMENTS, DeviceSpec, get_device, tpu_spec)
 from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, RESOLUTIONS, ModelConfig, get_model, get_resolution
 from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
@@ -44,7 +44,7 @@ from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_
                                       published_points, sparse_efficiency_evidence, validate)
 
 __all__ = [
-    "DeviceSpec", "DEVICES", "CLOCK_BANDS", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
+    "DeviceSpec", "DEVICES", "CLOCK_BANDS", "clock_variants", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
     "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
     "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution",
     "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",

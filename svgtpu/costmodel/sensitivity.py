@@ -51,8 +51,10 @@ KNOBS = (
     Knob("device.matmul_tile", None, "device", "MXU width penalty for head_dim 128 on 256-wide MXUs off / on"),
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost (assumption, no public figure)"),
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
-    Knob("warmup_steps", 0.2, 0.3, "SVG scripts: 20 % dense steps (current code) vs 30 % (first Wan script)"),
-    Knob("sparsity", 0.25, 0.3, "SVG Wan scripts: kept fraction 0.25; docs/design.md: 0.3"),
+    Knob("warmup_steps", 0.2, 0.3, "SVG's Wan T2V script (svg-project/Sparse-VideoGen scripts/wan/wan_t2v_720p_svg.sh "
+         "@5ce7b01: first_times_fp 0.2, floor(0.2 x 50) dense steps) vs its first Wan script (30 % of the steps)"),
+    Knob("sparsity", 0.25, 0.3, "SVG's first Wan script (@018098c): kept fraction 0.25; its current Wan scripts "
+         "(@5ce7b01): 0.3"),
     Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
     Knob("sparse_efficiency", "published-svg", 1.0, "sparse layers' share of their modeled time: lowest value SVG's "
          "published dense-vs-SVG GPU speedups imply (validate.sparse_efficiency_evidence) up to the tile model"),
@@ -126,7 +128,7 @@ def what_if(setup: Setup) -> list[dict]:
     changes = [
         ("as modeled", setup),
         ("30 % dense steps (SVG's first Wan script)", dataclasses.replace(setup, warmup_steps=0.3)),
-        ("kept fraction 0.25 (SVG's Wan scripts)", dataclasses.replace(setup, sparsity=0.25, multiplier=None)),
+        ("kept fraction 0.25 (SVG's first Wan script)", dataclasses.replace(setup, sparsity=0.25, multiplier=None)),
         ("dense warm-up layers rounded up, not down", dataclasses.replace(
             setup, warmup_layers=math.ceil(setup.warmup_layers * setup.model.layers) / setup.model.layers)),
         ("H100/H200-calibrated compute efficiency on this device", dataclasses.replace(
