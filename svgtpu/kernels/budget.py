@@ -4,10 +4,11 @@ Capacities per TensorCore come from JAX's own hardware table (``pltpu.get_tpu_in
 jax 0.10.2; the same table is the "TPU Hardware Reference" page of the Pallas docs): SMEM 1 MiB
 and VMEM 128 MiB (v5e, v6e) or 64 MiB (v5p).
 
-- **SMEM** holds the scalar-prefetched plan.  The TPU compiler does not check its size (an
-  oversized plan compiles; what the chip then does is undefined), so we do: a plan chunk may use
-  the SMEM capacity less :data:`SMEM_RESERVE` for the compiler's own scalars, and longer plans are
-  split into q-row chunks (:meth:`~svgtpu.kernels.plan.TilePlan.chunks`).
+- **SMEM** holds the scalar-prefetched plan.  The TPU compiler refuses a plan that does not fit
+  (``RESOURCE_EXHAUSTED`` naming the prefetched SMEM operand, libtpu 0.0.42.1 with jax 0.10.2:
+  ``tests/test_compile.py``), so a long plan would not run at all; we check first: a plan chunk may
+  use the SMEM capacity less :data:`SMEM_RESERVE` for the compiler's own scalars, and longer plans
+  are split into q-row chunks (:meth:`~svgtpu.kernels.plan.TilePlan.chunks`), each of which compiles.
 - **VMEM** holds the double-buffered q, k, v, output (and mask) blocks, the softmax scratch and the
   float32 temporaries of the online-softmax updates (:func:`vmem_bytes`).  Mosaic rejects a kernel
   whose scoped VMEM exceeds ``vmem_limit_bytes`` (``CompileTimeScopedVmemOom``) and the default
