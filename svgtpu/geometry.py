@@ -130,6 +130,8 @@ PRESETS: dict[str, VideoGeometry] = {
     "wan-720p": _wan(1280, 720, "wan-720p"),
     "wan-1080p": _wan(1920, 1088, "wan-1080p"),
     "wan-1440p": _wan(2560, 1440, "wan-1440p"),
+    # 4K, a what-if past what Wan was trained on: 3840x2160 / VAE 8 / patch 2 = 240 x 135 tokens
+    "wan-2160p": _wan(3840, 2160, "wan-2160p"),
 }
 
 _GRID = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
