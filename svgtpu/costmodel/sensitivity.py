@@ -111,10 +111,15 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] = KNOBS) -> dict:
             "method": "one knob at a time to each end of its range; band = root sum of squares of the swings"}
 
 
+def _short(value) -> str:
+    """A knob's end as a reader wants it: floats to three significant digits."""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def tornado_rows(result: dict, quantity: str = "speedup") -> list[dict]:
     """The tornado for one quantity, largest swing first: ``knob, low, high, swing``."""
     rows = [{"knob": r["knob"], "value_at_low": r[f"{quantity}_low"], "value_at_high": r[f"{quantity}_high"],
-             "swing": abs(r[f"{quantity}_high"] - r[f"{quantity}_low"]), "range": f"{r['low']} .. {r['high']}"}
+             "swing": abs(r[f"{quantity}_high"] - r[f"{quantity}_low"]), "range": f"{_short(r['low'])} .. {_short(r['high'])}"}
             for r in result["tornado"]]
     return sorted(rows, key=lambda r: -r["swing"])
 
