@@ -62,7 +62,8 @@ def dcn_seconds(setup, slices: int, split: str) -> float:
         return setup.steps * latent / setup.chips_per_pass / bandwidth
     shard = g.L / setup.chips_per_pass * setup.model.dim * setup.dtype_bytes
     crossing = shard * (slices - 1) / slices
-    return setup.steps * setup.sequential_passes * setup.model.layers * 4 * crossing / bandwidth
+    return (setup.steps * setup.sequential_passes * setup.model.layers * parallel.ULYSSES_ALL_TO_ALLS * crossing
+            / bandwidth)
 
 
 def configurations(chips: int, device: DeviceSpec) -> list[dict]:

@@ -79,6 +79,18 @@ def all_to_all_seconds(bytes_per_chip: float, chips: int, device: DeviceSpec, ef
     return max(chips * bytes_per_chip / 4 / (bisection * link), sent / (degree * link))
 
 
+#: Ulysses all-to-alls around one self-attention layer: Q, K and V from sequence to heads, O back.
+ULYSSES_ALL_TO_ALLS = 4
+
+
+def ulysses_collectives(L: int, dim: int, chips: int, dtype_bytes: int = 2) -> dict[str, dict]:
+    """The collectives one Ulysses attention layer needs on each of ``chips`` chips: per kind, the
+    count and the bytes of each (a chip's ``L / chips x dim`` slice re-sharded); none on one chip."""
+    if chips == 1:
+        return {}
+    return {"all-to-all": {"count": ULYSSES_ALL_TO_ALLS, "bytes": L // chips * dim * dtype_bytes}}
+
+
 def all_gather_seconds(total_bytes: float, chips: int, device: DeviceSpec, eff: Efficiency) -> float:
     """Every chip gathers the ``(chips-1)/chips`` of ``total_bytes`` it does not hold: a
     bidirectional ring (two links per chip) on a mesh, a chip's one-way bandwidth on a switch."""
@@ -99,5 +111,5 @@ def memory_per_chip(model: ModelConfig, L: int, chips: int, heads_per_chip: int,
     return {"weights": weights, "activations": shard + heads}
 
 
-__all__ = ["MESHES", "HBM_USABLE", "mesh_shape", "link_bandwidth", "all_to_all_seconds", "all_gather_seconds",
+__all__ = ["MESHES", "HBM_USABLE", "ULYSSES_ALL_TO_ALLS", "ulysses_collectives", "mesh_shape", "link_bandwidth", "all_to_all_seconds", "all_gather_seconds",
            "memory_per_chip"]

@@ -217,7 +217,8 @@ def communication_seconds(setup: Setup) -> float:
         return 0.0
     n = setup.chips_per_pass
     shard = setup.geometry.L / n * setup.model.dim * setup.dtype_bytes
-    return setup.model.layers * 4 * parallel.all_to_all_seconds(shard, n, setup.device, setup.efficiency)
+    return setup.model.layers * parallel.ULYSSES_ALL_TO_ALLS * parallel.all_to_all_seconds(
+        shard, n, setup.device, setup.efficiency)
 
 
 def weight_gather_seconds(setup: Setup) -> float:
