@@ -1,0 +1,66 @@
+"""Recipes from sources: SVG's first_times_fp comment rederived from Wan's schedule, counts by hand."""
+
+import pytest
+
+from svgtpu import recipes, schedule
+from svgtpu.recipes import DEFAULT_RECIPE, RECIPES, SVG1_TIMES_FP_COMMENT, FlowSchedule, get_recipe
+
+
+def test_schedule_endpoints_by_hand():
+    # s_0 = 0.999: sigma = 5 * 0.999 / (1 + 4 * 0.999) = 0.99980..., timestep 999; s = 0.999 / 2 at i = N/2
+    ts = FlowSchedule(50, 5.0).timesteps()
+    assert len(ts) == 50 and ts[0] == 999 and all(a > b for a, b in zip(ts, ts[1:]))
+    half = 0.999 / 2
+    assert ts[25] == int(1000 * 5 * half / (1 + 4 * half))          # 833
+    assert FlowSchedule(4, 1.0).timesteps() == (999, 749, 499, 249)  # no shift: a plain linspace
+
+
+def test_svg1_comment_is_the_shifted_schedule():
+    """SVG1's scripts: "35% -> 0.09, 30% -> 0.075, 25% -> 0.055, 20% -> 0.045, 15% -> 0.03, 10% -> 0.02".
+
+    Under SVG1's rule (dense while timestep > 1000 (1 - fp)), 50 steps with Wan's 720p shift 5
+    give those shares to the nearest 5 %; an unshifted schedule does not.
+    """
+    for share, fp in SVG1_TIMES_FP_COMMENT.items():
+        dense = FlowSchedule(50, 5.0).dense_steps_above(fp)
+        assert round(dense / 50 / 0.05) * 0.05 == pytest.approx(share), (share, fp, dense)
+    unshifted = [FlowSchedule(50, 1.0).dense_steps_above(fp) / 50 for fp in SVG1_TIMES_FP_COMMENT.values()]
+    assert max(unshifted) <= 0.1   # without the shift 0.09 would mean 5 steps, not 35 %
+
+
+def test_dense_steps_brute_force_threshold():
+    ts = FlowSchedule(40, 5.0).timesteps()
+    assert FlowSchedule(40, 5.0).dense_steps_above(0.09) == sum(t > 910 for t in ts) == 14
+
+
+def test_recipes_counts():
+    t2v = RECIPES["svg1-t2v-14b-720p"]
+    assert (t2v.kept, t2v.dense_steps, t2v.dense_layers, t2v.num_sampled_rows) == (0.25, 15, 1, 64)
+    assert t2v.dense_step_share == 0.3 and t2v.dense_layer_share == 1 / 40
+    assert RECIPES["svg1-i2v-14b-720p"].dense_steps == 14            # 35 % of 40
+    head = RECIPES["svg-head-t2v-14b-720p"]                           # floor(0.2 * 50), floor(0.03 * 40)
+    assert (head.kept, head.dense_steps, head.dense_layers) == (0.3, 10, 1)
+    assert RECIPES["svg-head-i2v-14b-480p"].dense_steps == 8          # floor(0.2 * 40)
+
+
+def test_every_known_recipe_cites_a_commit_and_the_write_up_is_unknown():
+    for recipe in RECIPES.values():
+        if recipe.known:
+            assert recipe.sources and all(len(s.commit) == 40 for s in recipe.sources)
+    unknown = RECIPES["write-up"]
+    assert not unknown.known and unknown.dense_steps is None and "unknown" in unknown.note
+    for tile in recipes.TILES.values():
+        assert tile.source.commit and tile.source.path
+
+
+def test_schedule_defaults_are_the_default_recipe():
+    assert DEFAULT_RECIPE.name == "svg1-t2v-14b-720p"
+    assert schedule.DEFAULT_SPARSITY == DEFAULT_RECIPE.kept
+    assert schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, 50) == DEFAULT_RECIPE.dense_steps
+    assert schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, 40) == DEFAULT_RECIPE.dense_layers
+    assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3024, 2048)
+
+
+def test_bad_recipe_name():
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        get_recipe("svg3")
