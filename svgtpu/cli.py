@@ -15,7 +15,8 @@ import sys
 from typing import Callable
 
 from svgtpu.report.tables import format_table
-from svgtpu.schedule import DEFAULT_SPARSITY
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
+from svgtpu.schedule import DEFAULT_PROFILE_ROWS, DEFAULT_SPARSITY
 
 _COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 
@@ -64,8 +65,8 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
     group.add_argument("--sparsity", type=float, help="SVG target kept fraction in (0, 1), instead of --multiplier")
-    p.add_argument("--block-q", type=positive_int, default=3024)
-    p.add_argument("--block-kv", type=positive_int, default=2048)
+    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
+    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
 
 
@@ -105,8 +106,8 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--kept", type=float, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_SPARSITY})")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --kept")
     p.add_argument("--head", default="spatial", choices=list(HEAD_KINDS.values()))
-    p.add_argument("--block-q", type=positive_int, default=3024)
-    p.add_argument("--block-kv", type=positive_int, default=2048)
+    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
+    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
     p.add_argument("--align", default="none", choices=ALIGN_CHOICES)
     p.add_argument("--device", default="v6e")
     p.add_argument("--chips", type=positive_int, default=8)
@@ -141,7 +142,7 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--head-dim", type=positive_int, default=64)
     p.add_argument("--contrast", type=float, default=8.0, help="logit gap of the planted pattern")
-    p.add_argument("--rows", type=positive_int, default=64, help="query rows profiling samples")
+    p.add_argument("--rows", type=positive_int, default=DEFAULT_PROFILE_ROWS, help="query rows profiling samples")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
     group.add_argument("--sparsity", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_SPARSITY}")
@@ -418,8 +419,8 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's; with --costs wan-1440p); SVG2 "
                                       "rows need the checkpoint's geometry and are left out at any other")
     p.add_argument("--kept", type=float, default=DEFAULT_SPARSITY, help="kept fraction of (q, k) pairs every method is matched to")
-    p.add_argument("--block-q", type=positive_int, help="kernel q tile (default 128; with --costs 3024)")
-    p.add_argument("--block-kv", type=positive_int, help="kernel kv tile (default 128; with --costs 2048)")
+    p.add_argument("--block-q", type=positive_int, help=f"kernel q tile (default 128; with --costs {BLOCK_Q})")
+    p.add_argument("--block-kv", type=positive_int, help=f"kernel kv tile (default 128; with --costs {BLOCK_KV})")
     p.add_argument("--sta-tile", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens; with --costs 6x8x8)")
     p.add_argument("--q-clusters", type=positive_int, help="SVG2 query clusters per head (default 16; --costs 100)")
     p.add_argument("--k-clusters", type=positive_int, help="SVG2 key clusters per head (default 32; --costs 500)")
@@ -428,7 +429,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
                         "sizes, random kept pairs) instead of none")
     p.add_argument("--costs", action="store_true",
                    help="add each method's modeled attention time, sparse / dense, of wan2.1-14b on v6e (default "
-                        "geometry wan-1440p, 3024x2048 tiles; SVG2 from assumed clusters; no checkpoint needed)")
+                        f"geometry wan-1440p, {BLOCK_Q}x{BLOCK_KV} tiles; SVG2 from assumed clusters; no checkpoint needed)")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
 
@@ -506,10 +507,10 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                         "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
-    p.add_argument("--block-q", type=positive_int, default=3024)
-    p.add_argument("--block-kv", type=positive_int, default=2048)
+    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
+    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, SVG's Wan setting)")
+    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, recipe {DEFAULT_RECIPE.name})")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
     p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
     p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
@@ -704,12 +705,12 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 (default: one host)")
     p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
-    p.add_argument("--block-q", type=positive, default=3024)
-    p.add_argument("--block-kv", type=positive, default=2048)
+    p.add_argument("--block-q", type=positive, default=BLOCK_Q)
+    p.add_argument("--block-kv", type=positive, default=BLOCK_KV)
     p.add_argument("--block-kv-compute", type=positive, default=None)
     p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, default=None, help="SVG kept fraction (default 0.3)")
+    group.add_argument("--sparsity", type=float, default=None, help=f"SVG kept fraction (default {DEFAULT_SPARSITY})")
     group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
     p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
