@@ -65,6 +65,7 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
     group.add_argument("--sparsity", type=float, help="SVG target kept fraction in (0, 1), instead of --multiplier")
+    group.add_argument("--recipe", help="the kept fraction of a named recipe (svgtpu recipes)")
     p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
     p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
@@ -77,6 +78,11 @@ def run_tiles(args):
     from svgtpu.masks.tiles import classify
 
     geometry = get_geometry(args.geometry)
+    if args.recipe:
+        from svgtpu.recipes import get_recipe
+        args.sparsity = get_recipe(args.recipe).kept
+        if args.sparsity is None:
+            raise ValueError(f"--recipe {args.recipe} has an unknown kept fraction")
     multiplier = args.multiplier if args.multiplier is not None or args.sparsity is not None else 1.0
     mask = make_mask(args.mask, geometry, multiplier, sparsity=args.sparsity)
     result = {"geometry": args.geometry, "T": geometry.T, "H": geometry.H, "W": geometry.W,
@@ -95,6 +101,33 @@ def run_tiles(args):
         "geometry", "mask", "align", "block_q", "block_kv", "full", "partial", "empty",
         "partial_share", "density")}])
     return result, table
+
+
+# -- svgtpu recipes ---------------------------------------------------------------------------
+
+def _recipes_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", help="one recipe (default: all)")
+
+
+@command("recipes", "SVG's Wan recipes and the tile settings, each with its source", _recipes_arguments)
+def run_recipes(args):
+    from svgtpu.recipes import RECIPES, TILES, get_recipe
+
+    recipes = [get_recipe(args.name)] if args.name else list(RECIPES.values())
+    result = {"default": DEFAULT_RECIPE.name, "recipes": [r.as_dict() for r in recipes],
+              "tiles": [t.as_dict() for t in TILES.values()], "provenance": "cited"}
+    unknown = "unknown"
+    rows = [{"recipe": r["name"] + (" (default)" if r["name"] == DEFAULT_RECIPE.name else ""),
+             "kept": r["kept"] if r["kept"] is not None else unknown,
+             "first_times_fp": r["first_times_fp"] if r["first_times_fp"] is not None else unknown,
+             "dense steps": f"{r['dense_steps']}/{r['steps']} ({r['rule']})" if r["steps"] else unknown,
+             "dense layers": f"{r['dense_layers']}/40" if r["dense_layers"] is not None else unknown,
+             "rows": r["num_sampled_rows"] if r["num_sampled_rows"] is not None else unknown}
+            for r in result["recipes"]]
+    sources = [f"{r['name']}: " + ("; ".join(r["sources"]) or r["note"]) for r in result["recipes"]]
+    tiles = [f"{t['name']}: {t['block_q']}x{t['block_kv']} (kv compute {t['block_kv_compute']}) {t['source']}"
+             for t in result["tiles"]]
+    return result, "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 
 # -- svgtpu explore ---------------------------------------------------------------------------
@@ -429,7 +462,8 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
                         "sizes, random kept pairs) instead of none")
     p.add_argument("--costs", action="store_true",
                    help="add each method's modeled attention time, sparse / dense, of wan2.1-14b on v6e (default "
-                        f"geometry wan-1440p, {BLOCK_Q}x{BLOCK_KV} tiles; SVG2 from assumed clusters; no checkpoint needed)")
+                        f"geometry wan-1440p, {BLOCK_Q}x{BLOCK_KV} tiles; SVG2 from assumed clusters; no "
+                        "checkpoint needed)")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
 
@@ -510,7 +544,8 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
     p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, recipe {DEFAULT_RECIPE.name})")
+    group.add_argument("--sparsity", type=float,
+                       help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, recipe {DEFAULT_RECIPE.name})")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
     p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
     p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
