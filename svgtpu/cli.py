@@ -734,11 +734,13 @@ def run_bench(args):
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.bench.compile import TARGETS
+    from svgtpu.bench.multihost import MULTIHOST_TARGETS
     from svgtpu.kernels.budget import TPU_GENERATIONS
     from svgtpu.masks.core import ALIGN_MODES
     positive = positive_int
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
-    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 (default: one host)")
+    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
+                   "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
     p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
     p.add_argument("--block-q", type=positive, default=BLOCK_Q)
     p.add_argument("--block-kv", type=positive, default=BLOCK_KV)
@@ -749,10 +751,12 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
     p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
-    p.add_argument("--heads", type=positive, default=5)
+    p.add_argument("--heads", type=positive, default=None,
+                   help="heads per chip (default 5); for the sharded targets the model's heads (default 40)")
     p.add_argument("--head-dim", type=positive, default=128)
-    p.add_argument("--what", default="kernel,svg-layer",
-                   help=f"comma-separated targets from {', '.join(TARGETS)} (default kernel,svg-layer)")
+    p.add_argument("--what", default=None,
+                   help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
+                        f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)})")
 
 
 @command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
@@ -766,15 +770,25 @@ def run_compile(args):
     if args.head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {args.head_dim}")
     get_geometry(args.geometry)
-    job = CompileJob(geometry=args.geometry, device=args.device, topology=args.topology, dtype=args.dtype,
-                     heads=args.heads, head_dim=args.head_dim, sparsity=args.sparsity,
+    from svgtpu.bench.multihost import MULTIHOST_TARGETS, topology_devices, topology_name
+    topology = topology_name(args.device, args.topology) if args.topology else None
+    hosts = len({d.process_index for d in topology_devices(args.device, topology)}) if topology else 1
+    what = [t.strip() for t in (args.what or ",".join(
+        MULTIHOST_TARGETS if hosts > 1 else ("kernel", "svg-layer"))).split(",") if t.strip()]
+    sharded = [t for t in what if t in MULTIHOST_TARGETS]
+    if sharded and len(sharded) < len(what):
+        raise ValueError(f"--what mixes sharded targets ({', '.join(MULTIHOST_TARGETS)}) with one-chip ones; "
+                         "compile them in two runs")
+    job = CompileJob(geometry=args.geometry, device=args.device, topology=topology, dtype=args.dtype,
+                     heads=args.heads or (40 if sharded else 5), head_dim=args.head_dim, sparsity=args.sparsity,
                      multiplier=args.multiplier, align=args.align,
                      config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
                                          fast_path=not args.no_fast_path))
     job.svg_config()  # validates sparsity / multiplier / align
+    if sharded:
+        return _compile_multihost(job, topology or f"{args.device}:4x4x1", sharded, progress=not args.json)
     try:
-        result = compile_targets(job, tuple(t.strip() for t in args.what.split(",") if t.strip()),
-                                 progress=not args.json)
+        result = compile_targets(job, tuple(what), progress=not args.json)
     except RuntimeError as e:  # no libtpu
         raise ValueError(str(e)) from None
     columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
@@ -786,6 +800,24 @@ def run_compile(args):
             f"(vmem_bytes: our lower estimate; the compiler checks the real use)")
     rows = [{c: r.get(c) for c in columns} for r in result["targets"]]
     return result, head + "\n" + format_table(rows), 0 if result["compiled"] else 1
+
+
+def _compile_multihost(job, topology: str, targets: list[str], progress: bool):
+    """``svgtpu compile`` on a multi-host topology: the sharded targets and their collectives."""
+    from svgtpu.bench.multihost import MultihostJob, collective_rows, compile_multihost
+    result = compile_multihost(MultihostJob(job, topology=topology), tuple(targets), progress=progress)
+    head = (f"{result['topology']}: {result['chips']} chips on {result['hosts']} hosts ({result['provenance']}); "
+            f"{result['geometry']}, {result['heads']} heads x {result['head_dim']}, {result['dtype']}, tiles "
+            f"{result['block_q']}x{result['block_kv']}; collectives of one call, bytes of their results on one chip; "
+            "model: svgtpu.costmodel.parallel.ulysses_collectives")
+    lines = [head, format_table(collective_rows(result))]
+    for t in result["targets"]:
+        if t.get("per_step"):
+            lines.append(f"{t['target']} ({t['mesh']}): per denoising step ({t['per_step']['layers']} layers) "
+                         f"{t['per_step']['compiled_bytes_per_chip'] / 1e9:.3g} GB per chip compiled, "
+                         f"{t['per_step']['model_bytes_per_chip'] / 1e9:.3g} GB modeled; matches the model: "
+                         f"{t['matches_model']}")
+    return result, "\n".join(lines), 0 if result["compiled"] else 1
 
 
 # -- entry point ------------------------------------------------------------------------------

@@ -1,0 +1,229 @@
+"""Compile for a multi-host TPU slice ahead of time, and count the collectives the compiler emits.
+
+``get_topology_desc(platform="tpu", topology_name="v6e:4x4x1")`` describes all 16 chips of a
+4-host v6e slice; a program sharded over a mesh of them compiles on this CPU with the real XLA:TPU
+and Mosaic (nothing runs).  Two programs:
+
+- ``sharded-svg-layer``: one Wan 2.1 14B self-attention layer, CFG pair over the ``data`` axis and
+  Ulysses over ``seq`` (:func:`svgtpu.attention.sharding.ulysses`): the layout the cost model
+  assumes (:func:`svgtpu.costmodel.parallel.ulysses_collectives`);
+- ``sharded-dit-step``: one guided velocity evaluation of a toy DiT with one head per chip of the
+  ``heads`` axis, head-parallel as ``svgtpu generate --devices`` runs it.
+
+The compiled HLO is per chip (SPMD-partitioned); :func:`hlo_collectives` counts each collective and
+the bytes of its result on one chip.  Provenance ``compiled-<device>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import time
+
+from svgtpu.bench.compile import CompileJob, first_line, libtpu_available
+from svgtpu.kernels.common import compiling_for
+
+MULTIHOST_TARGETS = ("sharded-svg-layer", "sharded-dit-step")
+COLLECTIVES = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "collective-permute")
+_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4,
+                "u32": 4, "f64": 8, "s64": 8, "u64": 8}
+_SHAPE = re.compile(r"\b(pred|[su](?:8|16|32|64)|bf16|f16|f32|f64)\[([\d,]*)\]")
+_OP = re.compile(r"=\s*(\(?[^=]*?\)?)\s+(" + "|".join(COLLECTIVES) + r")(-start)?\(")
+
+
+def topology_name(device: str, topology: str) -> str:
+    """``4x4`` -> ``v6e:4x4x1``; a full name (``v6e:4x4x1``) is kept."""
+    name = topology if ":" in topology else f"{device}:{topology}"
+    chip, dims = name.split(":", 1)
+    if chip != device:
+        raise ValueError(f"topology must name a {device} slice like '4x4' or '{device}:4x4x1', got {topology!r}")
+    if not re.fullmatch(r"\d+(x\d+){1,2}", dims):
+        raise ValueError(f"topology must look like '4x4' or '{device}:4x4x1', got {topology!r}")
+    return f"{chip}:{dims}x1" if dims.count("x") == 1 else name
+
+
+def topology_devices(device: str, topology: str) -> list:
+    """All devices of a TPU topology (every host's), for AOT compilation on this machine."""
+    if not libtpu_available():
+        raise ValueError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
+                         '(requirements.txt pins it)')
+    from jax.experimental import topologies
+    name = topology_name(device, topology)
+    try:
+        return list(topologies.get_topology_desc(platform="tpu", topology_name=name).devices)
+    except Exception as e:  # libtpu's own words: unknown chip / shape
+        raise ValueError(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
+
+
+def hlo_collectives(hlo_text: str) -> dict[str, dict]:
+    """Per collective kind: how many the compiled (per-chip) HLO holds and the bytes of their results
+    on one chip (async ``-start`` ops counted once; their ``-done`` halves are not collectives)."""
+    out = {op: {"count": 0, "bytes": 0} for op in COLLECTIVES}
+    for line in hlo_text.splitlines():
+        m = _OP.search(line)
+        if not m:
+            continue
+        shapes = _SHAPE.findall(m.group(1))
+        if m.group(3):  # an async start returns (operands, results, ...): the result half only
+            shapes = shapes[len(shapes) // 2:len(shapes) // 2 * 2] or shapes
+        nbytes = sum(_DTYPE_BYTES[t] * math.prod(int(d) for d in dims.split(",") if d) for t, dims in shapes)
+        out[m.group(2)]["count"] += 1
+        out[m.group(2)]["bytes"] += nbytes
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class MultihostJob:
+    """What to compile for a multi-host slice: the single-chip job's geometry, tiles and SVG
+    settings (``job.heads`` = the model's heads, split over the mesh) on ``topology``."""
+
+    job: CompileJob
+    topology: str = "4x4"
+    model: str = "wan2.1-14b"
+    dit_depth: int = 1
+
+
+def _mesh_devices(mj: MultihostJob):
+    devices = topology_devices(mj.job.device, mj.topology)
+    return devices, len(devices), len({d.process_index for d in devices})
+
+
+def _svg_layer(mj: MultihostJob, devices):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from svgtpu.attention.sharding import make_mesh, ulysses
+    from svgtpu.attention.svg import svg_attention
+    from svgtpu.geometry import get_geometry
+    job, n = mj.job, len(devices)
+    data = 2 if n % 2 == 0 else 1
+    seq = n // data
+    if job.heads % seq:
+        raise ValueError(f"heads = {job.heads} must be divisible by the {seq} chips of the seq axis "
+                         f"({n} chips / CFG {data})")
+    g = get_geometry(job.geometry)
+    if g.L % seq:
+        raise ValueError(f"sequence length L = {g.L} must be divisible by the seq axis ({seq} chips)")
+    mesh = make_mesh(data=data, heads=1, seq=seq, devices=devices)
+    x = jax.ShapeDtypeStruct((2, job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
+                             sharding=NamedSharding(mesh, P("data", "heads", "seq")))
+    num_steps = 50  # the last step and layer: past SVG's dense warm-up, the sparse path compiles
+    svg = functools.partial(svg_attention, geometry=g, config=job.svg_config(), key=jax.random.PRNGKey(0),
+                            step=num_steps - 1, num_steps=num_steps, layer=39, num_layers=40)
+    expected = _expected_ulysses(mj, g.L, seq)
+    return ulysses(svg, mesh), (x, x, x), dict(mesh.shape), str(g), expected
+
+
+def _expected_ulysses(mj: MultihostJob, L: int, seq: int) -> dict:
+    """What the cost model assumes for one Ulysses layer on ``seq`` chips (model dim = heads x head_dim)."""
+    from svgtpu.costmodel.parallel import ulysses_collectives
+    dim = mj.job.heads * mj.job.head_dim
+    return ulysses_collectives(L, dim, seq, 2 if mj.job.dtype == "bfloat16" else 4)
+
+
+def _dit_step(mj: MultihostJob, devices):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from svgtpu.attention.backends import attention_backend
+    from svgtpu.attention.sharding import make_mesh, sharded_backend
+    from svgtpu.toy.dit import DiTConfig, init_params
+    from svgtpu.toy.sampler import guided_velocity
+    n = len(devices)
+    data = 2 if n % 2 == 0 else 1
+    model = DiTConfig(heads=n // data, head_dim=64, depth=mj.dit_depth)
+    mesh = make_mesh(data=data, heads=n // data, devices=devices)
+    replicated = NamedSharding(mesh, P())
+    attention = sharded_backend(attention_backend("svg", model.geometry, svg_config=mj.job.svg_config()), mesh)
+    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated),
+                          jax.eval_shape(lambda key: init_params(model, key), jax.random.key(0)))
+
+    def spec(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=replicated)
+
+    x = spec((1, model.frames, model.height, model.width, model.channels), jnp.float32)
+    args = (params, x, spec((), jnp.float32), spec((1,), jnp.int32), spec((), jnp.float32), spec((), jnp.int32),
+            spec((2,), jnp.uint32))
+
+    def fn(params, x, t, labels, guidance, step, key):
+        return guided_velocity(params, x, t, labels, guidance, step, key, config=model, attention=attention,
+                               num_steps=20)[0]
+    return fn, args, dict(mesh.shape), f"toy DiT {model.heads} heads x 64, depth {model.depth}, {model.geometry}", None
+
+
+_BUILDERS = {"sharded-svg-layer": _svg_layer, "sharded-dit-step": _dit_step}
+
+
+def compile_multihost(mj: MultihostJob, targets=MULTIHOST_TARGETS, progress: bool = False) -> dict:
+    """Compile each target for every chip of ``mj.topology``; per target: compiled or the
+    compiler's one-line reason, seconds, the collectives of the compiled program and, for the SVG
+    layer, the cost model's assumption next to them (per layer and per denoising step)."""
+    import jax
+    for t in targets:
+        if t not in MULTIHOST_TARGETS:
+            raise ValueError(f"target must be one of {', '.join(MULTIHOST_TARGETS)}, got {t!r}")
+    devices, chips, hosts = _mesh_devices(mj)
+    from svgtpu.costmodel.workload import get_model
+    layers = get_model(mj.model).layers
+    rows = []
+    items = targets
+    if progress:
+        from tqdm.auto import tqdm
+        items = tqdm(targets, desc="compiling", unit="target")
+    for target in items:
+        with compiling_for(mj.job.device):
+            try:
+                fn, args, mesh, where, expected = _BUILDERS[target](mj, devices)
+            except ValueError as e:  # a shape the mesh cannot split, or a plan that does not fit
+                rows.append({"target": target, "compiled": False, "reason": str(e), "compile_s": 0.0})
+                continue
+            start = time.perf_counter()
+            try:
+                text = jax.jit(fn).lower(*args).compile().as_text()
+            except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
+                rows.append({"target": target, "compiled": False, "reason": first_line(e),
+                             "compile_s": time.perf_counter() - start, "mesh": mesh, "geometry": where})
+                continue
+        found = hlo_collectives(text)
+        row = {"target": target, "compiled": True, "reason": None, "compile_s": time.perf_counter() - start,
+               "mesh": mesh, "geometry": where, "collectives": found}
+        if expected is not None:
+            row["model"] = expected
+            row["per_step"] = {"layers": layers, "compiled_bytes_per_chip": layers * sum(
+                c["bytes"] for c in found.values()), "model_bytes_per_chip": layers * sum(
+                c["count"] * c["bytes"] for c in expected.values())}
+            row["matches_model"] = all(found[op]["count"] == expected.get(op, {"count": 0})["count"] and
+                                       found[op]["bytes"] == expected.get(op, {"count": 0})["count"] *
+                                       expected.get(op, {"bytes": 0})["bytes"] for op in COLLECTIVES)
+        rows.append(row)
+    return {"provenance": f"compiled-{mj.job.device}", "device": mj.job.device,
+            "topology": topology_name(mj.job.device, mj.topology), "chips": chips, "hosts": hosts,
+            "model": mj.model, "geometry": mj.job.geometry, "heads": mj.job.heads, "head_dim": mj.job.head_dim,
+            "dtype": mj.job.dtype, "block_q": mj.job.config.block_q, "block_kv": mj.job.config.block_kv,
+            "compiled": all(r["compiled"] for r in rows), "targets": rows}
+
+
+def collective_rows(result: dict) -> list[dict]:
+    """One row per (target, collective kind) present in the compiled program or the model."""
+    rows = []
+    for t in result["targets"]:
+        if not t["compiled"]:
+            rows.append({"target": t["target"], "collective": "-", "reason": t["reason"]})
+            continue
+        model = t.get("model", {})
+        for op in COLLECTIVES:
+            c, m = t["collectives"][op], model.get(op)
+            if c["count"] or m:
+                rows.append({"target": t["target"], "collective": op, "compiled_count": c["count"],
+                             "compiled_bytes_per_chip": c["bytes"],
+                             "model_count": m["count"] if m else 0,
+                             "model_bytes_per_chip": m["count"] * m["bytes"] if m else 0})
+    return rows
+
+
+__all__ = ["MULTIHOST_TARGETS", "COLLECTIVES", "topology_name", "topology_devices", "hlo_collectives",
+           "MultihostJob", "compile_multihost", "collective_rows"]
