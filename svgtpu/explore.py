@@ -34,6 +34,7 @@ import numpy as np
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
                           multiplier_for_sparsity)
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.schedule import DEFAULT_SPARSITY
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
@@ -74,8 +75,8 @@ class Settings:
     kept: float | None = DEFAULT_SPARSITY
     multiplier: float | None = None
     head: str = "spatial"
-    block_q: int = 3024
-    block_kv: int = 2048
+    block_q: int = BLOCK_Q
+    block_kv: int = BLOCK_KV
     align: str = "none"
     device: str = "v6e"
     chips: int = 8

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from svgtpu.schedule import DEFAULT_PROFILE_ROWS
 from svgtpu.geometry import VideoGeometry, check_positive_int
 from svgtpu.masks.core import Mask, PermutedMask, TileMask
 
@@ -68,7 +69,7 @@ def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.A
 
 
 def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry, mask: Mask,
-                   key: jax.Array, *, num_rows: int = 64, return_mse: bool = False):
+                   key: jax.Array, *, num_rows: int = DEFAULT_PROFILE_ROWS, return_mse: bool = False):
     """Per-head kind, ``int32 [..., heads]``: 0 = spatial, 1 = temporal (lower sampled MSE wins).
 
     ``q, k, v`` are ``[heads, L, d]`` or ``[batch, heads, L, d]`` in frame-major order; ``mask`` is
@@ -144,7 +145,7 @@ def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
     return tuple(jnp.asarray(x, dtype) for x in (q, k, v))
 
 
-def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *, num_rows: int = 64,
+def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *, num_rows: int = DEFAULT_PROFILE_ROWS,
                     heads: int = 8, head_dim: int = 64, contrast: float = 8.0,
                     progress: bool = False) -> np.ndarray:
     """Confusion matrix ``int64 [planted, predicted]`` of profiling on planted heads.

@@ -3,7 +3,7 @@
 Per call (one denoising step of one layer):
 
 1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
-   ``warmup_layer_fraction`` of the layers run dense attention (SVG's Wan defaults: 0.2 and 0.03):
+   ``warmup_layer_fraction`` of the layers run dense attention (defaults: the default recipe's, :mod:`svgtpu.schedule`):
    step ``i`` is a warm-up step iff ``i < floor(fraction * num_steps)`` (step 0 is the noisiest),
    and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`).
    Dense runs through the configured kernel with a :class:`DenseMask`.
@@ -35,6 +35,7 @@ import numpy as np
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
+from svgtpu.schedule import DEFAULT_PROFILE_ROWS
 from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
@@ -51,7 +52,7 @@ DENSE = -1
 class SVGConfig:
     """Everything :func:`svg_attention` needs besides the data; hashable, so it can be static.
 
-    - ``multiplier`` or ``sparsity`` (at most one; neither means ``sparsity = 0.3``): the band
+    - ``multiplier`` or ``sparsity`` (at most one; neither means the default recipe's kept fraction, ``DEFAULT_SPARSITY``): the band
       width, ``W = ceil(multiplier * F / 128) * 128``; ``sparsity`` is SVG's *kept* fraction,
       turned into a multiplier by :func:`svgtpu.masks.core.multiplier_for_sparsity`.  Words for how much
       of the ``L x L`` score matrix a mask keeps, in this package:
@@ -68,7 +69,7 @@ class SVGConfig:
     - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
       them (block_q a multiple of 8, block_kv a multiple of 128).  The default
       128 x 128 runs at any geometry: at wan-1440p its plan outgrows SMEM and the kernel splits it
-      into q-row chunks; the production tile is MaxDiffusion's 3024 x 2048.  ``block_kv_compute``:
+      into q-row chunks; the production tile is MaxDiffusion's (:data:`svgtpu.recipes.PRODUCTION_TILE`).  ``block_kv_compute``:
       keys per online-softmax update (``None``: the kernel's default for the tile).
     - ``align``: ``None`` or a :func:`svgtpu.masks.core.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
@@ -78,7 +79,7 @@ class SVGConfig:
 
     multiplier: float | None = None
     sparsity: float | None = None
-    num_sampled_rows: int = 64
+    num_sampled_rows: int = DEFAULT_PROFILE_ROWS
     warmup_step_fraction: float = 0.2
     warmup_layer_fraction: float = 0.03
     block_q: int = 128

@@ -24,6 +24,7 @@ from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.common import compiling_for
 from svgtpu.kernels.plan import tile_plan
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.tpu_env import package_version
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
@@ -101,7 +102,7 @@ class CompileJob:
     """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
 
     geometry: str = "wan-720p"
-    config: KernelConfig = KernelConfig(block_q=3024, block_kv=2048)
+    config: KernelConfig = KernelConfig(block_q=BLOCK_Q, block_kv=BLOCK_KV)
     device: str = "v6e"
     topology: str | None = None
     dtype: str = "bfloat16"

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.attention.svg2 import SVG2Config, Selection, block_masks, select
@@ -263,7 +264,7 @@ def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | No
 #: Where :func:`method_costs` models attention time: SVG's production setting (Wan 2.1 14B at 1440p on
 #: v6e with MaxDiffusion's Splash tiles), STA's ``6x8x8`` tile, and for SVG2, which has no model to
 #: cluster there, assumed clusters (:func:`svg2_assumed_masks`) in SVG2's counts for Wan.
-COST_SETTING = {"model": "wan2.1-14b", "geometry": "wan-1440p", "device": "v6e", "block_q": 3024, "block_kv": 2048,
+COST_SETTING = {"model": "wan2.1-14b", "geometry": "wan-1440p", "device": "v6e", "block_q": BLOCK_Q, "block_kv": BLOCK_KV,
                 "sta_tile": (6, 8, 8), "q_clusters": 100, "k_clusters": 500}
 
 

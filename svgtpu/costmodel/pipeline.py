@@ -41,6 +41,7 @@ from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
 from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.report.results import REPORTED as _REPORTED, provenance
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls, warmup_count
 from svgtpu.masks.tiles import TileStats
 
@@ -70,8 +71,8 @@ class Setup:
     chips: int = 8
     steps: int = 50
     cfg: bool = True
-    block_q: int = 3024               # MaxDiffusion's Wan block sizes (docs/design.md, "The claims")
-    block_kv: int = 2048
+    block_q: int = BLOCK_Q            # MaxDiffusion's Wan block sizes on v6e (svgtpu.recipes.PRODUCTION_TILE)
+    block_kv: int = BLOCK_KV
     sparsity: float | None = DEFAULT_SPARSITY  # SVG's Wan setting (kept fraction); or give multiplier
     multiplier: float | None = None
     warmup_steps: float = 0.2         # SVG Wan defaults: first 20 % of steps dense ...

@@ -41,6 +41,7 @@ from svgtpu.costmodel.pipeline import Setup, dit_seconds, sparse_layer_efficienc
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, clock_variants, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model, get_resolution
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.geometry import VideoGeometry
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
@@ -105,7 +106,7 @@ def published_points() -> tuple[PublishedPoint, ...]:
 def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> Setup:
     """The model's setup for a published run (only the parts it measured)."""
     device = get_device(point.device)
-    kernel, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, 3024, 2048)
+    kernel, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, BLOCK_Q, BLOCK_KV)
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}

@@ -27,6 +27,7 @@ import os
 import sys
 import time
 
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.report.paths import REPO_ROOT
 from pathlib import Path
 
@@ -87,7 +88,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
-        "04_fast_path_ablation": {"geometry": "wan-720p", "block_q": 3024, "block_kv": 2048, "rounds": 15,
+        "04_fast_path_ablation": {"geometry": "wan-720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
