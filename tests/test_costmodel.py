@@ -18,6 +18,11 @@ FAKE = cm.DeviceSpec("fake", matmul_flops=1e12, hbm_bandwidth=1e11, hbm_bytes=1e
                      exp_ops=1e10, matmul_tile=4, source="test")
 
 
+def cm_recipe(name):
+    from svgtpu.recipes import get_recipe
+    return get_recipe(name)
+
+
 def wan_setup(resolution="720p", device="v6e", **kw):
     return cm.calibrated_setup("wan2.1-14b", resolution, device, **kw)
 
@@ -194,10 +199,14 @@ def test_fewer_tiles_and_the_fast_path_never_model_slower():
 
 def test_svg_schedule_rounds_like_svg_code_and_chain_multiplies():
     setup = wan_setup("1440p")
-    # SVG: num_fp_timesteps = floor(0.2 * 50), num_fp_layers = floor(0.03 * 40)
-    assert (setup.dense_steps, setup.dense_layers, setup.heads_per_chip) == (10, 1, 5)
-    small = dataclasses.replace(setup, model=cm.get_model("wan2.1-1.3b"))
-    assert (small.dense_layers, small.heads_per_chip) == (0, 2)   # floor(0.9), ceil(12 / 8)
+    # the default recipe (SVG's own Wan T2V-14B script): its dense steps and layers, as svgtpu.recipes counts them
+    from svgtpu.recipes import DEFAULT_RECIPE
+    assert (setup.dense_steps, setup.dense_layers, setup.heads_per_chip) == (
+        DEFAULT_RECIPE.dense_steps, DEFAULT_RECIPE.dense_layers, 5)                # ceil(40 heads / 8 chips)
+    head = dataclasses.replace(setup, **cm.recipe_fields(cm_recipe("svg-head-t2v-14b-720p")))
+    assert (head.dense_steps, head.dense_layers) == (10, 1)      # floor(0.2 * 50), floor(0.03 * 40)
+    small = dataclasses.replace(head, model=cm.get_model("wan2.1-1.3b"))
+    assert (small.dense_layers, small.heads_per_chip) == (0, 2)   # floor(0.025 * 30), ceil(12 / 8)
     # all steps dense -> SVG costs exactly the dense time
     assert cm.video_seconds(dataclasses.replace(setup, warmup_steps=1.0), "svg-aligned", True) == \
         pytest.approx(cm.video_seconds(setup, "dense", True))
@@ -297,9 +306,14 @@ def test_what_if_changes_one_thing_at_a_time():
     rows = {r["change"]: r for r in cm.what_if(setup)}
     base = rows["as modeled"]
     assert base["speedup"] == pytest.approx(cm.model_video(setup)["speedup"])
-    # more dense steps can only lower the speedup; the schedule never touches the dense run
-    more_dense = rows["30 % dense steps (SVG's first Wan script)"]
-    assert more_dense["speedup"] < base["speedup"] and more_dense["dense_minutes"] == base["dense_minutes"]
+    # every cited recipe has its row, the schedule never touches the dense run, and a recipe row is that recipe
+    recipe_rows = {k: r for k, r in rows.items() if k.startswith("SVG recipe ")}
+    assert len(recipe_rows) >= 4 and all(r["dense_minutes"] == base["dense_minutes"] for r in recipe_rows.values())
+    i2v = next(r for k, r in recipe_rows.items() if "svg-head-i2v-14b-720p" in k)
+    assert i2v["speedup"] == pytest.approx(cm.model_video(dataclasses.replace(
+        setup, **cm.recipe_fields(cm_recipe("svg-head-i2v-14b-720p"))))["speedup"])
+    with pytest.raises(ValueError, match="unknown"):
+        cm.recipe_fields(cm_recipe("write-up"))
     assert rows["sparse layers without the fast path (Splash-style)"]["speedup"] < base["speedup"]
 
 

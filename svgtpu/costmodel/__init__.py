@@ -34,7 +34,7 @@ from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attentio
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
-from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
+from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fields, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
@@ -53,7 +53,7 @@ __all__ = [
     "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
-    "REPORTED", "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+    "REPORTED", "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
     "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if", "speedup_surface",

@@ -22,9 +22,10 @@ this module import the validation above it); :func:`svgtpu.costmodel.validate.ca
 builds a setup with its device family's calibrated efficiency.
 
 With ``cfg_split`` the two CFG passes of a step run at the same time on two halves of the slice.
-The SVG schedule follows SVG's own code: ``floor(0.2 x steps)`` dense steps and
-``floor(0.03 x layers)`` dense layers (``num_fp_timesteps``/``num_fp_layers`` in the Sparse-VideoGen
-Wan scripts); sparse layers pay online profiling and, for temporal heads, the layout transform.
+The SVG schedule is a recipe's (:mod:`svgtpu.recipes`; default: SVG's own Wan 2.1 T2V-14B script):
+``floor(share x steps)`` dense steps and ``floor(share x layers)`` dense layers with the shares the
+recipe's script implies; sparse layers pay online profiling and, for temporal heads, the layout
+transform.  :func:`recipe_fields` turns a recipe into the :class:`Setup` fields it sets.
 Every number is labelled ``modeled-<device>``.
 """
 
@@ -42,7 +43,8 @@ from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
 from svgtpu.report.results import REPORTED as _REPORTED, provenance
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls, warmup_count
+from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_SPARSITY, DEFAULT_WARMUP_LAYER_FRACTION,
+                             DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
 
 #: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.report.results.REPORTED`);
@@ -73,11 +75,12 @@ class Setup:
     cfg: bool = True
     block_q: int = BLOCK_Q            # MaxDiffusion's Wan block sizes on v6e (svgtpu.recipes.PRODUCTION_TILE)
     block_kv: int = BLOCK_KV
-    sparsity: float | None = DEFAULT_SPARSITY  # SVG's Wan setting (kept fraction); or give multiplier
+    # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
+    sparsity: float | None = DEFAULT_SPARSITY   # kept fraction; or give multiplier
     multiplier: float | None = None
-    warmup_steps: float = 0.2         # SVG Wan defaults: first 20 % of steps dense ...
-    warmup_layers: float = 0.03       # ... and first 3 % of layers
-    profile_rows: int = 64            # SVG online profiling samples r query rows per head
+    warmup_steps: float = DEFAULT_WARMUP_STEP_FRACTION   # share of steps run dense ...
+    warmup_layers: float = DEFAULT_WARMUP_LAYER_FRACTION  # ... and of layers
+    profile_rows: int = DEFAULT_PROFILE_ROWS   # query rows online profiling samples per head
     temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
     efficiency: Efficiency | None = None   # required; see validate.calibrated_setup
     sparse_efficiency: float = 1.0    # share of the modeled sparse-layer time real sparse layers reach
@@ -136,12 +139,12 @@ class Setup:
 
     @property
     def dense_steps(self) -> int:
-        """SVG: ``floor(first_times_fp x steps)``."""
+        """``floor(warmup_steps x steps)``: the recipe's dense warm-up steps."""
         return warmup_count(self.warmup_steps, self.steps)
 
     @property
     def dense_layers(self) -> int:
-        """SVG: ``floor(first_layers_fp x layers)``."""
+        """``floor(warmup_layers x layers)``: the recipe's dense layers."""
         return warmup_count(self.warmup_layers, self.model.layers)
 
     @property
@@ -171,6 +174,15 @@ class Setup:
                                       self.block_kv, fast_path=fast_path,
                                       q_rows=ceil_div(self.geometry.L, self.block_q), kernel=self.attention_kernel,
                                       dtype_bytes=self.dtype_bytes, empty_row_steps=empty_row_steps)
+
+
+def recipe_fields(recipe) -> dict:
+    """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: kept fraction, dense-step and
+    dense-layer shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
+    if not recipe.known:
+        raise ValueError(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
+    return {"sparsity": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
+            "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
 
 def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool) -> float:
@@ -385,6 +397,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTION
     return rows
 
 
-__all__ = ["REPORTED", "PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["REPORTED", "PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

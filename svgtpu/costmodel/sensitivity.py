@@ -14,8 +14,12 @@ import functools
 import math
 from typing import Any
 
-from svgtpu.costmodel.pipeline import Setup, model_video, video_seconds
+from svgtpu.costmodel.pipeline import Setup, model_video, recipe_fields, video_seconds
 from svgtpu.costmodel.specs import CLOCK_BANDS
+from svgtpu.recipes import RECIPES
+
+#: SVG's cited Wan recipes with numbers (svgtpu.recipes): the schedule knobs span them.
+_CITED = [r for r in RECIPES.values() if r.known]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +55,10 @@ KNOBS = (
     Knob("device.matmul_tile", None, "device", "MXU width penalty for head_dim 128 on 256-wide MXUs off / on"),
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost (assumption, no public figure)"),
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
-    Knob("warmup_steps", 0.2, 0.3, "SVG's Wan T2V script (svg-project/Sparse-VideoGen scripts/wan/wan_t2v_720p_svg.sh "
-         "@5ce7b01: first_times_fp 0.2, floor(0.2 x 50) dense steps) vs its first Wan script (30 % of the steps)"),
-    Knob("sparsity", 0.25, 0.3, "SVG's first Wan script (@018098c): kept fraction 0.25; its current Wan scripts "
-         "(@5ce7b01): 0.3"),
+    Knob("warmup_steps", min(r.dense_step_share for r in _CITED), max(r.dense_step_share for r in _CITED),
+         "share of dense steps over SVG's cited Wan recipes (svgtpu.recipes, each with its script and commit)"),
+    Knob("sparsity", min(r.kept for r in _CITED), max(r.kept for r in _CITED),
+         "kept fraction over SVG's cited Wan recipes (svgtpu.recipes)"),
     Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
     Knob("sparse_efficiency", "published-svg", 1.0, "sparse layers' share of their modeled time: lowest value SVG's "
          "published dense-vs-SVG GPU speedups imply (validate.sparse_efficiency_evidence) up to the tile model"),
@@ -132,8 +136,8 @@ def what_if(setup: Setup) -> list[dict]:
     eff = setup.efficiency
     changes = [
         ("as modeled", setup),
-        ("30 % dense steps (SVG's first Wan script)", dataclasses.replace(setup, warmup_steps=0.3)),
-        ("kept fraction 0.25 (SVG's first Wan script)", dataclasses.replace(setup, sparsity=0.25, multiplier=None)),
+        *((f"SVG recipe {r.name} (kept {r.kept:g}, {r.dense_steps} of {r.steps} steps dense)",
+           dataclasses.replace(setup, **recipe_fields(r))) for r in _CITED),
         ("dense warm-up layers rounded up, not down", dataclasses.replace(
             setup, warmup_layers=math.ceil(setup.warmup_layers * setup.model.layers) / setup.model.layers)),
         ("H100/H200-calibrated compute efficiency on this device", dataclasses.replace(
