@@ -323,7 +323,7 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.attention.svg import ATTENTION_BACKENDS
+    from svgtpu.attention.backends import ATTENTION_BACKENDS
     from svgtpu.masks.core import ALIGN_MODES
     _sampling_arguments(p)
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
@@ -361,7 +361,9 @@ def _launch_generate(args) -> tuple[dict, str]:
 def run_generate(args):
     import time
 
-    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.svg import SVGConfig
+
+    from svgtpu.attention.backends import attention_backend
     from svgtpu.toy.data import MOTIONS
     from svgtpu.toy.dit import load_checkpoint
     from svgtpu.report.results import provenance

@@ -10,7 +10,9 @@ import pytest
 
 from float64_reference import masked_attention
 from svgtpu.toy import data
-from svgtpu.attention.svg import SVGConfig, attention_backend, dense_attention
+from svgtpu.attention.svg import SVGConfig
+from svgtpu.attention.backends import attention_backend
+from svgtpu.attention.base import dense_attention
 from svgtpu.toy.dit import (DiTConfig, apply_rope, forward, init_params, load_checkpoint, patchify, rope_angles,
                         rope_split, save_checkpoint, unpatchify)
 from svgtpu.geometry import VideoGeometry

@@ -61,7 +61,7 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
     from float64_reference import masked_attention, relative_error
 
     from svgtpu.masks.families import sta_order
-    from svgtpu.bench.methods import mask_backend
+    from svgtpu.attention.backends import mask_backend
 
     seed = 13
     print("seed", seed, method)
@@ -197,7 +197,8 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     from svgtpu.toy.dit import init_params
     from svgtpu.toy.quality import psnr, ssim
     from svgtpu.toy.sampler import sample
-    from svgtpu.bench.methods import mask_backend, method_sweep, radial_for_density
+    from svgtpu.bench.methods import method_sweep, radial_for_density
+    from svgtpu.attention.backends import mask_backend
     from svgtpu.toy.train import CONFIGS
 
     seed = 5

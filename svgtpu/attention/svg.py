@@ -5,8 +5,9 @@ Per call (one denoising step of one layer):
 1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
    ``warmup_layer_fraction`` of the layers run dense attention (defaults: the default recipe's, :mod:`svgtpu.schedule`):
    step ``i`` is a warm-up step iff ``i < floor(fraction * num_steps)`` (step 0 is the noisiest),
-   and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`).
-   Dense runs through the configured kernel with a :class:`DenseMask`.
+   and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`;
+   the decision: :func:`svgtpu.attention.base.with_warmup`).  Dense runs through the configured
+   kernel with a :class:`DenseMask`.
 2. **Online profiling** (:func:`svgtpu.attention.profiling.classify_heads`): sampled rows decide per head
    whether it is spatial or temporal.
 3. **Layout transformation** (:func:`sparse_attention`): temporal heads' Q, K, V are permuted to
@@ -26,24 +27,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
+from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS
-from svgtpu.schedule import DEFAULT_SPARSITY, warmup_count
+from svgtpu.schedule import (DEFAULT_SPARSITY, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
+                             warmup_count)
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
 KERNELS = ("ours", "splash", "reference")
-#: The self-attention choices of the toy DiT (:func:`attention_backend`).
-ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
-#: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.
-Attention = Callable[..., jax.Array]
 #: Head kind reported by ``return_info`` for a dense warm-up call.
 DENSE = -1
 
@@ -80,8 +78,8 @@ class SVGConfig:
     multiplier: float | None = None
     sparsity: float | None = None
     num_sampled_rows: int = DEFAULT_PROFILE_ROWS
-    warmup_step_fraction: float = 0.2
-    warmup_layer_fraction: float = 0.03
+    warmup_step_fraction: float = DEFAULT_WARMUP_STEP_FRACTION
+    warmup_layer_fraction: float = DEFAULT_WARMUP_LAYER_FRACTION
     block_q: int = 128
     block_kv: int = 128
     block_kv_compute: int | None = None
@@ -188,24 +186,6 @@ def sparse_attention(q: jax.Array, k: jax.Array, v: jax.Array, kinds: jax.Array,
     return jnp.where(temporal, g.to_frame_major(out), out)
 
 
-def _static_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive Python int (static under jit), got {value!r}")
-    return int(value)
-
-
-def _index_below(name: str, index, limit: int, n: int):
-    """``index < limit`` as a Python bool for Python ints, else as a traced bool."""
-    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-        if not 0 <= index < n:
-            raise ValueError(f"{name} must be in [0, {n}), got {index}")
-        return bool(index < limit)
-    index = jnp.asarray(index)
-    if index.shape != () or not jnp.issubdtype(index.dtype, jnp.integer):
-        raise ValueError(f"{name} must be an integer scalar, got {index.dtype}{list(index.shape)}")
-    return index < limit
-
-
 def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry, config: SVGConfig, *,
                   key: jax.Array, step, num_steps: int, layer, num_layers: int, return_info: bool = False):
     """Sparse VideoGen self-attention of one layer at one denoising step.
@@ -224,10 +204,6 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
                          f"got {q.shape}, {k.shape}, {v.shape}")
     if q.shape[-2] != geometry.L:
         raise ValueError(f"sequence length {q.shape[-2]} does not match geometry {geometry} (L={geometry.L})")
-    num_steps, num_layers = _static_int("num_steps", num_steps), _static_int("num_layers", num_layers)
-    warm_step = _index_below("step", step, config.dense_steps(num_steps), num_steps)
-    warm_layer = _index_below("layer", layer, config.dense_layers(num_layers), num_layers)
-
     heads_shape = q.shape[:-2]
 
     def dense(q, k, v, key):
@@ -241,56 +217,11 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
         out = sparse_attention(q, k, v, kinds, geometry, config).astype(q.dtype)
         return out, SVGInfo(jnp.array(False), kinds, mse.astype(jnp.float32))
 
-    if warm_step is True or warm_layer is True:
-        out, info = dense(q, k, v, key)
-    elif warm_step is False and warm_layer is False:
-        out, info = sparse(q, k, v, key)
-    else:
-        out, info = jax.lax.cond(jnp.logical_or(warm_step, warm_layer), dense, sparse, q, k, v, key)
+    out, info = with_warmup(dense, sparse, q, k, v, key, step=step, num_steps=num_steps, layer=layer,
+                            num_layers=num_layers, step_fraction=config.warmup_step_fraction,
+                            layer_fraction=config.warmup_layer_fraction)
     return (out, info) if return_info else out
 
 
-def dense_attention(q, k, v, *, layer=0, step=0, num_steps=1, num_layers=1, key=None):
-    """Plain softmax attention, float32 accumulation; q/k/v ``[B, heads, L, d]``."""
-    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(q.shape[-1])
-    probs = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("bhqk,bhkd->bhqd", probs.astype(v.dtype), v).astype(q.dtype)
-
-
-def attention_backend(name: str, geometry: VideoGeometry | None = None, **options) -> Attention:
-    """The self-attention backend ``name`` (one of :data:`ATTENTION_BACKENDS`) for the toy DiT.
-
-    ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
-    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` takes ``svg2_config=`` (an
-    :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
-    kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
-    """
-    if name == "dense":
-        return dense_attention
-    if name == "svg":
-        if geometry is None:
-            raise ValueError("attention backend 'svg' needs the model geometry")
-        config = options.get("svg_config") or SVGConfig()
-        return_info = bool(options.get("return_info", False))
-
-        def svg(q, k, v, *, layer, step, num_steps, num_layers, key):
-            return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
-                                 layer=layer, num_layers=num_layers, return_info=return_info)
-        return svg
-    if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.attention.svg2)
-        from svgtpu.attention.svg2 import SVG2Config, svg2_backend
-        return svg2_backend(options.get("svg2_config") or SVG2Config())
-    if name == "splash":
-        from svgtpu.kernels import splash_attention
-        block = int(options.get("block", 128))
-
-        def splash(q, k, v, **_):
-            B, H, L, d = q.shape
-            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
-            return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
-        return splash
-    raise ValueError(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
-
-
-__all__ = ["ATTENTION_BACKENDS", "Attention", "DEFAULT_SPARSITY", "DENSE", "KERNELS", "SVGConfig", "SVGInfo",
-           "attend", "attention_backend", "dense_attention", "sparse_attention", "svg_attention", "warmup_count"]
+__all__ = ["DEFAULT_SPARSITY", "DENSE", "KERNELS", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
+           "svg_attention", "warmup_count"]

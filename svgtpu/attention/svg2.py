@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from svgtpu.attention.base import with_warmup
 from svgtpu.geometry import check_positive_int
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
@@ -51,6 +52,7 @@ from svgtpu.kernels.common import resolve_interpret
 from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 KERNELS = ("ours", "reference")
 
@@ -367,18 +369,10 @@ class SVG2Backend:
     def __call__(self, q, k, v, *, layer, step, num_steps, num_layers, key=None):
         from svgtpu.kernels import block_sparse_attention
         from svgtpu.masks.core import DenseMask
-        from svgtpu.schedule import warmup_count
 
         config, (B, H, L, d) = self.config, q.shape
         merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
         (stats,) = self._refs(self._stats, (layer, num_steps), jax.ShapeDtypeStruct((num_steps, 4), jnp.float32))
-
-        def dense(_=None):
-            return block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
-
-        if layer < warmup_count(self.layer_fraction, num_layers):  # a dense layer: known at trace time
-            stats[...] = stats[...].at[step, 0].add(1.0)
-            return dense().reshape(q.shape)
         q_ref, k_ref, ready = self._refs(self._state, (layer, B * H, L, d),
                                          jax.ShapeDtypeStruct((B * H, config.q_clusters, d), jnp.float32),
                                          jax.ShapeDtypeStruct((B * H, config.k_clusters, d), jnp.float32),
@@ -387,18 +381,20 @@ class SVG2Backend:
         dense_steps = warmup_count(self.step_fraction, num_steps)
         fresh = ~ready[...] | (step <= dense_steps)  # the first sparse step of a video seeds k-means++
 
+        def warm_up(_):  # our kernel on a dense mask; the centroids stay as they are
+            out = block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
+            return out, stored, jnp.float32(1.0), jnp.float32(0.0), jnp.array(True)
+
         def sparse(_):
             start = jax.lax.cond(fresh, lambda: seed_state(merged[0], merged[1], config,
                                                            jax.random.PRNGKey(self.seed + layer)), lambda: stored)
             iters = jnp.where(fresh, config.first_iters, config.warm_iters)
             out, sel, info = _svg2(*merged, start, iters, config=config, interpret=resolve_interpret(None))
-            return out, sel.state, jnp.mean(info.kept_fraction), jnp.mean(info.partial_share)
+            return out, sel.state, jnp.mean(info.kept_fraction), jnp.mean(info.partial_share), jnp.array(False)
 
-        def warm_up(_):
-            return dense(), stored, jnp.float32(1.0), jnp.float32(0.0)
-
-        is_dense = step < dense_steps
-        out, state, kept, share = jax.lax.cond(is_dense, warm_up, sparse, None)
+        out, state, kept, share, is_dense = with_warmup(
+            warm_up, sparse, None, step=step, num_steps=num_steps, layer=layer, num_layers=num_layers,
+            step_fraction=self.step_fraction, layer_fraction=self.layer_fraction)
         q_ref[...], k_ref[...] = state
         ready[...] = ready[...] | ~is_dense
         record = jnp.where(is_dense, jnp.stack([1.0, 0.0, 0.0, 0.0]), jnp.stack([0.0, 1.0, kept, share]))
@@ -427,17 +423,15 @@ def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: flo
     key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel, all inside the jitted step.
 
     Batch and heads are merged; the first ``warmup_step_fraction`` of steps and
-    ``warmup_layer_fraction`` of layers (default: SVG's, :class:`svgtpu.attention.svg.SVGConfig`) run our
-    kernel on a dense mask.  Each layer's centroids are kept in ``jax`` mutable arrays between calls:
+    ``warmup_layer_fraction`` of layers (default: :data:`svgtpu.schedule.DEFAULT_WARMUP_STEP_FRACTION` and
+    ``DEFAULT_WARMUP_LAYER_FRACTION``, as for SVG) run our kernel on a dense mask
+    (:func:`svgtpu.attention.base.with_warmup`).  Each layer's centroids are kept in ``jax`` mutable arrays between calls:
     the first sparse step of a video seeds k-means++ (key ``seed + layer``), later steps warm-start
     from the previous step's centroids.  ``backend.calls`` lists what each call did (step, layer,
     kept fraction, partial share at the config's tiles), read from device-side counters.
     """
-    from svgtpu.attention.svg import SVGConfig
-
-    svg = SVGConfig()
-    step_fraction = svg.warmup_step_fraction if warmup_step_fraction is None else warmup_step_fraction
-    layer_fraction = svg.warmup_layer_fraction if warmup_layer_fraction is None else warmup_layer_fraction
+    step_fraction = DEFAULT_WARMUP_STEP_FRACTION if warmup_step_fraction is None else warmup_step_fraction
+    layer_fraction = DEFAULT_WARMUP_LAYER_FRACTION if warmup_layer_fraction is None else warmup_layer_fraction
     return SVG2Backend(config, step_fraction, layer_fraction, seed)
 
 

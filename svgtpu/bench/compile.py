@@ -166,7 +166,7 @@ def _svg_layer_target(job: CompileJob, dev):
 def _dit_step_target(job: CompileJob, dev):
     import jax
     import jax.numpy as jnp
-    from svgtpu.attention.svg import attention_backend
+    from svgtpu.attention.backends import attention_backend
     from svgtpu.toy.dit import DiTConfig, init_params
     from svgtpu.toy.sampler import guided_velocity
     model = DiTConfig()

@@ -37,7 +37,7 @@ VARIANTS = tuple(f"{m}{suffix}" for m in METHODS for suffix in ("", "-aligned"))
 def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1) -> list[tuple]:
     """Per layer ``(q, k)``, each ``[batch * heads, L, d]`` float32: the toy DiT's self-attention
     inputs on ``batch`` training videos noised to time ``t`` (``x_t = (1 - t) x0 + t e``)."""
-    from svgtpu.attention.svg import dense_attention
+    from svgtpu.attention.base import dense_attention
     from svgtpu.toy.dit import forward
 
     if not 0 <= t <= 1:
@@ -311,41 +311,11 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
             "provenance": {"tiles": provenance("computed"), "attention_ratio": provenance("modeled", device=device)}}
 
 
-def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
-    """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
-
-    ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
-    mask's order (STA: :func:`svgtpu.masks.families.sta_order`) and back.  Dense warm-up steps and
-    layers follow :class:`svgtpu.attention.svg.SVGConfig`'s defaults, as SVG's own backend does.
-    """
-    from svgtpu.attention.svg import SVGConfig, dense_attention, warmup_count
-    from svgtpu.kernels import block_sparse_attention
-
-    warm = SVGConfig()
-    inverse = None if order is None else np.argsort(order)
-
-    def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
-        if layer < warmup_count(warm.warmup_layer_fraction, num_layers):
-            return dense_attention(q, k, v)
-        B, H, L, d = q.shape
-
-        def sparse(_):
-            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
-            if order is not None:
-                merged = [x[:, order] for x in merged]
-            out = block_sparse_attention(*merged, mask, block_q=block_q, block_kv=block_kv)
-            return (out if inverse is None else out[:, inverse]).reshape(B, H, L, d)
-
-        dense_steps = warmup_count(warm.warmup_step_fraction, num_steps)
-        return jax.lax.cond(step < dense_steps, lambda _: dense_attention(q, k, v), sparse, None)
-
-    return attention
-
-
 def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, qk, svg2: SVG2Config):
     """``(backend, kept fraction or None, knob)``: the toy-DiT backend running ``name`` matched to
     ``target`` (``None``: SVG2's kept fraction varies per call and is read from ``backend.calls``)."""
-    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.attention.backends import attention_backend, mask_backend
     from svgtpu.attention.svg2 import svg2_backend
 
     geometry = config.geometry
@@ -431,6 +401,6 @@ def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
 
 
 __all__ = ["METHODS", "VARIANTS", "COST_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk", "check_settings",
-           "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks", "mask_backend", "method_sweep",
+           "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks", "method_sweep",
            "method_costs", "pareto_front", "radial_for_density", "sta_for_density", "svg2_for_density",
            "method_table"]

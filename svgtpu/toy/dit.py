@@ -15,7 +15,7 @@ block starts as the identity).  Parameters are a plain pytree of dicts/lists of 
 Self-attention goes through a *backend*: a callable
 ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)`` with q/k/v ``[batch, heads, L,
 head_dim]`` in frame-major token order, returning the same shape (see
-:func:`svgtpu.attention.svg.attention_backend`).
+:func:`svgtpu.attention.backends.attention_backend`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 from einops import rearrange
 
 from svgtpu.toy import data
-from svgtpu.attention.svg import Attention, dense_attention
+from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
 
 Params = dict[str, Any]

@@ -92,7 +92,8 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
     and the head-kind fractions per layer.
     """
-    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.attention.backends import attention_backend
     from svgtpu.report.results import provenance
     from svgtpu.toy.sampler import sample
 

@@ -22,7 +22,7 @@ from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
 from svgtpu.attention import sharding
-from svgtpu.attention.svg import Attention, dense_attention
+from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.toy.dit import DiTConfig, Params, forward
 from svgtpu.geometry import check_positive_int
 

@@ -70,7 +70,8 @@ def test_sharded_svg_attention_equals_single_device():
 def test_sharded_sampler_steps_equal_single_device():
     from svgtpu.toy import dit
     from svgtpu.toy import sampler
-    from svgtpu.attention.svg import SVGConfig, attention_backend
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.attention.backends import attention_backend
     from svgtpu.attention.sharding import mesh_for_model
 
     config = dit.DiTConfig(frames=2, height=8, width=10, heads=4, depth=1)

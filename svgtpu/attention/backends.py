@@ -1,0 +1,86 @@
+"""The toy DiT's self-attention backends, by name: dense, Splash, SVG, SVG2, or one static mask.
+
+Each is a callable ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)`` on
+``[B, heads, L, d]`` (:data:`svgtpu.attention.base.Attention`); this module sits above the methods
+(:mod:`~svgtpu.attention.svg`, :mod:`~svgtpu.attention.svg2`) so that none of them imports another.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from svgtpu.attention.base import Attention, dense_attention, with_warmup
+from svgtpu.attention.svg import SVGConfig, svg_attention
+from svgtpu.attention.svg2 import SVG2Config, svg2_backend
+from svgtpu.geometry import VideoGeometry
+from svgtpu.kernels import block_sparse_attention, splash_attention
+from svgtpu.masks.core import DenseMask, Mask
+from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION
+
+#: The self-attention choices of the toy DiT (:func:`attention_backend`).
+ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
+
+
+def attention_backend(name: str, geometry: VideoGeometry | None = None, **options) -> Attention:
+    """The self-attention backend ``name`` (one of :data:`ATTENTION_BACKENDS`) for the toy DiT.
+
+    ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
+    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` takes ``svg2_config=`` (an
+    :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
+    kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
+    """
+    if name == "dense":
+        return dense_attention
+    if name == "svg":
+        if geometry is None:
+            raise ValueError("attention backend 'svg' needs the model geometry")
+        config = options.get("svg_config") or SVGConfig()
+        return_info = bool(options.get("return_info", False))
+
+        def svg(q, k, v, *, layer, step, num_steps, num_layers, key):
+            return svg_attention(q, k, v, geometry, config, key=key, step=step, num_steps=num_steps,
+                                 layer=layer, num_layers=num_layers, return_info=return_info)
+        return svg
+    if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.attention.svg2)
+        return svg2_backend(options.get("svg2_config") or SVG2Config())
+    if name == "splash":
+        block = int(options.get("block", 128))
+
+        def splash(q, k, v, **_):
+            B, H, L, d = q.shape
+            merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
+            return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
+        return splash
+    raise ValueError(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
+
+
+def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
+    """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
+
+    ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
+    mask's order (STA: :func:`svgtpu.masks.families.sta_order`) and back.  Dense warm-up steps and
+    layers follow SVG's default schedule (:func:`svgtpu.attention.base.with_warmup`) and run the same
+    kernel on a dense mask, as SVG's own backend does.
+    """
+    inverse = None if order is None else np.argsort(order)
+
+    def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
+        B, H, L, d = q.shape
+        merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
+
+        def dense(_):
+            return block_sparse_attention(*merged, DenseMask(L), block_q=block_q, block_kv=block_kv)
+
+        def sparse(_):
+            permuted = merged if order is None else [x[:, order] for x in merged]
+            out = block_sparse_attention(*permuted, mask, block_q=block_q, block_kv=block_kv)
+            return out if inverse is None else out[:, inverse]
+
+        out = with_warmup(dense, sparse, None, step=step, num_steps=num_steps, layer=layer, num_layers=num_layers,
+                          step_fraction=DEFAULT_WARMUP_STEP_FRACTION, layer_fraction=DEFAULT_WARMUP_LAYER_FRACTION)
+        return out.reshape(B, H, L, d)
+
+    return attention
+
+
+__all__ = ["ATTENTION_BACKENDS", "Attention", "attention_backend", "dense_attention", "mask_backend"]
