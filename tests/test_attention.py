@@ -63,7 +63,7 @@ def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
 
 @pytest.mark.parametrize("step, layer", [(0, 5), (9, 5), (30, 0)])
 def test_warmup_steps_and_layers_are_dense(step, layer):
-    config = SVGConfig(kernel="reference", warmup_layer_fraction=0.1)  # 10 of 50 steps, 1 of 10 layers
+    config = SVGConfig(kernel="reference", warmup_step_fraction=0.2, warmup_layer_fraction=0.1)  # 10 of 50 steps, 1 of 10
     q, k, v = _random_qkv(2, 2)
     # Python-int step and layer: the warm-up decision is made while tracing
     fn = jax.jit(svg_attention, static_argnums=(3, 4),
