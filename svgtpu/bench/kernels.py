@@ -1,7 +1,8 @@
 """Kernel benchmarks for claim C4: timings of the attention variants and vector-op counts per tile kind.
 
-- :func:`bench_kernels` times XLA dense attention, Splash (dense, SVG mask, aligned mask) and our
-  kernel (dense; SVG and aligned SVG mask, fast path off/on) on one geometry and block size.
+- :func:`bench_kernels` times XLA dense attention, JAX's Splash and tokamax's splash (dense, SVG
+  mask, aligned mask) and our kernel (dense; SVG and aligned SVG mask, fast path off/on) on one
+  geometry and block size.
   Variants are compiled first, then run interleaved round-robin (rotating the order each round)
   and every round's time is divided by the same round's time of our dense run: on a shared machine
   the paired ratios are stable where back-to-back blocks drift.  ``overhead_vs_ideal =
@@ -28,6 +29,7 @@ from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodie
 from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.common import as_masks
+from svgtpu.kernels.tokamax import tokamax_attention
 from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_mask
 from svgtpu.report.results import provenance
 from svgtpu.masks.tiles import classify
@@ -55,11 +57,17 @@ def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv
     def theirs(mask):
         return jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, **blocks))
 
+    def maintained(mask):
+        return jax.jit(lambda q, k, v: tokamax_attention(q, k, v, mask, **blocks))
+
     return {
         "xla-dense": (jax.jit(xla_dense_attention), None),
         "splash-dense": (theirs(dense), dense),
         "splash-svg": (theirs(svg), svg),
         "splash-aligned": (theirs(aligned), aligned),
+        "tokamax-dense": (maintained(dense), dense),
+        "tokamax-svg": (maintained(svg), svg),
+        "tokamax-aligned": (maintained(aligned), aligned),
         BASELINE: (ours(dense, True), dense),
         "ours-svg-nofast": (ours(svg, False), svg),
         "ours-svg-fast": (ours(svg, True), svg),
@@ -116,6 +124,8 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
             "aligned_fast_overhead_vs_ideal": by_name["ours-aligned-fast"]["overhead_vs_ideal"],
             "ours_over_splash_svg": ratio("ours-svg-fast", "splash-svg"),
             "ours_over_splash_aligned": ratio("ours-aligned-fast", "splash-aligned"),
+            "ours_over_tokamax_svg": ratio("ours-svg-fast", "tokamax-svg"),
+            "ours_over_tokamax_aligned": ratio("ours-aligned-fast", "tokamax-aligned"),
             "aligned_fast_speedup_over_dense": 1.0 / by_name["ours-aligned-fast"]["ratio_to_ours_dense"],
             "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
             "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
