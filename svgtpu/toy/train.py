@@ -27,7 +27,7 @@ from svgtpu.report.results import provenance
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {
-    "toy": DiTConfig(heads=3, head_dim=64, depth=4),
+    "toy": DiTConfig(),  # the defaults are the shipped checkpoint's model
     "tiny": DiTConfig(heads=1, head_dim=64, depth=1, mlp_ratio=2, context_tokens=2, freq_dim=64),
 }
 
