@@ -47,7 +47,8 @@ EXPECTED = {
         "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
                           "validation_tpu_compute_efficiency", "sparse_efficiency_published",
-                          "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado"]},
+                          "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado",
+                          "speedup_by_recipe"]},
     },
     "07_quality": {
         "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
