@@ -236,6 +236,9 @@ def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
     p.add_argument("--no-paper", action="store_true",
                    help="do not regenerate the paper's tables afterwards (never done with --figures-dir)")
+    p.add_argument("--preflight", action="store_true",
+                   help="run nothing: compile for v6e on this CPU (libtpu) what the profile's notebooks and "
+                        "multi-host sampling will run, one host and several, and report what would fail")
 
 
 @command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
@@ -247,6 +250,8 @@ def run_reproduce(args):
     from svgtpu.report.reproduce import reproduce, summary_rows
     from svgtpu.report.results import results_path
 
+    if args.preflight:
+        return _preflight(args)
     start = time.perf_counter()
     results = reproduce(args.profile, args.only, figures_dir=args.figures_dir)
     paper = [] if args.no_paper or args.figures_dir else generate(results_path())   # the committed results only
@@ -263,6 +268,21 @@ def run_reproduce(args):
         print(f"svgtpu reproduce: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
         raise SystemExit(1)
     return result, table
+
+
+def _preflight(args):
+    """``reproduce --preflight``: (result, table, 1 if anything would fail)."""
+    from svgtpu.bench.compile import libtpu_available
+    from svgtpu.report.preflight import preflight
+    if not libtpu_available():
+        raise ValueError('--preflight needs the TPU compiler: pip install "jax[tpu]==<jax version>" '
+                         '(requirements.txt pins it)')
+    result = preflight(args.profile, progress=not args.json)
+    table = format_table(result["checks"], ["notebook", "what", "topology", "geometry", "compiled", "compile_s",
+                                            "reason"])
+    table += (f"\n\npreflight of profile {args.profile} ({result['provenance']}): "
+              + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
+    return result, table, 0 if result["passed"] else 1
 
 
 def _paper_arguments(p: argparse.ArgumentParser) -> None:

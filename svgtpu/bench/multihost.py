@@ -8,7 +8,8 @@ and Mosaic (nothing runs).  Two programs:
   Ulysses over ``seq`` (:func:`svgtpu.attention.sharding.ulysses`): the layout the cost model
   assumes (:func:`svgtpu.costmodel.parallel.ulysses_collectives`);
 - ``sharded-dit-step``: one guided velocity evaluation of a toy DiT with one head per chip of the
-  ``heads`` axis, head-parallel as ``svgtpu generate --devices`` runs it.
+  ``heads`` axis (or a named config, e.g. the shipped ``toy`` on 2 x 3 chips), head-parallel as
+  ``svgtpu generate --devices`` runs it.
 
 The compiled HLO is per chip (SPMD-partitioned); :func:`hlo_collectives` counts each collective and
 the bytes of its result on one chip.  Provenance ``compiled-<device>``.
@@ -83,6 +84,7 @@ class MultihostJob:
     topology: str = "4x4"
     model: str = "wan2.1-14b"
     dit_depth: int = 1
+    dit_config: str | None = None   # a named toy config (``toy``: what ``generate --devices 6`` runs, on 6 chips)
 
 
 def _mesh_devices(mj: MultihostJob):
@@ -133,9 +135,14 @@ def _dit_step(mj: MultihostJob, devices):
     from svgtpu.attention.sharding import make_mesh, sharded_backend
     from svgtpu.toy.dit import DiTConfig, init_params
     from svgtpu.toy.sampler import guided_velocity
+    if mj.dit_config:   # a shipped config on the chips generate gives it: CFG pair x its heads
+        from svgtpu.toy.train import get_config
+        model = get_config(mj.dit_config)
+        devices = devices[:2 * model.heads]
     n = len(devices)
     data = 2 if n % 2 == 0 else 1
-    model = DiTConfig(heads=n // data, head_dim=64, depth=mj.dit_depth)
+    if not mj.dit_config:
+        model = DiTConfig(heads=n // data, head_dim=64, depth=mj.dit_depth)
     mesh = make_mesh(data=data, heads=n // data, devices=devices)
     replicated = NamedSharding(mesh, P())
     attention = sharded_backend(attention_backend("svg", model.geometry, svg_config=mj.job.svg_config()), mesh)

@@ -1,0 +1,116 @@
+"""Before renting a TPU: compile, for v6e on this CPU, what a profile's notebooks and multi-host
+sampling will run, at the profile's shapes (``svgtpu reproduce --profile tpu --preflight``).
+
+The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of the sizes):
+
+- one chip (``v6e:2x2x1``, chip 0): the kernel of notebook 03's error study (unaligned and snapped
+  masks), the kernel of notebook 04 with the fast path on and off and the whole SVG layer there,
+  and the toy DiT step with SVG attention, unaligned and aligned (notebooks 05-07 sample it);
+- several hosts (``v6e:4x4x1``, 16 chips on 4 hosts): the sharded SVG layer with Wan 2.1 14B's 40
+  heads at notebook 04's geometry (CFG x Ulysses), and the shipped toy DiT's step as
+  ``svgtpu generate --distributed --devices 6`` runs it.
+
+A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
+see: run-time errors, speed, and anything outside these programs (the host loop, file output).
+Provenance ``compiled-v6e``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from svgtpu.bench.compile import CompileJob, compile_targets
+from svgtpu.bench.multihost import MultihostJob, compile_multihost
+from svgtpu.kernels.config import KernelConfig
+from svgtpu.report.reproduce import settings
+
+ONE_HOST, MULTI_HOST = "v6e:2x2x1", "v6e:4x4x1"
+#: Wan 2.1 14B's heads (github.com/Wan-Video/Wan2.1, wan/configs/wan_t2v_14B.py: num_heads = 40).
+WAN_HEADS = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One program to compile: which notebook runs it, what it is, and the job."""
+
+    notebook: str
+    what: str
+    job: CompileJob | None     # None: the profile's sizes are refused before compiling (``error``)
+    target: str
+    dit_config: str | None = None
+    error: str | None = None
+
+    @property
+    def hosts(self) -> str:
+        return "several" if self.target.startswith("sharded") else "one"
+
+
+def checks(profile: str, dit: bool = True) -> list[Check]:
+    """The programs ``profile`` will run, as compile checks (``dit=False`` leaves out the DiT steps,
+    the slow ones to compile)."""
+    out = []
+    err = settings("03_mask_alignment", profile)
+    if "error_geometry" in err:
+        for align in (None, "snap"):
+            what = f"kernel, SVG mask {'snapped' if align else 'unaligned'}"
+            try:
+                job = CompileJob(geometry=err["error_geometry"], device="v6e", topology=ONE_HOST,
+                                 config=KernelConfig(err["error_block"], err["error_block"]),
+                                 heads=err["error_heads"], head_dim=err["error_head_dim"], align=align)
+            except ValueError as e:  # tiles the TPU kernel refuses (the quick profile's CPU-only 64)
+                out.append(Check("03_mask_alignment", what, None, "kernel", error=str(e)))
+                continue
+            out.append(Check("03_mask_alignment", what, job, "kernel"))
+    fast = settings("04_fast_path_ablation", profile)
+    geometry = fast.get("geometry", "wan-720p")
+    tiles = (fast.get("block_q", 3024), fast.get("block_kv", 2048))
+    for fast_path in (True, False):
+        out.append(Check("04_fast_path_ablation", f"kernel, fast path {'on' if fast_path else 'off'}",
+                         CompileJob(geometry=geometry, device="v6e", topology=ONE_HOST,
+                                    config=KernelConfig(*tiles, fast_path=fast_path), heads=fast.get("heads", 1),
+                                    head_dim=fast.get("head_dim", 128)), "kernel"))
+    out.append(Check("04_fast_path_ablation", "SVG layer (profiling, layout, kernel)",
+                     CompileJob(geometry=geometry, device="v6e", topology=ONE_HOST, config=KernelConfig(*tiles),
+                                heads=fast.get("heads", 1), head_dim=fast.get("head_dim", 128)), "svg-layer"))
+    out.append(Check("multi-host", f"sharded SVG layer, Wan 14B {WAN_HEADS} heads, CFG x Ulysses",
+                     CompileJob(geometry=geometry, device="v6e", topology=MULTI_HOST, config=KernelConfig(*tiles),
+                                heads=WAN_HEADS, head_dim=128), "sharded-svg-layer"))
+    if dit:
+        for align in (None, "snap"):
+            out.append(Check("05-07 (toy DiT)", f"DiT step, SVG {'aligned' if align else 'unaligned'}",
+                             CompileJob(device="v6e", topology=ONE_HOST, align=align, dtype="float32",
+                                        head_dim=64), "dit-step"))
+        out.append(Check("multi-host", "toy DiT step as generate --distributed --devices 6 runs it",
+                         CompileJob(device="v6e", topology=MULTI_HOST, dtype="float32", head_dim=64),
+                         "sharded-dit-step", dit_config="toy"))
+    return out
+
+
+def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
+    """Compile every check of ``profile``; rows with the compiler's verdict, and the failures."""
+    items = checks(profile, dit)
+    if progress:
+        from tqdm.auto import tqdm
+        items = tqdm(items, desc="preflight", unit="program")
+    rows = []
+    for c in items:
+        if c.job is None:
+            rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": ONE_HOST,
+                         "geometry": None, "compiled": False, "compile_s": 0.0, "reason": c.error})
+            continue
+        if c.hosts == "one":
+            result = compile_targets(c.job, (c.target,))
+            row = result["targets"][0]
+        else:
+            result = compile_multihost(MultihostJob(c.job, topology=c.job.topology, dit_config=c.dit_config),
+                                       (c.target,))
+            row = result["targets"][0]
+        rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": c.job.topology,
+                     "geometry": row.get("geometry", c.job.geometry), "compiled": row["compiled"],
+                     "compile_s": row["compile_s"], "reason": row.get("reason")})
+    failed = [r for r in rows if not r["compiled"]]
+    return {"profile": profile, "provenance": "compiled-v6e", "checks": rows, "failed": len(failed),
+            "passed": not failed}
+
+
+__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "preflight"]
