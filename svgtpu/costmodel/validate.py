@@ -12,8 +12,8 @@ Published GPU runs use FlashAttention (not our kernel): their attention is timed
 hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on FlashAttention-2's 128 x 128
 tiles, with no Pallas grid-step cost (thread blocks run concurrently) and K/V reads shared by the
 thread blocks of one wave (``DeviceSpec.kv_reuse``).  A point may time SVG itself (``variant``
-``svg``): the model then runs SVG's schedule with the settings the published run used (kept
-fraction, share of dense steps and layers) on the unaligned SVG mask.
+``svg``): the model then runs SVG's schedule with the recipe the published run used (its ``recipe``,
+:mod:`svgtpu.recipes`: kept fraction, dense steps and layers, sampled rows) on the unaligned SVG mask.
 
 A point also states how its run was parallelized (``cfg_split``: MaxDiffusion's data-parallel axis of
 2 runs the two CFG passes side by side), whether its VAE was sharded (MaxDiffusion) or ran on one rank
@@ -37,12 +37,13 @@ import statistics
 from pathlib import Path
 
 from svgtpu.costmodel.kernel_work import FLASH
-from svgtpu.costmodel.pipeline import Setup, dit_seconds, sparse_layer_efficiency, video_seconds
+from svgtpu.costmodel.pipeline import Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, clock_variants, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model, get_resolution
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.geometry import VideoGeometry
+from svgtpu.recipes import get_recipe
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
@@ -71,10 +72,8 @@ class PublishedPoint:
     source: str
     what: str
     settings_note: str = ""
-    variant: str = "dense"                  # dense, or svg: SVG's schedule with the settings below
-    sparsity: float | None = None           # SVG kept fraction of the run
-    warmup_steps: float | None = None       # SVG: share of steps run dense
-    warmup_layers: float | None = None      # SVG: share of layers run dense
+    variant: str = "dense"                  # dense, or svg: SVG's schedule of the recipe below
+    recipe: str | None = None               # an svg run's SVG recipe (svgtpu.recipes, cited there)
     cfg_split: bool = False                 # the two CFG passes side by side on two halves (MaxDiffusion dp=2)
     vae_sharded: bool = False               # VAE over all chips (MaxDiffusion) vs one rank in fp32 (Wan, SVG)
     image_encoder: str | None = None        # image-to-video conditioning (pipeline.IMAGE_ENCODERS)
@@ -84,8 +83,10 @@ class PublishedPoint:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        if self.variant == "svg" and None in (self.sparsity, self.warmup_steps, self.warmup_layers):
-            raise ValueError(f"point {self.id}: an svg point needs sparsity, warmup_steps and warmup_layers")
+        if self.variant == "svg":
+            if self.recipe is None:
+                raise ValueError(f"point {self.id}: an svg point needs its recipe (svgtpu.recipes)")
+            get_recipe(self.recipe)
         if self.measures not in ("dit", "end_to_end"):
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
@@ -110,8 +111,7 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) ->
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
-    svg = {} if point.variant == "dense" else {
-        "sparsity": point.sparsity, "warmup_steps": point.warmup_steps, "warmup_layers": point.warmup_layers}
+    svg = {} if point.variant == "dense" else recipe_fields(get_recipe(point.recipe))
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
