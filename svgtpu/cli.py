@@ -136,8 +136,9 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.explore import ALIGN_CHOICES, HEAD_KINDS
     p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--kept", type=float, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_SPARSITY})")
-    group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --kept")
+    group.add_argument("--sparsity", "--kept", dest="sparsity", type=float,
+                       help=f"SVG kept fraction in (0, 1) (default {DEFAULT_SPARSITY})")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --sparsity")
     p.add_argument("--head", default="spatial", choices=list(HEAD_KINDS.values()))
     p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
     p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
@@ -152,7 +153,7 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
 def run_explore(args):
     from svgtpu import explore
 
-    kept = args.kept if args.kept is not None or args.multiplier is not None else DEFAULT_SPARSITY
+    kept = args.sparsity if args.sparsity is not None or args.multiplier is not None else DEFAULT_SPARSITY
     settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=args.multiplier, head=args.head,
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=args.device, chips=args.chips)
@@ -473,7 +474,8 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
     p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's; with --costs wan-1440p); SVG2 "
                                       "rows need the checkpoint's geometry and are left out at any other")
-    p.add_argument("--kept", type=float, default=DEFAULT_SPARSITY, help="kept fraction of (q, k) pairs every method is matched to")
+    p.add_argument("--sparsity", "--kept", dest="sparsity", type=float, default=DEFAULT_SPARSITY,
+                   help="kept fraction of (q, k) pairs every method is matched to")
     p.add_argument("--block-q", type=positive_int, help=f"kernel q tile (default 128; with --costs {BLOCK_Q})")
     p.add_argument("--block-kv", type=positive_int, help=f"kernel kv tile (default 128; with --costs {BLOCK_KV})")
     p.add_argument("--sta-tile", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens; with --costs 6x8x8)")
@@ -509,11 +511,11 @@ def run_methods(args):
             sta_tile = ()
         if len(sta_tile) != 3:
             raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
-    check_settings(args.kept, sta_tile)
+    check_settings(args.sparsity, sta_tile)
     svg2 = SVG2Config(q_clusters=args.q_clusters or defaults["q_clusters"],
                       k_clusters=args.k_clusters or defaults["k_clusters"], block_q=block_q, block_kv=block_kv)
     if args.costs:
-        result = method_costs([args.kept], geometry=args.geometry or COST_SETTING["geometry"], block_q=block_q,
+        result = method_costs([args.sparsity], geometry=args.geometry or COST_SETTING["geometry"], block_q=block_q,
                               block_kv=block_kv, sta_tile=sta_tile, svg2=svg2)
         table = format_table(result["rows"], ["method", "kept_target", "kept_fraction", "partial_share",
                                               "tile_density", "attention_ratio"])
@@ -526,9 +528,9 @@ def run_methods(args):
     geometry = get_geometry(args.geometry) if args.geometry else config.geometry
     same = (geometry.T, geometry.H, geometry.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
     qk = capture_qk(params, config, seed=args.seed, t=args.t) if same else None
-    rows = method_table(geometry, args.kept, qk=qk, block_q=block_q, block_kv=block_kv,
+    rows = method_table(geometry, args.sparsity, qk=qk, block_q=block_q, block_kv=block_kv,
                         sta_tile=sta_tile, svg2=svg2, svg2_assumed=args.svg2_assumed)
-    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L, "kept_target": args.kept,
+    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L, "kept_target": args.sparsity,
               "block_q": block_q, "block_kv": block_kv, "seed": args.seed, "t": args.t, "rows": rows,
               "provenance": provenance("computed")}
     table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
