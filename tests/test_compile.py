@@ -137,6 +137,24 @@ def test_llo_parsers_on_a_hand_written_dump():
     assert region_bundles(schedule) == [3]
 
 
+def test_bundle_slots_on_a_hand_written_schedule():
+    from collections import Counter
+
+    from svgtpu.bench.llo import bundle_unit, region_slots
+    schedule = "\n".join([
+        "= key", "     0   :  { %s1 = smov 0 }",
+        "   0x1 PF: > { %p2 = scmp.ne.s32.totalorder %s3, 2 }",
+        "   0x2   : > { %v4 = vpop.f32.mrf.mxu0  ;;  %v5 = vsel /*vm=*/%vm6, %v7, %v8  ;;  %9 = vst [vmem:[#a]] %v5 }",
+        "   0x3   : > {}",
+        "   0x4 PF: > { %v10 = vpow2.f32 %v11  ;;  %vm12 = vcmp.ge.s32.totalorder %v13, 4  ;;  %14 = vmax.xlane.f32.xlu0 %v15 }",
+        "   0x5 PF: > { %v16 = vmatmul.mubr.bf16 %v17  ;;  %v18 = vadd.f32 %v19, %v20  ;;  %v21 = vld [vmem:[#b]] }"])
+    first, second = region_slots(schedule)
+    assert first == [Counter(scalar=1), Counter(mxu=1, cmp_select=1, load_store=1), Counter()]
+    assert second == [Counter(eup=1, cmp_select=1, xlu=1)]
+    assert [bundle_unit(op) for op in ("vpop.eup", "vmand", "vmul.f32", "sbr.rel", "vpop.xlane.xlu1")] == \
+        ["eup", "cmp_select", "vpu", "scalar", "xlu"]
+
+
 def test_compiled_full_tile_body_has_no_compares_with_the_fast_path():
     """C4 as libtpu builds it: the full body holds no vcmp/vselect; the partial body does."""
     from svgtpu.bench.llo import compiled_tile_counts
