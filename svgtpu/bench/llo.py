@@ -89,6 +89,64 @@ def region_bundles(text: str) -> list[int]:
     return [b - a for a, b in zip(marks, marks[1:])]
 
 
+#: What a bundle's instructions run on, as :func:`bundle_unit` sorts them (``scalar``: scalar ALU,
+#: branches, DMA and sync).
+BUNDLE_UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store", "scalar")
+_BUNDLE_OP = re.compile(r"(?:%[\w.]+\s*=\s*)?([a-z_][\w.]*)")
+
+
+def bundle_unit(op: str) -> str:
+    """The unit of one instruction as the final schedule spells it (``vmatmul.mubr``, ``vpop.eup``, ``vsel``)."""
+    base = op.split(".")[0]
+    if "mxu" in op or base.startswith(("vmatmul", "vmatprep", "vmatpush", "vmatres", "vlatch")):
+        return "mxu"
+    if "eup" in op or base in ("vpow2", "vexp", "vrcp", "vrsqrt", "vtanh", "vlog2"):
+        return "eup"
+    if "xlane" in op or "xlu" in op or base in ("vperm", "vrot", "vxpose"):
+        return "xlu"
+    if base.startswith("vcmp") or base in ("vsel", "vselect", "vmand", "vmor", "vmxor", "vmnot"):
+        return "cmp_select"
+    if base.startswith(("vld", "vst")):
+        return "load_store"
+    return "vpu" if base.startswith("v") else "scalar"
+
+
+def region_slots(text: str) -> list[list[Counter]]:
+    """Per predicated region of a final schedule (the spans :func:`region_bundles` counts), each
+    bundle's instructions by :func:`bundle_unit`."""
+    regions, current = [], None
+    for line in text.splitlines():
+        if not _BUNDLE.match(line):
+            continue
+        head, _, body = line.partition("{")
+        if " PF:" in head:
+            if current is not None:
+                regions.append(current)
+            current = []
+        if current is not None:
+            ops = [m.group(1) for part in body.rsplit("}", 1)[0].split(";;")
+                   if (m := _BUNDLE_OP.match(part.strip()))]
+            current.append(Counter(bundle_unit(op) for op in ops))
+    return regions
+
+
+def compiled_bundle_slots(spec: dict) -> dict[str, list[dict]]:
+    """The static schedule of the full and the partial tile body of one fast-path kernel variant
+    (``spec`` as :func:`compiled_tile_counts`): per bundle, its instructions by unit."""
+    if not spec["fast_path"]:
+        raise ValueError("fast_path must be True: only then do full and partial tiles have bodies of their own")
+    schedule = _dumps(spec)[1]
+    first_pf = next((line.split("}")[0] for line in schedule.splitlines()
+                     if _BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
+    if not first_pf.rstrip().endswith(", 2"):  # the first body must be the full tile's (kind == FULL)
+        raise RuntimeError("schedule layout changed: the first predicated region is not the full-tile body")
+    regions = region_slots(schedule)
+    if len(regions) < 2:
+        raise RuntimeError(f"expected the full and partial bodies in the schedule, found {len(regions)} regions")
+    return {tile: [{u: bundle[u] for u in BUNDLE_UNITS} for bundle in region]
+            for tile, region in zip(("full", "partial"), regions)}
+
+
 def _by_unit(ops: Counter) -> dict:
     units = Counter()
     for op, n in ops.items():
@@ -129,10 +187,9 @@ def _compile_for_dump(spec: dict) -> None:
         sys.exit(f"not compiled: {result['reason']}")
 
 
-def compiled_tile_counts(spec: dict) -> list[dict]:
-    """Per tile body of one kernel variant (``spec``: geometry, mask, multiplier, block sizes,
-    head_dim, dtype, fast_path): LLO instructions by unit and static bundles.  ``mask="block-table"``
-    compiles the data-plan kernel instead (``q_clusters``, ``k_clusters``, optional ``align``)."""
+def _dumps(spec: dict) -> tuple[str, str]:
+    """Compile one kernel variant in a child process; its Mosaic ``post-finalize-llo`` text and its
+    LLO ``final_bundles`` schedule."""
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
         env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
@@ -147,11 +204,18 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
                    if "analysis" not in p.name]
         if len(llo) != 1 or len(bundles) != 1:
             raise RuntimeError(f"expected one kernel in the dumps, found {len(llo)} LLO and {len(bundles)} bundle files")
-        regions = top_level_regions(llo[0].read_text())
-        schedule = bundles[0].read_text()
-        cycles = region_bundles(schedule)
-        pf_lines = [line.split("}")[0] + "}" for line in schedule.splitlines()
-                    if _BUNDLE.match(line) and " PF:" in line.split("{")[0]]
+        return llo[0].read_text(), bundles[0].read_text()
+
+
+def compiled_tile_counts(spec: dict) -> list[dict]:
+    """Per tile body of one kernel variant (``spec``: geometry, mask, multiplier, block sizes,
+    head_dim, dtype, fast_path): LLO instructions by unit and static bundles.  ``mask="block-table"``
+    compiles the data-plan kernel instead (``q_clusters``, ``k_clusters``, optional ``align``)."""
+    llo_text, schedule = _dumps(spec)
+    regions = top_level_regions(llo_text)
+    cycles = region_bundles(schedule)
+    pf_lines = [line.split("}")[0] + "}" for line in schedule.splitlines()
+                if _BUNDLE.match(line) and " PF:" in line.split("{")[0]]
     names = ("init", "full", "partial", "finish") if spec["fast_path"] else ("init", "masked", "finish")
     if len(regions) != len(names):
         raise RuntimeError(f"kernel structure changed: {len(regions)} top-level regions, expected {names}")
@@ -195,4 +259,5 @@ def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int
             "rows": rows}
 
 
-__all__ = ["UNITS", "compiled_ops", "compiled_tile_counts", "top_level_regions", "region_bundles", "unit_of"]
+__all__ = ["UNITS", "BUNDLE_UNITS", "compiled_ops", "compiled_tile_counts", "compiled_bundle_slots",
+           "top_level_regions", "region_bundles", "region_slots", "bundle_unit", "unit_of"]
