@@ -129,7 +129,21 @@ def mesh_for_model(devices: int, heads: int, batch: int = 2) -> Mesh:
         raise ValueError(f"the model's heads = {heads} must be divisible by the {rest} devices of the heads "
                          f"axis ({devices} devices / data axis {data}); use devices in "
                          f"{sorted({data * h for h in range(1, heads + 1) if heads % h == 0})}")
-    return make_mesh(data=data, heads=rest, devices=jax.devices()[:devices])
+    if devices < jax.process_count():
+        raise ValueError(f"devices = {devices} but a multi-process mesh needs a device of each of the "
+                         f"{jax.process_count()} processes")
+    return make_mesh(data=data, heads=rest, devices=spread_devices()[:devices])
+
+
+def spread_devices() -> list[jax.Device]:
+    """All devices, taken from the processes in turn (process 0's first, process 1's first, ...), so
+    that the first ``n >= process_count`` include a device of every process, as a multi-process mesh
+    must; with one process, ``jax.devices()``."""
+    by_process: dict[int, list] = {}
+    for d in jax.devices():
+        by_process.setdefault(d.process_index, []).append(d)
+    columns = [by_process[p] for p in sorted(by_process)]
+    return [d for i in range(max(map(len, columns))) for column in columns if i < len(column) for d in [column[i]]]
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -150,6 +164,9 @@ def global_array(value, sharding: NamedSharding) -> jax.Array:
     result spans devices no single process can address.
     """
     value = np.asarray(value)
+    if not sharding.addressable_devices:
+        raise ValueError(f"process {jax.process_index()} holds none of the mesh's devices: a multi-process mesh "
+                         "must include a device of every process")
     return jax.make_array_from_process_local_data(sharding, value, value.shape)
 
 
