@@ -3,8 +3,9 @@
 With ``libtpu`` installed (``jax[tpu]``), ``jax.experimental.topologies.get_topology_desc`` gives
 TPU devices of a named topology (``v6e:2x2x1``) without a TPU; ``jax.jit(f).lower(...).compile()``
 for them runs the full XLA:TPU + Mosaic pipeline on the CPU.  It proves that the compiler accepts
-the program (block layouts, VMEM within ``vmem_limit_bytes``, lowering of every op); it measures no
-time, and it does not check scalar-prefetch (SMEM) size, which :mod:`svgtpu.kernels.budget` does.
+the program (block layouts, VMEM within ``vmem_limit_bytes``, the scalar-prefetched plan within
+SMEM, lowering of every op); it measures no time.  :mod:`svgtpu.kernels.budget` checks SMEM and VMEM
+first, so that a long plan is split into chunks that compile instead of being refused.
 
 Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``svg-layer`` (the
 whole :func:`~svgtpu.attention.svg.svg_attention`: profiling, layout transform, kernel),
