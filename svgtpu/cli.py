@@ -563,6 +563,9 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compiled-cycles-over-ideal", type=float,
                    help="our sparse kernel's compiled v6e cycles over ideal (the 'svg-aligned: ours / ideal' "
                         "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
+    p.add_argument("--from-compiled", action="store_true",
+                   help="with --sparse-evidence: compile our kernel for v6e at 1440p, 3024x2048 (needs libtpu; cached in "
+                        "build/compiled-v6e) and use its cycles over ideal (svgtpu.bench.compiled.sparse_cycles_over_ideal)")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
     p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
@@ -617,7 +620,13 @@ def run_costmodel(args):
     if args.validate:
         return _costmodel_validate()
     if args.sparse_evidence:
-        return _costmodel_sparse_evidence(args.compiled_cycles_over_ideal)
+        ratio = args.compiled_cycles_over_ideal
+        if args.from_compiled:
+            if ratio is not None:
+                raise ValueError("give --from-compiled or --compiled-cycles-over-ideal, not both")
+            from svgtpu.bench.compiled import sparse_cycles_over_ideal
+            ratio = sparse_cycles_over_ideal()
+        return _costmodel_sparse_evidence(ratio)
     model = cm.get_model(args.model)
     if args.device == "cpu" and args.model == "toy":
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled

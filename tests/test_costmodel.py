@@ -459,6 +459,8 @@ def test_cli_sparse_evidence_json(capsys):
     assert 0 < low <= high <= 1
     assert main(["costmodel", "--sparse-efficiency", "0"]) == 2
     assert "sparse_efficiency" in capsys.readouterr().err
+    assert main(["costmodel", "--sparse-evidence", "--from-compiled", "--compiled-cycles-over-ideal", "1.1"]) == 2
+    assert "not both" in capsys.readouterr().err
 
 
 def test_speedup_surface_falls_with_dense_steps_and_rises_with_sparse_efficiency():
