@@ -63,7 +63,9 @@ me = int(sys.argv[sys.argv.index("--process-id") + 1])
 child = subprocess.Popen(["sleep", "300"])            # a grandchild in the same process group
 open(os.path.join(pid, f"{me}"), "w").write(f"{os.getpid()} {child.pid}")
 if me == 1 and os.environ.get("MODE") == "fail":
-    time.sleep(2)                                     # let process 0 reach the coordinator first
+    while not os.path.exists(os.path.join(pid, "0")):  # process 0 has started (and goes on to the coordinator)
+        time.sleep(0.05)
+    time.sleep(1)
     sys.exit("process 1 cannot start: no such device")
 if me == 0 and os.environ.get("MODE") == "fail":      # the real thing: wait for process 1 at the coordinator
     from svgtpu.launch import initialize
@@ -77,13 +79,13 @@ time.sleep(300)
 def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_path, mode):
     env = dict(os.environ, PIDS=str(tmp_path), MODE=mode)
     with pytest.raises(LaunchError) as error:
-        launch([sys.executable, "-c", _START_FAIL], processes=2, timeout=25 if mode == "fail" else 3, env=env)
+        launch([sys.executable, "-c", _START_FAIL], processes=2, timeout=60 if mode == "fail" else 6, env=env)
     message = str(error.value)
     if mode == "fail":
         assert "process 1 of 2" in message and "exited with status 1" in message
         assert "process 1 cannot start: no such device" in message
     else:
-        assert "processes 0, 1 of 2 still running after the 3 s timeout" in message
+        assert "processes 0, 1 of 2 still running after the 6 s timeout" in message
     pids = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
     assert len(pids) == 4
     left = [p for p in pids if not _gone(p)]
