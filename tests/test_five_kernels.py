@@ -31,20 +31,21 @@ def _exercise(tags):
     return next((t for t in tags if t in EXERCISES), None)
 
 
-def _run_until(namespace, stop_after: str, skeleton_of: str | None = None):
-    """Run the given, skeleton and solution cells in order up to ``stop_after``'s check, then that check.
+def _run_to_check(namespace, exercise: str, skeleton_of: str | None = None) -> str:
+    """Run the given, skeleton and solution cells in order up to ``exercise``'s check; return that check.
 
     ``skeleton_of``: the exercise whose solution cell is skipped, so that its check sees the untouched
-    skeleton.  Without it every check on the way runs too.
+    skeleton.  Without it every earlier check runs too.
     """
     for tags, source in _cells():
-        exercise = _exercise(tags)
-        if "given" in tags or "skeleton" in tags or ("solution" in tags and exercise != skeleton_of):
+        current = _exercise(tags)
+        if "check" in tags and current == exercise:
+            return source
+        if "given" in tags or "skeleton" in tags or ("solution" in tags and current != skeleton_of):
             exec(source, namespace)
-        elif "check" in tags and (exercise == stop_after or skeleton_of is None):
+        elif "check" in tags and skeleton_of is None:
             exec(source, namespace)
-            if exercise == stop_after:
-                return
+    raise AssertionError(f"no check cell for {exercise}")
 
 
 def test_every_cell_is_tagged_and_each_exercise_has_its_three_cells():
@@ -58,11 +59,13 @@ def test_every_cell_is_tagged_and_each_exercise_has_its_three_cells():
 
 
 def test_every_hidden_solution_passes_its_check(tmp_path):
-    _run_until(_parameters(tmp_path, show_solutions=True), EXERCISES[-1])   # every check on the way
+    namespace = _parameters(tmp_path, show_solutions=True)
+    exec(_run_to_check(namespace, EXERCISES[-1]), namespace)   # and every check on the way
 
 
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_every_untouched_skeleton_fails_its_check(exercise, tmp_path):
     namespace = _parameters(tmp_path, show_solutions=True)
-    with pytest.raises(Exception):  # noqa: B017 - an assertion, or the skeleton's own error
-        _run_until(namespace, exercise, skeleton_of=exercise)
+    check = _run_to_check(namespace, exercise, skeleton_of=exercise)   # everything before it runs cleanly
+    with pytest.raises(AssertionError):
+        exec(check, namespace)
