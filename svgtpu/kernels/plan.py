@@ -35,7 +35,7 @@ import numpy as np
 
 from svgtpu.geometry import round_up
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.masks.core import Mask, tile_edges
+from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 FIRST, LAST = 1, 2
@@ -248,16 +248,6 @@ def _traversal(kinds: np.ndarray) -> np.ndarray:
     return np.concatenate(rows)
 
 
-def _padding_only(mask: Mask, masked: np.ndarray, block_q: int, block_kv: int) -> bool:
-    """True if every masked tile allows all its valid (in-``L``) pairs: only padding is masked."""
-    if not masked.any():
-        return True
-    qe, ke = tile_edges(mask.L, block_q), tile_edges(mask.L, block_kv)
-    counts = mask.count_grid(qe, ke)
-    valid = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None] * (np.minimum(ke[1:], mask.L) - ke[:-1])[None, :]
-    return bool(np.all(counts[masked] == valid[masked]))
-
-
 @functools.lru_cache(maxsize=64)
 def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int,
               fast_path: bool = True) -> TilePlan:
@@ -276,8 +266,7 @@ def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int
     q_tile, kv_tile, kind, flags = (padded[..., c].astype(np.int32) for c in range(4))
 
     masked_kinds = (PARTIAL,) if fast_path else (PARTIAL, FULL)
-    if all(_padding_only(m, np.isin(c.kinds, masked_kinds), block_q, block_kv)
-           for m, c in zip(masks, classes)):
+    if all(c.only_padding_masked for c in classes):  # full tiles never hold padding: fast path or not
         source = "padding"
     elif not isinstance(mask, tuple) and mask.computable:
         source = "iota"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Literal
 
 import numpy as np
 
@@ -395,7 +394,6 @@ def temporal_frame_major_mask(geometry, multiplier: float | None = None, *,
     return PermutedMask(svg_mask(g, multiplier, sparsity=sparsity), g)
 
 
-MaskKind = Literal["spatial", "temporal", "temporal-frame-major", "dense"]
 MASK_KINDS = ("spatial", "temporal", "temporal-frame-major", "dense")
 
 

@@ -53,12 +53,24 @@ class TileStats:
 
 @dataclasses.dataclass(frozen=True)
 class TileClassification:
-    """The per-tile kind map (``int8 [nq, nk]``: 0 empty, 1 partial, 2 full) and its stats."""
+    """The per-tile kind map (``int8 [nq, nk]``: 0 empty, 1 partial, 2 full), the allowed pairs per
+    tile it was made from (``counts``), and its stats."""
 
     kinds: np.ndarray
     block_q: int
     block_kv: int
     L: int
+    counts: np.ndarray
+
+    @property
+    def only_padding_masked(self) -> bool:
+        """Every partial tile allows all its in-``L`` pairs: the only masking is of padded keys."""
+        partial = self.kinds == PARTIAL
+        if not partial.any():
+            return True
+        qe, ke = tile_grid(self.L, self.block_q, self.block_kv)
+        valid = tile_valid_lengths(self.L, qe)[:, None] * tile_valid_lengths(self.L, ke)[None, :]
+        return bool(np.all(self.counts[partial] == valid[partial]))
 
     @property
     def stats(self) -> TileStats:
@@ -78,4 +90,4 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     kinds[counts == 0] = EMPTY
     # padded keys count as masked (a tile holding one is never full); padded query rows do not
     kinds[counts == tile_valid_lengths(mask.L, qe)[:, None] * block_kv] = FULL
-    return TileClassification(kinds, block_q, block_kv, mask.L)
+    return TileClassification(kinds, block_q, block_kv, mask.L, counts)
