@@ -43,12 +43,12 @@ EXPECTED = {
                           "bundles_partial_over_full", "llo_counts"]},
     },
     "06_end_to_end_speedup": {
-        "figures": ["headline_speedup", "costmodel_validation", "c1_speedup_surface"],
+        "figures": ["headline_speedup", "costmodel_validation", "c1_speedup_surface", "c1_multihost"],
         "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
                           "validation_tpu_compute_efficiency", "sparse_efficiency_published",
                           "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado",
-                          "speedup_by_recipe"]},
+                          "speedup_by_recipe", "multihost_1440p", "multihost_2160p"]},
     },
     "07_quality": {
         "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
