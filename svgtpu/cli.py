@@ -554,7 +554,9 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto: shard (and all-gather) weights only when replicas do not fit in HBM")
     p.add_argument("--exclude", action="append", choices=PARTS, default=[],
                    help="leave a term out of the video's time (repeatable)")
-    p.add_argument("--sweep", choices=("resolution",), help="the C2/C5 curve over 480p ... 2160p")
+    p.add_argument("--sweep", choices=("resolution", "chips"),
+                   help="resolution: the C2/C5 curve over 480p ... 2160p; chips: 8/16/32/64 chips, one slice or two over "
+                        "the data-center network, the split picked per count (svgtpu.costmodel.multihost)")
     p.add_argument("--validate", action="store_true",
                    help="predicted vs published measured Wan generation times (calibration point per device family)")
     p.add_argument("--sparse-evidence", action="store_true",
@@ -665,6 +667,16 @@ def run_costmodel(args):
                   "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
                   "reported": cm.REPORTED, "provenance": setup.provenance}
         return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: {cm.REPORTED['C2_attention_share']:.1%})"
+    if args.sweep == "chips":
+        from svgtpu.costmodel.multihost import multihost_sweep
+        fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "sparsity", "multiplier",
+                                                 "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
+                                                 "parts")}
+        result = multihost_sweep(model.name, args.resolution or "1440p", device.name, **fields)
+        columns = ["chips", "slices", "split", "chips_per_pass", "heads_per_chip", "head_slot_use", "dense_minutes",
+                   "svg_minutes", "speedup", "speedup_without_communication", "communication_share_svg", "picked"]
+        why = "\n".join(f"{r['chips']} chips: {r['why']}" for r in result["picked"])
+        return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
     result = cm.model_video(setup)
     result["sensitivity"] = band = cm.sensitivity(setup)
     reported = {"attention_share": cm.REPORTED["C2_attention_share"],
