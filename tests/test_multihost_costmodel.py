@@ -56,3 +56,13 @@ def test_sweep_picks_the_shortest_svg_video_and_dcn_sequence_split_loses_speedup
 def test_head_slot_use():
     r = model_configuration("wan2.1-14b", "1440p", "v6e", 32, slices=1, cfg_split=True, split="cfg")
     assert r["heads_per_chip"] == 3 and r["head_slot_use"] == pytest.approx(40 / 48)
+
+
+def test_cli_sweep_chips(capsys):
+    import json
+
+    from svgtpu.cli import main
+    assert main(["costmodel", "--sweep", "chips", "--resolution", "2160p", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["chips"] for r in result["picked"]] == [8, 16, 32, 64] and result["geometry"] == "2160p"
+    assert len(result["rows"]) == 16 and result["provenance"] == "modeled-v6e"
