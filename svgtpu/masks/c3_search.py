@@ -1,0 +1,233 @@
+"""Which settings give the write-up's C3 numbers?  An exhaustive, analytic search.
+
+The write-up reports that 27.55 % of the computed tiles were partial before aligning the SVG masks
+to tiles and 2.22 % after (:data:`svgtpu.report.claims.REPORTED`), without saying for which mask,
+resolution or tile.  This module counts both shares, exactly, over every setting of
+
+- the resolution (Wan's 81-frame token grids, :data:`svgtpu.geometry.PRESETS`), the tile
+  (:data:`TILES`: Splash's default, MaxDiffusion's Wan tiles, squares) and the band: every half-width
+  ``W`` (a multiple of SVG's 128-token quantum) whose mask keeps between :data:`KEPT_RANGE` of the pairs;
+- the first-frame sink on or off;
+- the heads: all on the band (spatial heads, and temporal heads after SVG's layout transform: the
+  same mask), or a share of temporal heads left in frame-major order (the strided mask), counted per
+  layer (pooled tiles of the layer's heads) or per head (the mean of the heads' shares);
+- the alignment: mode (``snap``, ``cover``, ``inner``), granularity (the tile, or the mask's
+  128-token quantum), and whether the sink is aligned with the band or left exact.
+
+Band heads are counted in closed form, one tile row at a time (:func:`band_tile_counts`, all ``W``
+at once); the rest use the masks' analytic tile counts (:meth:`Mask.count_grid`), never ``L x L``.
+A setting *matches* when both shares round (to 0.01 %) to the reported ones.  Everything is
+``computed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
+from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, PermutedMask, TileMask, align, tile_grid,
+                               tile_valid_pairs)
+from svgtpu.masks.tiles import TileStats, classify
+from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
+from svgtpu.report.claims import REPORTED
+
+TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
+#: The write-up rounds to 0.01 %: a share matches when it rounds to the reported one.
+ROUNDING = 1e-4
+GEOMETRIES = ("wan-480p", "wan-720p", "wan-1080p", "wan-1440p")
+TILES = tuple(dict.fromkeys([(SPLASH_DEFAULT_TILE.block_q, SPLASH_DEFAULT_TILE.block_kv),
+                             (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv),
+                             (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
+                             (256, 256), (1024, 1024), (2048, 2048), (3072, 3072), (4096, 4096)]))
+#: Kept fractions searched (every band half-width in between).
+KEPT_RANGE = (0.02, 0.9)
+#: Shares of temporal heads left in frame-major order (Wan 2.1 14B has 40 heads per layer).
+TEMPORAL_SHARES = tuple(k / 40 for k in range(1, 41))
+HEADS = ("band", "strided-per-layer", "strided-per-head")
+GRANULARITIES = ("tile", "quantum")
+#: The strided (frame-major temporal) mask is counted on grids of at most this many tiles, at every
+#: ``STRIDED_EVERY``-th band width: its count is analytic but costs (tiles + frames)^2 per width.
+STRIDED_MAX_TILES = 2**17
+STRIDED_EVERY = 4
+#: Before-shares within this of the target get their after-shares computed (and can be "nearest").
+NEAR = 0.005
+
+
+def rounds_to(value: float, target: float) -> bool:
+    """``value`` shown to 0.01 % equals ``target`` (``0.27554`` -> 27.55 %): within half a unit of it."""
+    return abs(value - target) <= ROUNDING / 2 + 1e-12
+
+
+def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(full, partial)`` tile counts of ``BandSinkMask(L, sink, W)`` for every ``W`` in ``windows``.
+
+    Closed form per tile row ``[q0, q1)``: the kv tiles ``j`` a band or sink reaches form the union of
+    ``[0, ceil(sink / bkv))`` and ``[ceil((q0 - W + 1) / bkv) - 1, floor((q1 - 1 + W) / bkv)]``; the
+    full ones (no padded key, every pair allowed) the union of ``[0, floor(sink / bkv))`` and the
+    ``j`` with ``(j + 1) bkv - 1 - q0 <= W`` and ``q1 - 1 - max(j bkv, sink) <= W``.  Same as
+    :func:`svgtpu.masks.tiles.classify` (tested), in ``O(rows x windows)``.
+    """
+    W = np.asarray(windows, dtype=np.int64)[:, None]
+    nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
+    q0 = np.arange(nq, dtype=np.int64)[None, :] * block_q
+    q1 = np.minimum(q0 + block_q, L)
+    unpadded = L // block_kv                        # kv tiles 0 .. unpadded-1 hold no padded key
+
+    def union(a, lo, hi):                           # |[0, a) U [lo, hi]|, all clipped to [0, n)
+        lo, hi = np.maximum(lo, 0), hi
+        return a + np.maximum(hi - np.maximum(lo, a) + 1, 0)
+
+    reach = union(min(ceil_div(sink, block_kv), nk),
+                  -((W - q0 - 1) // block_kv) - 1 + 0 * q0,        # ceil((q0 - W + 1) / bkv) - 1
+                  np.minimum((q1 - 1 + W) // block_kv, nk - 1))
+    jf_lo = np.where(sink >= q1 - 1 - W, 0, -((W - q1 + 1) // block_kv))   # ceil((q1 - 1 - W) / bkv)
+    jf_hi = np.minimum((q0 + W - block_kv + 1) // block_kv, unpadded - 1)
+    full = union(min(sink // block_kv, unpadded), jf_lo, jf_hi)
+    full_total = full.sum(axis=1)
+    return full_total, reach.sum(axis=1) - full_total
+
+
+def windows_for(geometry: VideoGeometry, sink: bool, kept_range=KEPT_RANGE) -> tuple[np.ndarray, np.ndarray]:
+    """Every band half-width (multiple of 128) whose mask keeps a fraction in ``kept_range``, and those fractions."""
+    g = geometry
+    W = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1, dtype=np.int64) * BAND_QUANTUM
+    s = g.F if sink else 0
+    # allowed pairs: sink columns + band pairs outside them (both exact), per W
+    band = g.L + 2 * (W * g.L - W * (W + 1) // 2)                               # |q - k| <= W, W < L
+    band = np.where(W >= g.L, g.L * g.L, band)
+    kept = np.array([BandSinkMask(g.L, s, int(w)).num_allowed() for w in W]) if s else band
+    kept = kept / float(g.L) ** 2
+    pick = (kept >= kept_range[0]) & (kept <= kept_range[1])
+    return W[pick], kept[pick]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One point of the search: a mask, a tile, the heads and how they are counted, the alignment."""
+
+    geometry: str
+    window: int
+    kept: float
+    block_q: int
+    block_kv: int
+    sink: bool
+    heads: str = "band"               # one of HEADS
+    temporal_share: float = 0.0       # share of heads strided (frame-major), heads != "band"
+    align_mode: str = "snap"
+    granularity: str = "tile"
+    align_sink: bool = True
+
+    def masks(self) -> dict[str, BandSinkMask | PermutedMask]:
+        g = get_geometry(self.geometry)
+        band = BandSinkMask(g.L, g.F if self.sink else 0, self.window)
+        return {"band": band} if self.heads == "band" else {"band": band, "strided": PermutedMask(band, g)}
+
+
+def _stats(kinds_counts) -> TileStats:
+    full, partial = kinds_counts
+    return TileStats(full=int(full), partial=int(partial), empty=0)
+
+
+def aligned_stats(mask, block_q: int, block_kv: int, mode: str, granularity: str, align_sink: bool) -> TileStats:
+    """Tile stats at ``block_q x block_kv`` of ``mask`` aligned by ``mode`` at ``granularity``.
+
+    ``align_sink=False`` (band masks only) snaps the band alone and keeps the sink's exact columns.
+    """
+    if granularity == "quantum":
+        return classify(align(mask, BAND_QUANTUM, BAND_QUANTUM, mode), block_q, block_kv).stats
+    if align_sink or not isinstance(mask, BandSinkMask) or mask.sink == 0:
+        return classify(align(mask, block_q, block_kv, mode), block_q, block_kv).stats
+    band = align(BandSinkMask(mask.L, 0, mask.window), block_q, block_kv, mode)
+    qe, ke = tile_grid(mask.L, block_q, block_kv)
+    valid = tile_valid_pairs(mask.L, qe, ke)
+    rows = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None]
+    sink_pairs = rows * np.clip(np.minimum(ke[1:], mask.sink) - ke[:-1], 0, None)[None, :]
+    counts = np.where(band.tiles, valid, sink_pairs)
+    unpadded = (np.minimum(ke[1:], mask.L) - ke[:-1] == block_kv)[None, :]
+    full = int(((counts == valid) & unpadded & (counts > 0)).sum())
+    return TileStats(full=full, partial=int((counts > 0).sum()) - full, empty=int((counts == 0).sum()))
+
+
+def combine(stats: dict[str, TileStats], heads: str, temporal_share: float) -> float:
+    """The partial share of a layer whose heads are band heads and a ``temporal_share`` of strided ones."""
+    if heads == "band":
+        return stats["band"].partial_share
+    p = temporal_share
+    if heads == "strided-per-head":
+        return (1 - p) * stats["band"].partial_share + p * stats["strided"].partial_share
+    partial = (1 - p) * stats["band"].partial + p * stats["strided"].partial
+    computed = partial + (1 - p) * stats["band"].full + p * stats["strided"].full
+    return partial / computed if computed else 0.0
+
+
+def after_shares(setting: Setting) -> list[dict]:
+    """The after-share of ``setting``'s mask(s) under every alignment mode, granularity and sink choice."""
+    masks = setting.masks()
+    out = []
+    for mode, granularity, align_sink in itertools.product(ALIGN_MODES, GRANULARITIES, (True, False)):
+        if not align_sink and (granularity == "quantum" or not setting.sink):
+            continue
+        if granularity == "quantum" and setting.heads != "band":
+            continue   # the strided mask aligned at 128 tokens: (L / 128)^2 frame-run cells, out of budget
+        stats = {k: aligned_stats(m, setting.block_q, setting.block_kv, mode, granularity, align_sink)
+                 for k, m in masks.items()}
+        out.append({"align_mode": mode, "granularity": granularity, "align_sink": align_sink,
+                    "after": combine(stats, setting.heads, setting.temporal_share)})
+    return out
+
+
+def search(geometries=GEOMETRIES, tiles=TILES, *, kept_range=KEPT_RANGE, temporal_shares=TEMPORAL_SHARES,
+           target: tuple[float, float] = TARGET, near: float = NEAR, progress: bool = True) -> dict:
+    """Every setting's before-share; for those within ``near`` of the target, every after-share.
+
+    Returns ``{"target", "searched", "candidates": [row, ...], "matches": [...], "nearest": [...]}``:
+    ``searched`` counts the settings whose before-share was computed; a row is a :class:`Setting` as a
+    dict plus ``before`` and ``after``; ``matches`` round to both reported shares; ``nearest`` are the
+    ten rows closest to them (sum of the two absolute errors).  ``geometries``: preset names or
+    ``TxHxW`` grids; ``target``: ``(before, after)``, the write-up's by default.
+    """
+    from tqdm.auto import tqdm
+
+    target_before, target_after = target
+    jobs = list(itertools.product(geometries, tiles, (True, False)))
+    rows, searched = [], 0
+    for name, (bq, bkv), sink in tqdm(jobs, desc="C3 search", disable=not progress):
+        g = get_geometry(name)
+        W, kept = windows_for(g, sink, kept_range)
+        full, partial = band_tile_counts(g.L, g.F if sink else 0, W, bq, bkv)
+        band_share = partial / np.maximum(full + partial, 1)
+        searched += len(W)
+        near_band = np.flatnonzero(np.abs(band_share - target_before) <= near)
+        candidates = [(Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink), float(band_share[i]))
+                      for i in near_band]
+        nq, nk = ceil_div(g.L, bq), ceil_div(g.L, bkv)
+        if nq * nk <= STRIDED_MAX_TILES:
+            for i in range(0, len(W), STRIDED_EVERY):
+                band = BandSinkMask(g.L, g.F if sink else 0, int(W[i]))
+                stats = {"band": TileStats(int(full[i]), int(partial[i]), 0),
+                         "strided": classify(PermutedMask(band, g), bq, bkv).stats}
+                for heads, p in itertools.product(HEADS[1:], temporal_shares):
+                    before = combine(stats, heads, p)
+                    searched += 1
+                    if abs(before - target_before) <= near:
+                        candidates.append((Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink, heads, p), before))
+        for setting, before in candidates:
+            for after in after_shares(setting):
+                row = {**dataclasses.asdict(setting), **after, "before": before}
+                row["match"] = rounds_to(before, target_before) and rounds_to(row["after"], target_after)
+                row["error"] = abs(before - target_before) + abs(row["after"] - target_after)
+                rows.append(row)
+    rows.sort(key=lambda r: r["error"])
+    return {"target": {"before": target_before, "after": target_after}, "searched": searched,
+            "candidates": len(rows), "matches": [r for r in rows if r["match"]], "nearest": rows[:10],
+            "space": {"geometries": list(geometries), "tiles": [f"{q}x{k}" for q, k in tiles],
+                      "kept_range": list(kept_range), "heads": list(HEADS), "align_modes": list(ALIGN_MODES),
+                      "granularities": list(GRANULARITIES), "temporal_shares": f"k/40, k = 1..40",
+                      "near": near}}
+
+
+__all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "after_shares", "aligned_stats",
+           "band_tile_counts", "combine", "rounds_to", "search", "windows_for"]

@@ -1,0 +1,104 @@
+"""The C3 search: closed-form band counts and aligned counts against brute force, a planted setting found."""
+
+import numpy as np
+import pytest
+
+from svgtpu.geometry import get_geometry
+from svgtpu.masks import ArrayMask, BandSinkMask, PermutedMask, TileStats, classify
+from svgtpu.masks.c3_search import (Setting, after_shares, aligned_stats, band_tile_counts, combine, rounds_to,
+                                    search)
+
+
+def brute_stats(allowed: np.ndarray, bq: int, bkv: int) -> tuple[int, int]:
+    """(full, partial) tiles of a boolean [L, L] array, tile by tile (padded keys make a tile partial)."""
+    L = allowed.shape[0]
+    full = partial = 0
+    for q0 in range(0, L, bq):
+        for k0 in range(0, -(-L // bkv) * bkv, bkv):
+            block = allowed[q0:q0 + bq, k0:k0 + bkv]
+            n = int(block.sum())
+            padded = k0 + bkv > L
+            if n and (n < block.size or padded):
+                partial += 1
+            elif n:
+                full += 1
+    return full, partial
+
+
+def band_array(L, sink, window):
+    q, k = np.arange(L)[:, None], np.arange(L)[None, :]
+    return (k < sink) | (np.abs(q - k) <= window)
+
+
+@pytest.mark.parametrize("L, sink, bq, bkv", [(200, 40, 32, 48), (257, 0, 64, 64), (130, 130, 24, 40),
+                                               (96, 33, 100, 7)])
+def test_band_tile_counts_equal_brute_force(L, sink, bq, bkv):
+    windows = [0, 1, 17, 64, 150, L + 3]
+    full, partial = band_tile_counts(L, sink, windows, bq, bkv)
+    for w, f, p in zip(windows, full, partial):
+        assert (f, p) == brute_stats(band_array(L, sink, w), bq, bkv), w
+
+
+def test_band_tile_counts_equal_classify_at_random():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        L = int(rng.integers(1, 500))
+        sink, bq, bkv = int(rng.integers(0, L + 1)), int(rng.integers(1, 90)), int(rng.integers(1, 90))
+        windows = rng.integers(0, L + 5, size=3)
+        full, partial = band_tile_counts(L, sink, windows, bq, bkv)
+        for w, f, p in zip(windows, full, partial):
+            stats = classify(BandSinkMask(L, sink, int(w)), bq, bkv).stats
+            assert (stats.full, stats.partial) == (f, p)
+
+
+def test_band_aligned_with_exact_sink_equals_brute_force():
+    L, sink, w, bq, bkv = 300, 70, 40, 64, 48
+    stats = aligned_stats(BandSinkMask(L, sink, w), bq, bkv, "snap", "tile", align_sink=False)
+    band = band_array(L, 0, w)
+    aligned = np.zeros((L, L), bool)
+    for q0 in range(0, L, bq):                      # snap by hand: keep a tile when half its valid pairs are in
+        for k0 in range(0, L, bkv):
+            block = band[q0:q0 + bq, k0:k0 + bkv]
+            aligned[q0:q0 + bq, k0:k0 + bkv] = 2 * block.sum() >= block.size
+    aligned |= np.arange(L)[None, :] < sink
+    assert (stats.full, stats.partial) == brute_stats(aligned, bq, bkv)
+
+
+def test_quantum_alignment_and_strided_mask_by_brute_force():
+    g = get_geometry("3x8x16")                      # F = 128, L = 384
+    mask = BandSinkMask(g.L, g.F, 128)
+    stats = aligned_stats(mask, 96, 160, "cover", "quantum", True)
+    cover = np.zeros((g.L, g.L), bool)
+    allowed = mask.to_array()
+    for q0 in range(0, g.L, 128):
+        for k0 in range(0, g.L, 128):
+            cover[q0:q0 + 128, k0:k0 + 128] = allowed[q0:q0 + 128, k0:k0 + 128].any()
+    assert (stats.full, stats.partial) == brute_stats(cover, 96, 160)
+    strided = classify(PermutedMask(mask, g), 64, 64).stats
+    assert (strided.full, strided.partial) == brute_stats(PermutedMask(mask, g).to_array(), 64, 64)
+
+
+def test_combine_per_layer_and_per_head_by_hand():
+    stats = {"band": TileStats(full=30, partial=10, empty=0), "strided": TileStats(full=0, partial=60, empty=0)}
+    assert combine(stats, "band", 0.5) == 0.25
+    assert combine(stats, "strided-per-head", 0.5) == pytest.approx(0.5 * 0.25 + 0.5 * 1.0)
+    assert combine(stats, "strided-per-layer", 0.5) == pytest.approx((5 + 30) / (5 + 30 + 15))
+
+
+def test_rounds_to_the_reported_digits():
+    assert rounds_to(0.27554, 0.2755) and not rounds_to(0.27556, 0.2755)
+    assert rounds_to(0.022151, 0.0222) and not rounds_to(0.02226, 0.0222)
+
+
+def test_search_finds_a_planted_setting():
+    planted = Setting("3x8x16", window=128, kept=0.0, block_q=64, block_kv=96, sink=True)
+    band = band_array(384, 128, 128)
+    before = brute_stats(band, 64, 96)
+    after = [a for a in after_shares(planted) if (a["align_mode"], a["granularity"], a["align_sink"]) ==
+             ("cover", "tile", True)][0]["after"]
+    result = search(["3x8x16"], [(64, 96), (32, 32)], kept_range=(0.0, 1.0), temporal_shares=(0.5,),
+                    target=(before[1] / sum(before), after), near=0.01, progress=False)
+    found = [(m["window"], m["block_q"], m["block_kv"], m["sink"], m["heads"], m["align_mode"], m["granularity"],
+              m["align_sink"]) for m in result["matches"]]
+    assert (128, 64, 96, True, "band", "cover", "tile", True) in found
+    assert all(rounds_to(m["before"], before[1] / sum(before)) for m in result["matches"])
