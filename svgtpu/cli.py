@@ -103,6 +103,41 @@ def run_tiles(args):
     return result, table
 
 
+# -- svgtpu c3-search -------------------------------------------------------------------------
+
+def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.masks.c3_search import GEOMETRIES, TILES
+    p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
+    p.add_argument("--tiles", default=",".join(f"{q}x{k}" for q, k in TILES),
+                   help="comma-separated BLOCK_QxBLOCK_KV tiles (default: Splash's, MaxDiffusion's, squares)")
+
+
+@command("c3-search", "which settings give the write-up's C3 shares (27.55 % -> 2.22 %)? analytic search",
+         _c3_search_arguments)
+def run_c3_search(args):
+    from svgtpu.masks.c3_search import search
+
+    try:
+        tiles = [tuple(int(x) for x in t.lower().split("x")) for t in args.tiles.split(",")]
+        if any(len(t) != 2 or min(t) <= 0 for t in tiles):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"--tiles must be comma-separated BLOCK_QxBLOCK_KV positive integers, got {args.tiles!r}")
+    found = search(args.geometries, tiles)
+    found.pop("rows")   # every candidate row: the notebook draws them; --json keeps matches and nearest
+    result = {**found, "provenance": "computed"}
+    columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
+               "granularity", "align_sink", "before", "after"]
+    head = (f"target {result['target']['before']:.2%} -> {result['target']['after']:.2%}; "
+            f"{result['searched']:,} settings searched, {result['candidates']:,} with an after-share; "
+            f"{len(result['matches'])} match both")
+    parts = [head]
+    if result["matches"]:
+        parts += ["matches:", format_table([{c: m[c] for c in columns} for m in result["matches"][:20]])]
+    parts += ["nearest:", format_table([{c: m[c] for c in columns} for m in result["nearest"]])]
+    return result, "\n".join(parts)
+
+
 # -- svgtpu recipes ---------------------------------------------------------------------------
 
 def _recipes_arguments(p: argparse.ArgumentParser) -> None:

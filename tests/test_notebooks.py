@@ -32,9 +32,10 @@ EXPECTED = {
                    "C5": ["attention_exponent", "other_exponent"]},
     },
     "03_mask_alignment": {
-        "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff"],
+        "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff", "c3_search"],
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
-                          "pairs_added", "pairs_dropped", "output_error_aligned"]},
+                          "pairs_added", "pairs_dropped", "output_error_aligned", "search_matches",
+                          "search_nearest_before", "search_nearest_after"]},
     },
     "04_fast_path_ablation": {
         "figures": ["c4_kernel_variants", "c4_vector_ops"],

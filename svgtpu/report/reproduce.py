@@ -60,6 +60,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         **_COMPUTED_ONLY,
         "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
         "03_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
+                              "search_geometries": ["wan-480p"], "search_tiles": [[BLOCK_Q, BLOCK_KV], [512, 512]],
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
