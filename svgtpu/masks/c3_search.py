@@ -23,6 +23,7 @@ A setting *matches* when both shares round (to 0.01 %) to the reported ones.  Ev
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -48,12 +49,15 @@ KEPT_RANGE = (0.02, 0.9)
 TEMPORAL_SHARES = tuple(k / 40 for k in range(1, 41))
 HEADS = ("band", "strided-per-layer", "strided-per-head")
 GRANULARITIES = ("tile", "quantum")
-#: The strided (frame-major temporal) mask is counted on grids of at most this many tiles, at every
-#: ``STRIDED_EVERY``-th band width: its count is analytic but costs (tiles + frames)^2 per width.
-STRIDED_MAX_TILES = 2**17
-STRIDED_EVERY = 4
+#: The strided (frame-major temporal) mask is counted on grids of at most this many tiles, at the
+#: band widths whose kept fraction first passes each multiple of ``STRIDED_KEPT_STEP``: its count is
+#: analytic but costs (tiles + frames)^2 per width.
+STRIDED_MAX_TILES = 2**15
+STRIDED_KEPT_STEP = 0.005
+#: 128-token alignment is searched where the mask has at most this many 128 x 128 blocks (to 1080p).
+QUANTUM_MAX_BLOCKS = 2**21
 #: Before-shares within this of the target get their after-shares computed (and can be "nearest").
-NEAR = 0.005
+NEAR = 0.0015
 
 
 def rounds_to(value: float, target: float) -> bool:
@@ -90,16 +94,17 @@ def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) ->
     return full_total, reach.sum(axis=1) - full_total
 
 
+@functools.lru_cache(maxsize=64)
+def _kept(geometry: VideoGeometry, sink: bool) -> tuple[np.ndarray, np.ndarray]:
+    W = np.arange(1, ceil_div(geometry.L, BAND_QUANTUM) + 1, dtype=np.int64) * BAND_QUANTUM
+    s = geometry.F if sink else 0
+    kept = np.array([BandSinkMask(geometry.L, s, int(w)).num_allowed() for w in W]) / float(geometry.L) ** 2
+    return W, kept
+
+
 def windows_for(geometry: VideoGeometry, sink: bool, kept_range=KEPT_RANGE) -> tuple[np.ndarray, np.ndarray]:
     """Every band half-width (multiple of 128) whose mask keeps a fraction in ``kept_range``, and those fractions."""
-    g = geometry
-    W = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1, dtype=np.int64) * BAND_QUANTUM
-    s = g.F if sink else 0
-    # allowed pairs: sink columns + band pairs outside them (both exact), per W
-    band = g.L + 2 * (W * g.L - W * (W + 1) // 2)                               # |q - k| <= W, W < L
-    band = np.where(W >= g.L, g.L * g.L, band)
-    kept = np.array([BandSinkMask(g.L, s, int(w)).num_allowed() for w in W]) if s else band
-    kept = kept / float(g.L) ** 2
+    W, kept = _kept(geometry, sink)
     pick = (kept >= kept_range[0]) & (kept <= kept_range[1])
     return W[pick], kept[pick]
 
@@ -131,13 +136,19 @@ def _stats(kinds_counts) -> TileStats:
     return TileStats(full=int(full), partial=int(partial), empty=0)
 
 
+@functools.lru_cache(maxsize=32)
+def _quantum_aligned(mask, mode: str) -> TileMask:
+    return align(mask, BAND_QUANTUM, BAND_QUANTUM, mode)
+
+
+@functools.lru_cache(maxsize=4096)
 def aligned_stats(mask, block_q: int, block_kv: int, mode: str, granularity: str, align_sink: bool) -> TileStats:
     """Tile stats at ``block_q x block_kv`` of ``mask`` aligned by ``mode`` at ``granularity``.
 
     ``align_sink=False`` (band masks only) snaps the band alone and keeps the sink's exact columns.
     """
     if granularity == "quantum":
-        return classify(align(mask, BAND_QUANTUM, BAND_QUANTUM, mode), block_q, block_kv).stats
+        return classify(_quantum_aligned(mask, mode), block_q, block_kv).stats
     if align_sink or not isinstance(mask, BandSinkMask) or mask.sink == 0:
         return classify(align(mask, block_q, block_kv, mode), block_q, block_kv).stats
     band = align(BandSinkMask(mask.L, 0, mask.window), block_q, block_kv, mode)
@@ -170,8 +181,9 @@ def after_shares(setting: Setting) -> list[dict]:
     for mode, granularity, align_sink in itertools.product(ALIGN_MODES, GRANULARITIES, (True, False)):
         if not align_sink and (granularity == "quantum" or not setting.sink):
             continue
-        if granularity == "quantum" and setting.heads != "band":
-            continue   # the strided mask aligned at 128 tokens: (L / 128)^2 frame-run cells, out of budget
+        if granularity == "quantum" and (setting.heads != "band" or
+                                         ceil_div(get_geometry(setting.geometry).L, BAND_QUANTUM) ** 2 > QUANTUM_MAX_BLOCKS):
+            continue   # out of this search's budget (see QUANTUM_MAX_BLOCKS)
         stats = {k: aligned_stats(m, setting.block_q, setting.block_kv, mode, granularity, align_sink)
                  for k, m in masks.items()}
         out.append({"align_mode": mode, "granularity": granularity, "align_sink": align_sink,
@@ -179,19 +191,21 @@ def after_shares(setting: Setting) -> list[dict]:
     return out
 
 
-def search(geometries=GEOMETRIES, tiles=TILES, *, kept_range=KEPT_RANGE, temporal_shares=TEMPORAL_SHARES,
+def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal_shares=TEMPORAL_SHARES,
            target: tuple[float, float] = TARGET, near: float = NEAR, progress: bool = True) -> dict:
     """Every setting's before-share; for those within ``near`` of the target, every after-share.
 
-    Returns ``{"target", "searched", "candidates": [row, ...], "matches": [...], "nearest": [...]}``:
-    ``searched`` counts the settings whose before-share was computed; a row is a :class:`Setting` as a
-    dict plus ``before`` and ``after``; ``matches`` round to both reported shares; ``nearest`` are the
-    ten rows closest to them (sum of the two absolute errors).  ``geometries``: preset names or
-    ``TxHxW`` grids; ``target``: ``(before, after)``, the write-up's by default.
+    Returns ``{"target", "searched", "candidates", "rows", "matches", "nearest", "space"}``: ``searched``
+    counts the settings whose before-share was computed, ``candidates`` the rows: a :class:`Setting`
+    as a dict plus ``before``, ``after``, ``match`` and ``error`` (sum of the two absolute errors),
+    nearest first; ``matches`` round to both target shares; ``nearest`` are the first ten rows.
+    ``geometries``: preset names or ``TxHxW`` grids; ``tiles``: ``(block_q, block_kv)`` pairs
+    (default :data:`TILES`); ``target``: ``(before, after)``, the write-up's by default.
     """
     from tqdm.auto import tqdm
 
     target_before, target_after = target
+    tiles = TILES if tiles is None else [tuple(t) for t in tiles]
     jobs = list(itertools.product(geometries, tiles, (True, False)))
     rows, searched = [], 0
     for name, (bq, bkv), sink in tqdm(jobs, desc="C3 search", disable=not progress):
@@ -205,7 +219,8 @@ def search(geometries=GEOMETRIES, tiles=TILES, *, kept_range=KEPT_RANGE, tempora
                       for i in near_band]
         nq, nk = ceil_div(g.L, bq), ceil_div(g.L, bkv)
         if nq * nk <= STRIDED_MAX_TILES:
-            for i in range(0, len(W), STRIDED_EVERY):
+            steps = np.floor(kept / STRIDED_KEPT_STEP)
+            for i in np.flatnonzero(np.diff(steps, prepend=-1) > 0):
                 band = BandSinkMask(g.L, g.F if sink else 0, int(W[i]))
                 stats = {"band": TileStats(int(full[i]), int(partial[i]), 0),
                          "strided": classify(PermutedMask(band, g), bq, bkv).stats}
@@ -222,7 +237,7 @@ def search(geometries=GEOMETRIES, tiles=TILES, *, kept_range=KEPT_RANGE, tempora
                 rows.append(row)
     rows.sort(key=lambda r: r["error"])
     return {"target": {"before": target_before, "after": target_after}, "searched": searched,
-            "candidates": len(rows), "matches": [r for r in rows if r["match"]], "nearest": rows[:10],
+            "candidates": len(rows), "rows": rows, "matches": [r for r in rows if r["match"]], "nearest": rows[:10],
             "space": {"geometries": list(geometries), "tiles": [f"{q}x{k}" for q, k in tiles],
                       "kept_range": list(kept_range), "heads": list(HEADS), "align_modes": list(ALIGN_MODES),
                       "granularities": list(GRANULARITIES), "temporal_shares": f"k/40, k = 1..40",
