@@ -12,8 +12,10 @@ A :class:`Recipe` is what one of SVG's own Wan 2.1 scripts runs: the kept fracti
   steps)`` leading steps run dense.
 
 The write-up we reproduce names no recipe: :data:`RECIPES` holds it as ``write-up`` with every
-number ``None`` (unknown).  The package's default (:data:`DEFAULT_RECIPE`) is SVG's own T2V-14B
-720p script; :mod:`svgtpu.schedule` takes its defaults from it.  No JAX here: the cost model and
+number ``None`` (unknown).  The package's default (:data:`DEFAULT_RECIPE`) is SVG's own current
+T2V-14B 720p script (kept fraction 0.3, the first 20 % of steps, ``floor(0.03 x 40)`` layers);
+:mod:`svgtpu.schedule` takes its defaults from it.  The SVG1 recipes differ (kept 0.25, 30 % or 35 %
+of the steps dense): the cost model's sensitivity spans them.  No JAX here: the cost model and
 the CLI import this.
 """
 
@@ -103,7 +105,9 @@ class Recipe:
     """One SVG run as a script gives it.  ``None`` numbers are unknown (the write-up's recipe).
 
     ``dense_step_share`` and ``dense_layer_share`` are what the package's schedule takes
-    (:func:`svgtpu.schedule.warmup_count` of them gives the script's counts).
+    (:func:`svgtpu.schedule.warmup_count` of them gives the script's counts): the script's own
+    fractions under the ``step`` rule (they carry over to other step and layer counts as the script
+    would), the counts' shares under the ``timestep`` rule.
     """
 
     name: str
@@ -147,11 +151,15 @@ class Recipe:
 
     @property
     def dense_step_share(self) -> float | None:
-        return None if self.dense_steps is None else self.dense_steps / self.steps
+        if self.dense_steps is None:
+            return None
+        return self.first_times_fp if self.rule == "step" else self.dense_steps / self.steps
 
     @property
     def dense_layer_share(self) -> float | None:
-        return None if self.dense_layers is None else self.dense_layers / self.layers
+        if self.dense_layers is None:
+            return None
+        return self.first_layers_fp if self.rule == "step" else self.dense_layers / self.layers
 
     def as_dict(self) -> dict:
         return {"name": self.name, "model": self.model, "geometry": self.geometry, "steps": self.steps,
@@ -214,8 +222,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 SVG1_TIMES_FP_COMMENT = {0.35: 0.09, 0.30: 0.075, 0.25: 0.055, 0.20: 0.045, 0.15: 0.03, 0.10: 0.02}
 SVG1_TIMES_FP_COMMENT_SOURCE = _svg1("scripts/wan_t2v_inference.sh", "lines 1-3 (the same in wan_i2v_inference.sh)")
 
-#: The package's default: SVG's own Wan 2.1 T2V-14B 720p script (the SVG1 release).
-DEFAULT_RECIPE = RECIPES["svg1-t2v-14b-720p"]
+#: The package's default: SVG's own current Wan 2.1 T2V-14B 720p script.
+DEFAULT_RECIPE = RECIPES["svg-head-t2v-14b-720p"]
 
 
 def get_recipe(name: str) -> Recipe:

@@ -37,6 +37,9 @@ def test_recipes_counts():
     t2v = RECIPES["svg1-t2v-14b-720p"]
     assert (t2v.kept, t2v.dense_steps, t2v.dense_layers, t2v.num_sampled_rows) == (0.25, 15, 1, 64)
     assert t2v.dense_step_share == 0.3 and t2v.dense_layer_share == 1 / 40
+    for recipe in (r for r in RECIPES.values() if r.known):   # the shares give back the script's counts
+        assert schedule.warmup_count(recipe.dense_step_share, recipe.steps) == recipe.dense_steps
+        assert schedule.warmup_count(recipe.dense_layer_share, recipe.layers) == recipe.dense_layers
     assert RECIPES["svg1-i2v-14b-720p"].dense_steps == 14            # 35 % of 40
     head = RECIPES["svg-head-t2v-14b-720p"]                           # floor(0.2 * 50), floor(0.03 * 40)
     assert (head.kept, head.dense_steps, head.dense_layers) == (0.3, 10, 1)
@@ -54,7 +57,7 @@ def test_every_known_recipe_cites_a_commit_and_the_write_up_is_unknown():
 
 
 def test_schedule_defaults_are_the_default_recipe():
-    assert DEFAULT_RECIPE.name == "svg1-t2v-14b-720p"
+    assert DEFAULT_RECIPE.name == "svg-head-t2v-14b-720p"
     assert schedule.DEFAULT_SPARSITY == DEFAULT_RECIPE.kept
     assert schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, 50) == DEFAULT_RECIPE.dense_steps
     assert schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, 40) == DEFAULT_RECIPE.dense_layers
