@@ -32,6 +32,7 @@ accumulation.  The tolerances the tests hold interpret mode to (1e-5 relative fo
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,7 @@ from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 #: Softmax statistics are kept lane-replicated, ``[block_q, 128]``, as TPU vregs are 128 lanes wide.
 LANES = 128
+LOG2E = math.log2(math.e)
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
@@ -57,7 +59,10 @@ TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
 def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     """One online-softmax step on a ``[bq, d] x [bkv, d]`` tile; ``mask`` (bool) only for partial tiles.
 
-    The float32 scores are multiplied by ``sm_scale``; float32 operands use ``Precision.HIGHEST``.
+    The float32 scores are multiplied by ``sm_scale * log2(e)`` and exponentiated with ``exp2``: the
+    same softmax, in base 2 (``exp`` lowers to a multiply by ``log2(e)`` per score and ``exp2``; folded
+    into the scale, that multiply is gone).  ``m`` is therefore the running row maximum in base-2
+    units; float32 operands use ``Precision.HIGHEST``.
 
     ``m`` and ``l`` are ``[bq, 128]`` lane-replicated float32, ``acc`` is ``[bq, d]`` float32.  Masked
     scores become ``-inf``; a row that has seen no allowed key yet keeps ``m = -inf`` and is
@@ -68,15 +73,15 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape == (bq, LANES)
     assert acc_prev.shape == (bq, d) and (mask is None or mask.shape[-1] == bkv)
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
-    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision) * sm_scale
+    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision) * (sm_scale * LOG2E)
     if mask is not None:
         s = jnp.where(mask, s, -jnp.inf)
     m_next = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
     shift = m_next
     if mask is not None:  # full tiles always have a finite row max: no guard needed there
         shift = jnp.where(m_next == -jnp.inf, 0.0, m_next)
-    p = jnp.exp(s - jnp.tile(shift, (1, bkv // LANES)))
-    alpha = jnp.exp(m_prev - shift)
+    p = jnp.exp2(s - jnp.tile(shift, (1, bkv // LANES)))
+    alpha = jnp.exp2(m_prev - shift)
     l_next = alpha * l_prev + p.sum(axis=-1, keepdims=True)
     pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
     acc_next = jnp.tile(alpha, (1, -(-d // LANES)))[:, :d] * acc_prev + pv
