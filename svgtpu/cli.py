@@ -336,6 +336,23 @@ def run_paper(args):
 
 # -- svgtpu train / generate / quality (toy DiT) -----------------------------------------------
 
+def _process_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a command that can run as one process of several (:mod:`svgtpu.launch`)."""
+    from svgtpu.launch import COORDINATOR, NUM_PROCESSES, PROCESS_ID
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="start this many processes on localhost (each with --devices / processes fake CPU "
+                        "devices, gloo collectives) and print process 0's result (docs/multihost.md)")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="with --processes: kill every process after this many seconds (default 900)")
+    p.add_argument("--distributed", action="store_true",
+                   help="this is one process of a multi-host job: jax.distributed.initialize(), auto-detected "
+                        "on a TPU VM slice (run the same command on every host)")
+    p.add_argument(COORDINATOR, help="with --num-processes and --process-id: the coordinator HOST:PORT "
+                   "(process 0's host), where JAX cannot detect the job itself")
+    p.add_argument(NUM_PROCESSES, type=positive_int)
+    p.add_argument(PROCESS_ID, type=int)
+
+
 def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="toy", help="model size: toy (shipped) or tiny")
     p.add_argument("--steps", type=positive_int, default=600)
@@ -390,8 +407,7 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=positive_int, default=1,
                    help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices); "
                         "with several processes, the devices of all of them")
-    from svgtpu.launch import add_arguments
-    add_arguments(p)
+    _process_arguments(p)
 
 
 def _generate_table(result: dict) -> str:
@@ -817,23 +833,22 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.bench.multihost import MULTIHOST_TARGETS
     from svgtpu.kernels.budget import TPU_GENERATIONS
     from svgtpu.masks.core import ALIGN_MODES
-    positive = positive_int
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
                    "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
     p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
-    p.add_argument("--block-q", type=positive, default=BLOCK_Q)
-    p.add_argument("--block-kv", type=positive, default=BLOCK_KV)
-    p.add_argument("--block-kv-compute", type=positive, default=None)
+    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
+    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
+    p.add_argument("--block-kv-compute", type=positive_int, default=None)
     p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--sparsity", type=float, default=None, help=f"SVG kept fraction (default {DEFAULT_SPARSITY})")
     group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
     p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
-    p.add_argument("--heads", type=positive, default=None,
+    p.add_argument("--heads", type=positive_int, default=None,
                    help="heads per chip (default 5); for the sharded targets the model's heads (default 40)")
-    p.add_argument("--head-dim", type=positive, default=128)
+    p.add_argument("--head-dim", type=positive_int, default=128)
     p.add_argument("--what", default=None,
                    help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
                         f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)})")

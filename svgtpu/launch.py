@@ -54,25 +54,6 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
                                process_id=process_id)
 
 
-def add_arguments(p) -> None:
-    """The options of a command that can run as one process of several."""
-    def positive(text):
-        from svgtpu.cli import positive_int
-        return positive_int(text)
-    p.add_argument("--processes", type=positive, default=1,
-                   help="start this many processes on localhost (each with --devices / processes fake CPU "
-                        "devices, gloo collectives) and print process 0's result (docs/multihost.md)")
-    p.add_argument("--timeout", type=float, default=900.0,
-                   help="with --processes: kill every process after this many seconds (default 900)")
-    p.add_argument("--distributed", action="store_true",
-                   help="this is one process of a multi-host job: jax.distributed.initialize(), auto-detected "
-                        "on a TPU VM slice (run the same command on every host)")
-    p.add_argument(COORDINATOR, help="with --num-processes and --process-id: the coordinator HOST:PORT "
-                   "(process 0's host), where JAX cannot detect the job itself")
-    p.add_argument(NUM_PROCESSES, type=positive)
-    p.add_argument(PROCESS_ID, type=int)
-
-
 def join(args) -> bool:
     """Run :func:`initialize` if ``args`` (from :func:`add_arguments`) make this one process of
     several; True if it did."""
@@ -228,5 +209,5 @@ def first_json(text: str) -> dict:
     raise LaunchError(f"process 0 printed no JSON result: {text[-400:]!r}")
 
 
-__all__ = ["LaunchError", "initialize", "add_arguments", "join", "free_port", "launch", "Finished",
+__all__ = ["LaunchError", "initialize", "join", "free_port", "launch", "Finished",
            "relaunch_argv", "first_json"]
