@@ -151,11 +151,6 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
 
 
-def batch_sharded(mesh: Mesh, ndim: int) -> NamedSharding:
-    """Sharding that splits the leading (batch / CFG) axis over ``data``."""
-    return NamedSharding(mesh, P("data", *([None] * (ndim - 1))))
-
-
 def global_array(value, sharding: NamedSharding) -> jax.Array:
     """A global array in ``sharding`` from a host value that every process holds in full.
 
