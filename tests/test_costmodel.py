@@ -73,7 +73,7 @@ def test_tile_units_hand_count():
     eff = cm.Efficiency(1.0, 0.5, 1.0, 1.0, 1.0)
     # 4 x 8 tile, d = 2 on a 4-wide MXU: QK^T and PV each 2*32*2 / (1e12 * 2/4) = 2.56e-10;
     # VPU 32 * vector_ops / 1e11; EUP 32 / 1e10; HBM K and V blocks 2*8*2*2 B / 1e11
-    kernel = cm.AttentionKernel(vector_ops=4, exp_ops=1, mask_vector_ops=6)
+    kernel = cm.KernelWork(vector_ops=4, exp_ops=1, mask_vector_ops=6)
     u = cm.tile_units(FAKE, eff, kernel, 2, 4, 8, masked=False)
     assert u == pytest.approx({"mxu_qk": 2.56e-10, "mxu_pv": 2.56e-10, "vpu": 1.28e-9, "eup": 3.2e-9, "hbm": 6.4e-10})
     assert cm.tile_units(FAKE, eff, kernel, 2, 4, 8, masked=True)["vpu"] == pytest.approx(3.2e-9)
@@ -94,13 +94,13 @@ def test_head_time_reads_the_plan_grid_steps_and_cores():
     # every grid step pays the fixed step cost, empty-row steps included
     stepped = dataclasses.replace(FAKE, grid_step_seconds=1e-6)
     head = lambda dev, empty: cm.attention_head_seconds(TileStats(5, 2, 3), dev, cm.Efficiency(), 2, 4, 8,  # noqa: E731
-                                                        fast_path=True, q_rows=2, kernel=cm.FLASH, empty_row_steps=empty)
+                                                        fast_path=True, q_rows=2, work=cm.FLASH, empty_row_steps=empty)
     assert head(stepped, 3) - head(FAKE, 3) == pytest.approx((5 + 2 + 3) * 1e-6)
     # a dual-core chip (v5p) splits a layer's heads over its cores: 5 heads -> 3 on the busier core
     v5p = wan_setup("720p", device="v5p")
     per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, 3024, 2048,
                                          fast_path=True, q_rows=v5p.tiles("dense")[1]["q_rows"],
-                                         kernel=v5p.attention_kernel)
+                                         work=v5p.kernel_work)
     assert v5p.heads_per_chip == 5
     assert cm.forward_breakdown(v5p)["self_attention"] == pytest.approx(40 * 3 * per_head)
 
@@ -110,19 +110,19 @@ def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
     # exp on the EUP; per q row, once per update on [block_q, 128] lanes: new max, max difference,
     # rescale l, add, rescale acc, add acc (6 VPU) and exp(max difference) (1 EUP)
     for width in (512, 256):
-        k = cm.counted_kernel(128, "bfloat16", width)
+        k = cm.counted_work(128, "bfloat16", width)
         assert k.vector_ops == pytest.approx(5 + 6 * 128 / width)
         assert k.exp_ops == pytest.approx(1 + 128 / width)
         # masking a band+sink tile from iota: q-k, <=, >=, and, or, select (6), plus a few per row
         assert 6 <= k.mask_vector_ops < 6 + 3 * 128 / width
-    assert cm.counted_kernel(128, "float32", 512).vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
+    assert cm.counted_work(128, "float32", 512).vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
     # the compiled kernel agrees: libtpu's post-lower-to-llo dump of this kernel's full-tile body at
     # 512 x 512 (bf16, Mosaic, 2026-11-30) holds 320 vexp for 256 score vregs + 64 row vregs: 1.25 per score
-    assert cm.counted_kernel(128, "bfloat16", 512).exp_ops == pytest.approx(320 / 256)
+    assert cm.counted_work(128, "bfloat16", 512).exp_ops == pytest.approx(320 / 256)
 
 
 def test_attention_ceiling_from_units():
-    kernel = cm.counted_kernel()
+    kernel = cm.counted_work()
     v6e = cm.attention_ceiling(cm.get_device("v6e"), kernel)
     # d = 128 fills half of each 256-wide MXU: QK^T and PV together at half of 918 TFLOP/s
     assert v6e["seconds_per_score"]["mxu_qk"] == pytest.approx(2 * 128 / (918e12 * 0.5))
@@ -182,10 +182,10 @@ def test_fewer_tiles_and_the_fast_path_never_model_slower():
     seed = 0
     print("seed", seed)
     rng = np.random.default_rng(seed)
-    kernel = cm.counted_kernel()
+    kernel = cm.counted_work()
     for device in cm.DEVICES.values():
         time = lambda s, fast: cm.attention_head_seconds(s, device, cm.Efficiency(), 128, 3024, 2048,  # noqa: E731
-                                                         fast_path=fast, q_rows=3, kernel=kernel)
+                                                         fast_path=fast, q_rows=3, work=kernel)
         for s in _random_stats(rng, 40):
             fewer = TileStats(int(rng.integers(0, s.full + 1)), int(rng.integers(0, s.partial + 1)), s.empty)
             assert time(fewer, True) <= time(s, True)

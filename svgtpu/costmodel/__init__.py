@@ -29,7 +29,7 @@ from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, clock_variants, EUP_CY
 from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, RESOLUTIONS, ModelConfig, get_model, get_resolution
 from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
                                        op_seconds, self_attention_flops)
-from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, AttentionKernel, counted_kernel
+from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, KernelWork, counted_work
 from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attention_head_seconds, mask_tiles,
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
@@ -49,7 +49,7 @@ __all__ = [
     "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution",
     "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",
     "op_seconds",
-    "AttentionKernel", "FLASH", "XLA_UNFUSED", "counted_kernel",
+    "KernelWork", "FLASH", "XLA_UNFUSED", "counted_work",
     "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",

@@ -1,6 +1,6 @@
 """Work per attention score element, counted from our kernel rather than assumed.
 
-:func:`counted_kernel` traces :func:`svgtpu.kernels.block_sparse_attention` (no execution), takes
+:func:`counted_work` traces :func:`svgtpu.kernels.block_sparse_attention` (no execution), takes
 the ``pl.when`` bodies of a full and of a partial tile and counts, per score element of one
 ``block_q x block_kv_compute`` update:
 
@@ -25,7 +25,7 @@ import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
-class AttentionKernel:
+class KernelWork:
     """Work per score element of a flash-attention tile.
 
     ``vector_ops``: VPU ops of the online softmax; ``exp_ops``: EUP ops; ``mask_vector_ops``: the
@@ -44,13 +44,13 @@ class AttentionKernel:
     def __post_init__(self):
         for field in ("vector_ops", "exp_ops", "mask_vector_ops", "score_bytes"):
             if getattr(self, field) < 0:
-                raise ValueError(f"AttentionKernel.{field} must be >= 0, got {getattr(self, field)!r}")
+                raise ValueError(f"KernelWork.{field} must be >= 0, got {getattr(self, field)!r}")
 
 
 #: Hand-counted flash attention (used for GPU flash kernels, whose op counts we do not have).
-FLASH = AttentionKernel()
+FLASH = KernelWork()
 #: Unfused, unmasked XLA attention: the whole score matrix goes through memory (the toy DiT on CPU).
-XLA_UNFUSED = AttentionKernel(mask_vector_ops=0.0, score_bytes=16.0,
+XLA_UNFUSED = KernelWork(mask_vector_ops=0.0, score_bytes=16.0,
                               source="hand count: softmax as FLASH, no mask, scores through memory")
 
 _EUP = {"exp", "exp2", "log", "log1p", "tanh", "logistic", "rsqrt", "sqrt", "erf"}
@@ -89,7 +89,7 @@ def _work(jaxpr) -> tuple[float, float]:
 
 
 @functools.lru_cache(maxsize=16)
-def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute: int = 512) -> AttentionKernel:
+def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute: int = 512) -> KernelWork:
     """Per-score-element work of our Pallas kernel, counted from its jaxpr (see the module doc).
 
     Traced once at ``512 x block_kv_compute`` tiles with ``block_kv = block_kv_compute`` (one update
@@ -115,10 +115,10 @@ def counted_kernel(head_dim: int = 128, dtype: str = "bfloat16", block_kv_comput
     elements = float(block_q * block_kv_compute)
     full_vpu, full_eup = _work(bodies[1])
     partial_vpu, _ = _work(bodies[2])
-    return AttentionKernel(vector_ops=full_vpu / elements, exp_ops=full_eup / elements,
+    return KernelWork(vector_ops=full_vpu / elements, exp_ops=full_eup / elements,
                            mask_vector_ops=(partial_vpu - full_vpu) / elements,
                            source=f"counted from the kernel jaxpr (head_dim {head_dim}, {dtype}, "
                                   f"block_kv_compute {block_kv_compute}; svgtpu.costmodel.kernel_work)")
 
 
-__all__ = ["AttentionKernel", "FLASH", "XLA_UNFUSED", "counted_kernel"]
+__all__ = ["KernelWork", "FLASH", "XLA_UNFUSED", "counted_work"]

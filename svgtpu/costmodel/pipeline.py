@@ -35,7 +35,7 @@ import dataclasses
 from typing import Iterable
 
 from svgtpu.costmodel import parallel, stages
-from svgtpu.costmodel.kernel_work import AttentionKernel, counted_kernel
+from svgtpu.costmodel.kernel_work import KernelWork, counted_work
 from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
@@ -86,7 +86,7 @@ class Setup:
     sparse_efficiency: float = 1.0    # share of the modeled sparse-layer time real sparse layers reach
     vae_sharded: bool = True          # VAE over the slice (MaxDiffusion) or one rank in fp32 (Wan's reference)
     image_encoder: str | None = None  # image-to-video conditioning (IMAGE_ENCODERS)
-    kernel: AttentionKernel | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_kernel,
+    work: KernelWork | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_work,
                                             # tiles from its plan); else another kernel's work per score
     dtype_bytes: int = 2
     cfg_split: bool = False           # run the two CFG passes at once on two halves of the slice
@@ -152,11 +152,11 @@ class Setup:
         return ceil_div(self.model.heads, self.chips_per_pass)
 
     @property
-    def attention_kernel(self) -> AttentionKernel:
-        if self.kernel is not None:
-            return self.kernel
+    def kernel_work(self) -> KernelWork:
+        if self.work is not None:
+            return self.work
         from svgtpu.kernels.config import default_block_kv_compute
-        return counted_kernel(self.model.head_dim, "bfloat16" if self.dtype_bytes == 2 else "float32",
+        return counted_work(self.model.head_dim, "bfloat16" if self.dtype_bytes == 2 else "float32",
                               default_block_kv_compute(self.block_q, self.block_kv))
 
     @property
@@ -165,14 +165,14 @@ class Setup:
 
     def tiles(self, kind: str) -> tuple[TileStats, dict]:
         return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.sparsity,
-                          from_plan=self.kernel is None)
+                          from_plan=self.work is None)
 
     def head_seconds(self, stats: TileStats, empty_row_steps: int, *, fast_path: bool = True) -> float:
         """Attention seconds of one head whose mask has tile counts ``stats`` at this setup's tiles
         (``empty_row_steps``: q rows with no tile, one zero-writing step each)."""
         return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.block_q,
                                       self.block_kv, fast_path=fast_path,
-                                      q_rows=ceil_div(self.geometry.L, self.block_q), kernel=self.attention_kernel,
+                                      q_rows=ceil_div(self.geometry.L, self.block_q), work=self.kernel_work,
                                       dtype_bytes=self.dtype_bytes, empty_row_steps=empty_row_steps)
 
 
@@ -201,7 +201,7 @@ def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
     a write of ``L x d`` values over HBM.
     """
     dev, eff, d, L, r = setup.device, setup.efficiency, setup.model.head_dim, setup.geometry.L, setup.profile_rows
-    k = setup.attention_kernel
+    k = setup.kernel_work
     elements = float(r) * L
     mxu = (2 + 3 * 2) * elements * d / (dev.matmul_flops * dev.matmul_utilization(d))
     vpu = elements * 3 * (k.vector_ops + k.mask_vector_ops) / (dev.vector_ops * eff.vector_scale)
@@ -364,7 +364,7 @@ def model_video(setup: Setup) -> dict:
         "sparsity": setup.sparsity, "multiplier": setup.multiplier, "sparse_efficiency": setup.sparse_efficiency,
         "warmup_steps": setup.warmup_steps, "warmup_layers": setup.warmup_layers,
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
-        "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.attention_kernel),
+        "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.kernel_work),
         "parts": sorted(setup.parts), "memory": memory(setup),
         "attention_share": breakdown["self_attention"] / forward,
         "attention_share_end_to_end": attention_video / dense,

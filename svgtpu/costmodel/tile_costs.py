@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-from svgtpu.costmodel.kernel_work import FLASH, AttentionKernel
+from svgtpu.costmodel.kernel_work import FLASH, KernelWork
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.geometry import VideoGeometry, ceil_div
@@ -30,35 +30,35 @@ from svgtpu.masks.tiles import TileStats, classify
 MASK_KINDS = ("dense", "svg", "svg-aligned")
 
 
-def tile_units(device: DeviceSpec, eff: Efficiency, kernel: AttentionKernel, head_dim: int, block_q: int,
+def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, block_q: int,
                block_kv: int, masked: bool, dtype_bytes: int = 2) -> dict[str, float]:
     """Seconds of one tile on each unit of one TensorCore, before the attention efficiency."""
     core = device.cores
     elements = float(block_q) * block_kv
     mxu_rate = device.matmul_flops / core
-    vector_ops = kernel.vector_ops + (kernel.mask_vector_ops if masked else 0.0)
+    vector_ops = work.vector_ops + (work.mask_vector_ops if masked else 0.0)
     return {
         "mxu_qk": 2.0 * elements * head_dim / (mxu_rate * device.matmul_utilization(head_dim)),
         "mxu_pv": 2.0 * elements * head_dim / (mxu_rate * device.matmul_utilization(head_dim)),
         "vpu": elements * vector_ops / (device.vector_ops / core * eff.vector_scale),
-        "eup": elements * kernel.exp_ops / (device.exp_ops / core * eff.vector_scale),
-        "hbm": (2.0 * block_kv * head_dim * dtype_bytes / device.kv_reuse + kernel.score_bytes * elements)
+        "eup": elements * work.exp_ops / (device.exp_ops / core * eff.vector_scale),
+        "hbm": (2.0 * block_kv * head_dim * dtype_bytes / device.kv_reuse + work.score_bytes * elements)
                / (device.hbm_bandwidth / core * eff.memory),
     }
 
 
-def tile_seconds(device: DeviceSpec, eff: Efficiency, kernel: AttentionKernel, head_dim: int,
+def tile_seconds(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int,
                  block_q: int, block_kv: int, masked: bool, dtype_bytes: int = 2) -> float:
     """Time of one computed tile of one head on one TensorCore: the bound unit / efficiency."""
-    u = tile_units(device, eff, kernel, head_dim, block_q, block_kv, masked, dtype_bytes)
+    u = tile_units(device, eff, work, head_dim, block_q, block_kv, masked, dtype_bytes)
     return max(u["mxu_qk"] + u["mxu_pv"], u["vpu"], u["eup"], u["hbm"]) / eff.attention
 
 
-def attention_ceiling(device: DeviceSpec, kernel: AttentionKernel, head_dim: int = 128) -> dict:
+def attention_ceiling(device: DeviceSpec, work: KernelWork, head_dim: int = 128) -> dict:
     """The unit-level ceiling of dense attention on one chip: per-unit time per score element and
     the attention FLOP/s the bound unit allows (``4 d`` FLOPs per score), every efficiency 1."""
     ideal = Efficiency(1.0, 1.0, 1.0, 1.0, 1.0)
-    u = tile_units(device, ideal, kernel, head_dim, 1024, 1024, masked=False)
+    u = tile_units(device, ideal, work, head_dim, 1024, 1024, masked=False)
     per_element = {k: v / device.cores / 1024 ** 2 for k, v in u.items()}   # cores run tiles in parallel
     mxu = per_element["mxu_qk"] + per_element["mxu_pv"]
     bound = max(("mxu", mxu), ("vpu", per_element["vpu"]), ("eup", per_element["eup"]),
@@ -70,7 +70,7 @@ def attention_ceiling(device: DeviceSpec, kernel: AttentionKernel, head_dim: int
 
 def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency, head_dim: int,
                            block_q: int, block_kv: int, *, fast_path: bool, q_rows: int,
-                           kernel: AttentionKernel = FLASH, dtype_bytes: int = 2,
+                           work: KernelWork = FLASH, dtype_bytes: int = 2,
                            empty_row_steps: int = 0) -> float:
     """Self-attention time of one head on one TensorCore over a mask with tile counts ``stats``.
 
@@ -81,8 +81,8 @@ def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency
     """
     mask_all = not fast_path and stats.partial > 0
     masked = stats.partial + (stats.full if mask_all else 0)
-    plain = tile_seconds(device, eff, kernel, head_dim, block_q, block_kv, False, dtype_bytes)
-    extra = tile_seconds(device, eff, kernel, head_dim, block_q, block_kv, True, dtype_bytes) - plain
+    plain = tile_seconds(device, eff, work, head_dim, block_q, block_kv, False, dtype_bytes)
+    extra = tile_seconds(device, eff, work, head_dim, block_q, block_kv, True, dtype_bytes) - plain
     t = (stats.partial + stats.full) * plain + masked * extra   # extra >= 0: masking only adds work
     steps = stats.partial + stats.full + empty_row_steps
     rows = q_rows * 2.0 * block_q * head_dim * dtype_bytes / (device.hbm_bandwidth / device.cores * eff.memory)

@@ -107,14 +107,14 @@ def published_points() -> tuple[PublishedPoint, ...]:
 def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> Setup:
     """The model's setup for a published run (only the parts it measured)."""
     device = get_device(point.device)
-    kernel, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, BLOCK_Q, BLOCK_KV)
+    work, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, BLOCK_Q, BLOCK_KV)
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
     svg = {} if point.variant == "dense" else recipe_fields(get_recipe(point.recipe))
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
-                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
+                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, work=work,
                  parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, **svg)
 
