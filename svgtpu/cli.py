@@ -135,6 +135,9 @@ def run_c3_search(args):
     if result["matches"]:
         parts += ["matches:", format_table([{c: m[c] for c in columns} for m in result["matches"][:20]])]
     parts += ["nearest:", format_table([{c: m[c] for c in columns} for m in result["nearest"]])]
+    band = result["nearest_by_heads"]["band"]
+    parts += ["nearest with every head on the band (SVG's own masks):",
+              format_table([{c: m[c] for c in columns} for m in band])]
     return result, "\n".join(parts)
 
 

@@ -198,7 +198,8 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
     Returns ``{"target", "searched", "candidates", "rows", "matches", "nearest", "space"}``: ``searched``
     counts the settings whose before-share was computed, ``candidates`` the rows: a :class:`Setting`
     as a dict plus ``before``, ``after``, ``match`` and ``error`` (sum of the two absolute errors),
-    nearest first; ``matches`` round to both target shares; ``nearest`` are the first ten rows.
+    nearest first; ``matches`` round to both target shares; ``nearest`` are the first ten rows and
+    ``nearest_by_heads`` the first three of each head mix (``band``: SVG's own masks, every head on the band).
     ``geometries``: preset names or ``TxHxW`` grids; ``tiles``: ``(block_q, block_kv)`` pairs
     (default :data:`TILES`); ``target``: ``(before, after)``, the write-up's by default.
     """
@@ -238,6 +239,7 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
     rows.sort(key=lambda r: r["error"])
     return {"target": {"before": target_before, "after": target_after}, "searched": searched,
             "candidates": len(rows), "rows": rows, "matches": [r for r in rows if r["match"]], "nearest": rows[:10],
+            "nearest_by_heads": {h: [r for r in rows if r["heads"] == h][:3] for h in HEADS},
             "space": {"geometries": list(geometries), "tiles": [f"{q}x{k}" for q, k in tiles],
                       "kept_range": list(kept_range), "heads": list(HEADS), "align_modes": list(ALIGN_MODES),
                       "granularities": list(GRANULARITIES), "temporal_shares": f"k/40, k = 1..40",
