@@ -146,7 +146,8 @@ def test_bundle_slots_on_a_hand_written_schedule():
         "   0x1 PF: > { %p2 = scmp.ne.s32.totalorder %s3, 2 }",
         "   0x2   : > { %v4 = vpop.f32.mrf.mxu0  ;;  %v5 = vsel /*vm=*/%vm6, %v7, %v8  ;;  %9 = vst [vmem:[#a]] %v5 }",
         "   0x3   : > {}",
-        "   0x4 PF: > { %v10 = vpow2.f32 %v11  ;;  %vm12 = vcmp.ge.s32.totalorder %v13, 4  ;;  %14 = vmax.xlane.f32.xlu0 %v15 }",
+        "   0x4 PF: > { %v10 = vpow2.f32 %v11  ;;  %vm12 = vcmp.ge.s32.totalorder %v13, 4  ;;  "
+        "%14 = vmax.xlane.f32.xlu0 %v15 }",
         "   0x5 PF: > { %v16 = vmatmul.mubr.bf16 %v17  ;;  %v18 = vadd.f32 %v19, %v20  ;;  %v21 = vld [vmem:[#b]] }"])
     first, second = region_slots(schedule)
     assert first == [Counter(scalar=1), Counter(mxu=1, cmp_select=1, load_store=1), Counter()]
