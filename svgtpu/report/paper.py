@@ -82,7 +82,7 @@ class ClaimRow:
         return self.reported.format(words)   # as the write-up writes it: 1.69x, 16, 88.2 %
 
 
-#: The claims table.  Main line: SVG's Wan setting (kept fraction 0.3) for C1, C3 and C4; the
+#: The claims table.  Main line: the default recipe's kept fraction (svgtpu.recipes) for C1, C3 and C4; the
 #: ``_m1`` rows repeat C3 with band multiplier 1.  Every row shows its mask, kept pairs and tiles.
 CLAIM_ROWS = [
     ClaimRow("C1", "speedup", "end-to-end speedup, Wan 2.1 14B 1440p, v6e-8", "{}"),
