@@ -102,3 +102,15 @@ def test_search_finds_a_planted_setting():
               m["align_sink"]) for m in result["matches"]]
     assert (128, 64, 96, True, "band", "cover", "tile", True) in found
     assert all(rounds_to(m["before"], before[1] / sum(before)) for m in result["matches"])
+
+
+def test_cli_c3_search_json(capsys):
+    import json
+
+    from svgtpu.cli import main
+    assert main(["c3-search", "--geometries", "3x8x16", "--tiles", "64x96", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["provenance"] == "computed" and out["searched"] > 0 and "rows" not in out
+    assert out["target"] == {"before": 0.2755, "after": 0.0222}
+    assert main(["c3-search", "--tiles", "64xq"]) == 2
+    assert "--tiles must be" in capsys.readouterr().err

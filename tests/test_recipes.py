@@ -67,3 +67,15 @@ def test_schedule_defaults_are_the_default_recipe():
 def test_bad_recipe_name():
     with pytest.raises(ValueError, match="recipe must be one of"):
         get_recipe("svg3")
+
+
+def test_cli_recipes_json(capsys):
+    import json
+
+    from svgtpu.cli import main
+    assert main(["recipes", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["default"] == DEFAULT_RECIPE.name and {r["name"] for r in out["recipes"]} == set(RECIPES)
+    assert {t["block_q"] for t in out["tiles"]} >= {3024, 512, 128}
+    assert main(["recipes", "--name", "nope"]) == 2
+    assert "recipe must be one of" in capsys.readouterr().err
