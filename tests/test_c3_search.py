@@ -114,3 +114,18 @@ def test_cli_c3_search_json(capsys):
     assert out["target"] == {"before": 0.2755, "after": 0.0222}
     assert main(["c3-search", "--tiles", "64xq"]) == 2
     assert "--tiles must be" in capsys.readouterr().err
+
+
+def test_union_of_band_and_strided_masks_counts_by_brute_force():
+    from svgtpu.geometry import VideoGeometry
+    from svgtpu.masks.c3_search import UnionMask
+    rng = np.random.default_rng(1)
+    for g, sink, w in ((VideoGeometry(3, 4, 5), 20, 7), (VideoGeometry(4, 3, 7), 0, 30), (VideoGeometry(5, 2, 3), 13, 2)):
+        band = BandSinkMask(g.L, sink, w)
+        union = band.to_array() | PermutedMask(band, g).to_array()
+        q_edges = np.unique(np.r_[0, rng.integers(0, g.L + 4, size=4), g.L + 3])
+        k_edges = np.unique(np.r_[0, rng.integers(0, g.L + 4, size=4), g.L])
+        np.testing.assert_array_equal(UnionMask(band, g).count_grid(q_edges, k_edges),
+                                      ArrayMask(union).count_grid(q_edges, k_edges))
+        assert (classify(UnionMask(band, g), 16, 24).stats.full,
+                classify(UnionMask(band, g), 16, 24).stats.partial) == brute_stats(union, 16, 24)

@@ -10,7 +10,8 @@ resolution or tile.  This module counts both shares, exactly, over every setting
 - the first-frame sink on or off;
 - the heads: all on the band (spatial heads, and temporal heads after SVG's layout transform: the
   same mask), or a share of temporal heads left in frame-major order (the strided mask), counted per
-  layer (pooled tiles of the layer's heads) or per head (the mean of the heads' shares);
+  layer (pooled tiles of the layer's heads), per head (the mean of the heads' shares) or over the
+  union of the heads' masks (:class:`UnionMask`: any share strictly between 0 and 1);
 - the alignment: mode (``snap``, ``cover``, ``inner``), granularity (the tile, or the mask's
   128-token quantum), and whether the sink is aligned with the band or left exact.
 
@@ -29,8 +30,8 @@ import itertools
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
-from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, PermutedMask, TileMask, align, tile_grid,
-                               tile_valid_pairs)
+from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, Mask, PermutedMask, TileMask, _frame_runs,
+                               _grid_from_cells, _pairs_with_offset_at_most, align, tile_grid, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
 from svgtpu.report.claims import REPORTED
@@ -47,7 +48,7 @@ TILES = tuple(dict.fromkeys([(SPLASH_DEFAULT_TILE.block_q, SPLASH_DEFAULT_TILE.b
 KEPT_RANGE = (0.02, 0.9)
 #: Shares of temporal heads left in frame-major order (Wan 2.1 14B has 40 heads per layer).
 TEMPORAL_SHARES = tuple(k / 40 for k in range(1, 41))
-HEADS = ("band", "strided-per-layer", "strided-per-head")
+HEADS = ("band", "strided-per-layer", "strided-per-head", "strided-union")
 GRANULARITIES = ("tile", "quantum")
 #: The strided (frame-major temporal) mask is counted on grids of at most this many tiles, at the
 #: band widths whose kept fraction first passes each multiple of ``STRIDED_KEPT_STEP``: its count is
@@ -110,6 +111,52 @@ def windows_for(geometry: VideoGeometry, sink: bool, kept_range=KEPT_RANGE) -> t
 
 
 @dataclasses.dataclass(frozen=True)
+class UnionMask(Mask):
+    """``band`` or its strided version: the union of a layer's spatial and untransformed temporal heads' masks.
+
+    Both in frame-major order.  Counted like :class:`PermutedMask`, one (query frame, key frame) run
+    pair at a time: there the band is an offset interval in ``sq - sk`` (``[-W - df F, W - df F]``),
+    the strided band another (``[ceil((-W - df) / T), floor((W - df) / T)]``), each sink a key prefix,
+    and the union of two intervals has a closed form.
+    """
+
+    band: BandSinkMask
+    geometry: VideoGeometry
+
+    def __post_init__(self):
+        if self.band.L != self.geometry.L:
+            raise ValueError(f"band mask has L={self.band.L} but geometry {self.geometry} has L={self.geometry.L}")
+
+    @property
+    def L(self) -> int:  # type: ignore[override]
+        return self.geometry.L
+
+    def allowed(self, q, k):
+        return self.band.allowed(q, k) | PermutedMask(self.band, self.geometry).allowed(q, k)
+
+    def _count_grid(self, q_edges, k_edges):
+        g, sink, w = self.geometry, self.band.sink, self.band.window
+        qs, qb = _frame_runs(q_edges, g.F)
+        ks, kb = _frame_runs(k_edges, g.F)
+        fq, sq0 = (qs[:-1] // g.F)[:, None], (qs[:-1] % g.F)[:, None]
+        sq1 = sq0 + np.diff(qs)[:, None]
+        fk, sk0 = (ks[:-1] // g.F)[None, :], (ks[:-1] % g.F)[None, :]
+        sk1 = sk0 + np.diff(ks)[None, :]
+        df = fq - fk
+        lo_a, hi_a = -w - df * g.F, w - df * g.F                  # frame-major band, in sq - sk
+        lo_b, hi_b = -((w + df) // g.T), (w - df) // g.T          # strided band, in sq - sk
+        cut = np.clip(np.maximum(sink - fk * g.F, -(-(sink - fk) // g.T)), sk0, sk1)   # keys below: a sink
+
+        def pairs(lo, hi):                                         # sq - sk in [lo, hi], keys [cut, sk1)
+            inside = (_pairs_with_offset_at_most(sq0, sq1, cut, sk1, -lo)
+                      - _pairs_with_offset_at_most(sq0, sq1, cut, sk1, -hi - 1))
+            return np.where(lo <= hi, inside, 0)
+
+        union = pairs(lo_a, hi_a) + pairs(lo_b, hi_b) - pairs(np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b))
+        return _grid_from_cells((sq1 - sq0) * (cut - sk0) + union, qb, kb)
+
+
+@dataclasses.dataclass(frozen=True)
 class Setting:
     """One point of the search: a mask, a tile, the heads and how they are counted, the alignment."""
 
@@ -120,15 +167,19 @@ class Setting:
     block_kv: int
     sink: bool
     heads: str = "band"               # one of HEADS
-    temporal_share: float = 0.0       # share of heads strided (frame-major), heads != "band"
+    temporal_share: float = 0.0       # share of heads strided (frame-major); "strided-union": any in (0, 1)
     align_mode: str = "snap"
     granularity: str = "tile"
     align_sink: bool = True
 
-    def masks(self) -> dict[str, BandSinkMask | PermutedMask]:
+    def masks(self) -> dict[str, Mask]:
         g = get_geometry(self.geometry)
         band = BandSinkMask(g.L, g.F if self.sink else 0, self.window)
-        return {"band": band} if self.heads == "band" else {"band": band, "strided": PermutedMask(band, g)}
+        if self.heads == "band":
+            return {"band": band}
+        if self.heads == "strided-union":
+            return {"union": UnionMask(band, g)}
+        return {"band": band, "strided": PermutedMask(band, g)}
 
 
 def _stats(kinds_counts) -> TileStats:
@@ -166,6 +217,8 @@ def combine(stats: dict[str, TileStats], heads: str, temporal_share: float) -> f
     """The partial share of a layer whose heads are band heads and a ``temporal_share`` of strided ones."""
     if heads == "band":
         return stats["band"].partial_share
+    if heads == "strided-union":
+        return stats["union"].partial_share
     p = temporal_share
     if heads == "strided-per-head":
         return (1 - p) * stats["band"].partial_share + p * stats["strided"].partial_share
@@ -225,11 +278,17 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
                 band = BandSinkMask(g.L, g.F if sink else 0, int(W[i]))
                 stats = {"band": TileStats(int(full[i]), int(partial[i]), 0),
                          "strided": classify(PermutedMask(band, g), bq, bkv).stats}
-                for heads, p in itertools.product(HEADS[1:], temporal_shares):
+                for heads, p in itertools.product(HEADS[1:3], temporal_shares):
                     before = combine(stats, heads, p)
                     searched += 1
                     if abs(before - target_before) <= near:
                         candidates.append((Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink, heads, p), before))
+                if temporal_shares:
+                    before = classify(UnionMask(band, g), bq, bkv).stats.partial_share
+                    searched += 1
+                    if abs(before - target_before) <= near:
+                        candidates.append((Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink, "strided-union"),
+                                           before))
         for setting, before in candidates:
             for after in after_shares(setting):
                 row = {**dataclasses.asdict(setting), **after, "before": before}
@@ -246,5 +305,5 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
                       "near": near}}
 
 
-__all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "after_shares", "aligned_stats",
+__all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats",
            "band_tile_counts", "combine", "rounds_to", "search", "windows_for"]
