@@ -55,3 +55,23 @@ def test_rejects_bad_tiles():
     assert parse_tiles("3024x2048, 512x512") == [(3024, 2048), (512, 512)]
     with pytest.raises(ValueError, match="tiles must be"):
         parse_tiles("3024")
+
+
+def test_library_masks_hand_over_our_masks_block_by_block():
+    # the Splash / tokamax view of our masks (whole blocks short-cut, partial ones evaluated) equals
+    # our mask, padded rows and keys disallowed
+    import numpy as np
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as jax_masks
+    from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as tokamax_masks
+
+    from svgtpu.bench.compiled import _library_mask
+    from svgtpu.masks.core import BandSinkMask, align
+    band = BandSinkMask(300, 40, 50)
+    for mask in (band, align(band, 128, 128)):
+        for lib in (jax_masks, tokamax_masks):
+            view = _library_mask(lib, mask, (384, 384))
+            for q0 in range(0, 384, 128):
+                for k0 in range(0, 384, 128):
+                    got = view[q0:q0 + 128, k0:k0 + 128]
+                    want = mask.block(q0, q0 + 128, k0, k0 + 128)
+                    assert np.array_equal(np.asarray(got, bool), want), (type(mask).__name__, lib.__name__, q0, k0)

@@ -311,6 +311,19 @@ def _steps_tokamax(info, info_lib) -> list[list]:
              int(mask_next[s]) if mask_next is not None else -1] for s in range(len(rows))]
 
 
+def _with_vmem_limit(module) -> None:
+    """Make a library kernel module's ``pallas_call``s ask for the VMEM our kernel asks for: Splash
+    and tokamax set no limit, and the default (32 MiB) refuses Splash at MaxDiffusion's own 3024 x 2048
+    tiles, which MaxDiffusion runs on v6e."""
+    import types
+
+    from svgtpu.kernels.budget import device_memory
+    base, limit = module.pltpu, device_memory("v6e").vmem_budget
+    proxy = types.SimpleNamespace(**{n: getattr(base, n) for n in dir(base) if not n.startswith("__")})
+    proxy.CompilerParams = lambda **kw: base.CompilerParams(**{"vmem_limit_bytes": limit, **kw})
+    module.pltpu = proxy
+
+
 def _compile_child(spec: dict, out: str) -> None:
     """Child process: compile one variant for v6e (libtpu dumps into the folders it was given) and
     write its grid steps (per ``pallas_call``) to ``out``."""
@@ -334,7 +347,9 @@ def _compile_child(spec: dict, out: str) -> None:
         Lq, Lk = round_up(g.L, v.block_q), round_up(g.L, v.block_kv)
         if v.kernel == "splash":
             from jax.experimental.pallas.ops.tpu import splash_attention as lib
+            from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel
             from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mlib
+            _with_vmem_limit(splash_attention_kernel)
             kernel = lib.make_splash_mha(
                 lib.MultiHeadMask([_library_mask(mlib, mask, (Lq, Lk))]),
                 block_sizes=lib.BlockSizes(block_q=v.block_q, block_kv=v.block_kv,
@@ -345,6 +360,7 @@ def _compile_child(spec: dict, out: str) -> None:
             from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_kernel as lib
             from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as mlib
             from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask_info as ilib
+            _with_vmem_limit(lib)
             kernel = lib.make_splash_mha_single_device(
                 _library_mask(mlib, mask, (Lq, Lk)),
                 config=lib.SplashConfig(block_q=v.block_q, block_kv=v.block_kv, block_kv_compute=v.block_kv_compute))
@@ -373,14 +389,9 @@ def compile_variant(v: Variant) -> dict:
     """Compile ``v`` for v6e in a child process; its schedules (one per ``pallas_call``) as
     :class:`Schedule` dicts and its grid steps."""
     with tempfile.TemporaryDirectory() as tmp:
-        from svgtpu.kernels.budget import device_memory
         jf, out = Path(tmp, "jf"), Path(tmp, "steps.json")
-        # Splash and tokamax set no VMEM limit of their own: they get the one our kernel asks for (the
-        # default scoped limit, 32 MiB, refuses Splash at MaxDiffusion's own 3024 x 2048 tiles)
-        vmem_kib = device_memory("v6e").vmem_budget // 1024
         env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
-            os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={jf}", "--xla_jf_dump_llo_text=true",
-            f"--xla_tpu_scoped_vmem_limit_kib={vmem_kib}"]).strip())
+            os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={jf}", "--xla_jf_dump_llo_text=true"]).strip())
         code = (f"import json, svgtpu.bench.compiled as m; "
                 f"m._compile_child(json.loads({json.dumps(json.dumps(dataclasses.asdict(v)))}), {str(out)!r})")
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

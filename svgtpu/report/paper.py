@@ -104,6 +104,15 @@ CLAIM_ROWS = [
     ClaimRow("C4", "vector_ops_removed_full", "vector work the fast path removes from a full tile (kernel program)"),
     ClaimRow("C4", "bundles_partial_over_full", "issue cycles of a masked tile over a full one, as the real TPU "
              "compiler schedules our kernel for v6e (static bundles: compiled, not run)"),
+    ClaimRow("C4", "compiled_fast_path_speedup_svg", "whole-kernel static v6e cycles of ours on the SVG mask, fast "
+             "path off / on, 1440p, production tiles (the compiler's schedule of every grid step: compiled, not run)",
+             "lower latency (no number)"),
+    ClaimRow("C4", "compiled_aligned_over_ideal", "ours, aligned SVG mask with the fast path, over ideal (our dense "
+             "cycles x tile density), same schedule"),
+    ClaimRow("C4", "compiled_ours_over_splash_svg_aligned", "ours / JAX Splash on the same aligned SVG mask, whole-kernel "
+             "static v6e cycles"),
+    ClaimRow("C4", "compiled_ours_over_tokamax_svg_aligned", "ours / tokamax splash on the same aligned SVG mask, "
+             "whole-kernel static v6e cycles"),
     ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU",
              "quadratic"),
     ClaimRow("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video, toy DiT (snapping changes the kept pairs: "

@@ -64,7 +64,7 @@ PROFILES: dict[str, dict[str, dict]] = {
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
-                                  "heads": 1, "head_dim": 64},
+                                  "heads": 1, "head_dim": 64, "compiled_geometry": None},
         "06_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
         "07_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"],
                        "method_variants": ["svg", "sta-aligned"], "method_kept": [0.3], "method_seeds": [0],
@@ -77,7 +77,7 @@ PROFILES: dict[str, dict[str, dict]] = {
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
-                                  "heads": 1, "head_dim": 128},
+                                  "heads": 1, "head_dim": 128},  # compiled part: wan-1440p (cached in build/)
         "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         "07_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.5, 0.6], "variants": _QUALITY_VARIANTS,
                        "method_variants": _METHOD_VARIANTS, "method_kept": [0.2, 0.3, 0.45], "method_seeds": [0, 1],
