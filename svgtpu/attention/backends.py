@@ -59,8 +59,9 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
 
     ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
     mask's order (STA: :func:`svgtpu.masks.families.sta_order`) and back.  Dense warm-up steps and
-    layers follow SVG's default schedule (:func:`svgtpu.attention.base.with_warmup`) and run the same
-    kernel on a dense mask, as SVG's own backend does.
+    layers follow the default recipe's schedule (:data:`svgtpu.schedule.DEFAULT_WARMUP_STEP_FRACTION`,
+    :func:`svgtpu.attention.base.with_warmup`) and run the same kernel on a dense mask, as SVG's
+    own backend does.
     """
     inverse = None if order is None else np.argsort(order)
 

@@ -336,7 +336,7 @@ def _verdict_c3(name):
         return (VERDICTS[0] if close else VERDICTS[1],
                 f"exact tile count ({entry.get('mask', 'SVG mask')}, {_tiles(entry)} tiles), "
                 f"{'equal to' if close else 'not equal to'} the reported {100 * reported:g} % as rounded; "
-                "the write-up's band, tiles and counting are unpublished (the settings search: notebook 02).")
+                "the write-up's band, tiles and counting are unpublished (the settings search: notebook 03).")
     return verdict
 
 
