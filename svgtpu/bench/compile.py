@@ -164,30 +164,38 @@ def _svg_layer_target(job: CompileJob, dev):
     return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.head_dim, job.dtype), str(g)
 
 
-def _dit_step_target(job: CompileJob, dev):
+def dit_step_program(model, attention, sharding, num_steps: int = 20):
+    """``(fn, abstract args)`` of one guided toy-DiT step (CFG pair, ``attention`` backend) with every
+    input placed by ``sharding``: what the single-chip and the multi-host compile targets lower."""
     import jax
     import jax.numpy as jnp
-    from svgtpu.attention.backends import attention_backend
-    from svgtpu.toy.dit import DiTConfig, init_params
+    from svgtpu.toy.dit import init_params
     from svgtpu.toy.sampler import guided_velocity
-    model = DiTConfig()
-    g = model.geometry
-    svg = job.svg_config()
-    sharding = jax.sharding.SingleDeviceSharding(dev)
-    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
-                          jax.eval_shape(lambda key: init_params(model, key), jax.random.key(0)))
-    attention = attention_backend("svg", g, svg_config=svg)
 
     def spec(shape, dtype):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
 
+    params = jax.tree.map(lambda a: spec(a.shape, a.dtype),
+                          jax.eval_shape(lambda key: init_params(model, key), jax.random.key(0)))
     x = spec((1, model.frames, model.height, model.width, model.channels), jnp.float32)
     args = (params, x, spec((), jnp.float32), spec((1,), jnp.int32), spec((), jnp.float32), spec((), jnp.int32),
             spec((2,), jnp.uint32))
 
     def fn(params, x, t, labels, guidance, step, key):
         return guided_velocity(params, x, t, labels, guidance, step, jax.random.wrap_key_data(key),
-                               config=model, attention=attention, num_steps=20)[0]
+                               config=model, attention=attention, num_steps=num_steps)[0]
+    return fn, args
+
+
+def _dit_step_target(job: CompileJob, dev):
+    import jax
+    from svgtpu.attention.backends import attention_backend
+    from svgtpu.toy.dit import DiTConfig
+    model = DiTConfig()
+    g = model.geometry
+    svg = job.svg_config()
+    fn, args = dit_step_program(model, attention_backend("svg", g, svg_config=svg),
+                                jax.sharding.SingleDeviceSharding(dev))
     return fn, args, _plan_facts(svg.mask(g), g.L, job, model.head_dim, "float32"), str(g)
 
 
@@ -253,5 +261,5 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
             "libtpu": package_version("libtpu"), "jax": package_version("jax")}
 
 
-__all__ = ["TARGETS", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
+__all__ = ["TARGETS", "dit_step_program", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
            "libtpu_available", "first_line"]

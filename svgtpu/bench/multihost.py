@@ -23,7 +23,7 @@ import math
 import re
 import time
 
-from svgtpu.bench.compile import CompileJob, first_line, libtpu_available
+from svgtpu.bench.compile import CompileJob, dit_step_program, first_line, libtpu_available
 from svgtpu.kernels.common import compiling_for
 
 MULTIHOST_TARGETS = ("sharded-svg-layer", "sharded-dit-step")
@@ -127,14 +127,11 @@ def _expected_ulysses(mj: MultihostJob, L: int, seq: int) -> dict:
 
 
 def _dit_step(mj: MultihostJob, devices):
-    import jax
-    import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from svgtpu.attention.backends import attention_backend
     from svgtpu.attention.sharding import make_mesh, sharded_backend
-    from svgtpu.toy.dit import DiTConfig, init_params
-    from svgtpu.toy.sampler import guided_velocity
+    from svgtpu.toy.dit import DiTConfig
     if mj.dit_config:   # a shipped config on the chips generate gives it: CFG pair x its heads
         from svgtpu.toy.train import get_config
         model = get_config(mj.dit_config)
@@ -144,21 +141,8 @@ def _dit_step(mj: MultihostJob, devices):
     if not mj.dit_config:
         model = DiTConfig(heads=n // data, head_dim=64, depth=mj.dit_depth)
     mesh = make_mesh(data=data, heads=n // data, devices=devices)
-    replicated = NamedSharding(mesh, P())
     attention = sharded_backend(attention_backend("svg", model.geometry, svg_config=mj.job.svg_config()), mesh)
-    params = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=replicated),
-                          jax.eval_shape(lambda key: init_params(model, key), jax.random.key(0)))
-
-    def spec(shape, dtype):
-        return jax.ShapeDtypeStruct(shape, dtype, sharding=replicated)
-
-    x = spec((1, model.frames, model.height, model.width, model.channels), jnp.float32)
-    args = (params, x, spec((), jnp.float32), spec((1,), jnp.int32), spec((), jnp.float32), spec((), jnp.int32),
-            spec((2,), jnp.uint32))
-
-    def fn(params, x, t, labels, guidance, step, key):
-        return guided_velocity(params, x, t, labels, guidance, step, key, config=model, attention=attention,
-                               num_steps=20)[0]
+    fn, args = dit_step_program(model, attention, NamedSharding(mesh, P()))
     return fn, args, dict(mesh.shape), f"toy DiT {model.heads} heads x 64, depth {model.depth}, {model.geometry}", None
 
 
