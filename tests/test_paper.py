@@ -104,10 +104,9 @@ def test_reported_column_comes_from_the_one_table_of_reported_numbers():
     assert {r.claim for r in paper.CLAIM_ROWS} == set(results.CLAIMS)
 
 
-def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
+def test_gpu_and_validation_sections_render_before_any_such_run(tmp_path):
     data = results.empty_results()
     assert "not yet measured" in paper.render("gpu", data, tmp_path / "p.md", tmp_path).lower()
-    assert "not yet measured" in paper.render("compiled", data, tmp_path / "p.md", tmp_path).lower()
     assert "not yet measured" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path).lower()
 
     gpu = results.NotebookRun("04_fast_path_ablation", "quick", tmp_path / "gpu")
@@ -119,8 +118,6 @@ def test_gpu_and_compiled_sections_render_before_any_such_run(tmp_path):
                                          "C1.validation_table": ([{"id": "wan-a100", "error": -0.07}],
                                                                  {"provenance": "modeled-v6e"})})
     assert "1.21x" in paper.render("gpu", data, tmp_path / "p.md", tmp_path)
-    compiled = paper.render("compiled", data, tmp_path / "p.md", tmp_path)
-    assert "`C4.llo_masking_ops_full`" in compiled and "`compiled-v6e`" in compiled and "validation" not in compiled
     validation = paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
     assert "0.93x" in validation and "| wan-a100 | -0.07 |" in validation
 

@@ -241,16 +241,6 @@ def _is_table(value) -> bool:
     return isinstance(value, list) and bool(value) and isinstance(value[0], dict)
 
 
-def compiled_table(data: dict) -> str:
-    """Every result counted in a program the TPU compiler built, nothing run (``compiled-*``)."""
-    found = {f"{claim}.{name}": entry for claim, entries in data["claims"].items()
-             for name, entry in entries.items() if str(entry["provenance"]).startswith("compiled-")}
-    if not found:
-        return (f"_{NOT_YET.capitalize()}: no result compiled for a TPU target yet "
-                "(`python -m svgtpu compile` with libtpu installed)._")
-    return claim_details({"claims": {"compiled": found}}, "compiled")
-
-
 def gpu_table(figures: Path) -> str:
     """The claims of a GPU run (``figures/results-gpu.json``), or why there are none."""
     path = figures / GPU_RESULTS_NAME
@@ -413,8 +403,6 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return claims_table(data)
     if name == "environment":
         return environment_table(data)
-    if name == "compiled":
-        return compiled_table(data)
     if name == "gpu":
         return gpu_table(figures)
     if name in CLAIMS:
