@@ -396,7 +396,7 @@ def _dumped_schedules(jf: Path, kernel: str) -> list[str]:
 
 def compile_variant(v: Variant) -> dict:
     """Compile ``v`` for v6e in a child process; its schedules (one per ``pallas_call``) as
-    :class:`Schedule` dicts and its grid steps."""
+    :class:`Schedule` dicts and its grid steps, or ``{"refused": <the compiler's reason>}``."""
     with tempfile.TemporaryDirectory() as tmp:
         jf, out = Path(tmp, "jf"), Path(tmp, "steps.json")
         env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
@@ -404,8 +404,11 @@ def compile_variant(v: Variant) -> dict:
         code = (f"import json, svgtpu.bench.compiled as m; "
                 f"m._compile_child(json.loads({json.dumps(json.dumps(dataclasses.asdict(v)))}), {str(out)!r})")
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        if done.returncode and last.startswith("not compiled: "):  # the compiler's refusal: a result too
+            return {"refused": last[len("not compiled: "):]}
         if done.returncode:
-            raise RuntimeError(f"compiling {v.name} for v6e failed: {done.stderr.strip().splitlines()[-1:]}")
+            raise RuntimeError(f"compiling {v.name} for v6e failed: {last}")
         calls = json.loads(out.read_text())
         schedules = [read_schedule(text) for text in _dumped_schedules(jf, v.kernel)]
     if len(schedules) != len(calls):
@@ -539,19 +542,22 @@ def ratios(rows: dict) -> dict:
     """The headline ratios of one geometry and tile size (``rows``: estimate by variant name): ours /
     ideal (ideal = our dense cycles x the mask's tile density), ours / Splash and ours / tokamax on the
     same mask, fast path on / off."""
-    c = {name: r["cycles"] for name, r in rows.items()}
+    c = {name: r["cycles"] for name, r in rows.items() if r.get("compiled", True)}
+
+    def over(a, b, scale=1.0):  # None where a variant did not compile
+        return c[a] / (c[b] * scale) if a in c and b in c else None
     out = {}
     for mask in ("svg", "svg-aligned"):
-        ideal = c["ours-dense-fast"] * rows[f"ours-{mask}-fast"]["tile_density"]
-        out[f"{mask}: ours / ideal"] = c[f"ours-{mask}-fast"] / ideal
-        out[f"{mask}: ours (no fast path) / ideal"] = c[f"ours-{mask}-nofast"] / ideal
-        out[f"{mask}: ours / splash"] = c[f"ours-{mask}-fast"] / c[f"splash-{mask}"]
-        out[f"{mask}: ours / tokamax"] = c[f"ours-{mask}-fast"] / c[f"tokamax-{mask}"]
-        out[f"{mask}: fast path on / off"] = c[f"ours-{mask}-fast"] / c[f"ours-{mask}-nofast"]
-        out[f"{mask}: step-overhead share"] = rows[f"ours-{mask}-fast"]["overhead_share"]
-    out["dense: ours / splash"] = c["ours-dense-fast"] / c["splash-dense"]
-    out["dense: ours / tokamax"] = c["ours-dense-fast"] / c["tokamax-dense"]
-    out["dense: fast path on / off"] = c["ours-dense-fast"] / c["ours-dense-nofast"]
+        density = rows[f"ours-{mask}-fast"].get("tile_density", 0.0)
+        out[f"{mask}: ours / ideal"] = over(f"ours-{mask}-fast", "ours-dense-fast", density)
+        out[f"{mask}: ours (no fast path) / ideal"] = over(f"ours-{mask}-nofast", "ours-dense-fast", density)
+        out[f"{mask}: ours / splash"] = over(f"ours-{mask}-fast", f"splash-{mask}")
+        out[f"{mask}: ours / tokamax"] = over(f"ours-{mask}-fast", f"tokamax-{mask}")
+        out[f"{mask}: fast path on / off"] = over(f"ours-{mask}-fast", f"ours-{mask}-nofast")
+        out[f"{mask}: step-overhead share"] = rows[f"ours-{mask}-fast"].get("overhead_share")
+    out["dense: ours / splash"] = over("ours-dense-fast", "splash-dense")
+    out["dense: ours / tokamax"] = over("ours-dense-fast", "tokamax-dense")
+    out["dense: fast path on / off"] = over("ours-dense-fast", "ours-dense-nofast")
     return out
 
 
@@ -573,8 +579,14 @@ def bench_compiled(geometry: str = "wan-1440p", tiles=TILES, *, progress: bool =
         items = tqdm(todo, desc=f"compiling for v6e ({geometry})", unit="variant")
     rows = []
     for v in items:
-        row = estimate(cached_compile(v), v)
-        row["tile_density"] = _density(v)
+        compiled = cached_compile(v)
+        if "refused" in compiled:  # e.g. a plan beyond SMEM at small tiles: the compiler's own words
+            rows.append({"variant": v.name, "kernel": v.kernel, "mask": v.mask, "fast_path": v.fast_path,
+                         "geometry": v.geometry, "block_q": v.block_q, "block_kv": v.block_kv,
+                         "block_kv_compute": v.block_kv_compute, "compiled": False, "reason": compiled["refused"]})
+            continue
+        row = estimate(compiled, v)
+        row.update(compiled=True, tile_density=_density(v))
         rows.append(row)
     per_tile = []
     for bq, bkv in tiles:
@@ -583,7 +595,7 @@ def bench_compiled(geometry: str = "wan-1440p", tiles=TILES, *, progress: bool =
     return {"provenance": "compiled-v6e", "geometry": geometry, "versions": _versions(),
             "rule": "per grid step max(compute cycles / clock, HBM bytes / bandwidth), summed; ratios use "
                     "the clock-free compute cycles",
-            "clocks": list(rows[0]["time_band"]),
+            "clocks": list(next(r["time_band"] for r in rows if r["compiled"])),
             "rows": rows, "tiles": per_tile}
 
 
@@ -610,11 +622,13 @@ def run_command(args):
              "steps": r["steps"], "cycles": r["cycles"], "overhead_share": round(r["overhead_share"], 4),
              "hbm_MB": round(r["hbm_bytes"] / 1e6, 1),
              **{f"us@{c}": round(r["time_band"][c]["seconds"] * 1e6, 1) for c in clocks}}
+            if r["compiled"] else {"tiles": f"{r['block_q']}x{r['block_kv']}", "variant": r["variant"],
+                                   "kv_compute": r["block_kv_compute"], "steps": "not compiled: " + r["reason"][:120]}
             for r in result["rows"]]
     head = (f"{result['geometry']}, one head, bf16, d=128 [{result['provenance']}; jax {result['versions']['jax']}, "
             f"libtpu {result['versions']['libtpu']}, tokamax {result['versions']['tokamax']}]; cycles = static "
             f"bundles of the whole kernel; time: {result['rule']}")
-    ratio_rows = [{"tiles": f"{t['block_q']}x{t['block_kv']}", "ratio": k, "value": round(x, 3)}
+    ratio_rows = [{"tiles": f"{t['block_q']}x{t['block_kv']}", "ratio": k, "value": None if x is None else round(x, 3)}
                   for t in result["tiles"] for k, x in t["ratios"].items()]
     return result, "\n\n".join([head, format_table(rows), format_table(ratio_rows)])
 
@@ -631,7 +645,12 @@ def sparse_cycles_over_ideal(geometry: str = "wan-1440p", *, block_q: int = 3024
     kc = default_block_kv_compute(block_q, block_kv)
     sparse, dense = (Variant("ours", m, geometry, block_q, block_kv, kc, f)
                      for m, f in ((mask, fast_path), ("dense", True)))
-    cycles = {v.mask: estimate(cached_compile(v), v)["cycles"] for v in (sparse, dense)}
+    cycles = {}
+    for v in (sparse, dense):
+        compiled = cached_compile(v)
+        if "refused" in compiled:
+            raise ValueError(f"{v.name} at {block_q}x{block_kv} does not compile for v6e: {compiled['refused']}")
+        cycles[v.mask] = estimate(compiled, v)["cycles"]
     return cycles[mask] / (cycles["dense"] * _density(sparse))
 
 
