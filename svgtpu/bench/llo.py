@@ -17,9 +17,11 @@ libtpu dumps its work (``LIBTPU_INIT_ARGS``):
   the compiler gives without a TPU.  The VLIW packer can hide extra VPU work in slots a body
   leaves idle (small tiles wait on the MXU), so more instructions need not mean more bundles.
 
-When ``block_kv > block_kv_compute`` a body is a loop over kv chunks (not unrolled): instructions
-and bundles then count one pass of the loop plus the per-tile code around it, as the jaxpr counts
-of :func:`svgtpu.bench.kernels.count_tile_ops` do.
+When ``block_kv > block_kv_compute`` a body runs several kv chunks: the kernel unrolls up to
+``svgtpu.kernels.block_sparse.MAX_UNROLL`` of them (then the counts cover the whole tile) and loops
+over more (then they count one pass of the loop plus the per-tile code around it, as the jaxpr
+counts of :func:`svgtpu.bench.kernels.count_tile_ops` do).  :mod:`svgtpu.bench.compiled` reads the
+loop trip counts and weighs each body by them.
 
 Provenance ``compiled-v6e``: counted from what the compiler produced, nothing run.
 """

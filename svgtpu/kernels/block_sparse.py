@@ -43,13 +43,11 @@ from jax.experimental.pallas import tpu as pltpu
 from svgtpu.kernels.budget import check_vmem, device_memory
 from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolve_config, resolve_device,
                                    resolve_interpret)
-from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.config import LANES, KernelConfig  # softmax statistics are lane-replicated: [block_q, LANES]
 from svgtpu.kernels.plan import FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, tile_plan
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
-#: Softmax statistics are kept lane-replicated, ``[block_q, 128]``, as TPU vregs are 128 lanes wide.
-LANES = 128
 LOG2E = math.log2(math.e)
 #: The most ``block_kv_compute`` chunks of a tile the kernel unrolls (see ``run`` in :func:`_kernel`).
 MAX_UNROLL = 8
