@@ -38,6 +38,7 @@ jax / libtpu / tokamax versions.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -69,6 +70,8 @@ _STARTS = re.compile(r"(?:Start|Start/End empty) region (\d+)")
 _OUR_SOURCES = ("kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py", "kernels/plan.py",
                 "kernels/config.py")
 SCHEMA = 1
+#: Compiles run at once (each a child process of about 3-4 GB): the cores, at most 4.
+COMPILE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 # -- reading one schedule ---------------------------------------------------------------------
@@ -573,13 +576,15 @@ def bench_compiled(geometry: str = "wan-1440p", tiles=TILES, *, progress: bool =
         KernelConfig(bq, bkv)  # one clear line on bad tiles
     topology_device("v6e")  # one clear line without libtpu
     todo = [v for bq, bkv in tiles for v in variants(geometry, bq, bkv)]
-    items = todo
-    if progress:
-        from tqdm.auto import tqdm
-        items = tqdm(todo, desc=f"compiling for v6e ({geometry})", unit="variant")
+    # each compile is a child process of its own (its own dump folder): COMPILE_WORKERS run at once
+    with concurrent.futures.ThreadPoolExecutor(max_workers=COMPILE_WORKERS) as pool:
+        results = pool.map(cached_compile, todo)
+        if progress:
+            from tqdm.auto import tqdm
+            results = tqdm(results, total=len(todo), desc=f"compiling for v6e ({geometry})", unit="variant")
+        results = list(results)
     rows = []
-    for v in items:
-        compiled = cached_compile(v)
+    for v, compiled in zip(todo, results):
         if "refused" in compiled:  # e.g. a plan beyond SMEM at small tiles: the compiler's own words
             rows.append({"variant": v.name, "kernel": v.kernel, "mask": v.mask, "fast_path": v.fast_path,
                          "geometry": v.geometry, "block_q": v.block_q, "block_kv": v.block_kv,
