@@ -10,8 +10,8 @@ remaining time is recorded as skipped with the reason instead of stopping the ru
    masks, fast path on and off, bf16 and f32), so no timing below comes from a wrong kernel;
 2. **attention** at Wan 2.1 shapes (bf16, ``d = 128``, 720p and 1440p): XLA dense (one head at a time,
    when its ``[L, L]`` scores fit), cuDNN flash attention, JAX's own Pallas flash kernels (Triton and
-   Mosaic GPU), our kernel dense, on the SVG mask (kept 0.3) and on the mask aligned to its tiles, fast
-   path on and off.  Interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved
+   Mosaic GPU), our kernel dense, on the SVG mask (the default recipe's kept fraction) and on the mask
+   aligned to its tiles, fast path on and off.  Interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved
    TFLOP/s over the score pairs each variant computes, overhead vs ideal ``(t / t_dense) / density``;
 3. **block**: one Wan 2.1 14B-shaped DiT block (random bf16 weights: width 5120, 40 heads x 128, FFN
    13,824, cross-attention to 512 text tokens, modulation, norms, 3-D RoPE) at 480p, 720p and 1440p with
@@ -49,7 +49,7 @@ from svgtpu.kernels import mask_array
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
-from svgtpu.schedule import layer_calls
+from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls
 from svgtpu.report.results import GPU_RESULTS_NAME
 from svgtpu.bench.timing import interleaved_times, paired_ratio
 
@@ -89,7 +89,7 @@ class Sizes:
     block: BlockShape
     block_q: int = 128
     block_kv: int = 128
-    sparsity: float = 0.3
+    sparsity: float = DEFAULT_SPARSITY
     steps: int = 50
     max_rounds: int = 7
     budget_s: float = 400.0
