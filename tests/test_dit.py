@@ -20,6 +20,8 @@ from svgtpu.toy.sampler import sample, save_video, time_grid
 from svgtpu.toy.train import CONFIGS, flow_matching_loss, get_config, train
 
 CHECKPOINT = os.path.join(os.path.dirname(__file__), "..", "checkpoints", "toy_dit.npz")
+#: The shipped checkpoint's outputs recorded from the code before WanBlock (commit bf68e12).
+RECORDED = os.path.join(os.path.dirname(__file__), "data", "toy_dit_outputs.npz")
 
 
 def test_data_is_deterministic_per_seed_and_in_range():
@@ -165,8 +167,10 @@ def test_shipped_checkpoint_samples_videos(tmp_path):
     assert os.path.getsize(CHECKPOINT) <= 20 * 2**20
     params, config = load_checkpoint(CHECKPOINT)
     assert config == CONFIGS["toy"] == DiTConfig()  # one toy: the defaults are the shipped model
-    video = sample(params, config, [0], seed=1, num_steps=3, progress=False)
-    assert video.shape == (1, config.frames, config.height, config.width, 3)
+    video = sample(params, config, [0, 3], seed=1, num_steps=3, progress=False)
+    assert video.shape == (2, config.frames, config.height, config.width, 3)
+    # the same samples as the toy's blocks gave before they became WanBlock (tests/test_wan.py)
+    np.testing.assert_allclose(video, np.load(RECORDED)["dense_sample"], rtol=0, atol=1e-5)
     assert np.isfinite(video).all() and video.std() > 0.1
     assert np.abs(np.diff(video, axis=1)).mean() > 1e-3  # frames differ
     gif, png = save_video(video, str(tmp_path / "v.gif"))

@@ -17,9 +17,10 @@ PACKAGE = Path(svgtpu.__file__).parent
 #: longest entry it equals or starts with (``entry.``).
 LAYERS = [
     {"svgtpu", "svgtpu.geometry", "svgtpu.schedule", "svgtpu.recipes", "svgtpu.tpu_env", "svgtpu.masks",
-     "svgtpu.report.tables", "svgtpu.report.paths", "svgtpu.report.claims"},
+     "svgtpu.report.tables", "svgtpu.report.paths", "svgtpu.report.claims", "svgtpu.model.config"},
     {"svgtpu.kernels"},
     {"svgtpu.attention"},
+    {"svgtpu.model"},
     {"svgtpu.report.results", "svgtpu.report.plots"},
     {"svgtpu.toy"},
     {"svgtpu.costmodel"},

@@ -13,17 +13,17 @@ remaining time is recorded as skipped with the reason instead of stopping the ru
    Mosaic GPU), our kernel dense, on the SVG mask (the default recipe's kept fraction) and on the mask
    aligned to its tiles, fast path on and off.  Interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved
    TFLOP/s over the score pairs each variant computes, overhead vs ideal ``(t / t_dense) / density``;
-3. **block**: one Wan 2.1 14B-shaped DiT block (random bf16 weights: width 5120, 40 heads x 128, FFN
-   13,824, cross-attention to 512 text tokens, modulation, norms, 3-D RoPE) at 480p, 720p and 1440p with
-   dense and SVG self-attention: the measured self-attention share next to the cost model's
-   prediction for the same block (:mod:`svgtpu.costmodel`, device ``h200``);
+3. **block**: one Wan 2.1 14B block, :class:`svgtpu.model.wan.WanBlock` with random bf16 weights (the
+   block the toy DiT and the TPU compile run), at 480p, 720p and 1440p with dense self-attention (cuDNN,
+   ours) and SVG (profiling, layout transform, our kernel on the tile-aligned mask): the measured
+   self-attention share next to the cost model's prediction for the same block (:mod:`svgtpu.costmodel`,
+   device ``h200``);
 4. **end to end**: a Wan 2.1 14B video (40 blocks, 50 steps, CFG: 2 passes) *extrapolated* from the
-   measured block, dense and with SVG's dense warm-up schedule; profiling overhead, VAE and text
-   encoder are not included.
+   measured block, dense and with SVG's dense warm-up schedule; VAE and text encoder are not included.
 
-:func:`run` returns everything as one dict; :func:`write` stores it as ``figures/results-gpu.json`` in the
-layout of ``results.json`` (claims -> entries, read by ``svgtpu paper``) with the full run under
-``"run"``; :func:`gpu_rows` reads it back for notebooks (``None`` when there is no GPU run yet).
+:func:`run` returns everything as one dict; :mod:`svgtpu.bench.gpu_results` writes it as
+``figures/results-gpu.json``, reads it back and prints it; :mod:`svgtpu.bench.gpu_timing` fits the
+timing into the budget.  Runs on the GPU machine's own jax from the checkout (``PYTHONPATH=.``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ import datetime
 import functools
 import math
 import statistics
-import time
 import traceback
-from pathlib import Path
 from typing import Callable
 
 import jax
@@ -43,39 +41,22 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from svgtpu.costmodel.workload import MODELS, ModelConfig
+from svgtpu.attention.svg import SVGConfig
+from svgtpu.bench.gpu_results import format_result, gpu_rows, write
+from svgtpu.bench.gpu_timing import Budget, reason, time_variants
+from svgtpu.bench.timing import paired_ratio
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
-from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
+from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
+from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.model.wan import WanBlock, rope_angles, self_attention
+from svgtpu.report.results import provenance
 from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls
-from svgtpu.report.results import GPU_RESULTS_NAME
-from svgtpu.bench.timing import interleaved_times, paired_ratio
-
-NOTEBOOK = "gpu-bench"
-
-
-@dataclasses.dataclass(frozen=True)
-class BlockShape:
-    """The transformer block's shape: the fields of a cost-model
-    :class:`~svgtpu.costmodel.ModelConfig` the measured block needs."""
-
-    dim: int
-    heads: int
-    head_dim: int
-    ffn: int
-    text_len: int
-    layers: int     # for the end-to-end extrapolation
-    name: str
-
-    @classmethod
-    def of(cls, model: ModelConfig) -> "BlockShape":
-        return cls(**{field.name: getattr(model, field.name) for field in dataclasses.fields(cls)})
-
 
 #: Wan 2.1 14B, the same config the cost model predicts it with (:func:`modeled_block`).
-WAN14B = BlockShape.of(MODELS["wan2.1-14b"])
+WAN14B = MODELS["wan2.1-14b"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +67,7 @@ class Sizes:
     time left of ``budget_s``, so time a section leaves unused passes on to the next ones."""
 
     sections: tuple[tuple[str, str, int | None, float], ...]
-    block: BlockShape
+    block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
     block_q: int = 128
     block_kv: int = 128
     sparsity: float = DEFAULT_SPARSITY
@@ -111,39 +92,15 @@ FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "wan-720p",
                        ("block", "wan-720p", None, 0.12), ("block", "wan-1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
-#: dense attention (its SVG variant is the same code with another mask).
+#: each of its attentions.
 SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
-              block=BlockShape(dim=256, heads=2, head_dim=128, ffn=512, text_len=16, layers=40, name="smoke"),
+              block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
+                                source="the smoke profile: tiny shapes"),
               max_rounds=2, budget_s=300.0,
               check_cases=(("float32", "per-head", False),), profile="smoke",
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense", "ours-dense",
                         "ours-aligned-fast"),
-              block_attentions=("dense-cudnn", "dense-ours"), tunings=())
-
-
-class Budget:
-    """Seconds left of the run and of the current section."""
-
-    def __init__(self, seconds: float):
-        self.start = time.monotonic()
-        self.deadline = self.start + seconds
-        self.section_deadline = self.deadline
-
-    def section(self, share_of_rest: float) -> None:
-        now = time.monotonic()
-        self.section_deadline = now + share_of_rest * max(self.deadline - now, 0.0)
-
-    def left(self) -> float:
-        return min(self.deadline, self.section_deadline) - time.monotonic()
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-
-def _reason(error: BaseException) -> str:
-    """One line: the error's type and the first line of its message (OOM, unsupported, ...)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+              tunings=())
 
 
 def _device_memory() -> float | None:
@@ -151,35 +108,6 @@ def _device_memory() -> float | None:
         return float(jax.devices()[0].memory_stats()["bytes_limit"])
     except Exception:  # CPU and some plugins have no memory stats
         return None
-
-
-def time_variants(calls: dict[str, Callable], budget: Budget, sizes: Sizes, desc: str) -> tuple[dict, dict]:
-    """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
-    interleaved rounds, as many as the section's budget allows (at most ``max_rounds``; without time
-    for one, the second warm-up call of each is its one round).
-
-    Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
-    """
-    skipped, steady = {}, {}
-    for name, call in tqdm(calls.items(), desc=f"{desc}: compile", leave=False):
-        if budget.left() <= 0:
-            skipped[name] = "time budget: no time left to compile it"
-            continue
-        try:
-            jax.block_until_ready(call())
-            start = time.perf_counter()
-            jax.block_until_ready(call())
-            steady[name] = time.perf_counter() - start
-        except Exception as error:  # OOM, unsupported on this jax / GPU, lowering errors
-            skipped[name] = _reason(error)
-    if not steady:
-        return {}, skipped
-    per_round = sum(steady.values())
-    if budget.left() < 2 * per_round:  # no time for a warm-up and a round: the warm calls' times are the round
-        return {n: [t] for n, t in steady.items()}, skipped
-    rounds = int(min(sizes.max_rounds, budget.left() // per_round - 1))  # -1: interleaved_times' warm-up call
-    times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
-    return times, skipped
 
 
 # -- 1. correctness on the device ---------------------------------------------------------------
@@ -273,7 +201,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, t
         variants["jax-triton-flash-dense"] = (lambda: flash(qp, kp, vp, segments),
                                               dense_info | {"computed_pairs": heads * Lp * Lp})
     except Exception as error:
-        variants["jax-triton-flash-dense"] = (None, dense_info | {"reason": _reason(error)})
+        variants["jax-triton-flash-dense"] = (None, dense_info | {"reason": reason(error)})
     try:  # JAX's Mosaic GPU (Hopper) flash attention: no masking, so padded keys count (timing only)
         from jax.experimental.pallas.ops.gpu import attention_mgpu
         Lp = L + (-L % 256)
@@ -284,7 +212,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, t
                                               dense_info | {"computed_pairs": heads * Lp * Lp,
                                                             "note": f"{Lp - L} padded keys unmasked (timing only)"})
     except Exception as error:
-        variants["jax-mosaic-flash-dense"] = (None, dense_info | {"reason": _reason(error)})
+        variants["jax-mosaic-flash-dense"] = (None, dense_info | {"reason": reason(error)})
 
     for label, mask in masks.items():
         for fast_path in ((True,) if label == "dense" else (False, True)):
@@ -316,7 +244,7 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
                                                                                         "profile"})
                     for n, (c, info) in variants.items()}
     calls = {n: c for n, (c, _) in variants.items() if c is not None}
-    times, skipped = time_variants(calls, budget, sizes, f"attention {g.name or g}")
+    times, skipped = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
     skipped |= {n: info["reason"] for n, (c, info) in variants.items() if c is None}
     base = "ours-dense" if "ours-dense" in times else None
     rows = []
@@ -352,132 +280,64 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
             "sparsity": sizes.sparsity, "rows": rows, "headline": headline}
 
 
-# -- 3. a Wan 2.1 14B-shaped block --------------------------------------------------------------
+# -- 3. one Wan 2.1 14B block ------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
-def init_block(shape: BlockShape, seed: int = 0) -> dict:
-    """Random bf16 weights of one Wan-style block (normal, scaled by ``1/sqrt(fan_in)``), made on the
-    device (host RNG would take seconds for 14B-block sizes) once per run."""
-    return _init_block(shape, jax.random.PRNGKey(seed))
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _init_block(shape: BlockShape, key) -> dict:
-    D, F = shape.dim, shape.ffn
-    mats = {"q": (D, D), "k": (D, D), "v": (D, D), "o": (D, D), "cross_q": (D, D), "cross_k": (D, D),
-            "cross_v": (D, D), "cross_o": (D, D), "ffn_in": (D, F), "ffn_out": (F, D), "modulation": (6, D)}
-    keys = jax.random.split(key, len(mats))
-    p = {n: (jax.random.normal(k_, s, jnp.float32) / math.sqrt(s[-1] if n == "modulation" else s[0]))
-         .astype(jnp.bfloat16) for k_, (n, s) in zip(keys, mats.items())}
-    for n, (_, out) in mats.items():
-        if n != "modulation":
-            p[n + "_bias"] = jnp.zeros((out,), jnp.bfloat16)
-    for n in ("q_norm", "k_norm", "cross_q_norm", "cross_k_norm", "cross_norm_scale"):
-        p[n] = jnp.ones((D,), jnp.bfloat16)
-    p["cross_norm_bias"] = jnp.zeros((D,), jnp.bfloat16)
-    return p
+def init_block(block: WanBlock, seed: int = 0) -> dict:
+    """Random bf16 weights of ``block`` (:meth:`WanBlock.init`), made on the device (host RNG would take
+    seconds for 14B-block sizes) once per run."""
+    init = jax.jit(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16))
+    return init(jax.random.PRNGKey(seed))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def block_inputs(shape: BlockShape, L: int, seed: int = 1) -> tuple:
-    """Random block input ``x [L, dim]``, time modulation ``e [6, dim]`` (float32), text ``context``,
-    and self-attention inputs ``q, k, v [L, heads, d]`` (to time attention alone), made on the device."""
+def block_inputs(model: ModelConfig, L: int, seed: int = 1) -> tuple:
+    """Random block input ``x [1, L, dim]`` (float32: Wan's residual stream), time modulation ``t_mod
+    [1, 6, dim]`` (float32), text ``context [1, text_len, dim]`` (bf16) and self-attention inputs ``q, k, v
+    [1, heads, L, head_dim]`` (bf16, to time attention alone), made on the device."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 6)
     normal = lambda k_, *s: jax.random.normal(k_, s, jnp.float32)  # noqa: E731
-    qkv = [normal(k_, L, shape.heads, shape.head_dim).astype(jnp.bfloat16) for k_ in keys[3:]]
-    return (normal(keys[0], L, shape.dim).astype(jnp.bfloat16), 0.1 * normal(keys[1], 6, shape.dim),
-            normal(keys[2], shape.text_len, shape.dim).astype(jnp.bfloat16), *qkv)
+    qkv = [normal(k_, 1, model.heads, L, model.head_dim).astype(jnp.bfloat16) for k_ in keys[3:]]
+    return (normal(keys[0], 1, L, model.dim), 0.1 * normal(keys[1], 1, 6, model.dim),
+            normal(keys[2], 1, model.text_len, model.dim).astype(jnp.bfloat16), *qkv)
 
 
-def _norm(x, eps=1e-6):
-    x = x.astype(jnp.float32)
-    return (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + eps)
+def _cudnn(q, k, v, **_):
+    """cuDNN's fused attention on the block's ``[B, heads, L, d]`` (its layout is ``[B, L, heads, d]``)."""
+    t = lambda y: jnp.swapaxes(y, 1, 2)  # noqa: E731
+    return t(jax.nn.dot_product_attention(t(q), t(k), t(v), implementation="cudnn"))
 
 
-def _rms(x, scale, eps=1e-6):
-    x = x.astype(jnp.float32)
-    return (x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + eps) * scale).astype(jnp.bfloat16)
+#: Where SVG's schedule is sparse: the last step and layer (the block section times a sparse block).
+SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
 
 
-def block_forward(p, x, e, context, angles, *, shape: BlockShape, attention: Callable):
-    """One Wan block on ``x [L, dim]``: modulated norm -> self-attention (``attention`` on ``[L, heads, d]``,
-    q/k RMS-normed and rotated) -> cross-attention to ``context [text_len, dim]`` -> modulated FFN."""
-    from svgtpu.toy.dit import apply_rope
-    H, d = shape.heads, shape.head_dim
-    shift1, scale1, gate1, shift2, scale2, gate2 = (p["modulation"].astype(jnp.float32) + e)
-
-    def lin(name, y):
-        return y.astype(jnp.bfloat16) @ p[name] + p[name + "_bias"]
-
-    def heads(y):
-        return y.reshape(y.shape[0], H, d)
-
-    h = (_norm(x) * (1 + scale1) + shift1).astype(jnp.bfloat16)
-    q = apply_rope(heads(_rms(lin("q", h), p["q_norm"])), angles[:, None]).astype(jnp.bfloat16)
-    k = apply_rope(heads(_rms(lin("k", h), p["k_norm"])), angles[:, None]).astype(jnp.bfloat16)
-    out = attention(q, k, heads(lin("v", h)))
-    x = (x + gate1 * lin("o", out.reshape(x.shape))).astype(jnp.bfloat16)
-
-    h = (_norm(x) * p["cross_norm_scale"] + p["cross_norm_bias"]).astype(jnp.bfloat16)
-    cq = heads(_rms(lin("cross_q", h), p["cross_q_norm"]))
-    ck = heads(_rms(lin("cross_k", context), p["cross_k_norm"]))
-    cross = jax.nn.dot_product_attention(cq[None], ck[None], heads(lin("cross_v", context))[None])[0]
-    x = (x + lin("cross_o", cross.reshape(x.shape))).astype(jnp.bfloat16)
-
-    h = (_norm(x) * (1 + scale2) + shift2).astype(jnp.bfloat16)
-    ffn = lin("ffn_out", jax.nn.gelu(lin("ffn_in", h), approximate=True))
-    return (x + gate2 * ffn).astype(jnp.bfloat16)
+def block_attentions(g, sizes: Sizes) -> dict[str, Callable]:
+    """The block's self-attention variants: cuDNN and our kernel dense, and SVG through our kernel on the
+    mask snapped to its tiles (profiling and layout transform included), on the GPU backend."""
+    tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
+    svg = SVGConfig(sparsity=sizes.sparsity, align="snap", **tiles)
+    return {"dense-cudnn": _cudnn, "dense-ours": self_attention("ours-dense", implementation="triton", **tiles),
+            "svg-aligned-ours": self_attention("svg", g, svg_config=svg, implementation="triton", **tiles)}
 
 
-def _ours_lhd(mask, sizes: Sizes, interpret: bool):
-    """Our GPU kernel on ``[L, heads, d]`` (the block's layout): transposes included in its time."""
-    def attend(q, k, v):
-        t = lambda y: jnp.transpose(y, (1, 0, 2))  # noqa: E731
-        return t(gpu_block_sparse_attention(t(q), t(k), t(v), mask, block_q=sizes.block_q, block_kv=sizes.block_kv,
-                                        interpret=interpret))
-    return attend
-
-
-def _cudnn_lhd(q, k, v):
-    return jax.nn.dot_product_attention(q[None], k[None], v[None], implementation="cudnn")[0]
-
-
-def modeled_block(geometry, sizes: Sizes) -> dict:
-    """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or why it cannot."""
-    try:
-        from svgtpu import costmodel
-        setup = costmodel.calibrated_setup(sizes.block.name, geometry, "h200", chips=1, steps=sizes.steps,
-                                           block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
-        breakdown = costmodel.forward_breakdown(setup)
-        total = sum(breakdown.values())
-        return {"attention_share_dense": breakdown["self_attention"] / total,
-                "block_s_dense": total / setup.model.layers,
-                "dit_speedup_svg_aligned": (costmodel.dit_seconds(setup, "dense", True)
-                                            / costmodel.dit_seconds(setup, "svg-aligned", True)),
-                "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
-                "provenance": setup.provenance}
-    except Exception as error:  # the cost model is optional here: record why it could not predict
-        return {"unavailable": _reason(error)}
-
-
-def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
-    from svgtpu.toy.dit import rope_angles
+def bench_block(geometry: str, sizes: Sizes, budget: Budget) -> dict:
+    """One block and its self-attention alone, per attention variant, timed in the same rounds."""
     g = get_geometry(geometry)
-    shape = sizes.block
-    p = init_block(shape)
-    x, e, context, *qkv = block_inputs(shape, g.L)
-    angles = rope_angles(g, shape.head_dim)
-    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
-    attentions = {"dense-cudnn": _cudnn_lhd, "dense-ours": _ours_lhd(masks["dense"], sizes, interpret),
-                  "svg-aligned-ours": _ours_lhd(masks["aligned"], sizes, interpret)}
-    attentions = {n: a for n, a in attentions.items() if n in sizes.block_attentions}
+    block = WanBlock(sizes.block)
+    p = init_block(block)
+    x, t_mod, context, *qkv = block_inputs(sizes.block, g.L)
+    angles = rope_angles(g, sizes.block.head_dim)
+    key = jax.random.PRNGKey(0)
+    attentions = {n: a for n, a in block_attentions(g, sizes).items() if n in sizes.block_attentions}
     calls = {}
     for name, attend in attentions.items():
-        blk = jax.jit(functools.partial(block_forward, shape=shape, attention=attend))
-        att = jax.jit(attend)
-        calls[f"block:{name}"] = functools.partial(blk, p, x, e, context, angles)
-        calls[f"attention:{name}"] = functools.partial(att, *qkv)
-    times, skipped = time_variants(calls, budget, sizes, f"block {g.name or g}")
+        blk = jax.jit(lambda p, x, t, c, a, key, attend=attend: block(p, x, t, c, a, attention=attend, key=key,
+                                                                      **SPARSE_CALL)[0])
+        att = jax.jit(lambda q, k, v, key, attend=attend: attend(q, k, v, key=key, **SPARSE_CALL))
+        calls[f"block:{name}"] = functools.partial(blk, p, x, t_mod, context, angles, key)
+        calls[f"attention:{name}"] = functools.partial(att, *qkv, key)
+    times, skipped = time_variants(calls, budget, sizes.max_rounds, f"block {g.name or g}")
     rows = []
     for name in attentions:
         b, a = f"block:{name}", f"attention:{name}"
@@ -487,8 +347,27 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) ->
             row |= {"block_s": statistics.median(times[b]), "attention_s": statistics.median(times[a]),
                     "attention_share": paired_ratio(times, a, b)}
         rows.append(row)
-    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": shape.name,
+    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": sizes.block.name,
             "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes))}
+
+
+def modeled_block(geometry, sizes: Sizes) -> dict:
+    """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or the cost model's
+    refusal (a ``ValueError``: a shape it has no rates for); anything else is a bug and raises."""
+    from svgtpu import costmodel
+    try:
+        setup = costmodel.calibrated_setup(sizes.block, geometry, "h200", chips=1, steps=sizes.steps,
+                                           block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
+    except ValueError as error:
+        return {"unavailable": reason(error)}
+    breakdown = costmodel.forward_breakdown(setup)
+    total = sum(breakdown.values())
+    return {"attention_share_dense": breakdown["self_attention"] / total,
+            "block_s_dense": total / setup.model.layers,
+            "dit_speedup_svg_aligned": (costmodel.dit_seconds(setup, "dense", True)
+                                        / costmodel.dit_seconds(setup, "svg-aligned", True)),
+            "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
+            "provenance": setup.provenance}
 
 
 def compare_with_model(rows: list[dict], modeled: dict) -> dict:
@@ -539,7 +418,6 @@ def attention_exponents(blocks: list[dict]) -> dict[str, float]:
 
 def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     """The whole benchmark (``smoke``: tiny shapes, any backend); returns the result dict."""
-    from svgtpu.report.results import provenance
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
@@ -561,7 +439,7 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
         try:
             return fn(*args)
         except Exception as error:  # one broken section must not lose the others' numbers
-            result["errors"].append({"section": section, "reason": _reason(error),
+            result["errors"].append({"section": section, "reason": reason(error),
                                      "traceback": traceback.format_exc(limit=4)})
             return None
 
@@ -575,7 +453,7 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
             if found:
                 result["attention"].append(found)
         else:
-            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget, interpret)
+            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget)
             if found:
                 result["block"].append(found)
                 e2e = extrapolate(found, sizes)
@@ -586,127 +464,6 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     return result
 
 
-# -- results file --------------------------------------------------------------------------------
-
-def _key(geometry: str) -> str:
-    return geometry.removeprefix("wan-").replace(" ", "")
-
-
-def results_entries(result: dict):
-    """``(claim, name, value, kwargs)`` for every number the paper shows from a GPU run."""
-    prov = result["provenance"]
-    check = result.get("check")
-    if check:
-        yield ("C4", "gpu_kernel_check", check["rows"],
-               dict(provenance=prov, description=f"our GPU kernel vs a float64 reference at {check['geometry']} "
-                    f"(L={check['L']}, {check['heads']} heads) on {result['device']}: max relative error"))
-    for a in result["attention"]:
-        g = _key(a["geometry"])
-        yield ("C4", f"gpu_attention_{g}", a["rows"],
-               dict(provenance=prov, description=f"attention variants at {a['geometry']} (L={a['L']}, "
-                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['sparsity']}) "
-                    f"on {result['device']}"))
-        for name, value in a["headline"].items():
-            if value is not None:
-                yield ("C4", f"gpu_{name}_{g}", value, dict(provenance=prov, unit="x",
-                                                            description=f"paired-ratio median at {a['geometry']}"))
-    for b in result["block"]:
-        g = _key(b["geometry"])
-        yield ("C2", f"gpu_block_{g}", b["rows"],
-               dict(provenance=prov, description=f"{b['model']}-shaped block at {b['geometry']} (L={b['L']}): "
-                    f"block and self-attention seconds on {result['device']}"))
-        for row in b["rows"]:
-            if row["status"] == "ok":
-                yield ("C2", f"gpu_attention_share_{row['attention']}_{g}", row["attention_share"],
-                       dict(provenance=prov, unit="fraction",
-                            description=f"measured self-attention share of one block, {row['attention']}"))
-        modeled = b["modeled"]
-        if "attention_share_dense" in modeled:
-            yield ("C2", f"gpu_attention_share_modeled_{g}", modeled["attention_share_dense"],
-                   dict(provenance=modeled["provenance"], unit="fraction",
-                        description="cost model's dense self-attention share for the same model and resolution"))
-        if "share_modeled_over_measured" in modeled:
-            yield ("C2", f"gpu_attention_share_modeled_over_measured_{g}", modeled["share_modeled_over_measured"],
-                   dict(provenance=prov, unit="x", description=f"cost model's dense share / the share measured "
-                        f"with {modeled['measured_with']} (1 = no error)"))
-    for kind, exponent in result.get("attention_exponent", {}).items():
-        yield ("C5", f"gpu_attention_exponent_{kind}", exponent,
-               dict(provenance=prov, description=f"slope of log self-attention seconds ({kind}) against log L "
-                    "over the block resolutions (2 = quadratic)"))
-    if result["end_to_end"]:
-        yield ("C1", "gpu_end_to_end_extrapolated", result["end_to_end"],
-               dict(provenance=prov, description="one video extrapolated from the measured block: "
-                    "layers x 50 steps x 2 (CFG); SVG with the cost model's warm-up schedule; no profiling, "
-                    "VAE or text encoder"))
-
-
-def write(result: dict, path: str | Path) -> Path:
-    """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``."""
-    from svgtpu.report.results import NotebookRun, write_results
-    path = Path(path)
-    notebook = NotebookRun(NOTEBOOK, result["profile"], path.parent)
-    for claim, name, value, kwargs in results_entries(result):
-        notebook.record(claim, name, value, **kwargs)
-    data = {"claims": {c: dict(sorted(e.items())) for c, e in sorted(notebook.claims.items())}, "figures": {},
-            "notebooks": {NOTEBOOK: {"profile": result["profile"], "finished": result["date"],
-                                     "figures": [], "device": result["device"], **notebook.env}},
-            "run": result}
-    return write_results(data, path)
-
-
-def gpu_rows(path: str | Path | None = None) -> dict | None:
-    """The GPU run's results for notebooks and the paper, or ``None`` when there is none yet.
-
-    ``{"device", "provenance", "jax", "attention": [...], "block": [...], "end_to_end": [...]}``
-    read from ``figures/results-gpu.json`` (default).
-    """
-    import json
-
-    from svgtpu.report.results import figures_dir
-    path = Path(path) if path is not None else figures_dir() / GPU_RESULTS_NAME
-    if not path.exists():
-        return None
-    run_ = json.loads(path.read_text()).get("run")
-    if not run_:
-        return None
-    return {k: run_[k] for k in ("device", "provenance", "jax", "date", "attention", "block", "end_to_end")}
-
-
-def format_result(result: dict) -> str:
-    """The run as tables, for the terminal."""
-    from svgtpu.report.tables import format_table
-    parts = [f"bench gpu on {result['device']} ({result['backend']}, jax {result['jax']}) "
-             f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, {result['elapsed_s']:.0f} s "
-             f"of a {result['budget_s']:.0f} s budget"]
-    check = result.get("check")
-    if check:
-        worst = max((r for r in check["rows"] if "max_rel_error" in r), key=lambda r: r["max_rel_error"])
-        parts.append(f"check at {check['geometry']}: {'all ok' if check['all_ok'] else 'FAILED'} "
-                     f"(worst {worst['max_rel_error']:.2e}: {worst['mask']} {worst['dtype']})")
-    columns = ["variant", "status", "median_s", "ratio_to_ours_dense", "ratio_to_cudnn", "tflops", "density",
-               "overhead_vs_ideal", "reason"]
-    for a in result["attention"]:
-        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']} "
-                     f"(program {a['program_tile']})\n" + format_table(a["rows"], columns))
-    for b in result["block"]:
-        modeled = b["modeled"]
-        note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
-                else f"cost model: {modeled.get('unavailable')}")
-        if "share_modeled_over_measured" in modeled:
-            note += f" ({modeled['share_modeled_over_measured']:.3f}x the one measured with {modeled['measured_with']})"
-        parts.append(f"block {b['geometry']} L={b['L']} ({b['model']}); {note}\n"
-                     + format_table(b["rows"], ["attention", "status", "block_s", "attention_s", "attention_share",
-                                                "reason"]))
-    if result.get("attention_exponent"):
-        parts.append("self-attention time ~ L^k over the block resolutions: " + ", ".join(
-            f"{kind} k={k:.2f}" for kind, k in result["attention_exponent"].items()))
-    if result["end_to_end"]:
-        parts.append("end to end, extrapolated from the block\n" + format_table(result["end_to_end"]))
-    for e in result["errors"]:
-        parts.append(f"section {e['section']} failed: {e['reason']}")
-    return "\n\n".join(parts)
-
-
-__all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "BlockShape", "WAN14B",
-           "block_forward", "init_block", "check_kernel", "bench_attention", "bench_block", "extrapolate",
-           "svg_masks", "row_plan_for"]
+__all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",
+           "block_inputs", "block_attentions", "check_kernel", "bench_attention", "bench_block", "modeled_block",
+           "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for"]

@@ -1,9 +1,11 @@
 """A toy Wan-shaped video diffusion transformer in plain JAX + einops.
 
-The shape follows Wan 2.1, scaled down to train on two CPU cores:
+The shape follows Wan 2.1, scaled down to train on two CPU cores; its blocks are Wan's own block,
+:class:`svgtpu.model.wan.WanBlock`, with the toy's options (:attr:`DiTConfig.block`: q/k RMSNorm per
+head, a plain LayerNorm before cross-attention):
 
     video [B, T, H, W, C] --3D patchify (1, 2, 2)--> tokens [B, L, D]      (frame-major order)
-    for each block:
+    for each block (WanBlock):
         x += gate1 * SelfAttention(adaLN(x; shift1, scale1))    3D RoPE, q/k RMSNorm, pluggable backend
         x += CrossAttention(LayerNorm(x), label tokens)         a few conditioning tokens per label
         x += gate2 * MLP(adaLN(x; shift2, scale2))               GELU
@@ -35,6 +37,8 @@ from einops import rearrange
 from svgtpu.toy import data
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
+from svgtpu.model.config import ModelConfig
+from svgtpu.model.wan import WanBlock, apply_rope, layer_norm, linear, rope_angles, rope_split
 
 Params = dict[str, Any]
 
@@ -81,6 +85,11 @@ class DiTConfig:
         return self.channels * math.prod(self.patch)
 
     @property
+    def block(self) -> ModelConfig:
+        """The blocks' shape and options, as the model config :class:`~svgtpu.model.wan.WanBlock` runs."""
+        return ModelConfig.from_dit(self)
+
+    @property
     def geometry(self) -> VideoGeometry:
         """The token grid the model sees (frame-major, ``L = T * H * W``)."""
         pt, ph, pw = self.patch
@@ -110,33 +119,6 @@ def unpatchify(tokens: jax.Array, config: DiTConfig) -> jax.Array:
                      t=g.T, h=g.H, w=g.W, pt=pt, ph=ph, pw=pw)
 
 
-# -- 3D rotary position embedding --------------------------------------------------------------
-
-def rope_split(head_dim: int) -> tuple[int, int, int]:
-    """Channels of one head given to the (t, h, w) axes, as Wan splits them (all even)."""
-    hw = 2 * (head_dim // 6)
-    return head_dim - 2 * hw, hw, hw
-
-
-def rope_angles(geometry: VideoGeometry, head_dim: int, theta: float = 10000.0) -> jax.Array:
-    """Rotation angles ``[L, head_dim // 2]`` of every frame-major token: per axis, its position
-    times ``theta ** (-2i / axis_dim)``, concatenated over (t, h, w)."""
-    t, h, w = np.meshgrid(np.arange(geometry.T), np.arange(geometry.H), np.arange(geometry.W), indexing="ij")
-    parts = []
-    for pos, dim in zip((t, h, w), rope_split(head_dim)):
-        inv_freq = theta ** (-np.arange(0, dim, 2) / dim)
-        parts.append(pos.reshape(-1, 1) * inv_freq[None, :])
-    return jnp.asarray(np.concatenate(parts, axis=1), jnp.float32)
-
-
-def apply_rope(x: jax.Array, angles: jax.Array) -> jax.Array:
-    """Rotate channel pairs ``(2i, 2i+1)`` of ``x [..., L, d]`` by ``angles [L, d/2]``."""
-    pairs = rearrange(x, "... (n two) -> ... n two", two=2)
-    cos, sin = jnp.cos(angles), jnp.sin(angles)
-    a, b = pairs[..., 0], pairs[..., 1]
-    return rearrange(jnp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1), "... n two -> ... (n two)")
-
-
 # -- parameters --------------------------------------------------------------------------------
 
 def _linear(key, fan_in: int, fan_out: int, zero: bool = False) -> Params:
@@ -146,19 +128,9 @@ def _linear(key, fan_in: int, fan_out: int, zero: bool = False) -> Params:
 
 def init_params(config: DiTConfig, key: jax.Array) -> Params:
     """Fresh parameters; modulation and output layers start at zero (blocks begin as identity)."""
-    D, hidden = config.dim, config.dim * config.mlp_ratio
-    keys = iter(jax.random.split(key, 8 + 9 * config.depth))
-    blocks = []
-    for _ in range(config.depth):
-        blocks.append({
-            "modulation": jnp.zeros((6, D)),
-            "q": _linear(next(keys), D, D), "k": _linear(next(keys), D, D),
-            "v": _linear(next(keys), D, D), "o": _linear(next(keys), D, D),
-            "q_norm": jnp.ones((config.head_dim,)), "k_norm": jnp.ones((config.head_dim,)),
-            "cross_q": _linear(next(keys), D, D), "cross_kv": _linear(next(keys), D, 2 * D),
-            "cross_o": _linear(next(keys), D, D),
-            "mlp_in": _linear(next(keys), D, hidden), "mlp_out": _linear(next(keys), hidden, D),
-        })
+    D, block = config.dim, WanBlock(config.block)
+    keys = iter(jax.random.split(key, 8 + block.INIT_KEYS * config.depth))
+    blocks = [block.init(keys) for _ in range(config.depth)]
     return {
         "patch_embed": _linear(next(keys), config.patch_dim, D),
         "time_in": _linear(next(keys), config.freq_dim, D),
@@ -177,46 +149,12 @@ def count_params(params: Params) -> int:
 
 # -- forward -----------------------------------------------------------------------------------
 
-def _dense(p: Params, x: jax.Array) -> jax.Array:
-    return x @ p["w"] + p["b"]
-
-
-def _layer_norm(x: jax.Array, eps: float = 1e-6) -> jax.Array:
-    mean = x.mean(-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
-
-
-def _rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-6) -> jax.Array:
-    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + eps) * scale
-
-
 def timestep_embedding(t: jax.Array, dim: int) -> jax.Array:
     """Sinusoidal embedding ``[B, dim]`` of flow times ``t in [0, 1]`` (scaled by 1000 like Wan)."""
     half = dim // 2
     freqs = jnp.exp(-math.log(10000.0) * jnp.arange(half) / half)
     args = 1000.0 * t[:, None] * freqs[None, :]
     return jnp.concatenate([jnp.cos(args), jnp.sin(args)], axis=-1)
-
-
-def _block(p: Params, x, t_mod, context, angles, config: DiTConfig, attention: Attention, **call):
-    heads = config.heads
-    shift1, scale1, gate1, shift2, scale2, gate2 = jnp.unstack(t_mod + p["modulation"], axis=1)[:6]
-
-    h = _layer_norm(x) * (1 + scale1[:, None]) + shift1[:, None]
-    split = lambda y: rearrange(y, "b l (h d) -> b h l d", h=heads)  # noqa: E731
-    q = apply_rope(_rms_norm(split(_dense(p["q"], h)), p["q_norm"]), angles)
-    k = apply_rope(_rms_norm(split(_dense(p["k"], h)), p["k_norm"]), angles)
-    v = split(_dense(p["v"], h))
-    out = attention(q, k, v, **call)
-    out, info = out if isinstance(out, tuple) else (out, None)
-    x = x + gate1[:, None] * _dense(p["o"], rearrange(out, "b h l d -> b l (h d)"))
-
-    cq = split(_dense(p["cross_q"], _layer_norm(x)))
-    ck, cv = jnp.split(_dense(p["cross_kv"], context), 2, axis=-1)
-    x = x + _dense(p["cross_o"], rearrange(dense_attention(cq, split(ck), split(cv)), "b h l d -> b l (h d)"))
-
-    h = _layer_norm(x) * (1 + scale2[:, None]) + shift2[:, None]
-    return x + gate2[:, None] * _dense(p["mlp_out"], jax.nn.gelu(_dense(p["mlp_in"], h))), info
 
 
 def forward(params: Params, config: DiTConfig, video: jax.Array, t: jax.Array, labels: jax.Array, *,
@@ -233,21 +171,21 @@ def forward(params: Params, config: DiTConfig, video: jax.Array, t: jax.Array, l
     if video.ndim != 5 or tuple(video.shape[1:]) != expected:
         raise ValueError(f"video must be [batch, {', '.join(map(str, expected))}], got {tuple(video.shape)}")
     key = jax.random.PRNGKey(0) if key is None else key
-    D = config.dim
-    x = _dense(params["patch_embed"], patchify(video, config))
-    t_emb = _dense(params["time_out"], jax.nn.silu(_dense(params["time_in"], timestep_embedding(t, config.freq_dim))))
-    t_mod = _dense(params["time_modulation"], jax.nn.silu(t_emb)).reshape(-1, 6, D)
+    D, block = config.dim, WanBlock(config.block)
+    x = linear(params["patch_embed"], patchify(video, config))
+    t_emb = linear(params["time_out"], jax.nn.silu(linear(params["time_in"], timestep_embedding(t, config.freq_dim))))
+    t_mod = linear(params["time_modulation"], jax.nn.silu(t_emb)).reshape(-1, 6, D)
     context = params["label_embed"][labels]
     angles = rope_angles(config.geometry, config.head_dim, config.rope_theta)
     layer_keys = jax.random.split(key, config.depth)
     infos = []
-    for layer, block in enumerate(params["blocks"]):
-        x, info = _block(block, x, t_mod, context, angles, config, attention, layer=layer, step=step,
-                   num_steps=num_steps, num_layers=config.depth, key=layer_keys[layer])
+    for layer, p in enumerate(params["blocks"]):
+        x, info = block(p, x, t_mod, context, angles, attention=attention, layer=layer, step=step,
+                        num_steps=num_steps, num_layers=config.depth, key=layer_keys[layer])
         infos.append(info)
     shift, scale = jnp.unstack(params["head_modulation"][None] + t_emb[:, None], axis=1)
-    x = _layer_norm(x) * (1 + scale[:, None]) + shift[:, None]
-    velocity = unpatchify(_dense(params["head"], x), config)
+    x = layer_norm(x) * (1 + scale[:, None]) + shift[:, None]
+    velocity = unpatchify(linear(params["head"], x), config)
     return (velocity, infos) if with_info else velocity
 
 

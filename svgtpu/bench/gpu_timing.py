@@ -1,0 +1,74 @@
+"""Timing inside a fixed budget, for a machine lent for minutes (:mod:`svgtpu.bench.gpu`).
+
+The run's sections share one budget (:class:`Budget`); within a section, :func:`time_variants` compiles
+and warms each call (a call that fails is recorded as skipped with the reason: out of memory,
+unsupported by the installed jax) and then times the survivors in interleaved rounds
+(:func:`svgtpu.bench.timing.interleaved_times`), as many as the section's time allows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import jax
+from tqdm.auto import tqdm
+
+from svgtpu.bench.timing import interleaved_times
+
+
+class Budget:
+    """Seconds left of the run and of the current section."""
+
+    def __init__(self, seconds: float):
+        self.start = time.monotonic()
+        self.deadline = self.start + seconds
+        self.section_deadline = self.deadline
+
+    def section(self, share_of_rest: float) -> None:
+        now = time.monotonic()
+        self.section_deadline = now + share_of_rest * max(self.deadline - now, 0.0)
+
+    def left(self) -> float:
+        return min(self.deadline, self.section_deadline) - time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def reason(error: BaseException) -> str:
+    """One line: the error's type and the first line of its message (OOM, unsupported, ...)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+
+
+def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, desc: str) -> tuple[dict, dict]:
+    """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
+    interleaved rounds, as many as the section's budget allows (at most ``max_rounds``; without time
+    for one, the second warm-up call of each is its one round).
+
+    Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
+    """
+    skipped, steady = {}, {}
+    for name, call in tqdm(calls.items(), desc=f"{desc}: compile", leave=False):
+        if budget.left() <= 0:
+            skipped[name] = "time budget: no time left to compile it"
+            continue
+        try:
+            jax.block_until_ready(call())
+            start = time.perf_counter()
+            jax.block_until_ready(call())
+            steady[name] = time.perf_counter() - start
+        except Exception as error:  # noqa: BLE001 - OOM, unsupported on this jax / GPU: the run goes on
+            skipped[name] = reason(error)
+    if not steady:
+        return {}, skipped
+    per_round = sum(steady.values())
+    if budget.left() < 2 * per_round:  # no time for a warm-up and a round: the warm calls' times are the round
+        return {n: [t] for n, t in steady.items()}, skipped
+    rounds = int(min(max_rounds, budget.left() // per_round - 1))  # -1: interleaved_times' warm-up call
+    times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
+    return times, skipped
+
+
+__all__ = ["Budget", "reason", "time_variants"]
