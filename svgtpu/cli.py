@@ -854,13 +854,17 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head-dim", type=positive_int, default=128)
     p.add_argument("--what", default=None,
                    help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
-                        f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)})")
+                        f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)}); or wan-block: "
+                        "one Wan 2.1 14B block on a v6e-8 / v7x slice, dense and SVG, static cycles by role")
 
 
 @command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
          "needed (exit 1 if the compiler refuses)", _compile_arguments)
 def run_compile(args):
     """``(result, table, exit status)``; 1 when anything was refused."""
+    if args.what == "wan-block":
+        from svgtpu.bench.wan_block import run_command
+        return run_command(args)
     from svgtpu.bench.compile import CompileJob, compile_targets
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels import KernelConfig, device_memory

@@ -26,10 +26,11 @@ EXPECTED = {
     "01_pallas_in_five_kernels": {"figures": ["five_kernels_timeline"], "claims": {}},
     "02_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
     "05_quadratic_scaling": {
-        "figures": ["c5_cost_vs_resolution", "c2_attention_share"],
+        "figures": ["c5_cost_vs_resolution", "c2_attention_share", "c2_compiled_roles", "c5_compiled_scaling"],
         "claims": {"C2": ["attention_share_1440p", "attention_share_720p", "toy_attention_share",
-                          "attention_share_sweep"],
-                   "C5": ["attention_exponent", "other_exponent"]},
+                          "attention_share_sweep", "compiled_role_shares", "compiled_matmul_mxu_share"],
+                   "C5": ["attention_exponent", "other_exponent", "flops_exponent", "compiled_cycles_exponent",
+                          "toy_attention_exponent", "toy_attention_exponent_interval"]},
     },
     "03_mask_alignment": {
         "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff", "c3_search"],

@@ -82,20 +82,27 @@ def head_parallel(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
     return _shard(attention, mesh, P("data", ("heads", "seq"), None, None), seq_sharded=False)
 
 
+def ulysses_local(attention: Callable[..., jax.Array], axis: str = "seq") -> Callable[..., jax.Array]:
+    """The per-device body of Ulysses attention, for use inside a ``shard_map`` over ``axis``: an
+    all-to-all turns the local ``[b, h, L/n, d]`` into ``[b, h/n, L, d]`` (heads split over the group,
+    the sequence gathered), ``attention`` runs on whole sequences, and a second all-to-all turns the
+    output back.  Keywords go to ``attention``."""
+    def local(q, k, v, **call):
+        to_heads = lambda x: jax.lax.all_to_all(x, axis, split_axis=1, concat_axis=2, tiled=True)  # noqa: E731
+        out = attention(to_heads(q), to_heads(k), to_heads(v), **call)
+        return jax.lax.all_to_all(out, axis, split_axis=2, concat_axis=1, tiled=True)
+    return local
+
+
 def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
     """Sequence-parallel attention in the style of DeepSpeed-Ulysses.
 
     Inputs and outputs are sharded along the sequence (``seq`` axis) and heads (``heads`` axis); inside,
     an all-to-all over ``seq`` gathers the whole sequence for ``heads / seq`` of the local heads, the
-    attention runs head-parallel, and an all-to-all scatters the output back along the sequence.
+    attention runs head-parallel, and an all-to-all scatters the output back along the sequence
+    (:func:`ulysses_local`).
     """
-    def local(q, k, v):
-        # [b, h, L/n, d] -> [b, h/n, L, d]: split heads over the seq group, gather the sequence
-        to_heads = lambda x: jax.lax.all_to_all(x, "seq", split_axis=1, concat_axis=2, tiled=True)  # noqa: E731
-        out = attention(to_heads(q), to_heads(k), to_heads(v))
-        return jax.lax.all_to_all(out, "seq", split_axis=2, concat_axis=1, tiled=True)
-
-    return _shard(local, mesh, P("data", "heads", "seq", None), seq_sharded=True)
+    return _shard(ulysses_local(attention), mesh, P("data", "heads", "seq", None), seq_sharded=True)
 
 
 def sharded_backend(attention: Callable[..., jax.Array], mesh: Mesh, mode: str = "heads"):

@@ -274,7 +274,7 @@ def _library_mask(lib, mask, shape):
     return Blocks()
 
 
-def _steps_ours(v: Variant, mask, L: int) -> list[list]:
+def steps_ours(v: Variant, mask, L: int) -> list[list]:
     """Per ``pallas_call`` (plan chunk): rows ``[body, first, last, q, kv, mask_block]`` of each grid step."""
     from svgtpu.kernels.budget import device_memory
     from svgtpu.kernels.plan import FIRST, LAST, tile_plan
@@ -343,7 +343,7 @@ def _compile_child(spec: dict, out: str) -> None:
         config = KernelConfig(v.block_q, v.block_kv, v.block_kv_compute, v.fast_path)
         x = jax.ShapeDtypeStruct((1, g.L, v.head_dim), dtype, sharding=device)
         fn, args = (lambda q, k, vv: block_sparse_attention(q, k, vv, mask, config=config, device="v6e")), (x, x, x)
-        calls = _steps_ours(v, mask, g.L)
+        calls = steps_ours(v, mask, g.L)
     else:
         Lq, Lk = round_up(g.L, v.block_q), round_up(g.L, v.block_kv)
         if v.kernel == "splash":
@@ -649,5 +649,5 @@ def sparse_cycles_over_ideal(geometry: str = "wan-1440p", *, block_q: int = 3024
 
 
 __all__ = ["KERNELS", "MASKS", "TILES", "GEOMETRIES", "MAXDIFFUSION_KV_COMPUTE", "PIPELINE_FILL", "SCHEMA",
-           "Schedule", "Variant", "read_schedule", "compile_variant", "cached_compile", "step_bytes", "estimate",
+           "Schedule", "Variant", "read_schedule", "steps_ours", "compile_variant", "cached_compile", "step_bytes", "estimate",
            "variants", "ratios", "bench_compiled", "parse_tiles", "run_command", "sparse_cycles_over_ideal"]

@@ -8,7 +8,9 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
   and the toy DiT step with SVG attention, unaligned and aligned (notebooks 05-07 sample it);
 - several hosts (``v6e:4x4x1``, 16 chips on 4 hosts): the sharded SVG layer with Wan 2.1 14B's 40
   heads at notebook 04's geometry (CFG x Ulysses), and the shipped toy DiT's step as
-  ``svgtpu generate --distributed --devices 6`` runs it.
+  ``svgtpu generate --distributed --devices 6`` runs it;
+- the slices of notebook 05: one Wan 2.1 block per resolution and device of the profile, dense and SVG,
+  as :mod:`svgtpu.bench.wan_block` compiles it (cached in ``build/``, so the notebook reuses the compiles).
 
 A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
 see: run-time errors, speed, and anything outside these programs (the host loop, file output).
@@ -21,6 +23,7 @@ import dataclasses
 
 from svgtpu.bench.compile import CompileJob, compile_targets
 from svgtpu.bench.multihost import MultihostJob, compile_multihost
+from svgtpu.bench.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.report.reproduce import settings
 
@@ -35,14 +38,14 @@ class Check:
 
     notebook: str
     what: str
-    job: CompileJob | None     # None: the profile's sizes are refused before compiling (``error``)
+    job: CompileJob | BlockJob | None   # None: the profile's sizes are refused before compiling (``error``)
     target: str
     dit_config: str | None = None
     error: str | None = None
 
     @property
     def hosts(self) -> str:
-        return "several" if self.target.startswith("sharded") else "one"
+        return "several" if self.target.startswith("sharded") or self.target == "wan-block" else "one"
 
 
 def checks(profile: str, dit: bool = True) -> list[Check]:
@@ -83,7 +86,19 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
         out.append(Check("multi-host", "toy DiT step as generate --distributed --devices 6 runs it",
                          CompileJob(device="v6e", topology=MULTI_HOST, dtype="float32", head_dim=64),
                          "sharded-dit-step", dit_config="toy"))
+        out += wan_block_checks(profile)
     return out
+
+
+def wan_block_checks(profile: str) -> list[Check]:
+    """Notebook 05's compiled blocks under ``profile`` (each resolution and device, dense and SVG)."""
+    from svgtpu.model.config import ModelConfig
+    blocks = settings("05_quadratic_scaling", profile)
+    model = blocks["block_model"] if isinstance(blocks["block_model"], str) else ModelConfig(**blocks["block_model"])
+    bq, bkv = blocks["block_tiles"]
+    return [Check("05_quadratic_scaling", f"{variant} block, {res}, {SLICES[device]['topology']}",
+                  BlockJob(res, device, variant, model=model, block_q=bq, block_kv=bkv, kernel=blocks["block_kernel"]),
+                  "wan-block") for res, device in blocks["blocks"] for variant in VARIANTS]
 
 
 def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
@@ -97,6 +112,13 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
         if c.job is None:
             rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": ONE_HOST,
                          "geometry": None, "compiled": False, "compile_s": 0.0, "reason": c.error})
+            continue
+        if c.target == "wan-block":
+            result = cached_compile_block(c.job)
+            rows.append({"notebook": c.notebook, "what": c.what, "target": c.target,
+                         "topology": SLICES[c.job.device]["topology"], "geometry": c.job.resolution,
+                         "compiled": "refused" not in result, "compile_s": result.get("compile_s", 0.0),
+                         "reason": result.get("refused")})
             continue
         if c.hosts == "one":
             result = compile_targets(c.job, (c.target,))
@@ -113,4 +135,4 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
             "passed": not failed}
 
 
-__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "preflight"]
+__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "wan_block_checks", "preflight"]

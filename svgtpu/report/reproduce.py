@@ -54,11 +54,19 @@ _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-f
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
+# 05's compiled Wan blocks (svgtpu.bench.wan_block): the model, its tiles, where our kernel's cycles come
+# from, and the resolutions of C5's compiled-cycles sweep.  quick: a tiny block of the same code in seconds.
+_WAN_BLOCKS = {"block_model": "wan2.1-14b", "block_tiles": [BLOCK_Q, BLOCK_KV], "c5_resolutions": _SWEEP}
+_QUICK_BLOCKS = {"block_model": {"name": "tiny", "layers": 40, "dim": 512, "heads": 8, "head_dim": 64, "ffn": 1024,
+                                 "text_len": 16, "patch_in": 64, "source": "quick profile: the code path, not Wan"},
+                 "block_tiles": [128, 128], "blocks": [["2x8x16", "v6e"]], "block_kernel": "in-block",
+                 "c5_resolutions": ["2x8x16", "2x16x32", "4x16x32"]}
+
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
         **_COMPUTED_ONLY,
-        "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP},
+        "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP, **_QUICK_BLOCKS},
         "03_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
                               "search_geometries": ["wan-480p"], "search_tiles": [[BLOCK_Q, BLOCK_KV], [512, 512]],
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
@@ -72,7 +80,10 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "cpu": {
         **_COMPUTED_ONLY,
-        "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP},
+        # compiled blocks: v6e at 720p and 1440p, the kernel read from its own compile (notebook 04's)
+        "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP,
+                                 **_WAN_BLOCKS, "blocks": [["720p", "v6e"], ["1440p", "v6e"]],
+                                 "block_kernel": "own-compile"},
         "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
@@ -86,7 +97,9 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "tpu": {
         **_COMPUTED_ONLY,
-        "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP},
+        "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP, **_WAN_BLOCKS,
+                                 "blocks": [[r, d] for d in ("v6e", "v7x") for r in ("720p", "1440p")],
+                                 "block_kernel": "in-block"},
         "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},

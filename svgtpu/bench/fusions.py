@@ -1,0 +1,371 @@
+"""A whole compiled XLA:TPU program as static cycles: every fusion, kernel and collective of it, weighted
+by its loops' trip counts, and by the part of the model it belongs to.
+
+libtpu compiles a jitted program into a *top-level program* (``TLP``) that calls one LLO program per
+HLO op it runs: fusions (matmuls with what XLA fused around them), Pallas kernels (custom calls),
+collectives, copies.  With ``--xla_jf_dump_to=DIR --xla_jf_dump_llo_text=true`` (set in
+``LIBTPU_INIT_ARGS`` before JAX starts: :func:`svgtpu.bench.dumps.child_env`) it writes, per program,
+``<id>-<op name>-NN-final_bundles.txt``, the static VLIW schedule (one line per bundle, one bundle per
+issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module reads them:
+
+- **one program's cycles** (:func:`program_cycles`): a loop is a backward branch (``sbr.rel`` to the
+  start of an earlier region) and its trip count is the constant of the exit test that sets the
+  branch's predicate (``scmp.ge ... N /* loop exit test */``); every bundle is counted once per
+  iteration of every loop whose span holds it.  A static count covers a loop body *once* (the lone
+  matmul of ``tests/test_fusions.py`` proves it: its 12k bundles hold one pass of a loop whose trip
+  count makes the whole matmul).  Predicated regions count as run (an upper bound of a few bundles per
+  region); a loop whose bound is held in a register (a dynamic trip count) counts once and is reported.
+- **which program each op runs** (:func:`read_dump`): libtpu compiles identical HLO computations once
+  and dumps them under the first op's name; an op without a dump of its own runs the program of the op
+  whose canonical HLO (:func:`canonical_ops`: names and metadata dropped, shapes, layouts, memory
+  spaces, attributes and the fused computation kept) is the same.  An op left unmatched is reported,
+  never guessed.
+- **where each op belongs**: the ``jax.named_scope`` in its HLO ``metadata`` (for a fusion, the scope of
+  its matmul or kernel when it has one: the op that dominates its cycles), mapped to a role
+  (:data:`ROLES`) by :func:`role_of`; collectives by opcode.
+- **what crosses the chips**: the collectives' bytes from the compiled HLO
+  (:func:`svgtpu.bench.multihost.hlo_collectives`).
+
+Static bundles are issue cycles before any stall: time spent waiting on HBM, on the other chips
+(collectives run at ICI speed, not at their few hundred issue cycles) or on the host is outside them.
+Cycle ratios within one program do not depend on the clock.  Provenance ``compiled-<device>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections import Counter
+from pathlib import Path
+
+from svgtpu.bench.llo import bundle_lines
+
+#: The parts of a transformer block a cycle is attributed to.
+ROLES = ("self-attention", "projections", "cross-attention", "ffn", "norms/modulation", "collectives", "other")
+#: Named scopes (:data:`svgtpu.model.wan.SCOPES`, and the sharded program's own) -> role.
+SCOPE_ROLES = {"self_attention": "self-attention", "projections": "projections",
+               "cross_attention": "cross-attention", "ffn": "ffn", "modulation": "norms/modulation",
+               "norm": "norms/modulation", "qk_norm_rope": "norms/modulation", "residual": "norms/modulation",
+               "weight_gather": "collectives"}
+#: Peak matmul FLOPs per cycle of one TensorCore as the compiled schedule issues them: 2 MXUs of 256 x 256
+#: (JAX's ``pltpu`` TPU info for v6e and 7x: ``num_mxus=2``, ``mxu_column_size=256``), each taking a push of
+#: 16 bf16 rows (2 x 256 x 256 x 16 flop) every 8 cycles in a large matmul's loop body: twice the
+#: one-row-per-cycle ``2 x 256^2 x 2``.  ``tests/test_fusions.py`` checks a lone matmul against it.
+MXU_FLOPS_PER_CYCLE = {"v6e": 2 * 256 ** 2 * 2 * 2, "v7x": 2 * 256 ** 2 * 2 * 2}
+#: HLO opcodes that move data between chips.
+COLLECTIVE_OPS = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "collective-permute")
+
+_BRANCH = re.compile(r"sbr\.rel \((!?)(%p[\w]+)\) target = \$region(\d+)")
+_REGION_START = re.compile(r"(?:Start|Start/End empty) region (\d+)")
+_EXIT_TEST = re.compile(r"(%p[\w]+) = scmp\.(?:ge|gt)\.s32\.totalorder (?:\(!?%p\w+\), )?%\w+, (\w+)\s*/\* loop exit test")
+_TOTAL = re.compile(r"total scheduled bundles:\s*(\d+)")
+_DUMP_NAME = re.compile(r"^\d+-(.+)-\d\d-(schedule-analysis_)?final_bundles\.txt$")
+_CALLED = re.compile(r"inlined_call\b[^/]*/\* %([\w.\-]+) = ")
+
+
+# -- one program's static cycles -----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """A loop of a schedule: bundles ``[start, end)`` (branch and delay slots included) and its trip
+    count (``None``: the bound is in a register)."""
+
+    start: int
+    end: int
+    trips: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramCycles:
+    """One program's static schedule: its bundles (each once), its cycles (each bundle times the trip
+    counts of the loops around it) and its loops."""
+
+    bundles: int
+    cycles: int
+    loops: tuple[Loop, ...]
+
+    @property
+    def dynamic_loops(self) -> int:
+        """Loops whose trip count is not a constant (counted once)."""
+        return sum(lp.trips is None for lp in self.loops)
+
+
+def program_cycles(text: str) -> ProgramCycles:
+    """The static cycles of one ``final_bundles`` schedule (see the module doc for the rules)."""
+    bundles = bundle_lines(text)
+    starts, tests = {}, {}
+    for i, line in enumerate(bundles):
+        for region in _REGION_START.findall(line):
+            starts.setdefault(int(region), i)
+        for predicate, bound in _EXIT_TEST.findall(line):
+            tests[predicate] = int(bound) if bound.isdigit() else None
+    loops = []
+    for i, line in enumerate(bundles):
+        for negated, predicate, region in _BRANCH.findall(line):
+            start = starts.get(int(region))
+            if start is None or start > i:
+                continue  # a forward branch: a predicated region, counted as run
+            end = next((j + 1 for j in range(i, min(i + 8, len(bundles))) if "End region" in bundles[j]), i + 1)
+            loops.append(Loop(start, end, tests.get(predicate) if negated else None))
+    weight = [1] * len(bundles)
+    for lp in loops:
+        for j in range(lp.start, lp.end):
+            weight[j] *= lp.trips or 1
+    return ProgramCycles(len(bundles), sum(weight), tuple(loops))
+
+
+# -- the scheduled HLO module --------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class HloOp:
+    """One instruction of the entry computation: its name, opcode, result type, the named scope of the
+    op that dominates it, and its canonical form (what libtpu's program deduplication compares)."""
+
+    name: str
+    opcode: str
+    type: str
+    scope: str
+    canonical: str
+    flops: int = 0   # of its matmuls (convolutions and dots), fused ones included
+
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][a-z0-9\-]*)\((.*)$")
+_COMPUTATION = re.compile(r"^(ENTRY )?%([\w.\-]+) .*\{\s*$")
+_NAME = re.compile(r"%([\w.\-]+)")
+_CALLS = re.compile(r"(calls|to_apply|condition|body)=%([\w.\-]+)")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_HERO_OPS = ("convolution", "dot", "custom-call")
+
+
+def _strip_metadata(text: str) -> str:
+    """``text`` without its ``metadata={...}`` attribute (names, source lines: not part of the program)."""
+    start = text.find("metadata={")
+    if start < 0:
+        return text
+    depth, i = 0, start + len("metadata=")
+    for i in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+    return text[:start].rstrip(", ") + text[i + 1:]
+
+
+def _computations(text: str) -> dict[str, list[str]]:
+    """Every computation of an HLO module text: name -> its instruction lines (``__entry__``: the entry's)."""
+    out, current = {}, None
+    for line in text.splitlines():
+        if current is None:
+            m = _COMPUTATION.match(line)
+            if m:
+                current = "__entry__" if m.group(1) else m.group(2)
+                out[current] = []
+        elif line.startswith("}"):
+            current = None
+        elif _INSTRUCTION.match(line):
+            out[current].append(line)
+    return out
+
+
+def canonical_ops(hlo_text: str) -> dict[str, HloOp]:
+    """The entry computation's instructions of a scheduled HLO module, by name, each with a canonical
+    form: its text with metadata dropped, every operand replaced by its type and every called
+    computation by that computation's structural digest (a hash over its instructions' graph, not
+    their names or order), so two ops whose programs must be identical compare equal."""
+    comps = _computations(hlo_text)
+    digests: dict[str, str] = {}
+
+    def digest(name: str) -> str:
+        if name not in digests:
+            lines = {}
+            root = None
+            for line in comps.get(name, []):
+                m = _INSTRUCTION.match(line)
+                lines[m.group(1)] = line
+                if line.lstrip().startswith("ROOT "):
+                    root = m.group(1)
+            nodes: dict[str, str] = {}
+
+            def node(n: str) -> str:
+                if n not in nodes:
+                    text = _strip_metadata(lines[n].split(" = ", 1)[1])
+                    text = _CALLS.sub(lambda m: f"{m.group(1)}=<{digest(m.group(2))}>", text)
+                    text = _NAME.sub(lambda m: f"<{node(m.group(1))}>" if m.group(1) in lines else "%?", text)
+                    nodes[n] = hashlib.sha256(text.encode()).hexdigest()[:16]
+                return nodes[n]
+            digests[name] = node(root) if root else "empty"
+        return digests[name]
+
+    entry = comps.get("__entry__")
+    if entry is None:
+        raise RuntimeError("no ENTRY computation in the HLO module")
+    types = {}
+    for line in entry:
+        m = _INSTRUCTION.match(line)
+        types[m.group(1)] = m.group(2)
+    ops = {}
+    for line in entry:
+        name, type_, opcode, rest = _INSTRUCTION.match(line).groups()
+        rest = _CALLS.sub(lambda m: f"{m.group(1)}=<{digest(m.group(2))}>", _strip_metadata(rest))
+        canonical = f"{type_} {opcode}(" + _NAME.sub(lambda m: types.get(m.group(1), "%?"), rest)
+        ops[name] = HloOp(name, opcode, type_, _scope(line, comps), canonical, _flops(line, entry, comps))
+    return ops
+
+
+def _scope(line: str, comps: dict[str, list[str]]) -> str:
+    """The ``op_name`` of an entry instruction, or of the matmul / kernel inside the fusion it calls."""
+    called = _CALLS.search(line)
+    if called and called.group(1) == "calls":
+        for inner in _descendants(called.group(2), comps):
+            m = _INSTRUCTION.match(inner)
+            if m and m.group(3) in _HERO_OPS and (name := _OP_NAME.search(inner)):
+                return name.group(1)
+    name = _OP_NAME.search(line)
+    return name.group(1) if name else ""
+
+
+_DIMS = re.compile(r"\[([\d,]*)\]")
+_DIM_LABELS = re.compile(r"dim_labels=(\w+)_")
+_LHS_CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+
+
+def _dims(type_: str) -> list[int]:
+    m = _DIMS.search(type_)
+    return [int(d) for d in m.group(1).split(",") if d] if m else []
+
+
+def _matmul_flops(line: str, types: dict[str, str]) -> int:
+    """``2 x result elements x contracted size`` of a ``convolution`` (contracting its lhs ``f`` dimension)
+    or ``dot`` (its ``lhs_contracting_dims``) instruction; 0 for anything else."""
+    m = _INSTRUCTION.match(line)
+    if not m or m.group(3) not in ("convolution", "dot"):
+        return 0
+    lhs = _dims(types.get(_NAME.findall(m.group(4))[0], ""))
+    if m.group(3) == "convolution":
+        labels = _DIM_LABELS.search(line)
+        contracted = [lhs[labels.group(1).index("f")]] if labels and "f" in labels.group(1) and lhs else []
+    else:
+        dims = _LHS_CONTRACTING.search(line)
+        contracted = [lhs[int(d)] for d in dims.group(1).split(",") if d] if dims and lhs else []
+    out = 2
+    for d in _dims(m.group(2)) + contracted:
+        out *= d
+    return out if contracted else 0
+
+
+def _flops(line: str, entry: list[str], comps: dict[str, list[str]]) -> int:
+    """Matmul FLOPs of an entry instruction: its own, or those inside the computations it calls."""
+    lines = [line]
+    for _, inner in _CALLS.findall(line):
+        lines += _descendants(inner, comps)
+    types = {}
+    for text in entry + lines:
+        if (m := _INSTRUCTION.match(text)):
+            types.setdefault(m.group(1), m.group(2))
+    return sum(_matmul_flops(text, types) for text in lines)
+
+
+def _descendants(name: str, comps: dict[str, list[str]], seen=None) -> list[str]:
+    """Instruction lines of computation ``name`` and of the computations it calls, depth first."""
+    seen = set() if seen is None else seen
+    if name in seen:
+        return []
+    seen.add(name)
+    out = []
+    for line in comps.get(name, []):
+        out.append(line)
+        for _, inner in _CALLS.findall(line):
+            out += _descendants(inner, comps, seen)
+    return out
+
+
+def role_of(scope: str, opcode: str) -> str:
+    """The role (:data:`ROLES`) of an op: collectives by opcode, else the first named scope of its
+    ``op_name`` path that :data:`SCOPE_ROLES` knows, else ``other``."""
+    if opcode.removesuffix("-start") in COLLECTIVE_OPS:
+        return "collectives"
+    for part in scope.split("/"):
+        if part in SCOPE_ROLES:
+            return SCOPE_ROLES[part]
+    return "other"
+
+
+# -- a dump folder ---------------------------------------------------------------------------------
+
+def _dumped(folder: Path) -> dict[str, Path]:
+    """Final schedules in a dump folder by program name (``TLP``, op names, ``<late-...>``)."""
+    out = {}
+    for path in folder.glob("*final_bundles.txt"):
+        m = _DUMP_NAME.match(path.name)
+        if m and not m.group(2):
+            if m.group(1) in out:
+                raise RuntimeError(f"two final schedules of {m.group(1)} in {folder}")
+            out[m.group(1)] = path
+    return out
+
+
+def read_dump(folder: str | Path, hlo_text: str | None = None) -> dict:
+    """Every op the top-level program calls, with the static cycles of the program it runs and its role,
+    and the top-level program's own cycles.  ``hlo_text``: the compiled module (default: the dump's
+    ``TLP-hlo.txt``).
+
+    Returns ``{"ops": [...], "top_level": {...}, "unmatched": [...], "programs": n}``; each op row:
+    ``name, opcode, scope, role, program, bundles, cycles, calls, dynamic_loops``.
+    """
+    folder = Path(folder)
+    if hlo_text is None:
+        hlo_files = list(folder.glob("*TLP-hlo.txt"))
+        if len(hlo_files) != 1:
+            raise RuntimeError(f"expected one TLP-hlo.txt in {folder}, found {len(hlo_files)}")
+        hlo_text = hlo_files[0].read_text()
+    ops = canonical_ops(hlo_text)
+    files = _dumped(folder)
+    if "TLP" not in files:
+        raise RuntimeError(f"no top-level program (TLP final_bundles) in {folder}")
+    tlp_text = files["TLP"].read_text()
+    top = program_cycles(tlp_text)
+    calls = Counter(_CALLED.findall(tlp_text))
+    by_canonical = {}
+    for name in files:
+        if name in ops:
+            by_canonical.setdefault(ops[name].canonical, name)
+    cache: dict[str, ProgramCycles] = {}
+    rows, unmatched = [], []
+    for name, n in calls.items():
+        op = ops.get(name)
+        program = name if name in files else (by_canonical.get(op.canonical) if op else None)
+        if program is None:
+            unmatched.append(name)
+            continue
+        if program not in cache:
+            cache[program] = program_cycles(files[program].read_text())
+        p = cache[program]
+        rows.append({"name": name, "opcode": op.opcode if op else "?", "scope": op.scope if op else "",
+                     "flops": op.flops * n if op else 0,
+                     "role": role_of(op.scope, op.opcode) if op else "other", "program": program,
+                     "bundles": p.bundles, "cycles": p.cycles * n, "calls": n, "dynamic_loops": p.dynamic_loops})
+    return {"ops": rows, "unmatched": unmatched, "programs": len(files),
+            "top_level": {"bundles": top.bundles, "cycles": top.cycles, "dynamic_loops": top.dynamic_loops}}
+
+
+def role_cycles(reading: dict) -> dict[str, int]:
+    """Static cycles per role (:data:`ROLES`) of a :func:`read_dump` reading; the top-level program's
+    own bundles (launching, DMA issue, waits) count as ``other``."""
+    out = dict.fromkeys(ROLES, 0)
+    for row in reading["ops"]:
+        out[row["role"]] += row["cycles"]
+    out["other"] += reading["top_level"]["cycles"]
+    return out
+
+
+def scheduled_bundles(folder: str | Path, name: str) -> int:
+    """``total scheduled bundles`` of program ``name`` as libtpu's own schedule analysis states it."""
+    for path in Path(folder).glob("*schedule-analysis_final_bundles.txt"):
+        m = _DUMP_NAME.match(path.name)
+        if m and m.group(1) == name:
+            return int(_TOTAL.search(path.read_text()).group(1))
+    raise RuntimeError(f"no schedule analysis of {name} in {folder}")
+
+
+__all__ = ["ROLES", "SCOPE_ROLES", "MXU_FLOPS_PER_CYCLE", "COLLECTIVE_OPS", "Loop", "ProgramCycles", "program_cycles", "HloOp",
+           "canonical_ops", "role_of", "read_dump", "role_cycles", "scheduled_bundles"]

@@ -1,0 +1,410 @@
+"""One Wan 2.1 block compiled ahead of time for a TPU slice and read as static cycles per role (C1, C2).
+
+``svgtpu compile --what wan-block``: one :class:`~svgtpu.model.wan.WanBlock` of Wan 2.1 14B (bf16 weights,
+float32 residual stream) at a resolution, compiled with libtpu on this CPU for every chip of a slice
+(``v6e:2x4x1``: v6e-8; ``tpu7x:2x2x1``: 4 v7x chips, 8 TensorCores), sharded as the cost model picks it
+(:func:`parallel_plan`: CFG pair over ``data`` or not, Ulysses over ``seq``: q, k, v and the output
+re-sharded by all-to-alls around self-attention; weights sharded over ``seq`` and all-gathered when
+replicas do not fit).  Self-attention is our kernel at the production tiles, dense (``dense``) or Sparse
+VideoGen with the default recipe's kept fraction snapped to the tiles (``svg``: online profiling, layout
+transform, our kernel), at a step and layer past SVG's dense warm-up.
+
+The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtpu.bench.dumps`);
+:mod:`svgtpu.bench.fusions` reads every op's static cycles and role.  Our kernel's cycles are read as
+``bench compiled`` reads a kernel (:func:`svgtpu.bench.compiled.estimate`: per grid step the step
+overhead, init / finish and the body of that step's tile kind, from the kernel's own plan), not as a
+generic program (which would count its full and partial tile bodies at every step).  Results are cached
+in ``build/compiled-wan-block/`` by content: the job, the versions of jax and libtpu and the sources the
+program is built from.  Provenance ``compiled-<device>``: nothing ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from svgtpu.model.config import ModelConfig
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.schedule import DEFAULT_SPARSITY
+from svgtpu.tpu_env import package_version
+
+#: The slices compiled for: a TPU generation -> its libtpu topology and the chips the cost model counts.
+SLICES = {"v6e": {"topology": "v6e:2x4x1", "chips": 8}, "v7x": {"topology": "tpu7x:2x2x1", "chips": 4}}
+VARIANTS = ("dense", "svg")
+#: Where our kernel's cycles come from: compiled inside the block (``in-block``), or from its own compile
+#: (``own-compile``: ``bench compiled``'s cached kernel at the same tiles and mask, re-bounded to the block's
+#: plan; the block is then compiled with the kernel call left out, its identity in its place: a few times
+#: cheaper to compile, and what the cpu profile runs).
+KERNEL_READINGS = ("in-block", "own-compile")
+#: Where SVG's schedule is sparse: the last step and layer of a 50-step run (the default recipe's steps).
+SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
+#: Bump when the way a block is compiled or read changes (the cache key holds it).
+SCHEMA = 1
+_SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "bench/wan_block.py", "bench/fusions.py",
+            "bench/compiled.py", "bench/llo.py", "bench/dumps.py", "geometry.py", "recipes.py", "schedule.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockJob:
+    """One block to compile: the model, its resolution, the TPU generation (:data:`SLICES`), the
+    self-attention variant (:data:`VARIANTS`), the kernel's tiles and SVG's kept fraction."""
+
+    resolution: str = "1440p"
+    device: str = "v6e"
+    variant: str = "dense"
+    model: "str | ModelConfig" = "wan2.1-14b"
+    block_q: int = BLOCK_Q
+    block_kv: int = BLOCK_KV
+    kept: float = DEFAULT_SPARSITY
+    kernel: str = "in-block"
+
+    def __post_init__(self):
+        from svgtpu.costmodel.workload import get_model, get_resolution
+        from svgtpu.kernels.config import KernelConfig
+        if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
+            object.__setattr__(self, "model", ModelConfig(**self.model))
+        if self.device not in SLICES:
+            raise ValueError(f"device must be one of {', '.join(SLICES)} (the slices compiled for), got {self.device!r}")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+        get_model(self.model), get_resolution(self.resolution), KernelConfig(self.block_q, self.block_kv)
+        if not 0 < self.kept < 1:
+            raise ValueError(f"kept must be in the open interval (0, 1), got {self.kept!r}")
+        if self.kernel not in KERNEL_READINGS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNEL_READINGS)}, got {self.kernel!r}")
+
+    @property
+    def name(self) -> str:
+        model = self.model if isinstance(self.model, str) else self.model.name
+        return f"{model}-{self.resolution}-{self.device}-{self.variant}" + ("" if self.kernel == "in-block" else
+                                                                           "-own-kernel")
+
+    def svg_config(self):
+        """SVG's settings: the kept fraction snapped to the kernel's tiles."""
+        from svgtpu.attention.svg import SVGConfig
+        return SVGConfig(sparsity=self.kept, block_q=self.block_q, block_kv=self.block_kv, align="snap")
+
+    def mask(self):
+        """The mask our kernel runs in this block (dense, or SVG's aligned band)."""
+        from svgtpu.costmodel.workload import get_resolution
+        from svgtpu.masks.core import DenseMask
+        g = get_resolution(self.resolution)
+        return DenseMask(g.L) if self.variant == "dense" else self.svg_config().mask(g)
+
+
+def parallel_plan(job: BlockJob) -> dict:
+    """How the cost model runs one pass on the slice: of its one-slice configurations
+    (:func:`svgtpu.costmodel.multihost.configurations`: CFG split or not) the one with the shortest SVG
+    video, as :func:`~svgtpu.costmodel.multihost.multihost_sweep` picks; with the mesh that gives on the
+    slice's devices (``data`` = the CFG pair when split, ``seq`` = the rest)."""
+    from svgtpu.costmodel.multihost import configurations, model_configuration
+    from svgtpu.costmodel.specs import get_device
+    chips = SLICES[job.device]["chips"]
+    options = [model_configuration(job.model, job.resolution, job.device, chips, **c)
+               for c in configurations(chips, get_device(job.device)) if c["slices"] == 1]
+    best = min(options, key=lambda r: r["svg_minutes"])
+    cores = get_device(job.device).cores
+    data = 2 if best["cfg_split"] else 1
+    return {"chips": chips, "devices": chips * cores, "cfg_split": best["cfg_split"],
+            "chips_per_pass": best["chips_per_pass"], "weights_sharded": best["weights_sharded"],
+            "mesh": {"data": data, "seq": chips * cores // data}, "why": "shortest modeled SVG video of "
+            + ", ".join(f"{'CFG split' if r['cfg_split'] else 'no CFG split'} {r['svg_minutes']:.2f} min" for r in options)}
+
+
+def block_program(job: BlockJob, devices, plan: dict):
+    """``(fn, abstract args)``: one block on every device of ``devices`` under ``plan``'s mesh."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from svgtpu.attention.sharding import ulysses_local
+    from svgtpu.costmodel.workload import get_model, get_resolution
+    from svgtpu.model.wan import WanBlock, self_attention
+    model, g = get_model(job.model), get_resolution(job.resolution)
+    data, seq = plan["mesh"]["data"], plan["mesh"]["seq"]
+    if model.heads % seq or g.L % seq:
+        raise ValueError(f"{job.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
+    mesh = Mesh(np.array(devices).reshape(data, seq), ("data", "seq"))
+    block = WanBlock(model)
+    shapes = jax.eval_shape(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16),
+                            jax.random.key(0))
+    shard = plan["weights_sharded"]
+    pspec = jax.tree.map(lambda a: P("seq") if shard and a.ndim == 2 and a.shape[0] % seq == 0 else P(), shapes)
+    name = "ours-dense" if job.variant == "dense" else "svg"
+    attention = ulysses_local(self_attention(name, g, block_q=job.block_q, block_kv=job.block_kv,
+                                             svg_config=job.svg_config()))
+
+    def local(p, x, t_mod, context, angles, key):
+        with jax.named_scope("weight_gather"):
+            p = jax.tree.map(lambda w, s: jax.lax.all_gather(w, "seq", axis=0, tiled=True) if s != P() else w,
+                             p, pspec)
+        return block(p, x, t_mod, context, angles, attention=attention, key=jax.random.wrap_key_data(key),
+                     **SPARSE_CALL)[0]
+
+    specs = (pspec, P("data", "seq"), P("data"), P("data"), P("seq"), P())
+    fn = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P("data", "seq"), check_vma=False)
+
+    def arg(shape, dtype, spec):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+    params = jax.tree.map(lambda a, s: arg(a.shape, a.dtype, s), shapes, pspec)
+    D = model.dim
+    args = (params, arg((data, g.L, D), jnp.float32, P("data", "seq")), arg((data, 6, D), jnp.float32, P("data")),
+            arg((data, model.text_len, D), jnp.bfloat16, P("data")), arg((g.L, model.head_dim // 2), jnp.float32,
+                                                                         P("seq")), arg((2,), jnp.uint32, P()))
+    return fn, args
+
+
+def slice_devices(device: str) -> list:
+    """Every device of the slice compiled for on ``device`` (:data:`SLICES`), from libtpu's topology."""
+    from jax.experimental import topologies
+
+    from svgtpu.bench.compile import libtpu_available
+    if not libtpu_available():
+        raise ValueError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
+                         '(requirements.txt pins it)')
+    return list(topologies.get_topology_desc(platform="tpu", topology_name=SLICES[device]["topology"]).devices)
+
+
+def _compile_child(spec: dict, out: str) -> None:
+    """Child process: compile one block (libtpu dumps into the folder its flags name)."""
+    import sys
+
+    import jax
+
+    from svgtpu.bench.compile import first_line
+    from svgtpu.kernels.common import compiling_for
+    job = BlockJob(**spec["job"])
+    if job.kernel == "own-compile":  # this process only compiles the program around the kernel
+        from svgtpu.kernels import api
+        api.block_sparse = lambda q, k, v, mask, **_: q
+    devices = slice_devices(job.device)
+    fn, args = block_program(job, devices, spec["plan"])
+    with compiling_for(job.device):
+        lowered = jax.jit(fn).lower(*args)  # our tracing: a bug here is a traceback, never a refusal
+        start = time.perf_counter()
+        try:
+            compiled = lowered.compile()
+        except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
+            sys.exit(f"not compiled: {first_line(e)}")
+    memory = compiled.memory_analysis()
+    Path(out).write_text(json.dumps({"compile_s": time.perf_counter() - start,
+                                     "hbm_temp_bytes": int(memory.temp_size_in_bytes) if memory else None}))
+
+
+def kernel_variant(job: BlockJob, geometry: str | None = None):
+    """Our kernel in ``job``'s block as :mod:`svgtpu.bench.compiled` names a variant (one head, fast path on),
+    at ``geometry`` (default: the block's resolution)."""
+    from svgtpu.bench.compiled import Variant
+    from svgtpu.costmodel.workload import get_model
+    from svgtpu.kernels.config import KernelConfig
+    config = KernelConfig(job.block_q, job.block_kv)
+    return Variant("ours", "dense" if job.variant == "dense" else "svg-aligned", geometry or job.resolution,
+                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=get_model(job.model).head_dim)
+
+
+def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | None = None) -> dict:
+    """Our kernel's cycles in ``job``'s block, read as :func:`svgtpu.bench.compiled.estimate` reads a
+    compiled kernel: ``heads`` heads per device, each walking the plan of the block's mask, with
+    ``schedules`` (:class:`~svgtpu.bench.compiled.Schedule` dicts).  Given ``fill`` (the grid loop's
+    iterations beyond its steps), one schedule stands for every plan chunk at any length: its grid loop
+    re-bounded to each chunk's steps (the program is the same but for that bound: its tile bodies, step
+    overhead and once-per-call code do not depend on the sequence length)."""
+    from svgtpu.bench.compiled import estimate, steps_ours
+    from svgtpu.costmodel.workload import get_resolution
+    v = kernel_variant(job)
+    calls = [steps * heads for steps in steps_ours(v, job.mask(), get_resolution(job.resolution).L)]
+    if fill is not None:
+        schedules = [dict(schedules[0], iterations=len(c) + fill) for c in calls]
+    if len(schedules) != len(calls):
+        raise RuntimeError(f"{job.name}: {len(schedules)} kernel programs for {len(calls)} plan chunks")
+    order = sorted(range(len(calls)), key=lambda i: len(calls[i]))  # pair by grid size, as bench compiled does
+    paired = [None] * len(calls)
+    for i, s in zip(order, sorted(schedules, key=lambda s: s["iterations"])):
+        paired[i] = s
+    row = estimate({"schedules": paired, "calls": calls}, v)
+    return {"cycles": row["cycles"], "steps": row["steps"], "heads": heads, "body_cycles": row["body_cycles"],
+            "overhead_cycles": row["overhead_cycles"], "hbm_bytes": row["hbm_bytes"],
+            "schedule": paired[0], "fill": paired[0]["iterations"] - len(calls[0])}
+
+
+def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
+    """Our kernel's schedule from its own compile: ``bench compiled``'s cached variant at the same tiles
+    and mask on ``wan-1440p`` (what notebook 04 compiles); ``(schedule, fill)``."""
+    from svgtpu.bench.compiled import cached_compile
+    if job.kept != DEFAULT_SPARSITY or job.device != "v6e":
+        raise ValueError("the kernel's own compile (bench compiled) is v6e at the default kept fraction "
+                         f"({DEFAULT_SPARSITY}); got {job.device}, kept {job.kept}")
+    compiled = cached_compile(kernel_variant(job, "wan-1440p"))
+    if "refused" in compiled:
+        raise ValueError(f"our kernel does not compile for v6e at {job.block_q}x{job.block_kv}: {compiled['refused']}")
+    schedule, steps = compiled["schedules"][0], compiled["calls"][0]
+    return schedule, schedule["iterations"] - len(steps)
+
+
+def compile_block(job: BlockJob) -> dict:
+    """Compile ``job`` in a child process with the dumps on and read it: cycles per role, our kernel's
+    reading, the collectives' bytes per device (or ``{"refused": reason}``)."""
+    from svgtpu.bench.compiled import read_schedule
+    from svgtpu.bench.dumps import child_env, final_schedule, run_child
+    from svgtpu.bench.fusions import ROLES, read_dump, role_cycles
+    from svgtpu.bench.multihost import hlo_collectives
+    from svgtpu.costmodel.workload import get_model
+    plan = parallel_plan(job)
+    spec = {"job": dataclasses.asdict(job), "plan": plan}
+    with tempfile.TemporaryDirectory() as tmp:
+        jf, out = Path(tmp, "jf"), Path(tmp, "facts.json")
+        code = (f"import json, svgtpu.bench.wan_block as m; "
+                f"m._compile_child(json.loads({json.dumps(json.dumps(spec))}), {str(out)!r})")
+        done = run_child(code, child_env(jf), job.name)
+        if done.returncode:
+            return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
+        facts = json.loads(out.read_text())
+        hlo = next(jf.glob("*TLP-hlo.txt")).read_text()
+        reading = read_dump(jf, hlo)
+        kernels = [r for r in reading["ops"] if "block_sparse_attention" in r["program"]]
+        schedules = [dataclasses.asdict(read_schedule(final_schedule(jf, r["program"]))) for r in kernels]
+    heads = get_model(job.model).heads // plan["mesh"]["seq"]
+    generic = sum(r["cycles"] for r in kernels)
+    if job.kernel == "in-block":
+        kernel = kernel_cycles(job, heads, schedules)
+        for r in kernels:  # the kernel's reading replaces the generic count of its programs
+            r["cycles"] = kernel["cycles"] * r["cycles"] // generic if generic else 0
+    else:
+        if kernels:
+            raise RuntimeError(f"{job.name}: the kernel was to be left out, yet the block holds {len(kernels)}")
+        kernel = kernel_cycles(job, heads, *own_compile_schedule(job))
+        reading["ops"].append({"name": "our kernel (own compile)", "opcode": "custom-call", "scope": "self_attention",
+                               "role": "self-attention", "program": "bench compiled", "flops": 0,
+                               "bundles": None, "cycles": kernel["cycles"], "calls": 1, "dynamic_loops": 0})
+    roles = role_cycles(reading)
+    total = sum(roles.values())
+    collectives = {k: c for k, c in hlo_collectives(hlo).items() if c["count"]}
+    return {"job": dataclasses.asdict(job), "name": job.name, "provenance": f"compiled-{job.device}",
+            "topology": SLICES[job.device]["topology"], "plan": plan, "compile_s": facts["compile_s"],
+            "hbm_temp_bytes": facts["hbm_temp_bytes"], "total_cycles": total,
+            "roles": {role: {"cycles": roles[role], "share": roles[role] / total} for role in ROLES},
+            "kernel": kernel | {"generic_cycles": generic}, "collectives": collectives,
+            "top_level": reading["top_level"], "unmatched": reading["unmatched"], "programs": reading["programs"],
+            "ops": sorted(reading["ops"], key=lambda r: -r["cycles"]),
+            "versions": {"jax": package_version("jax"), "libtpu": package_version("libtpu")}}
+
+
+def cache_key(job: BlockJob) -> str:
+    """The content key of ``job``'s reading: the job, the versions, :data:`SCHEMA` and the sources."""
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(json.dumps([dataclasses.asdict(job), SCHEMA, package_version("jax"),
+                                   package_version("libtpu")], sort_keys=True).encode())
+    for source in _SOURCES:
+        path = package / source
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(file.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def cached_compile_block(job: BlockJob) -> dict:
+    """:func:`compile_block`, cached in ``build/compiled-wan-block/<name>-<content key>.json``."""
+    from svgtpu.report.paths import REPO_ROOT
+    path = Path(REPO_ROOT, "build", "compiled-wan-block", f"{job.name}-{cache_key(job)}.json")
+    if path.exists():
+        return json.loads(path.read_text())
+    result = compile_block(job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(path)
+    return result
+
+
+def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
+    """:func:`cached_compile_block` of every job, ``workers`` child compiles at once (each a few GB)."""
+    import concurrent.futures
+    jobs = list(jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = pool.map(cached_compile_block, jobs)
+        if progress:
+            from tqdm.auto import tqdm
+            results = tqdm(results, total=len(jobs), desc="compiling Wan blocks", unit="block")
+        return list(results)
+
+
+#: The cost model's ops (:func:`svgtpu.costmodel.forward_breakdown`) by the role their compiled
+#: counterpart has (:data:`svgtpu.bench.fusions.ROLES`); patch embedding and head are outside a block.
+MODELED_ROLES = {"qkv_proj": "projections", "o_proj": "projections", "cross_q_proj": "cross-attention",
+                 "cross_kv_proj": "cross-attention", "cross_attention": "cross-attention",
+                 "cross_o_proj": "cross-attention", "norm_cross": "cross-attention", "ffn_in": "ffn", "ffn_out": "ffn",
+                 "gelu": "ffn", "norm_modulate": "norms/modulation", "qk_rmsnorm": "norms/modulation",
+                 "rope": "norms/modulation", "residual": "norms/modulation", "communication": "collectives",
+                 "weight_gather": "collectives", "self_attention": "self-attention"}
+
+
+def modeled_block(job: BlockJob) -> dict:
+    """The cost model's seconds of the same block on one chip, by role, with the same split as the compile
+    (:func:`parallel_plan`): the dense block from :func:`~svgtpu.costmodel.forward_breakdown`, the SVG
+    block's self-attention the model's sparse layer (kernel tiles, profiling, layout transform, its
+    sparse efficiency) without warm-up.  Provenance ``modeled-<device>``."""
+    from svgtpu import costmodel
+    from svgtpu.bench.fusions import ROLES
+    plan = parallel_plan(job)
+    setup = costmodel.calibrated_setup(job.model, job.resolution, job.device, chips=plan["chips"],
+                                       cfg_split=plan["cfg_split"], block_q=job.block_q, block_kv=job.block_kv,
+                                       sparsity=job.kept)
+    breakdown, layers = costmodel.forward_breakdown(setup), setup.model.layers
+    roles = dict.fromkeys(ROLES, 0.0)
+    for op, seconds in breakdown.items():
+        if op in MODELED_ROLES:
+            roles[MODELED_ROLES[op]] += seconds / layers
+    if job.variant == "svg":
+        sparse = dataclasses.replace(setup, warmup_steps=0.0, warmup_layers=0.0)
+        per_pass = costmodel.dit_seconds(sparse, "svg-aligned", True) / (setup.sequential_passes * setup.steps)
+        others = sum(v for k, v in breakdown.items() if k != "self_attention")
+        roles["self-attention"] = (per_pass - others) / layers
+    total = sum(roles.values())
+    return {"provenance": setup.provenance, "total_seconds": total,
+            "roles": {role: {"seconds": roles[role], "share": roles[role] / total} for role in ROLES}}
+
+
+def role_rows(results: list[dict]) -> list[dict]:
+    """One row per (block, role): resolution, device, variant, role, static cycles and share of the block."""
+    from svgtpu.bench.fusions import ROLES
+    return [{"resolution": r["job"]["resolution"], "device": r["job"]["device"], "variant": r["job"]["variant"],
+             "role": role, "cycles": r["roles"][role]["cycles"], "share": r["roles"][role]["share"]}
+            for r in results if "roles" in r for role in ROLES]
+
+
+def run_command(args):
+    """``svgtpu compile --what wan-block``: dense and SVG blocks at ``--geometry`` (a resolution) for
+    ``--device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
+    from svgtpu.report.tables import format_table
+    kept = args.sparsity if args.sparsity is not None else DEFAULT_SPARSITY
+    jobs = [BlockJob(args.geometry.removeprefix("wan-"), args.device, variant, block_q=args.block_q,
+                     block_kv=args.block_kv, kept=kept) for variant in VARIANTS]
+    results = compile_blocks(jobs, progress=not args.json)
+    refused = {r_job.name: r["refused"] for r_job, r in zip(jobs, results) if "refused" in r}
+    lines = [f"one {jobs[0].model} block, {jobs[0].resolution}, {SLICES[args.device]['topology']} "
+             f"({results[0].get('provenance', 'compiled-' + args.device)}); static cycles per device by role "
+             "(issue cycles: stalls on memory, the other chips and the host are outside them)"]
+    lines.append(format_table(role_rows(results), ["variant", "role", "cycles", "share"]))
+    for job, r in zip(jobs, results):
+        if "refused" in r:
+            lines.append(f"{job.name}: not compiled: {r['refused']}")
+            continue
+        plan, k = r["plan"], r["kernel"]
+        lines.append(f"{job.variant}: mesh {plan['mesh']} ({'CFG split' if plan['cfg_split'] else 'no CFG split'}, "
+                     f"weights {'sharded' if plan['weights_sharded'] else 'replicated'}); our kernel {k['heads']} "
+                     f"heads x {k['steps'] // k['heads']} steps = {k['cycles']:,} cycles; collectives per device: "
+                     + ", ".join(f"{kind} {c['count']} x, {c['bytes'] / 1e6:.1f} MB" for kind, c in
+                                 r["collectives"].items()))
+    if all("roles" in r for r in results):
+        dense, svg = results
+        lines.append(f"SVG / dense block cycles: {svg['total_cycles'] / dense['total_cycles']:.3f}")
+    return {"blocks": results, "refused": refused}, "\n".join(lines), 1 if refused else 0
+
+
+__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "kernel_variant", "own_compile_schedule", "SPARSE_CALL", "SCHEMA", "BlockJob", "parallel_plan", "block_program",
+           "slice_devices", "kernel_cycles", "compile_block", "cache_key", "cached_compile_block", "compile_blocks",
+           "role_rows", "run_command", "MODELED_ROLES", "modeled_block"]
