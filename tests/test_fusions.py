@@ -62,6 +62,15 @@ def test_a_static_count_is_one_loop_body_and_the_matmul_runs_near_the_mxu_rate(t
     assert 0.85 * fusions.MXU_FLOPS_PER_CYCLE["v6e"] < added <= fusions.MXU_FLOPS_PER_CYCLE["v6e"] == 2 * formula
 
 
+def test_an_op_in_a_while_body_counts_once_per_trip(tmp_path):
+    """``lax.map`` over 6 slices compiles to an HLO while whose bound the top-level program keeps in a
+    register; the reader takes the trip count from the HLO (counter 0 to 6, step 1)."""
+    reading = compile_and_read(tmp_path, [[6, 512, 512], [512, 512]], "return jax.lax.map(lambda a: jnp.tanh(a @ x[1]), x[0])")
+    [matmul] = [r for r in reading["ops"] if r["flops"]]
+    assert matmul["calls"] == 6 and matmul["flops"] == 6 * 2 * 512 ** 3 and matmul["dynamic_loops"] == 0
+    assert not reading["unmatched"]
+
+
 HLO = """HloModule m, is_scheduled=true
 
 %region_a (p0: f32[], p1: f32[]) -> f32[] {

@@ -15,6 +15,9 @@ issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module re
   matmul of ``tests/test_fusions.py`` proves it: its 12k bundles hold one pass of a loop whose trip
   count makes the whole matmul).  Predicated regions count as run (an upper bound of a few bundles per
   region); a loop whose bound is held in a register (a dynamic trip count) counts once and is reported.
+- **how often each op runs**: once per call in the top-level program, times the trip counts of the
+  loops around the call: a counted loop of the top-level program, or an HLO ``while`` whose trip count
+  the HLO states (:func:`while_trips`: a counter from a constant to a constant bound, step 1);
 - **which program each op runs** (:func:`read_dump`): libtpu compiles identical HLO computations once
   and dumps them under the first op's name; an op without a dump of its own runs the program of the op
   whose canonical HLO (:func:`canonical_ops`: names and metadata dropped, shapes, layouts, memory
@@ -91,8 +94,9 @@ class ProgramCycles:
         return sum(lp.trips is None for lp in self.loops)
 
 
-def program_cycles(text: str) -> ProgramCycles:
-    """The static cycles of one ``final_bundles`` schedule (see the module doc for the rules)."""
+def bundle_weights(text: str) -> tuple[list[str], list[int], tuple[Loop, ...]]:
+    """The bundle lines of a ``final_bundles`` schedule, how many times each is issued (the product of the
+    trip counts of the loops whose span holds it; a dynamic trip count counts once) and the loops."""
     bundles = bundle_lines(text)
     starts, tests = {}, {}
     for i, line in enumerate(bundles):
@@ -112,7 +116,13 @@ def program_cycles(text: str) -> ProgramCycles:
     for lp in loops:
         for j in range(lp.start, lp.end):
             weight[j] *= lp.trips or 1
-    return ProgramCycles(len(bundles), sum(weight), tuple(loops))
+    return bundles, weight, tuple(loops)
+
+
+def program_cycles(text: str) -> ProgramCycles:
+    """The static cycles of one ``final_bundles`` schedule (see the module doc for the rules)."""
+    bundles, weight, loops = bundle_weights(text)
+    return ProgramCycles(len(bundles), sum(weight), loops)
 
 
 # -- the scheduled HLO module --------------------------------------------------------------------
@@ -128,6 +138,7 @@ class HloOp:
     scope: str
     canonical: str
     flops: int = 0   # of its matmuls (convolutions and dots), fused ones included
+    computation: str = "__entry__"
 
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][a-z0-9\-]*)\((.*)$")
@@ -168,7 +179,7 @@ def _computations(text: str) -> dict[str, list[str]]:
 
 
 def canonical_ops(hlo_text: str) -> dict[str, HloOp]:
-    """The entry computation's instructions of a scheduled HLO module, by name, each with a canonical
+    """The instructions of a scheduled HLO module, by name, each with a canonical
     form: its text with metadata dropped, every operand replaced by its type and every called
     computation by that computation's structural digest (a hash over its instructions' graph, not
     their names or order), so two ops whose programs must be identical compare equal."""
@@ -196,20 +207,108 @@ def canonical_ops(hlo_text: str) -> dict[str, HloOp]:
             digests[name] = node(root) if root else "empty"
         return digests[name]
 
-    entry = comps.get("__entry__")
-    if entry is None:
+    if "__entry__" not in comps:
         raise RuntimeError("no ENTRY computation in the HLO module")
-    types = {}
-    for line in entry:
-        m = _INSTRUCTION.match(line)
-        types[m.group(1)] = m.group(2)
     ops = {}
-    for line in entry:
-        name, type_, opcode, rest = _INSTRUCTION.match(line).groups()
-        rest = _CALLS.sub(lambda m: f"{m.group(1)}=<{digest(m.group(2))}>", _strip_metadata(rest))
-        canonical = f"{type_} {opcode}(" + _NAME.sub(lambda m: types.get(m.group(1), "%?"), rest)
-        ops[name] = HloOp(name, opcode, type_, _scope(line, comps), canonical, _flops(line, entry, comps))
+    for comp, lines in comps.items():  # the entry's ops, and those of while bodies and other called computations
+        types = {}
+        for line in lines:
+            m = _INSTRUCTION.match(line)
+            types[m.group(1)] = m.group(2)
+        for line in lines:
+            name, type_, opcode, rest = _INSTRUCTION.match(line).groups()
+            rest = _CALLS.sub(lambda m: f"{m.group(1)}=<{digest(m.group(2))}>", _strip_metadata(rest))
+            canonical = f"{type_} {opcode}(" + _NAME.sub(lambda m: types.get(m.group(1), "%?"), rest)
+            ops[name] = HloOp(name, opcode, type_, _scope(line, comps), canonical, _flops(line, lines, comps), comp)
     return ops
+
+
+_WHILE = re.compile(r"while\(%([\w.\-]+)\), condition=%([\w.\-]+), body=%([\w.\-]+)")
+_INDEX = re.compile(r"index=(\d+)")
+_DIRECTION = re.compile(r"direction=(\w+)")
+
+
+def _defs(lines: list[str]) -> dict[str, tuple[str, str, str]]:
+    """name -> (type, opcode, rest) of a computation's instructions."""
+    out = {}
+    for line in lines:
+        name, type_, opcode, rest = _INSTRUCTION.match(line).groups()
+        out[name] = (type_, opcode, rest)
+    return out
+
+
+def _constant(name: str, defs: dict) -> int | None:
+    """The integer a value is, following copies and bitcasts to a scalar ``constant``; else ``None``."""
+    while name in defs:
+        _, opcode, rest = defs[name]
+        if opcode == "constant":
+            value = rest.split(")", 1)[0]
+            return int(value) if value.lstrip("-").isdigit() else None
+        if opcode not in ("copy", "bitcast", "convert"):
+            return None
+        name = _NAME.findall(rest)[0]
+    return None
+
+
+def _element(name: str, defs: dict) -> int | None:
+    """The tuple index ``name`` reads of its computation's parameter (``get-tuple-element``, via copies)."""
+    while name in defs:
+        _, opcode, rest = defs[name]
+        if opcode == "get-tuple-element":
+            return int(_INDEX.search(rest).group(1))
+        if opcode not in ("copy", "bitcast", "convert"):
+            return None
+        name = _NAME.findall(rest)[0]
+    return None
+
+
+def while_trips(hlo_text: str) -> dict[str, int | None]:
+    """How often every ``while`` body of a module runs, by body computation (nested loops multiplied): a
+    counter element of the loop state starting at a constant, compared ``LT`` with a constant in the
+    condition and incremented by a constant 1 in the body (the loops ``lax.map`` / ``scan`` /
+    ``fori_loop`` make); ``None`` when the loop does not have that form."""
+    comps = _computations(hlo_text)
+    own, parent = {}, {}
+    for comp, lines in comps.items():
+        defs = _defs(lines)
+        for line in lines:
+            m = _WHILE.search(line)
+            if not m:
+                continue
+            state, cond, body = m.groups()
+            own[body] = _trips(defs, state, _defs(comps.get(cond, [])), _defs(comps.get(body, [])),
+                               comps.get(cond, []), comps.get(body, []))
+            parent[body] = comp
+
+    def total(body: str) -> int | None:  # a loop inside a loop body runs once per outer iteration
+        outer = 1 if parent[body] not in own else total(parent[body])
+        return None if own[body] is None or outer is None else own[body] * outer
+    return {body: total(body) for body in own}
+
+
+def _trips(defs, state, cond, body, cond_lines, body_lines) -> int | None:
+    root = next((_INSTRUCTION.match(x).group(1) for x in cond_lines if x.lstrip().startswith("ROOT ")), None)
+    if root is None or cond.get(root, ("", "", ""))[1] != "compare":
+        return None
+    a, b = _NAME.findall(cond[root][2].split(")", 1)[0])[:2]
+    direction = _DIRECTION.search(cond[root][2])
+    index, bound = _element(a, cond), _constant(b, cond)
+    if index is None or bound is None or not direction or direction.group(1) != "LT":
+        return None
+    if defs.get(state, ("", "", ""))[1] != "tuple":
+        return None
+    start = _constant(_NAME.findall(defs[state][2])[index], defs)
+    broot = next((_INSTRUCTION.match(x).group(1) for x in body_lines if x.lstrip().startswith("ROOT ")), None)
+    if start is None or broot is None or body.get(broot, ("", "", ""))[1] != "tuple":
+        return None
+    step = _NAME.findall(body[broot][2])[index]
+    if body.get(step, ("", "", ""))[1] != "add":
+        return None
+    x, y = _NAME.findall(body[step][2])[:2]
+    if not ((_element(x, body) == index and _constant(y, body) == 1) or
+            (_element(y, body) == index and _constant(x, body) == 1)):
+        return None
+    return max(0, bound - start)
 
 
 def _scope(line: str, comps: dict[str, list[str]]) -> str:
@@ -310,7 +409,9 @@ def read_dump(folder: str | Path, hlo_text: str | None = None) -> dict:
     ``TLP-hlo.txt``).
 
     Returns ``{"ops": [...], "top_level": {...}, "unmatched": [...], "programs": n}``; each op row:
-    ``name, opcode, scope, role, program, bundles, cycles, calls, dynamic_loops``.
+    ``name, opcode, scope, role, program, bundles, cycles, calls, dynamic_loops``: ``calls`` counts the
+    top-level program's calls of the op, each times the trip counts of its loops around it (a while loop's
+    body); ``dynamic_loops`` the loops counted once for want of a constant trip count, its own or around it.
     """
     folder = Path(folder)
     if hlo_text is None:
@@ -322,9 +423,23 @@ def read_dump(folder: str | Path, hlo_text: str | None = None) -> dict:
     files = _dumped(folder)
     if "TLP" not in files:
         raise RuntimeError(f"no top-level program (TLP final_bundles) in {folder}")
-    tlp_text = files["TLP"].read_text()
-    top = program_cycles(tlp_text)
-    calls = Counter(_CALLED.findall(tlp_text))
+    tlp_bundles, tlp_weight, tlp_loops = bundle_weights(files["TLP"].read_text())
+    top = ProgramCycles(len(tlp_bundles), sum(tlp_weight), tlp_loops)
+    trips = while_trips(hlo_text)
+    calls, in_dynamic = Counter(), set()
+    for i, line in enumerate(tlp_bundles):
+        for name in _CALLED.findall(line):
+            body = ops[name].computation if name in ops else "__entry__"
+            if body != "__entry__":  # an op of a while body: the loop's trip count from the HLO
+                if tlp_weight[i] != 1:
+                    raise RuntimeError(f"{name}: a while body's op inside a counted loop of the top-level program")
+                calls[name] += trips.get(body) or 1
+                if trips.get(body) is None:
+                    in_dynamic.add(name)
+                continue
+            calls[name] += tlp_weight[i]
+            if any(lp.trips is None and lp.start <= i < lp.end for lp in tlp_loops):
+                in_dynamic.add(name)
     by_canonical = {}
     for name in files:
         if name in ops:
@@ -343,7 +458,8 @@ def read_dump(folder: str | Path, hlo_text: str | None = None) -> dict:
         rows.append({"name": name, "opcode": op.opcode if op else "?", "scope": op.scope if op else "",
                      "flops": op.flops * n if op else 0,
                      "role": role_of(op.scope, op.opcode) if op else "other", "program": program,
-                     "bundles": p.bundles, "cycles": p.cycles * n, "calls": n, "dynamic_loops": p.dynamic_loops})
+                     "bundles": p.bundles, "cycles": p.cycles * n, "calls": n,
+                     "dynamic_loops": p.dynamic_loops + (name in in_dynamic)})
     return {"ops": rows, "unmatched": unmatched, "programs": len(files),
             "top_level": {"bundles": top.bundles, "cycles": top.cycles, "dynamic_loops": top.dynamic_loops}}
 
@@ -367,5 +483,6 @@ def scheduled_bundles(folder: str | Path, name: str) -> int:
     raise RuntimeError(f"no schedule analysis of {name} in {folder}")
 
 
-__all__ = ["ROLES", "SCOPE_ROLES", "MXU_FLOPS_PER_CYCLE", "COLLECTIVE_OPS", "Loop", "ProgramCycles", "program_cycles", "HloOp",
+__all__ = ["ROLES", "SCOPE_ROLES", "MXU_FLOPS_PER_CYCLE", "COLLECTIVE_OPS", "Loop", "ProgramCycles", "bundle_weights",
+           "program_cycles", "HloOp", "while_trips",
            "canonical_ops", "role_of", "read_dump", "role_cycles", "scheduled_bundles"]
