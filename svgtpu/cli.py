@@ -16,7 +16,7 @@ from typing import Callable
 
 from svgtpu.report.tables import format_table
 from svgtpu.production import PRODUCTION
-from svgtpu.report.claims import REPORTED, reported_json
+from svgtpu.report.claims import REPORTED
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS, DEFAULT_KEPT
 

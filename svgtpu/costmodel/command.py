@@ -86,8 +86,10 @@ def build_setup(args, device=None) -> cm.Setup:
     if device is None:
         name, chips = resolve_slice(args.chips, args.device)
         device = cm.get_device(name, compiled if compiled != cm.AUTO else cm.default_compiled())
-    else:
+    elif str(args.chips).isdigit():
         chips = int(args.chips)
+    else:
+        raise ValueError(f"--chips must be a chip count with a measured device, got {args.chips!r}")
     if not args.mxu_width_penalty:
         device = dataclasses.replace(device, matmul_tile=None)
     if args.resolution is None and args.model == "toy":

@@ -48,7 +48,7 @@ from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q, get_recipe
+from svgtpu.recipes import get_recipe
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")

@@ -10,8 +10,9 @@ marker pairs::
 
 and this module regenerates what is between them from ``figures/results.json``:
 
-- ``verdicts``: does it reproduce? per claim: reported, ours with its band, verdict (reproduced within
-  band / not reproduced / not testable here) and one generated sentence on why (:func:`verdicts`);
+- ``verdicts``: does it reproduce? per claim: reported, ours with its interval, the verdict (reproduced,
+  consistent, contradicted, direction only, not testable here; or *not yet*), the rule and one generated
+  sentence on why in numbers (:func:`verdicts`; the rules: :func:`judge` and ``docs/verdicts.md``);
 - ``verdict-summary``: one sentence naming the claims that held and those that did not;
 - ``claims``: the claims table (claim, what, mask, kept pairs, tiles, reported, ours, provenance);
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
@@ -27,7 +28,7 @@ A number inside a sentence is an inline marker, filled the same way::
 
     dense takes <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu --> per video
 
-(``C1.speedup band`` gives the band, ``C1.toy_speedup iqr`` the interquartile range).  A result the
+(``C1.speedup band`` gives the modeled interval, ``C1.toy_speedup iqr`` the interquartile range).  A result the
 file does not hold yet renders as *not yet measured*, so the paper renders before every notebook,
 compile or GPU run has happened.  :func:`stray_numbers` finds numbers typed by hand outside the
 markers; the tests fail on any that is not the write-up's or a published spec (:func:`their_numbers`).
@@ -42,7 +43,6 @@ import re
 from pathlib import Path
 
 from svgtpu.production import PRODUCTION
-from svgtpu.report.claims import rounds_to
 from svgtpu.report.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
