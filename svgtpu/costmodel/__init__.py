@@ -1,25 +1,29 @@
 """A readable cost model of video DiT inference: attention share, dense vs SVG time, speedup.
 
-There is no TPU here, so claims C1 (1.69x end to end at 1440p, over 16 minutes saved), C2 (88.2 %
-of the time in self-attention at 1440p) and C5 (attention grows quadratically) are checked with a
-model anyone can read, run and argue with.  Its parts, one module each:
+There is no TPU here, so claims C1 (1.69x end to end at 1440p, over 16 minutes saved) and C2 (88.2 %
+of the time in self-attention at 1440p) are checked with a model anyone can read, run and argue with,
+priced where it can be from what the real TPU compiler scheduled.  Its parts, one module each:
 
-- :mod:`~svgtpu.costmodel.specs`: devices as data, each constant with its public source; TPU
-  vector rates built from the units (MXU count/size -> clock -> VPU and EUP issue rates);
-- :mod:`~svgtpu.costmodel.workload`: model configs (Wan 2.1 14B / 1.3B, Wan 2.2 5B, the toy DiT)
-  and resolutions;
+- :mod:`~svgtpu.costmodel.specs`: devices as data, each constant with its public source; a TPU's clock
+  from the compiled probe, else a labelled prior; slice names (``v7x-8`` is 4 chips);
+- :mod:`~svgtpu.costmodel.compiled`: the reader of ``figures/compiled_tiles.json`` (probe and tile cycles);
+- :mod:`~svgtpu.costmodel.workload`: model configs (Wan 2.1 14B / 1.3B, Wan 2.2 5B, the toy DiT);
 - :mod:`~svgtpu.costmodel.roofline`: efficiencies and the DiT's non-attention ops as roofline ops;
-- :mod:`~svgtpu.costmodel.kernel_work`: VPU/EUP work per score element counted from our kernel;
-- :mod:`~svgtpu.costmodel.tile_costs`: one tile on each unit (QK^T and PV apart), a head from the
-  kernel's tile plan (grid steps, empty rows), the unit-level attention ceiling per device;
+- :mod:`~svgtpu.costmodel.kernel_work`: VPU/EUP work per score element counted from our kernel (the prior);
+- :mod:`~svgtpu.costmodel.tile_costs`: the steps each kernel takes on a mask, a head priced from the
+  compiled table or from priors, the unit-level attention ceiling per device;
 - :mod:`~svgtpu.costmodel.parallel`: slice mesh, all-to-alls across its bisection, weight sharding;
 - :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer), host;
 - :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
-- :mod:`~svgtpu.costmodel.sensitivity`: every uncertain constant's range, tornado and band;
-- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one
-  calibration point per device family, predicted vs published, the calibrated-setup factory
-  (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence.
+- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one calibration
+  point per device family, predicted vs published (independent points apart), the calibrated-setup
+  factory (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence;
+- :mod:`~svgtpu.costmodel.sensitivity`: the unknown constants' ranges, tornado and interval, refitted;
+- :mod:`~svgtpu.costmodel.scenarios`: recipe and kernel choices as rows;
+- :mod:`~svgtpu.costmodel.command`: ``svgtpu costmodel``.
 
+No JAX: with the compiled table the model imports none; without it, pricing our kernel from priors
+counts its work from its jaxpr (:func:`~svgtpu.costmodel.kernel_work.counted_work`), the one exception.
 Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench.cpu`).
 Every number is labelled ``modeled-<device>``.
 """
