@@ -16,7 +16,7 @@ from typing import Callable
 
 from svgtpu.report.tables import format_table
 from svgtpu.production import PRODUCTION
-from svgtpu.report.claims import REPORTED, reported_json
+from svgtpu.report.claims import REPORTED
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS, DEFAULT_KEPT
 
@@ -589,12 +589,17 @@ def run_methods(args):
 # -- svgtpu costmodel --------------------------------------------------------------------------
 
 def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.costmodel import DEVICES, MODEL_NAMES, PARTS, PRESETS, WEIGHTS
+    from svgtpu.costmodel import ATTENTION_KERNELS, DEVICES, MODEL_NAMES, PARTS, PRESETS, SLICE_COUNTS, WEIGHTS
     p.add_argument("--model", default=PRODUCTION.model, help=f"one of {', '.join(MODEL_NAMES)}")
     p.add_argument("--resolution", help=f"one of {', '.join(PRESETS)}, a preset or TxHxW "
                    f"(default {PRODUCTION.resolution}; the toy DiT's own grid for --model toy)")
-    p.add_argument("--device", default=PRODUCTION.device, help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
-    p.add_argument("--chips", type=positive_int, default=PRODUCTION.chips, help="chips sharing the work as head parallelism")
+    p.add_argument("--device", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now); default "
+                   f"{PRODUCTION.device}, or the device a slice name in --chips gives")
+    p.add_argument("--chips", default=str(PRODUCTION.chips),
+                   help="chips sharing the work (a chip, not a TensorCore: v5p and v7x have two TensorCores per chip), "
+                        "or a Cloud TPU slice name such as v6e-8 or v7x-8 (" + ", ".join(
+                            f"{d}-N counts {c}" for d, c in SLICE_COUNTS.items()) + f"; v7x-8 is 4 chips); default "
+                        f"{PRODUCTION.chips}")
     p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
     p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
                    help="classifier-free guidance: 2 transformer passes per step")
@@ -603,20 +608,20 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto: shard (and all-gather) weights only when replicas do not fit in HBM")
     p.add_argument("--exclude", action="append", choices=PARTS, default=[],
                    help="leave a term out of the video's time (repeatable)")
+    p.add_argument("--kernel", choices=ATTENTION_KERNELS, default="ours",
+                   help="attention kernel of dense and SVG layers (flash: a GPU's FlashAttention)")
+    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the dense reference's kernel (default: --kernel)")
+    p.add_argument("--compiled-tiles", help="the compiled tile table pricing TPU attention (default "
+                   "figures/compiled_tiles.json when it exists; none: priors)")
     p.add_argument("--sweep", choices=("resolution", "chips"),
                    help="resolution: the C2/C5 curve over 480p ... 2160p; chips: 8/16/32/64 chips, one slice or two over "
                         "the data-center network, the split picked per count (svgtpu.costmodel.multihost)")
     p.add_argument("--validate", action="store_true",
-                   help="predicted vs published measured Wan generation times (calibration point per device family)")
+                   help="predicted vs published measured Wan generation times: independent points apart from those "
+                        "sharing a calibration point's setting")
     p.add_argument("--sparse-evidence", action="store_true",
-                   help="the sparse-layer efficiency each source implies (SVG's published dense-vs-SVG timings, "
-                        "SVG's per-layer extra work; with --compiled-cycles-over-ideal, our compiled kernel)")
-    p.add_argument("--compiled-cycles-over-ideal", type=float,
-                   help="our sparse kernel's compiled v6e cycles over ideal (the 'svg-aligned: ours / ideal' "
-                        "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
-    p.add_argument("--from-compiled", action="store_true",
-                   help=f"with --sparse-evidence: compile our kernel for {PRODUCTION.device} at {PRODUCTION.resolution}, {PRODUCTION.tiles} (needs libtpu; cached in "
-                        "build/compiled-v6e) and use its cycles over ideal (svgtpu.bench.compiled.sparse_cycles_over_ideal)")
+                   help="where the central sparse-layer efficiency comes from (the compiled schedule, SVG's extra work) "
+                        "and what SVG's published GPU runs imply (a scenario)")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
     p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
@@ -634,115 +639,21 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
 
 
-def _costmodel_sparse_evidence(compiled_cycles_over_ideal):
-    from svgtpu import costmodel as cm
-
-    result = cm.sparse_efficiency_evidence(compiled_cycles_over_ideal)
-    rows = [{k: r[k] for k in ("id", "published_speedup", "implied_from_speedup", "implied_sparse_efficiency",
-                                "model_extra_work_efficiency")} for r in result["published_svg"]]
-    if "compiled_kernel" in result:
-        rows.append({"id": "compiled kernel (v6e, ours / ideal)",
-                     "implied_sparse_efficiency": result["compiled_kernel"]["efficiency"]})
-    return result, format_table(rows) + f"\n({result['provenance']})"
-
-
-def _costmodel_validate():
-    from svgtpu import costmodel as cm
-
-    result = cm.validate()
-    rows = [{k: r[k] for k in ("id", "role", "device", "model", "pixels", "frames", "steps", "cfg", "measures",
-                                "published_s", "predicted_s", "error")} for r in result["points"]]
-    v, families = result["validation"], result["families"]
-    note = (f"validation points: {v['points']}, median |error| {v['median_abs_error']:.1%}, "
-            f"worst |error| {v['worst_abs_error']:.1%}\n"
-            + "\n".join(f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
-                        + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
-                        for f, x in families.items())
-            + f"\n({result['provenance']})")
-    return result, format_table(rows) + "\n" + note
-
-
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
 def run_costmodel(args):
-    import dataclasses
+    from svgtpu.costmodel.command import run_command
 
-    from svgtpu import costmodel as cm
-
-    if args.validate:
-        return _costmodel_validate()
-    if args.sparse_evidence:
-        ratio = args.compiled_cycles_over_ideal
-        if args.from_compiled:
-            if ratio is not None:
-                raise ValueError("give --from-compiled or --compiled-cycles-over-ideal, not both")
-            from svgtpu.bench.compiled import sparse_cycles_over_ideal
-            ratio = sparse_cycles_over_ideal()
-        return _costmodel_sparse_evidence(ratio)
-    model = cm.get_model(args.model)
-    if args.device == "cpu" and args.model == "toy":
+    if args.device == "cpu" and args.model == "toy" and not args.validate:
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
         result = toy_attention_share_measured_vs_modeled()
         table = format_table([{k: result[k] for k in (
             "model", "L", "modeled_attention_share", "measured_attention_share",
             "modeled_forward_seconds", "measured_forward_seconds")}])
         return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
-    if args.device == "cpu":
+    if args.device == "cpu" and not args.validate:
         from svgtpu.bench.cpu import calibrate_cpu
-        device = calibrate_cpu()
-    else:
-        device = cm.get_device(args.device)
-    if not args.mxu_width_penalty:
-        device = dataclasses.replace(device, matmul_tile=None)
-    if args.resolution is None and args.model == "toy":
-        from svgtpu.toy.dit import DiTConfig
-        geometry = DiTConfig().geometry
-    else:
-        geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
-    kept = None if args.multiplier is not None else (DEFAULT_KEPT if args.kept is None else args.kept)
-    family = cm.family_efficiency(device.family)["efficiency"]
-    overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
-                                   ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
-                 if v is not None}
-    efficiency = cm.Efficiency(**{**dataclasses.asdict(family), **overrides})
-    setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
-                     block_q=args.block_q, block_kv=args.block_kv, kept=kept,
-                     multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
-                     efficiency=efficiency, cfg_split=args.cfg_split, weights=args.weights,
-                     sparse_efficiency=args.sparse_efficiency,
-                     parts=frozenset(cm.PARTS) - set(args.exclude))
-    if args.sweep == "resolution":
-        rows = cm.sweep_resolution(setup)
-        result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
-                  "cfg": args.cfg, "kept": kept, "multiplier": args.multiplier, "sweep": rows,
-                  "reported": reported_json(), "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at {PRODUCTION.resolution}: {REPORTED['C2', 'attention_share_1440p']:.1%})"
-    if args.sweep == "chips":
-        from svgtpu.costmodel.multihost import multihost_sweep
-        fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
-                                                 "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
-                                                 "parts")}
-        result = multihost_sweep(model.name, args.resolution or PRODUCTION.resolution, device.name, **fields)
-        columns = ["chips", "slices", "split", "chips_per_pass", "heads_per_chip", "head_slot_use", "dense_minutes",
-                   "svg_minutes", "speedup", "speedup_without_communication", "communication_share_svg", "picked"]
-        why = "\n".join(f"{r['chips']} chips: {r['why']}" for r in result["picked"])
-        return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
-    result = cm.model_video(setup)
-    result["sensitivity"] = band = cm.sensitivity(setup)
-    reported = {"attention_share": REPORTED["C2", "attention_share_1440p"],
-                "attention_share_end_to_end": REPORTED["C2", "attention_share_1440p"],
-                "speedup": REPORTED["C1", "speedup"], "saved_minutes": REPORTED["C1", "minutes_saved"]}
-    rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
-             "reported": reported.get(k, "")} for k in cm.SENSITIVITY_QUANTITIES]
-    rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k], "band_min": band[f"split_{k}"]["min"],
-              "band_max": band[f"split_{k}"]["max"], "reported": ""} for k in cm.SENSITIVITY_SPLIT]
-    chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
-             for r in result["chain"]]
-    tornado = [{k: r[k] for k in ("knob", "range", "value_at_low", "value_at_high", "swing")}
-               for r in cm.tornado_rows(band, "speedup")]
-    head = (f"{model.name} at {geometry} on {device.name} x{args.chips}, {args.steps} steps, "
-            f"cfg={args.cfg}, tiles {args.block_q}x{args.block_kv}  [{setup.provenance}]")
-    table = "\n\n".join([head, format_table(rows), format_table(chain), "speedup tornado:\n" + format_table(tornado)])
-    return result, table
+        return run_command(args, device=calibrate_cpu())
+    return run_command(args)
 
 
 # -- svgtpu bench kernels | ops ---------------------------------------------------------------

@@ -49,7 +49,9 @@ EXPECTED = {
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
                           "validation_tpu_compute_efficiency", "sparse_efficiency_published",
                           "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado",
-                          "speedup_by_recipe", "multihost_1440p", "multihost_2160p"]},
+                          "scenarios", "central_sparse_efficiency", "validation_independent_worst_abs_error",
+                          "validation_related_worst_abs_error", "attention_pricing", "multihost_1440p",
+                          "multihost_2160p"]},
     },
     "07_quality": {
         "figures": ["q_quality_vs_kept", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",

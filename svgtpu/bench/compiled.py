@@ -27,9 +27,9 @@ changes, k and v blocks when the kv block index changes, a mask block (int8) whe
 index changes, the output block when a row finishes (Pallas' pipeline fetches a block only when its
 index changes between consecutive steps).  **Rule:** a step takes ``max(compute, memory)``, the
 steady state of a double-buffered pipeline whose next fetch overlaps the current step's compute;
-summed over the steps, plus the once-per-call code.  Cycles are clock-free; the time band converts
-them at each clock the public v6e specs imply (:data:`svgtpu.costmodel.specs.CLOCK_BANDS`) with the
-HBM bandwidth of :data:`svgtpu.costmodel.specs.DEVICES`.
+summed over the steps, plus the once-per-call code.  Cycles are clock-free; the time converts
+them at the v6e clock of :func:`svgtpu.costmodel.specs.get_device` (the compiled probe's, else the prior) with
+the HBM bandwidth of :data:`svgtpu.costmodel.specs.DEVICES`.
 
 Provenance ``compiled-v6e``: read from what the compiler produced, nothing run.  Compiles are cached
 in ``build/compiled-v6e/`` keyed by the variant, the sources it depends on, :data:`SCHEMA` and the
@@ -483,8 +483,10 @@ def step_bytes(steps: list[list], v: Variant) -> list[int]:
 def estimate(compiled: dict, v: Variant) -> dict:
     """Static cycles per head (clock-free), the step-overhead share, HBM bytes and the time band of one
     compiled variant (the rules of the module doc)."""
-    from svgtpu.costmodel.specs import CLOCK_BANDS, DEVICES
-    bandwidth = DEVICES["v6e"].hbm_bandwidth
+    from svgtpu.costmodel.compiled import default_compiled
+    from svgtpu.costmodel.specs import get_device
+    v6e = get_device("v6e", default_compiled())   # the clock of the compiled probe, else the prior
+    bandwidth = v6e.hbm_bandwidth
     compute = overhead = once = 0
     per_step: list[tuple[int, int]] = []
     fill_iters, body_cycles, kinds = 0, 0, Counter()
@@ -507,7 +509,7 @@ def estimate(compiled: dict, v: Variant) -> dict:
         compute += sum(c for c, _ in per_step[-len(steps):]) + fill * s["overhead"] + s["total"] - s["loop"]
     total_bytes = sum(b for _, b in per_step)
     band = {}
-    for mxus, clock in CLOCK_BANDS["v6e"].items():
+    for mxus, clock in ((v6e.mxus_per_core, v6e.clock_hz),):
         seconds = sum(max(c / clock, b / bandwidth) for c, b in per_step) + (compute - sum(c for c, _ in per_step)) / clock
         band[f"{clock / 1e9:.2f}GHz"] = {
             "mxus_per_core": mxus, "seconds": seconds,
