@@ -54,6 +54,11 @@ _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-f
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
+#: Parameters ``svgtpu reproduce`` passes to a notebook besides ``profile`` and ``figures_dir`` (papermill
+#: overrides its parameters cell): the kernel-writing notebooks run their worked solutions, while a student's
+#: own run keeps ``show_solutions = False``, so *Run All* never replaces their code.
+RUN_PARAMETERS: dict[str, dict] = {"01_pallas_in_five_kernels": {"show_solutions": True}}
+
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
@@ -187,7 +192,8 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     try:
         papermill.execute_notebook(
-            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
+            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
+                                                     **RUN_PARAMETERS.get(name, {})},
             kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
             log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
@@ -236,5 +242,5 @@ def summary_rows(results: list[NotebookResult]) -> list[dict]:
              "figures": len(r.figures), "error": r.error} for r in results]
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+__all__ = ["NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
            "run_notebook", "reproduce", "summary_rows"]

@@ -1,0 +1,142 @@
+"""What the checks of the teaching notebooks (01, 01b) look at besides a kernel's numbers.
+
+A check that compares outputs only passes some wrong kernels on this CPU: the interpreter computes a
+bfloat16 matmul in float32 and keeps it (XLA folds the rounding away), a kernel that builds the whole
+score tile instead of chunks gives the same numbers, and a grid axis wrongly marked ``parallel`` runs
+in order anyway.  So the checks also read the traced program:
+
+- :func:`whose` — whether a check runs the student's code or the worked solution;
+- :func:`matmuls` / :func:`check_bf16_matmuls` — every ``dot_general`` with its operand and result
+  dtypes (the MXU takes bfloat16 and accumulates in float32);
+- :func:`largest_matmul_output` — the biggest block a matmul produces (the score temporaries);
+- :func:`dimension_semantics` — the grid axes' semantics a ``pallas_call`` was given;
+- :func:`races_found` — what the TPU interpreter's race detector saw (``InterpretParams(detect_races=True)``);
+- :func:`tracing_for` — a TPU to trace for on a CPU, for code that asks which chip it runs on
+  (``pltpu.emit_pipeline`` picks its DMA tiling from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Iterator
+
+import jax
+import jax.numpy as jnp
+
+from svgtpu.kernels.jaxpr_walk import sub_jaxprs
+
+#: ``device_kind`` and TensorCores per JAX device of each TPU, as libtpu's topology devices report them
+#: (``jax.experimental.topologies.get_topology_desc(...).devices[0]``, libtpu of jax 0.10.2): a v5p
+#: device is a megacore (two cores), a v7x device is one core (a chip is two devices).
+DEVICE_KINDS = {"v5e": ("TPU v5 lite", 1), "v5p": ("TPU v5", 2), "v6e": ("TPU v6 lite", 1), "v7x": ("TPU7x", 1)}
+#: bfloat16's unit roundoff (half its machine epsilon): one rounding to bfloat16 moves a value by at most this
+#: fraction of it.
+BF16_ROUNDING = float(jnp.finfo(jnp.bfloat16).eps) / 2
+#: Modules whose functions are worked solutions (what :func:`whose` calls "the worked solution").
+SOLUTION_MODULES = ("svgtpu.kernels.lessons",)
+
+
+def whose(*functions) -> str:
+    """``"the worked solution (svgtpu/kernels/lessons.py)"`` when every function comes from it, else
+    ``"your code"``: each check prints it, so a student always knows what passed."""
+    from_solutions = [getattr(f, "__module__", None) in SOLUTION_MODULES for f in functions]
+    if all(from_solutions):
+        return "the worked solution (svgtpu/kernels/lessons.py)"
+    return "your code" if not any(from_solutions) else "your code with parts of the worked solution"
+
+
+@dataclasses.dataclass(frozen=True)
+class Matmul:
+    """One ``dot_general`` of a traced program: operand and result dtypes, result shape."""
+
+    lhs: str
+    rhs: str
+    out: str
+    shape: tuple[int, ...]
+
+
+def _equations(jaxpr) -> Iterator:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in sub_jaxprs(eqn):
+            yield from _equations(sub)
+
+
+def matmuls(fn, *args) -> list[Matmul]:
+    """Every matmul of ``fn(*args)`` as traced, inside Pallas kernels, loops and branches too."""
+    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    return [Matmul(str(e.invars[0].aval.dtype), str(e.invars[1].aval.dtype), str(e.outvars[0].aval.dtype),
+                   tuple(e.outvars[0].aval.shape))
+            for e in _equations(jaxpr) if e.primitive.name == "dot_general"]
+
+
+def check_bf16_matmuls(fn, *args) -> int:
+    """Assert that every matmul of ``fn(*args)`` (bfloat16 inputs) takes bfloat16 operands and returns
+    float32; the number of matmuls checked.
+
+    On a TPU the MXU multiplies bfloat16 and accumulates in float32; ``preferred_element_type`` asks
+    for that float32 result (without it the result is rounded to bfloat16 after every matmul), and a
+    float32 operand (``p`` not cast to ``v.dtype``) makes the compiler emulate a float32 matmul with
+    several bfloat16 passes.  The interpreter on this CPU hides both: it computes in float32 anyway.
+    """
+    found = matmuls(fn, *args)
+    assert found, "no matmul found in the traced program"
+    for m in found:
+        assert m.lhs == m.rhs == "bfloat16", (
+            f"a matmul takes {m.lhs} x {m.rhs} operands (result {m.shape}): cast both to bfloat16 first "
+            "(p.astype(v.dtype)); a float32 matmul runs as several bfloat16 passes on the MXU")
+        assert m.out == "float32", (
+            f"a matmul returns {m.out} (result {m.shape}): ask for preferred_element_type=jnp.float32, or every "
+            "partial product is rounded to bfloat16 on a TPU (this CPU's interpreter hides it)")
+    return len(found)
+
+
+def largest_matmul_output(fn, *args) -> tuple[int, ...]:
+    """The largest result block of any matmul in ``fn(*args)`` (by element count)."""
+    shapes = [m.shape for m in matmuls(fn, *args)]
+    assert shapes, "no matmul found in the traced program"
+    return max(shapes, key=lambda s: int(jnp.prod(jnp.asarray(s))))
+
+
+def dimension_semantics(fn, *args) -> tuple[str, ...]:
+    """The ``dimension_semantics`` of the first ``pallas_call`` in ``fn(*args)`` (``()`` if none given)."""
+    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+        if eqn.primitive.name == "pallas_call":
+            params = eqn.params["compiler_params"]
+            params = params.get("mosaic_tpu", params) if isinstance(params, dict) else params
+            semantics = getattr(params, "dimension_semantics", None) or ()
+            return tuple(str(getattr(s, "value", s)) for s in semantics)
+    raise AssertionError("no pallas_call found in the traced program")
+
+
+def races_found() -> bool:
+    """Whether the last kernel run with ``pltpu.InterpretParams(detect_races=True)`` had a data race.
+
+    jax 0.10.2 documents the flag (``InterpretParams``: "races.races_found will be set to True") but
+    exports no accessor; the state lives in the interpreter module, read here in one place.
+    """
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as interpreter
+    state = getattr(interpreter, "races", None)
+    return bool(state is not None and state.races_found)
+
+
+@contextlib.contextmanager
+def tracing_for(device: str = "v6e"):
+    """Trace Pallas code for TPU ``device`` on any machine: an abstract mesh whose device is that TPU.
+
+    ``pltpu.emit_pipeline`` asks which TPU it runs on (for the DMA tiling) while tracing; on a CPU
+    there is none, and it stops with "Unsupported TPU device kind: cpu".  Interpret mode and ahead-of-time
+    compilation both work inside this block.
+    """
+    if device not in DEVICE_KINDS:
+        raise ValueError(f"device must be one of {', '.join(DEVICE_KINDS)}, got {device!r}")
+    kind, cores = DEVICE_KINDS[device]
+    mesh = jax.sharding.AbstractMesh((1,), ("tpu",),
+                                     abstract_device=jax.sharding.AbstractDevice(kind, cores, "tpu"))
+    with jax.sharding.use_abstract_mesh(mesh):
+        yield
+
+
+__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
+           "dimension_semantics", "races_found", "tracing_for"]
