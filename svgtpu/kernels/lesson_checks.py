@@ -9,6 +9,7 @@ in order anyway.  So the checks also read the traced program:
 - :func:`matmuls` / :func:`check_bf16_matmuls` — every ``dot_general`` with its operand and result
   dtypes (the MXU takes bfloat16 and accumulates in float32);
 - :func:`largest_matmul_output` — the biggest block a matmul produces (the score temporaries);
+- :func:`copies_in_flight` — whether a hand-written DMA pipeline overlaps its copies with compute;
 - :func:`dimension_semantics` — the grid axes' semantics a ``pallas_call`` was given;
 - :func:`races_found` — what the TPU interpreter's race detector saw (``InterpretParams(detect_races=True)``);
 - :func:`tracing_for` — a TPU to trace for on a CPU, for code that asks which chip it runs on
@@ -34,7 +35,7 @@ DEVICE_KINDS = {"v5e": ("TPU v5 lite", 1), "v5p": ("TPU v5", 2), "v6e": ("TPU v6
 #: fraction of it.
 BF16_ROUNDING = float(jnp.finfo(jnp.bfloat16).eps) / 2
 #: Modules whose functions are worked solutions (what :func:`whose` calls "the worked solution").
-SOLUTION_MODULES = ("svgtpu.kernels.lessons",)
+SOLUTION_MODULES = ("svgtpu.kernels.lessons", "svgtpu.kernels.lessons_by_hand")
 
 
 def whose(*functions) -> str:
@@ -99,6 +100,20 @@ def largest_matmul_output(fn, *args) -> tuple[int, ...]:
     return max(shapes, key=lambda s: int(jnp.prod(jnp.asarray(s))))
 
 
+def copies_in_flight(fn, *args) -> list[int]:
+    """For each matmul of ``fn(*args)`` in program order (a loop body once, every branch as if taken):
+    how many DMAs were started (``make_async_copy(...).start()``) and not yet waited for when it runs.
+    A pipeline that overlaps copies with compute has one in flight at its steady-state matmul; a copy
+    started and waited for before each matmul has none."""
+    in_flight, at = 0, []
+    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+        name = eqn.primitive.name
+        in_flight += (name == "dma_start") - (name == "dma_wait")
+        if name == "dot_general":
+            at.append(in_flight)
+    return at
+
+
 def dimension_semantics(fn, *args) -> tuple[str, ...]:
     """The ``dimension_semantics`` of the first ``pallas_call`` in ``fn(*args)`` (``()`` if none given)."""
     for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
@@ -139,4 +154,4 @@ def tracing_for(device: str = "v6e"):
 
 
 __all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
-           "dimension_semantics", "races_found", "tracing_for"]
+           "copies_in_flight", "dimension_semantics", "races_found", "tracing_for"]
