@@ -30,7 +30,10 @@ from svgtpu.tpu_env import package_version
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
-DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1"}
+DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1", "v7x": "tpu7x:2x2x1"}
+#: How libtpu spells a generation in a topology name where it differs from ours (``tpu7x:2x2x1``;
+#: ``v7x:...`` is refused).
+TOPOLOGY_PREFIX = {"v7x": "tpu7x"}
 
 
 def libtpu_available() -> bool:
@@ -48,7 +51,7 @@ def topology_device(device: str, topology: str | None = None):
                            '(requirements.txt pins it)')
     from jax.experimental import topologies
     name = topology or DEFAULT_TOPOLOGY[device]
-    if not name.startswith(device + ":"):
+    if not name.startswith(TOPOLOGY_PREFIX.get(device, device) + ":"):
         raise ValueError(f"topology must name a {device} slice like {DEFAULT_TOPOLOGY[device]!r}, got {name!r}")
     try:
         return topologies.get_topology_desc(platform="tpu", topology_name=name).devices[0]
