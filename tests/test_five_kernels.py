@@ -12,16 +12,20 @@ import functools
 import jax
 import jax.numpy as jnp
 import nbformat
+import numpy as np
 import pytest
+from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
-from svgtpu.kernels import lessons
+from svgtpu.kernels import lessons, lessons_by_hand
 from svgtpu.kernels.lessons import MASK_VALUE, online_softmax_update, tile_mask
 from svgtpu.kernels.plan import FIRST, LAST
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.report.reproduce import NOTEBOOK_DIR
 
-NOTEBOOKS = {"01_pallas_in_five_kernels": ("ex1", "ex2", "ex3", "ex4", "ex5")}
+NOTEBOOKS = {"01_pallas_in_five_kernels": ("ex1", "ex2", "ex3", "ex4", "ex5"),
+             "01b_block_sparse_by_hand": ("ex6", "ex7", "ex8", "ex9", "ex10")}
 EXERCISES = [(nb, ex) for nb, exercises in NOTEBOOKS.items() for ex in exercises]
 
 
@@ -161,6 +165,118 @@ def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=T
     return kernel
 
 
+def _plan(*, placeholder=True, flags=True, order="rows"):
+    """A student's row plan: the worked one, with one slip."""
+    def row_plan(kinds):
+        plan = lessons.row_plan(kinds)
+        if not placeholder:
+            plan = {key: value[plan["kind"] != EMPTY] for key, value in plan.items()}
+        if not flags:
+            plan["flags"] = np.full_like(plan["flags"], FIRST | LAST)
+        if order == "columns":
+            columns = np.argsort(plan["kv_tile"], kind="stable")
+            plan = {key: value[columns] for key, value in plan.items()}
+        return plan
+    return row_plan
+
+
+def _sparse_grid(*, kv_reads="kv_tile"):
+    """A student's scalar-prefetch grid: the worked one, or with the kv index map reading the wrong plan array."""
+    if kv_reads == "kv_tile":
+        return lessons.sparse_attention
+
+    def sparse_attention(q, k, v, kernel, plan, tiles, interpret=True):
+        return lessons.sparse_attention(q, k, v, kernel, {**plan, "kv_tile": plan["q_tile"]}, tiles, interpret)
+    return sparse_attention
+
+
+def _chunked_kernel(*, offset=True, f32_scores=True):
+    def chunked_flash_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, block_kv_compute):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _reset():
+            m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, jnp.float32)
+            l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+            acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+        def chunk(c, carry):
+            keys = pl.ds(c * block_kv_compute if offset else 0, block_kv_compute)
+            kw = {"preferred_element_type": jnp.float32} if f32_scores else {}
+            s = lax.dot_general(q_ref[...], k_ref[keys, :], (((1,), (1,)), ((), ())), **kw) * scale
+            m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(s, v_ref[keys, :], m_ref[...], l_ref[...],
+                                                                         acc_ref[...])
+            return carry
+
+        lax.fori_loop(0, k_ref.shape[0] // block_kv_compute, chunk, 0)
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _write():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+    return chunked_flash_kernel
+
+
+def _dma_kernel(*, slots=2, wait="before"):
+    """A student's hand-written pipeline: ``slots=1`` prefetches into the slot being read; ``wait="after"``
+    computes on a slot before waiting for its copy."""
+    def double_buffered_matmul_kernel(x_hbm, w_ref, o_ref, buffers, copied, *, block_rows):
+        n = x_hbm.shape[0] // block_rows
+
+        def copy(i, slot):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(i * block_rows, block_rows)], buffers.at[slot],
+                                         copied.at[slot])
+
+        copy(0, 0).start()
+
+        def step(i, carry):
+            slot = i % slots
+            if wait == "before":
+                copy(i, slot).wait()
+
+            @pl.when(i + 1 < n)
+            def _prefetch():
+                copy(i + 1, (i + 1) % slots).start()
+
+            rows = pl.ds(i * block_rows, block_rows)
+            o_ref[rows, :] = jnp.dot(buffers[slot], w_ref[...], preferred_element_type=jnp.float32)
+            if wait == "after":
+                copy(i, slot).wait()
+            return carry
+
+        lax.fori_loop(0, n, step, 0)
+    return double_buffered_matmul_kernel
+
+
+def _emit_kernel(*, block_index="i"):
+    def emit_pipeline_matmul_kernel(x_hbm, w_ref, o_hbm, *, block_rows):
+        def body(x_block, o_block):
+            o_block[...] = jnp.dot(x_block[...], w_ref[...], preferred_element_type=jnp.float32)
+
+        index = (lambda i: (i, 0)) if block_index == "i" else (lambda i: (0, 0))
+        pltpu.emit_pipeline(body, grid=(x_hbm.shape[0] // block_rows,),
+                            in_specs=[pl.BlockSpec((block_rows, x_hbm.shape[1]), index)],
+                            out_specs=[pl.BlockSpec((block_rows, o_hbm.shape[1]), lambda i: (i, 0))])(x_hbm, o_hbm)
+    return emit_pipeline_matmul_kernel
+
+
+def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h"):
+    def mha_flash_attention(q, k, v, kernel, block_q=128, block_kv=128, interpret=True):
+        heads, L, d = q.shape
+        pick = (lambda h: h) if head_index == "h" else (lambda h: 0)
+        q_spec = pl.BlockSpec((None, block_q, d), lambda h, i, j: (pick(h), i, 0))
+        kv_spec = pl.BlockSpec((None, block_kv, d), lambda h, i, j: (pick(h), j, 0))
+        return pl.pallas_call(
+            functools.partial(kernel, scale=1 / d ** 0.5), grid=(heads, L // block_q, L // block_kv),
+            in_specs=[q_spec, kv_spec, kv_spec], out_specs=pl.BlockSpec((None, block_q, d), lambda h, i, j: (h, i, 0)),
+            scratch_shapes=[pltpu.VMEM((block_q, 1), jnp.float32), pltpu.VMEM((block_q, 1), jnp.float32),
+                            pltpu.VMEM((block_q, d), jnp.float32)],
+            out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=semantics), interpret=interpret)(q, k, v)
+    return mha_flash_attention
+
+
+NB, NB_B = "01_pallas_in_five_kernels", "01b_block_sparse_by_hand"
+
 #: ``(notebook, exercise, name) -> (what replaces the solution, what its check's failure says)``: each fails
 #: its check, and for the reason it was written for.
 WRONG = {
@@ -188,6 +304,30 @@ WRONG = {
         ({"fast_path_kernel": _sparse_kernel(fast_path=True, guard="l")}, "true rule"),
     ("01_pallas_in_five_kernels", "ex5", "-inf masking without a guard"):
         ({"fast_path_kernel": _sparse_kernel(fast_path=True, masking="-inf")}, "no sink"),
+    (NB_B, "ex6", "no placeholder step for a q row with no tile"):
+        ({"row_plan": _plan(placeholder=False), "sparse_attention": _sparse_grid()}, "some q row has no step"),
+    (NB_B, "ex6", "FIRST | LAST on every step"):
+        ({"row_plan": _plan(flags=False), "sparse_attention": _sparse_grid()}, "FIRST is not exactly"),
+    (NB_B, "ex6", "plan in column order"):
+        ({"row_plan": _plan(order="columns"), "sparse_attention": _sparse_grid()}, "q-row order"),
+    (NB_B, "ex6", "the kv index map reads q_tile"):
+        ({"row_plan": _plan(), "sparse_attention": _sparse_grid(kv_reads="q_tile")}, "sink"),
+    (NB_B, "ex7", "every chunk reads the first keys"):
+        ({"chunked_flash_kernel": _chunked_kernel(offset=False)}, "float32, block_kv_compute"),
+    (NB_B, "ex7", "chunk scores without preferred_element_type"):
+        ({"chunked_flash_kernel": _chunked_kernel(f32_scores=False)}, "returns bfloat16"),
+    (NB_B, "ex8", "next block prefetched into the slot being read"):
+        ({"double_buffered_matmul_kernel": _dma_kernel(slots=1)}, "a race"),
+    (NB_B, "ex8", "a slot read before its copy is waited for"):
+        ({"double_buffered_matmul_kernel": _dma_kernel(wait="after")}, "copies land at their wait"),
+    (NB_B, "ex9", "every step reads block 0"):
+        ({"emit_pipeline_matmul_kernel": _emit_kernel(block_index="0")}, "interpret=True"),
+    (NB_B, "ex10", "the kv axis marked parallel"):
+        ({"mha_flash_attention": _heads(semantics=("parallel",) * 3)}, "random order"),
+    (NB_B, "ex10", "every axis arbitrary"):
+        ({"mha_flash_attention": _heads(semantics=("arbitrary",) * 3)}, "dimension_semantics"),
+    (NB_B, "ex10", "the index maps always pick head 0"):
+        ({"mha_flash_attention": _heads(head_index="0")}, "interpret=True"),
 }
 
 #: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.
@@ -196,6 +336,11 @@ RIGHT = {
     ("01_pallas_in_five_kernels", "ex3"): {"online_softmax_update": _softmax_update()},
     ("01_pallas_in_five_kernels", "ex4"): {"sparse_kernel": _sparse_kernel()},
     ("01_pallas_in_five_kernels", "ex5"): {"fast_path_kernel": _sparse_kernel(fast_path=True)},
+    (NB_B, "ex6"): {"row_plan": _plan(), "sparse_attention": _sparse_grid()},
+    (NB_B, "ex7"): {"chunked_flash_kernel": _chunked_kernel()},
+    (NB_B, "ex8"): {"double_buffered_matmul_kernel": _dma_kernel()},
+    (NB_B, "ex9"): {"emit_pipeline_matmul_kernel": _emit_kernel()},
+    (NB_B, "ex10"): {"mha_flash_attention": _heads()},
 }
 
 
@@ -221,3 +366,4 @@ def test_whose_names_the_worked_solution_only_for_its_own_functions():
     assert whose(lessons.stamp_kernel, lessons.stamped_copy).startswith("the worked solution")
     assert whose(_sparse_kernel()) == "your code"
     assert whose(lessons.stamp_kernel, _sparse_kernel()) == "your code with parts of the worked solution"
+    assert whose(lessons.row_plan, lessons_by_hand.mha_flash_attention).startswith("the worked solution")

@@ -5,6 +5,8 @@ bfloat16 matmul in float32 and keeps it (XLA folds the rounding away), a kernel 
 score tile instead of chunks gives the same numbers, and a grid axis wrongly marked ``parallel`` runs
 in order anyway.  So the checks also read the traced program:
 
+- :func:`attention64` — the float64 reference every attention check compares with;
+- :func:`check_row_plan` — the properties a row-ordered tile plan must have, on random tile maps;
 - :func:`whose` — whether a check runs the student's code or the worked solution;
 - :func:`matmuls` / :func:`check_bf16_matmuls` — every ``dot_general`` with its operand and result
   dtypes (the MXU takes bfloat16 and accumulates in float32);
@@ -24,8 +26,11 @@ from typing import Iterator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from svgtpu.kernels.jaxpr_walk import sub_jaxprs
+from svgtpu.kernels.plan import FIRST, LAST
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 #: ``device_kind`` and TensorCores per JAX device of each TPU, as libtpu's topology devices report them
 #: (``jax.experimental.topologies.get_topology_desc(...).devices[0]``, libtpu of jax 0.10.2): a v5p
@@ -36,6 +41,60 @@ DEVICE_KINDS = {"v5e": ("TPU v5 lite", 1), "v5p": ("TPU v5", 2), "v6e": ("TPU v6
 BF16_ROUNDING = float(jnp.finfo(jnp.bfloat16).eps) / 2
 #: Modules whose functions are worked solutions (what :func:`whose` calls "the worked solution").
 SOLUTION_MODULES = ("svgtpu.kernels.lessons", "svgtpu.kernels.lessons_by_hand")
+
+
+def attention64(q, k, v, allowed=None) -> np.ndarray:
+    """``softmax(q kᵀ / √d) v`` in float64 over the ``allowed`` keys (bool ``[L, L]``, ``None``: all): the
+    reference every attention check compares with.  A query with no allowed key gets zeros."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    s = q @ k.T / np.sqrt(q.shape[-1])
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(axis=-1, keepdims=True)
+    return np.where(l > 0, p @ v / np.where(l > 0, l, 1.0), 0.0)
+
+
+def check_row_plan(row_plan, rng: np.random.Generator, maps: int = 12) -> int:
+    """Assert that ``row_plan`` (a student's) turns tile-kind maps into a valid row-ordered plan, on
+    ``maps`` random maps with rows of no tile, rows of one tile and an empty last row; the maps checked.
+
+    What a kernel over the plan relies on, each checked on its own: int32 arrays of one length; every
+    non-empty tile exactly once with its kind; each q row's steps consecutive, rows in order; FIRST on
+    a row's first step and LAST on its last, nowhere else; a row with no tile as one ``EMPTY`` step
+    flagged FIRST | LAST.
+    """
+    for n in range(maps):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        kinds = rng.choice([EMPTY, PARTIAL, FULL], size=(rows, cols), p=[0.5, 0.3, 0.2]).astype(np.int32)
+        if n % 3 == 0:
+            kinds[-1] = EMPTY                       # the last q row has no tile
+        if n % 4 == 1 and rows > 1:
+            kinds[0] = EMPTY
+            kinds[0, cols - 1] = PARTIAL            # a row of one tile, in the last column
+        plan = row_plan(kinds)
+        where = f"on the tile-kind map\n{kinds}\n(0 empty, 1 partial, 2 full)"
+        keys = ("q_tile", "kv_tile", "kind", "flags")
+        assert set(keys) <= set(plan), f"the plan must hold the arrays {keys}, got {sorted(plan)}"
+        arrays = {key: np.asarray(plan[key]) for key in keys}
+        assert all(a.dtype == np.int32 and a.ndim == 1 for a in arrays.values()), "the plan arrays must be 1-D int32"
+        assert len({a.size for a in arrays.values()}) == 1, f"the plan arrays differ in length {where}"
+        q_tile, kv_tile, kind, flags = (arrays[key] for key in keys)
+        visited = sorted(zip(q_tile[kind != EMPTY].tolist(), kv_tile[kind != EMPTY].tolist()))
+        assert visited == sorted(zip(*np.nonzero(kinds != EMPTY))), f"not every non-empty tile exactly once {where}"
+        real = kind != EMPTY
+        assert np.array_equal(kind[real], kinds[q_tile[real], kv_tile[real]]), f"a step's kind is not its tile's {where}"
+        assert np.all(np.diff(q_tile) >= 0), f"the steps are not in q-row order {where}"
+        assert np.array_equal(np.unique(q_tile), np.arange(rows)), f"some q row has no step at all {where}"
+        first = np.r_[True, q_tile[1:] != q_tile[:-1]]
+        last = np.r_[q_tile[1:] != q_tile[:-1], True]
+        assert np.array_equal((flags & FIRST) != 0, first), f"FIRST is not exactly on each row's first step {where}"
+        assert np.array_equal((flags & LAST) != 0, last), f"LAST is not exactly on each row's last step {where}"
+        for row in np.flatnonzero((kinds == EMPTY).all(axis=1)):
+            assert np.sum(q_tile == row) == 1 and kind[q_tile == row][0] == EMPTY, (
+                f"q row {row} has no tile: it needs exactly one EMPTY step (so its output block is written) {where}")
+    return maps
 
 
 def whose(*functions) -> str:
@@ -153,5 +212,5 @@ def tracing_for(device: str = "v6e"):
         yield
 
 
-__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
+__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "attention64", "check_row_plan", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
            "copies_in_flight", "dimension_semantics", "races_found", "tracing_for"]
