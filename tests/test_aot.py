@@ -25,7 +25,9 @@ def test_one_child_compiles_several_functions_and_reports_refusals_in_the_compil
     reports = compile_reports({
         "64-row blocks": (lambda x: lessons.stamped_copy(x, 64, interpret=False), (x,)),
         "36-row blocks": (lambda x: lessons.stamped_copy(x, 36, interpret=False), (x[:36 * 5],)),
+        "interpreted": (lambda x: lessons.stamped_copy(x, 64, interpret=True), (x,)),
     })
+    assert reports["interpreted"]["kernels"] == {} and "interpret=True" in describe("", reports["interpreted"])
     ok, refused = reports["64-row blocks"], reports["36-row blocks"]
     assert ok["compiled"] and refused["compiled"] is False
     assert "divisible by 8 and 128" in refused["reason"]

@@ -120,6 +120,8 @@ def describe(label: str, result: dict) -> str:
     if not result["compiled"]:
         return f"{prefix}: refused: {_first_sentence(result['reason'])}"
     lines = [f"{prefix}: compiled (nothing run)"]
+    if not result["kernels"]:
+        lines.append("  it holds no Pallas TPU kernel: was the function called with interpret=True?")
     for name, u in result["kernels"].items():
         kernel = f"kernel {name}: " if len(result["kernels"]) > 1 else ""
         split = "; the grid is split between two cores (megacore)" if result["core_split"][name] else ""
