@@ -24,6 +24,7 @@ from svgtpu.report.results import NotebookRun, check_provenance, figures_dir, lo
 EXPECTED = {
     "00_primer": {"figures": ["primer_roofline"], "claims": {}},
     "01_pallas_in_five_kernels": {"figures": ["five_kernels_timeline"], "claims": {}},
+    "01b_block_sparse_by_hand": {"figures": ["by_hand_unit_sweep"], "claims": {}},
     "02_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
     "05_quadratic_scaling": {
         "figures": ["c5_cost_vs_resolution", "c2_attention_share"],
@@ -97,7 +98,7 @@ def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, 
 
 
 #: Notebooks whose every figure is followed by a generated takeaway and that carry exercises.
-TEACHING = ("00_primer", "01_pallas_in_five_kernels", "05_quadratic_scaling", "03_mask_alignment",
+TEACHING = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "05_quadratic_scaling", "03_mask_alignment",
             "04_fast_path_ablation", "07_quality",
             "02_kernel_walkthrough")
 #: What a takeaway template may spell in digits: claim ids, notebook numbers, resolutions, tile sizes and the

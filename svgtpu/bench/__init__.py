@@ -5,6 +5,8 @@
 - :mod:`~svgtpu.bench.cpu`: this CPU's rates and the toy DiT's measured vs modeled attention share;
 - :mod:`~svgtpu.bench.gpu`: the prepared one-GPU run (``make gpu-bench``);
 - :mod:`~svgtpu.bench.compile`: ahead-of-time compilation for a TPU topology, no TPU needed;
-- :mod:`~svgtpu.bench.llo`: what the real TPU compiler emits for each tile body;
+- :mod:`~svgtpu.bench.dumps`: compiling in a child process with libtpu's dumps on;
+- :mod:`~svgtpu.bench.llo`: reading the dumps: LLO instructions and the static bundle schedule;
+- :mod:`~svgtpu.bench.units`: what bounds a schedule: the fewest cycles each unit of a core needs;
 - :mod:`~svgtpu.bench.methods`: every sparse attention method at one geometry and kept fraction.
 """

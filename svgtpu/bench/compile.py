@@ -30,7 +30,10 @@ from svgtpu.tpu_env import package_version
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
-DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1"}
+DEFAULT_TOPOLOGY = {"v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2x1", "v7x": "tpu7x:2x2x1"}
+#: How libtpu spells a generation in a topology name where it differs from ours (``tpu7x:2x2x1``;
+#: ``v7x:...`` is refused).
+TOPOLOGY_PREFIX = {"v7x": "tpu7x"}
 
 
 def libtpu_available() -> bool:
@@ -48,7 +51,7 @@ def topology_device(device: str, topology: str | None = None):
                            '(requirements.txt pins it)')
     from jax.experimental import topologies
     name = topology or DEFAULT_TOPOLOGY[device]
-    if not name.startswith(device + ":"):
+    if not name.startswith(TOPOLOGY_PREFIX.get(device, device) + ":"):
         raise ValueError(f"topology must name a {device} slice like {DEFAULT_TOPOLOGY[device]!r}, got {name!r}")
     try:
         return topologies.get_topology_desc(platform="tpu", topology_name=name).devices[0]
@@ -75,6 +78,17 @@ def _bytes(text: str) -> int:
     return int(float(text.rstrip("KMG")) * scale)
 
 
+def refusal(error: BaseException) -> dict:
+    """A compiler refusal as the reports give it: ``reason``, the line that says what went wrong, and
+    ``compiler_vmem_bytes``, the scoped VMEM the compiler wanted, where it says so."""
+    out = {"reason": first_line(error)}
+    scoped = SCOPED_VMEM.search(str(error))
+    if scoped:  # the compiler's own VMEM figure for this kernel
+        out["compiler_vmem_bytes"] = _bytes(scoped.group(1))
+        out["reason"] += f" (scoped VMEM {scoped.group(1)}, limit {scoped.group(2)})"
+    return out
+
+
 def compile_fn(fn, args) -> dict:
     """Lower and compile ``jax.jit(fn)(*args)`` (``args``: ShapeDtypeStructs on a TPU device)."""
     import jax
@@ -84,12 +98,7 @@ def compile_fn(fn, args) -> dict:
     except ValueError as e:  # our own budget refusals, raised while tracing
         return {"compiled": False, "reason": str(e), "compile_s": time.perf_counter() - start}
     except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
-        out = {"compiled": False, "reason": first_line(e), "compile_s": time.perf_counter() - start}
-        scoped = SCOPED_VMEM.search(str(e))
-        if scoped:  # the compiler's own VMEM figure for this kernel
-            out["compiler_vmem_bytes"] = _bytes(scoped.group(1))
-            out["reason"] += f" (scoped VMEM {scoped.group(1)}, limit {scoped.group(2)})"
-        return out
+        return {"compiled": False, **refusal(e), "compile_s": time.perf_counter() - start}
     out = {"compiled": True, "reason": None, "compile_s": time.perf_counter() - start}
     memory = compiled.memory_analysis()
     if memory is not None:
@@ -262,4 +271,4 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
 
 
 __all__ = ["TARGETS", "dit_step_program", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
-           "libtpu_available", "first_line"]
+           "libtpu_available", "first_line", "refusal"]

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from svgtpu.bench.llo import _BUNDLE
+from svgtpu.bench.llo import bundle_lines
 from svgtpu.geometry import parse_tiles
 from svgtpu.production import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, TILES as TILE_RECIPES
@@ -98,20 +98,9 @@ class Schedule:
         return self.total - self.loop
 
 
-def _lines(text: str) -> list[str]:
-    """The bundle lines of a final schedule, in order (continuation lines folded into their bundle)."""
-    out = []
-    for line in text.splitlines():
-        if _BUNDLE.match(line):
-            out.append(line)
-        elif out:
-            out[-1] += " " + line
-    return out
-
-
 def read_schedule(text: str) -> Schedule:
     """Parse a ``final_bundles`` dump of one kernel into its :class:`Schedule` (see the module doc)."""
-    bundles = _lines(text)
+    bundles = bundle_lines(text)
     starts: dict[int, int] = {}
     for i, line in enumerate(bundles):
         for r in _STARTS.findall(line):

@@ -39,7 +39,33 @@ from pathlib import Path
 
 UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store")
 _OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?llo\.([a-z][\w.]*)')
-_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+(?:[A-Z]{2}:\s*)?[>:]")
+#: One bundle line of a ``final_bundles`` schedule: its address, an optional control mark (``PF:``,
+#: ``LB:``, ...) and the bundle's instructions in braces.
+BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+(?:[A-Z]{2}:\s*)?[>:]")
+#: One instruction of a bundle as the schedule spells it: ``vmatmul.mubr.bf16.gmra.mrb[4].mxu0``.
+BUNDLE_OP = re.compile(r"(?:%[\w.]+\s*=\s*)?([a-z_][\w.\[\]]*)")
+
+
+def bundle_lines(text: str) -> list[str]:
+    """The bundle lines of a final schedule, in order (continuation lines folded into their bundle)."""
+    out = []
+    for line in text.splitlines():
+        if BUNDLE.match(line):
+            out.append(line)
+        elif out:
+            out[-1] += " " + line
+    return out
+
+
+def bundle_ops(line: str) -> tuple[str, ...]:
+    """The instruction names of one bundle line (``()`` for an empty bundle)."""
+    body = line.partition("{")[2].rsplit("}", 1)[0]
+    return tuple(m.group(1) for part in body.split(";;") if (m := BUNDLE_OP.match(part.strip())))
+
+
+def parse_bundles(text: str) -> list[tuple[str, ...]]:
+    """Every bundle of a final schedule as the tuple of its instruction names: one entry per issue cycle."""
+    return [bundle_ops(line) for line in bundle_lines(text)]
 
 
 def unit_of(op: str) -> str | None:
@@ -84,7 +110,7 @@ def region_bundles(text: str) -> list[int]:
     """Bundles between consecutive predicated-region fallthroughs (``PF``) of a final schedule."""
     marks, count = [], 0
     for line in text.splitlines():
-        if _BUNDLE.match(line):
+        if BUNDLE.match(line):
             if " PF:" in line.split("{")[0]:
                 marks.append(count)
             count += 1
@@ -94,7 +120,6 @@ def region_bundles(text: str) -> list[int]:
 #: What a bundle's instructions run on, as :func:`bundle_unit` sorts them (``scalar``: scalar ALU,
 #: branches, DMA and sync).
 BUNDLE_UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store", "scalar")
-_BUNDLE_OP = re.compile(r"(?:%[\w.]+\s*=\s*)?([a-z_][\w.]*)")
 
 
 def bundle_unit(op: str) -> str:
@@ -118,17 +143,14 @@ def region_slots(text: str) -> list[list[Counter]]:
     bundle's instructions by :func:`bundle_unit`."""
     regions, current = [], None
     for line in text.splitlines():
-        if not _BUNDLE.match(line):
+        if not BUNDLE.match(line):
             continue
-        head, _, body = line.partition("{")
-        if " PF:" in head:
+        if " PF:" in line.partition("{")[0]:
             if current is not None:
                 regions.append(current)
             current = []
         if current is not None:
-            ops = [m.group(1) for part in body.rsplit("}", 1)[0].split(";;")
-                   if (m := _BUNDLE_OP.match(part.strip()))]
-            current.append(Counter(bundle_unit(op) for op in ops))
+            current.append(Counter(bundle_unit(op) for op in bundle_ops(line)))
     return regions
 
 
@@ -139,7 +161,7 @@ def compiled_bundle_slots(spec: dict) -> dict[str, list[dict]]:
         raise ValueError("fast_path must be True: only then do full and partial tiles have bodies of their own")
     schedule = _dumps(spec)[1]
     first_pf = next((line.split("}")[0] for line in schedule.splitlines()
-                     if _BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
+                     if BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
     if not first_pf.rstrip().endswith(", 2"):  # the first body must be the full tile's (kind == FULL)
         raise RuntimeError("schedule layout changed: the first predicated region is not the full-tile body")
     regions = region_slots(schedule)
@@ -217,7 +239,7 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
     regions = top_level_regions(llo_text)
     cycles = region_bundles(schedule)
     pf_lines = [line.split("}")[0] + "}" for line in schedule.splitlines()
-                if _BUNDLE.match(line) and " PF:" in line.split("{")[0]]
+                if BUNDLE.match(line) and " PF:" in line.split("{")[0]]
     names = ("init", "full", "partial", "finish") if spec["fast_path"] else ("init", "masked", "finish")
     if len(regions) != len(names):
         raise RuntimeError(f"kernel structure changed: {len(regions)} top-level regions, expected {names}")
@@ -261,5 +283,5 @@ def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int
             "rows": rows}
 
 
-__all__ = ["UNITS", "BUNDLE_UNITS", "compiled_ops", "compiled_tile_counts", "compiled_bundle_slots",
+__all__ = ["UNITS", "BUNDLE_UNITS", "BUNDLE", "BUNDLE_OP", "bundle_lines", "bundle_ops", "parse_bundles", "compiled_ops", "compiled_tile_counts", "compiled_bundle_slots",
            "top_level_regions", "region_bundles", "region_slots", "bundle_unit", "unit_of"]

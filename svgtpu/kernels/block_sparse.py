@@ -268,7 +268,7 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
     ``config`` (a :class:`~svgtpu.kernels.config.KernelConfig`) or ``block_q``, ``block_kv``,
     ``block_kv_compute``, ``fast_path`` (validated by ``KernelConfig``: block_q a multiple of 8,
     block_kv a multiple of 128).  ``fast_path=False`` masks full tiles too (ablation).
-    ``device`` (``v5e``, ``v5p``, ``v6e``; default: the local TPU, else ``v6e``) sets the SMEM and
+    ``device`` (``v5e``, ``v5p``, ``v6e``, ``v7x``; default: the local TPU, else ``v6e``) sets the SMEM and
     VMEM budgets.  ``interpret=None``: compiled on TPU, else ``True``, Pallas' generic interpreter;
     pass ``pltpu.InterpretParams()`` for the TPU interpreter (simulated DMAs, race detection).
     ``sm_scale=None`` means ``1/sqrt(d)``.  Rows with no allowed key return zeros.  The GPU port

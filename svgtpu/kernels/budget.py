@@ -2,7 +2,7 @@
 
 Capacities per TensorCore come from JAX's own hardware table (``pltpu.get_tpu_info_for_chip``,
 jax 0.10.2; the same table is the "TPU Hardware Reference" page of the Pallas docs): SMEM 1 MiB
-and VMEM 128 MiB (v5e, v6e) or 64 MiB (v5p).
+and VMEM 128 MiB (v5e, v6e) or 64 MiB (v5p, v7x).
 
 - **SMEM** holds the scalar-prefetched plan.  The TPU compiler refuses a plan that does not fit
   (``RESOURCE_EXHAUSTED`` naming the prefetched SMEM operand, libtpu 0.0.42.1 with jax 0.10.2:
@@ -28,7 +28,7 @@ from svgtpu.kernels.config import LANES, KernelConfig
 
 #: The TPU generations whose SMEM and VMEM budgets the kernel knows (``costmodel.DEVICES`` is the
 #: cost model's wider list of devices with rates).
-TPU_GENERATIONS = ("v5e", "v5p", "v6e")
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
 #: SMEM kept free for the compiler's own scalars (grid indices, DMA descriptors, semaphores).
 SMEM_RESERVE = 64 * 1024
 #: Share of VMEM capacity the kernel may ask for; the rest stays with XLA's fusions around it.
@@ -59,12 +59,12 @@ class DeviceMemory:
 
 @functools.cache
 def device_memory(device: str) -> DeviceMemory:
-    """SMEM / VMEM of ``device`` (``v5e``, ``v5p``, ``v6e``) from JAX's TPU hardware table."""
+    """SMEM / VMEM of ``device`` (:data:`TPU_GENERATIONS`) from JAX's TPU hardware table."""
     if device not in TPU_GENERATIONS:
         raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     from jax.experimental.pallas import tpu as pltpu
     chip = {"v5e": pltpu.ChipVersion.TPU_V5E, "v5p": pltpu.ChipVersion.TPU_V5P,
-            "v6e": pltpu.ChipVersion.TPU_V6E}[device]
+            "v6e": pltpu.ChipVersion.TPU_V6E, "v7x": pltpu.ChipVersion.TPU_7X}[device]
     info = pltpu.get_tpu_info_for_chip(chip, 1)
     return DeviceMemory(device, smem=info.smem_capacity_bytes, vmem=info.vmem_capacity_bytes)
 

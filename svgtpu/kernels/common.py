@@ -126,7 +126,7 @@ def default_device() -> str:
         return target
     if jax.default_backend() == "tpu":
         kind = jax.devices()[0].device_kind.lower()
-        for name, tag in (("v5e", "lite"), ("v5e", "v5e"), ("v5p", "v5"), ("v6e", "v6")):
+        for name, tag in (("v5e", "lite"), ("v5e", "v5e"), ("v5p", "v5"), ("v6e", "v6"), ("v7x", "7x")):
             if tag in kind:
                 return name
     return "v6e"

@@ -43,16 +43,32 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: The notebooks in reading order (the file order): the primer and the kernel track first, then the
 #: research track; the explorer is a tool beside them.
-NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "02_kernel_walkthrough", "03_mask_alignment",
+NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "02_kernel_walkthrough", "03_mask_alignment",
              "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
-_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "02_kernel_walkthrough": {}}
+_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "01b_block_sparse_by_hand": {},
+                  "02_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
+
+#: Parameters ``svgtpu reproduce`` passes to a notebook besides ``profile`` and ``figures_dir`` (papermill
+#: overrides its parameters cell), per notebook, then per profile: the kernel-writing notebooks run their worked
+#: solutions (a student's own run keeps ``show_solutions = False``, so *Run All* never replaces their code), and
+#: the cpu profile (``make figures``) skips their compile demonstrations, which feed no figure.
+RUN_PARAMETERS: dict[str, dict] = {"01_pallas_in_five_kernels": {"show_solutions": True},
+                                   "01b_block_sparse_by_hand": {"show_solutions": True}}
+PROFILE_RUN_PARAMETERS: dict[str, dict[str, dict]] = {
+    "cpu": {"01_pallas_in_five_kernels": {"compile_lessons": False}, "01b_block_sparse_by_hand": {"compile_lessons": False}}}
+
+
+def run_parameters(notebook: str, profile: str) -> dict:
+    """What ``svgtpu reproduce`` passes ``notebook`` under ``profile`` besides ``profile`` and ``figures_dir``."""
+    return {**RUN_PARAMETERS.get(notebook, {}), **PROFILE_RUN_PARAMETERS.get(profile, {}).get(notebook, {})}
+
 
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
@@ -187,7 +203,8 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     try:
         papermill.execute_notebook(
-            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
+            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
+                                                     **run_parameters(name, profile)},
             kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
             log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
@@ -236,5 +253,5 @@ def summary_rows(results: list[NotebookResult]) -> list[dict]:
              "figures": len(r.figures), "error": r.error} for r in results]
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+__all__ = ["NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
            "run_notebook", "reproduce", "summary_rows"]
