@@ -24,6 +24,7 @@ from svgtpu.report.results import NotebookRun, check_provenance, figures_dir, lo
 EXPECTED = {
     "00_primer": {"figures": ["primer_roofline"], "claims": {}},
     "01_pallas_in_five_kernels": {"figures": ["five_kernels_timeline"], "claims": {}},
+    "01b_block_sparse_by_hand": {"figures": ["by_hand_unit_sweep"], "claims": {}},
     "02_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
     "05_quadratic_scaling": {
         "figures": ["c5_cost_vs_resolution", "c2_attention_share", "c2_compiled_roles", "c5_compiled_scaling"],
@@ -46,16 +47,18 @@ EXPECTED = {
     },
     "06_end_to_end_speedup": {
         "figures": ["headline_speedup", "costmodel_validation", "c1_speedup_surface", "c1_multihost"],
-        "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparsity",
+        "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparse_attention",
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
                           "validation_tpu_compute_efficiency", "sparse_efficiency_published",
                           "sparse_efficiency_published_range", "speedup_surface", "speedup_tornado",
-                          "speedup_by_recipe", "multihost_1440p", "multihost_2160p"]},
+                          "scenarios", "central_sparse_efficiency", "validation_independent_worst_abs_error",
+                          "validation_related_worst_abs_error", "attention_pricing", "multihost_1440p",
+                          "multihost_2160p"]},
     },
     "07_quality": {
-        "figures": ["q_quality_vs_sparsity", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
+        "figures": ["q_quality_vs_kept", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
                     "q_methods"],
-        "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "sparsity_sweep",
+        "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "kept_sweep",
                          "head_kinds", "head_kind_map", "methods_quality", "methods_tiles_1440p",
                          "methods_attention_ratio_1440p", "methods_pareto"]},
     },
@@ -96,7 +99,7 @@ def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, 
 
 
 #: Notebooks whose every figure is followed by a generated takeaway and that carry exercises.
-TEACHING = ("00_primer", "01_pallas_in_five_kernels", "05_quadratic_scaling", "03_mask_alignment",
+TEACHING = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "05_quadratic_scaling", "03_mask_alignment",
             "04_fast_path_ablation", "07_quality",
             "02_kernel_walkthrough")
 #: What a takeaway template may spell in digits: claim ids, notebook numbers, resolutions, tile sizes and the

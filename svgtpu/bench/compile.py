@@ -78,6 +78,17 @@ def _bytes(text: str) -> int:
     return int(float(text.rstrip("KMG")) * scale)
 
 
+def refusal(error: BaseException) -> dict:
+    """A compiler refusal as the reports give it: ``reason``, the line that says what went wrong, and
+    ``compiler_vmem_bytes``, the scoped VMEM the compiler wanted, where it says so."""
+    out = {"reason": first_line(error)}
+    scoped = SCOPED_VMEM.search(str(error))
+    if scoped:  # the compiler's own VMEM figure for this kernel
+        out["compiler_vmem_bytes"] = _bytes(scoped.group(1))
+        out["reason"] += f" (scoped VMEM {scoped.group(1)}, limit {scoped.group(2)})"
+    return out
+
+
 def compile_fn(fn, args) -> dict:
     """Lower and compile ``jax.jit(fn)(*args)`` (``args``: ShapeDtypeStructs on a TPU device)."""
     import jax
@@ -87,12 +98,7 @@ def compile_fn(fn, args) -> dict:
     except ValueError as e:  # our own budget refusals, raised while tracing
         return {"compiled": False, "reason": str(e), "compile_s": time.perf_counter() - start}
     except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
-        out = {"compiled": False, "reason": first_line(e), "compile_s": time.perf_counter() - start}
-        scoped = SCOPED_VMEM.search(str(e))
-        if scoped:  # the compiler's own VMEM figure for this kernel
-            out["compiler_vmem_bytes"] = _bytes(scoped.group(1))
-            out["reason"] += f" (scoped VMEM {scoped.group(1)}, limit {scoped.group(2)})"
-        return out
+        return {"compiled": False, **refusal(e), "compile_s": time.perf_counter() - start}
     out = {"compiled": True, "reason": None, "compile_s": time.perf_counter() - start}
     memory = compiled.memory_analysis()
     if memory is not None:
@@ -105,20 +111,20 @@ def compile_fn(fn, args) -> dict:
 class CompileJob:
     """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
 
-    geometry: str = "wan-720p"
+    geometry: str = "720p"
     config: KernelConfig = KernelConfig(block_q=BLOCK_Q, block_kv=BLOCK_KV)
     device: str = "v6e"
     topology: str | None = None
     dtype: str = "bfloat16"
     heads: int = 5
     head_dim: int = 128
-    sparsity: float | None = None
+    kept: float | None = None
     multiplier: float | None = None
     align: str | None = None
 
     def svg_config(self):
         from svgtpu.attention.svg import SVGConfig
-        return SVGConfig(multiplier=self.multiplier, sparsity=self.sparsity, block_q=self.config.block_q,
+        return SVGConfig(multiplier=self.multiplier, kept=self.kept, block_q=self.config.block_q,
                          block_kv=self.config.block_kv, block_kv_compute=self.config.block_kv_compute,
                          align=self.align, fast_path=self.config.fast_path)
 
@@ -265,4 +271,4 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
 
 
 __all__ = ["TARGETS", "dit_step_program", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
-           "libtpu_available", "first_line"]
+           "libtpu_available", "first_line", "refusal"]

@@ -34,7 +34,7 @@ def results_entries(result: dict):
         g = _key(a["geometry"])
         yield ("C4", f"gpu_attention_{g}", a["rows"],
                dict(provenance=prov, description=f"attention variants at {a['geometry']} (L={a['L']}, "
-                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['sparsity']}) "
+                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['kept']}) "
                     f"on {result['device']}"))
         for name, value in a["headline"].items():
             if value is not None:

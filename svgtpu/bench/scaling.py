@@ -42,13 +42,14 @@ def kernel_sweep(job, schedule: dict, fill: int, resolutions) -> list[dict]:
     """Per resolution: ``L``, the kernel's grid steps and computed FLOPs for one head, and its static
     cycles for one head, from ``schedule`` (one compiled schedule of ``job``'s kernel, with its ``fill``)."""
     from svgtpu.bench.wan_block import kernel_cycles
-    from svgtpu.costmodel.workload import get_model, get_resolution
+    from svgtpu.costmodel.workload import get_model
+    from svgtpu.geometry import get_geometry
     head_dim = get_model(job.model).head_dim
     rows = []
     for name in resolutions:
         at = dataclasses.replace(job, resolution=name)
         k = kernel_cycles(at, 1, [schedule], fill)
-        rows.append({"resolution": name, "L": get_resolution(name).L, "steps": k["steps"],
+        rows.append({"resolution": name, "L": get_geometry(name).L, "steps": k["steps"],
                      "flops": 4 * k["steps"] * job.block_q * job.block_kv * head_dim, "cycles": k["cycles"]})
     return rows
 

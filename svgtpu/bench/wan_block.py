@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from svgtpu.model.config import ModelConfig
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.schedule import DEFAULT_SPARSITY
+from svgtpu.production import PRODUCTION
+from svgtpu.schedule import DEFAULT_KEPT
 from svgtpu.tpu_env import package_version
 
 #: The slices compiled for: a TPU generation -> its libtpu topology and the chips the cost model counts.
@@ -53,17 +53,18 @@ class BlockJob:
     """One block to compile: the model, its resolution, the TPU generation (:data:`SLICES`), the
     self-attention variant (:data:`VARIANTS`), the kernel's tiles and SVG's kept fraction."""
 
-    resolution: str = "1440p"
-    device: str = "v6e"
+    resolution: str = PRODUCTION.resolution
+    device: str = PRODUCTION.device
     variant: str = "dense"
-    model: "str | ModelConfig" = "wan2.1-14b"
-    block_q: int = BLOCK_Q
-    block_kv: int = BLOCK_KV
-    kept: float = DEFAULT_SPARSITY
+    model: "str | ModelConfig" = PRODUCTION.model
+    block_q: int = PRODUCTION.block_q
+    block_kv: int = PRODUCTION.block_kv
+    kept: float = DEFAULT_KEPT
     kernel: str = "in-block"
 
     def __post_init__(self):
-        from svgtpu.costmodel.workload import get_model, get_resolution
+        from svgtpu.costmodel.workload import get_model
+        from svgtpu.geometry import get_geometry
         from svgtpu.kernels.config import KernelConfig
         if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
             object.__setattr__(self, "model", ModelConfig(**self.model))
@@ -71,7 +72,7 @@ class BlockJob:
             raise ValueError(f"device must be one of {', '.join(SLICES)} (the slices compiled for), got {self.device!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        get_model(self.model), get_resolution(self.resolution), KernelConfig(self.block_q, self.block_kv)
+        get_model(self.model), get_geometry(self.resolution), KernelConfig(self.block_q, self.block_kv)
         if not 0 < self.kept < 1:
             raise ValueError(f"kept must be in the open interval (0, 1), got {self.kept!r}")
         if self.kernel not in KERNEL_READINGS:
@@ -86,13 +87,13 @@ class BlockJob:
     def svg_config(self):
         """SVG's settings: the kept fraction snapped to the kernel's tiles."""
         from svgtpu.attention.svg import SVGConfig
-        return SVGConfig(sparsity=self.kept, block_q=self.block_q, block_kv=self.block_kv, align="snap")
+        return SVGConfig(kept=self.kept, block_q=self.block_q, block_kv=self.block_kv, align="snap")
 
     def mask(self):
         """The mask our kernel runs in this block (dense, or SVG's aligned band)."""
-        from svgtpu.costmodel.workload import get_resolution
+        from svgtpu.geometry import get_geometry
         from svgtpu.masks.core import DenseMask
-        g = get_resolution(self.resolution)
+        g = get_geometry(self.resolution)
         return DenseMask(g.L) if self.variant == "dense" else self.svg_config().mask(g)
 
 
@@ -123,9 +124,10 @@ def block_program(job: BlockJob, devices, plan: dict):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     from svgtpu.attention.sharding import ulysses_local
-    from svgtpu.costmodel.workload import get_model, get_resolution
+    from svgtpu.costmodel.workload import get_model
+    from svgtpu.geometry import get_geometry
     from svgtpu.model.wan import WanBlock, self_attention
-    model, g = get_model(job.model), get_resolution(job.resolution)
+    model, g = get_model(job.model), get_geometry(job.resolution)
     data, seq = plan["mesh"]["data"], plan["mesh"]["seq"]
     if model.heads % seq or g.L % seq:
         raise ValueError(f"{job.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
@@ -215,9 +217,9 @@ def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | 
     re-bounded to each chunk's steps (the program is the same but for that bound: its tile bodies, step
     overhead and once-per-call code do not depend on the sequence length)."""
     from svgtpu.bench.compiled import estimate, steps_ours
-    from svgtpu.costmodel.workload import get_resolution
+    from svgtpu.geometry import get_geometry
     v = kernel_variant(job)
-    calls = [steps * heads for steps in steps_ours(v, job.mask(), get_resolution(job.resolution).L)]
+    calls = [steps * heads for steps in steps_ours(v, job.mask(), get_geometry(job.resolution).L)]
     if fill is not None:
         schedules = [dict(schedules[0], iterations=len(c) + fill) for c in calls]
     if len(schedules) != len(calls):
@@ -234,12 +236,12 @@ def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | 
 
 def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
     """Our kernel's schedule from its own compile: ``bench compiled``'s cached variant at the same tiles
-    and mask on ``wan-1440p`` (what notebook 04 compiles); ``(schedule, fill)``."""
+    and mask at the production resolution (what notebook 04 compiles); ``(schedule, fill)``."""
     from svgtpu.bench.compiled import cached_compile
-    if job.kept != DEFAULT_SPARSITY or job.device != "v6e":
+    if job.kept != DEFAULT_KEPT or job.device != "v6e":
         raise ValueError("the kernel's own compile (bench compiled) is v6e at the default kept fraction "
-                         f"({DEFAULT_SPARSITY}); got {job.device}, kept {job.kept}")
-    compiled = cached_compile(kernel_variant(job, "wan-1440p"))
+                         f"({DEFAULT_KEPT}); got {job.device}, kept {job.kept}")
+    compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution))
     if "refused" in compiled:
         raise ValueError(f"our kernel does not compile for v6e at {job.block_q}x{job.block_kv}: {compiled['refused']}")
     schedule, steps = compiled["schedules"][0], compiled["calls"][0]
@@ -352,7 +354,7 @@ def modeled_block(job: BlockJob) -> dict:
     plan = parallel_plan(job)
     setup = costmodel.calibrated_setup(job.model, job.resolution, job.device, chips=plan["chips"],
                                        cfg_split=plan["cfg_split"], block_q=job.block_q, block_kv=job.block_kv,
-                                       sparsity=job.kept)
+                                       kept=job.kept)
     breakdown, layers = costmodel.forward_breakdown(setup), setup.model.layers
     roles = dict.fromkeys(ROLES, 0.0)
     for op, seconds in breakdown.items():
@@ -380,7 +382,7 @@ def run_command(args):
     """``svgtpu compile --what wan-block``: dense and SVG blocks at ``--geometry`` (a resolution) for
     ``--device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
     from svgtpu.report.tables import format_table
-    kept = args.sparsity if args.sparsity is not None else DEFAULT_SPARSITY
+    kept = args.kept if args.kept is not None else DEFAULT_KEPT
     jobs = [BlockJob(args.geometry.removeprefix("wan-"), args.device, variant, block_q=args.block_q,
                      block_kv=args.block_kv, kept=kept) for variant in VARIANTS]
     results = compile_blocks(jobs, progress=not args.json)

@@ -1,4 +1,5 @@
-"""Work per attention score element, counted from our kernel rather than assumed.
+"""Work per attention score element, counted from our kernel rather than assumed: the prior the
+model prices a tile with where no compiled tile table covers it (:mod:`svgtpu.costmodel.tile_costs`).
 
 :func:`counted_work` traces :func:`svgtpu.kernels.block_sparse_attention` (no execution), takes
 the ``pl.when`` bodies of a full and of a partial tile and counts, per score element of one
@@ -11,9 +12,10 @@ the ``pl.when`` bodies of a full and of a partial tile and counts, per score ele
   bookkeeping and the two ``dot_general`` (timed on the MXU from FLOPs, not counted here).
 
 The per-row online-softmax updates (``[block_q, 128]`` lane-replicated m/l/acc) are counted too, so
-the count depends on ``block_kv_compute`` (not on ``block_q``).  These are jaxpr-level counts:
-what Mosaic lowers, before its own fusion; the compiled LLO counts (``svgtpu compile``) are the
-next refinement.
+the count depends on ``block_kv_compute`` (not on ``block_q``).  These are jaxpr-level counts, before
+Mosaic's own lowering; the compiled schedule (``figures/compiled_tiles.json``) supersedes them where
+it exists.  :func:`counted_work` is the one place the cost model imports JAX, and only when a
+head of our kernel is priced without the compiled table.
 """
 
 from __future__ import annotations

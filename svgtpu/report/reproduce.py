@@ -43,13 +43,14 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: The notebooks in reading order (the file order): the primer and the kernel track first, then the
 #: research track; the explorer is a tool beside them.
-NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "02_kernel_walkthrough", "03_mask_alignment",
+NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "02_kernel_walkthrough", "03_mask_alignment",
              "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
-_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "02_kernel_walkthrough": {}}
+_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "01b_block_sparse_by_hand": {},
+                  "02_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
@@ -62,19 +63,34 @@ _QUICK_BLOCKS = {"block_model": {"name": "tiny", "layers": 40, "dim": 512, "head
                  "block_tiles": [128, 128], "blocks": [["2x8x16", "v6e"]], "block_kernel": "in-block",
                  "c5_resolutions": ["2x8x16", "2x16x32", "4x16x32"]}
 
+#: Parameters ``svgtpu reproduce`` passes to a notebook besides ``profile`` and ``figures_dir`` (papermill
+#: overrides its parameters cell), per notebook, then per profile: the kernel-writing notebooks run their worked
+#: solutions (a student's own run keeps ``show_solutions = False``, so *Run All* never replaces their code), and
+#: the cpu profile (``make figures``) skips their compile demonstrations, which feed no figure.
+RUN_PARAMETERS: dict[str, dict] = {"01_pallas_in_five_kernels": {"show_solutions": True},
+                                   "01b_block_sparse_by_hand": {"show_solutions": True}}
+PROFILE_RUN_PARAMETERS: dict[str, dict[str, dict]] = {
+    "cpu": {"01_pallas_in_five_kernels": {"compile_lessons": False}, "01b_block_sparse_by_hand": {"compile_lessons": False}}}
+
+
+def run_parameters(notebook: str, profile: str) -> dict:
+    """What ``svgtpu reproduce`` passes ``notebook`` under ``profile`` besides ``profile`` and ``figures_dir``."""
+    return {**RUN_PARAMETERS.get(notebook, {}), **PROFILE_RUN_PARAMETERS.get(profile, {}).get(notebook, {})}
+
+
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
         **_COMPUTED_ONLY,
         "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP, **_QUICK_BLOCKS},
         "03_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
-                              "search_geometries": ["wan-480p"], "search_tiles": [[BLOCK_Q, BLOCK_KV], [512, 512]],
+                              "search_geometries": ["480p"], "search_tiles": [[BLOCK_Q, BLOCK_KV], [512, 512]],
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
                                   "heads": 1, "head_dim": 64, "compiled_geometry": None},
         "06_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
-        "07_quality": {"seeds": [0], "steps": 2, "sparsities": [0.3], "variants": ["svg", "svg-aligned"],
+        "07_quality": {"seeds": [0], "steps": 2, "kept_fractions": [0.3], "variants": ["svg", "svg-aligned"],
                        "method_variants": ["svg", "sta-aligned"], "method_kept": [0.3], "method_seeds": [0],
                        "method_steps": 2},
     },
@@ -84,14 +100,14 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP,
                                  **_WAN_BLOCKS, "blocks": [["720p", "v6e"], ["1440p", "v6e"]],
                                  "block_kernel": "own-compile"},
-        "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
+        "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
-                                  "heads": 1, "head_dim": 128},  # compiled part: wan-1440p (cached in build/)
+                                  "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
         "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         # sized so that make figures stays within 15 min on 2 cores (the tpu profile runs the full study)
-        "07_quality": {"seeds": [0, 1], "steps": 10, "sparsities": [0.3, 0.6], "variants": _QUALITY_VARIANTS,
+        "07_quality": {"seeds": [0, 1], "steps": 10, "kept_fractions": [0.3, 0.6], "variants": _QUALITY_VARIANTS,
                        "method_variants": _METHOD_VARIANTS, "method_kept": [0.2, 0.3], "method_seeds": [0],
                        "method_steps": 10},
     },
@@ -100,13 +116,13 @@ PROFILES: dict[str, dict[str, dict]] = {
         "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP, **_WAN_BLOCKS,
                                  "blocks": [[r, d] for d in ("v6e", "v7x") for r in ("720p", "1440p")],
                                  "block_kernel": "in-block"},
-        "03_mask_alignment": {"layout_geometry": "wan-480p", "layout_block": 512,
+        "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
-        "04_fast_path_ablation": {"geometry": "wan-720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
+        "04_fast_path_ablation": {"geometry": "720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
                                   "heads": 8, "head_dim": 128},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
-        "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "sparsities": [0.3, 0.5, 0.6, 0.8],
+        "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "kept_fractions": [0.3, 0.5, 0.6, 0.8],
                        "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
                        "method_kept": [0.15, 0.2, 0.3, 0.45, 0.6], "method_seeds": [0, 1, 2, 3], "method_steps": 50},
     },
@@ -200,7 +216,8 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     try:
         papermill.execute_notebook(
-            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
+            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
+                                                     **run_parameters(name, profile)},
             kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
             log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
@@ -249,5 +266,5 @@ def summary_rows(results: list[NotebookResult]) -> list[dict]:
              "figures": len(r.figures), "error": r.error} for r in results]
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+__all__ = ["NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
            "run_notebook", "reproduce", "summary_rows"]
