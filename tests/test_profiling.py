@@ -20,6 +20,22 @@ from svgtpu.attention.profiling import classify_heads, planted_heads, profile_pl
 GEOMETRIES = [VideoGeometry(4, 10, 14), VideoGeometry(3, 9, 13), VideoGeometry(6, 7, 11)]
 
 
+@pytest.mark.parametrize("g", GEOMETRIES)
+def test_candidate_rows_are_the_masks_rows_for_every_mask_profiling_runs(g):
+    """Tile rows repeated and a transposed key axis give exactly the mask's own ``allowed`` (numpy, every
+    pair) for the band, its tile-aligned twin and both seen through the temporal permutation."""
+    seed = 11
+    print(f"seed {seed}")
+    rows = np.random.default_rng(seed).choice(g.L, 9, replace=False)
+    band = svg_mask(g, 0.4)
+    aligned = SVGConfig(block_q=64, block_kv=128, align="snap").mask(g)
+    for mask in (band, aligned, PermutedMask(band, g), PermutedMask(aligned, g)):
+        want = mask.allowed(rows[:, None], np.arange(g.L)[None, :])
+        got = np.asarray(jax.jit(profiling.candidate_rows, static_argnums=0)(mask, jnp.asarray(rows)))
+        assert got.shape == (9, g.L) and np.array_equal(got, want), type(mask).__name__
+        assert 0 < want.sum() < want.size
+
+
 def test_planted_heads_are_recovered():
     confusion = sum(profile_planted(g, SVGConfig().mask(g), seeds=[0, 1, 2], heads=8, head_dim=32)
                     for g in GEOMETRIES)

@@ -27,6 +27,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from einops import rearrange
 
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS
 from svgtpu.geometry import VideoGeometry, check_positive_int
@@ -37,20 +38,26 @@ SPATIAL, TEMPORAL = 0, 1
 HEAD_KINDS = ("spatial", "temporal")
 
 
-def allowed_rows(mask: Mask, rows: jax.Array, keys: jax.Array) -> jax.Array:
-    """``mask.allowed(rows, keys)`` on ``jnp`` index arrays (traceable, broadcasting).
+def candidate_rows(mask: Mask, rows: jax.Array) -> jax.Array:
+    """``mask.allowed(rows[:, None], keys[None, :])`` for every key ``0 .. L-1``: ``bool [r, L]``.
 
-    Computable masks (band + sink, dense) are plain arithmetic; a :class:`TileMask` looks its tiles
-    up from a constant array; a :class:`PermutedMask` maps frame-major token ``f * F + s`` to its
-    spatial-major position ``s * T + f`` and asks its base mask.
+    Computable masks (band + sink, dense) are plain arithmetic; a :class:`TileMask` looks up the tile
+    rows of ``rows`` and repeats each tile ``block_kv`` times along the keys; a :class:`PermutedMask`
+    takes its base's rows at the permuted positions and reads their keys in frame-major order, a
+    transpose.  None of them gathers element by element: on a TPU an ``[r, L]`` gather compiles to
+    loops that cost as much as the attention kernel (``svgtpu compile --what wan-block`` showed it).
     """
+    L = mask.L
     if isinstance(mask, PermutedMask):
         g = mask.geometry
-        return allowed_rows(mask.base, (rows % g.F) * g.T + rows // g.F, (keys % g.F) * g.T + keys // g.F)
+        # frame-major token i = f*F + s sits at spatial-major position s*T + f
+        base = candidate_rows(mask.base, (rows % g.F) * g.T + rows // g.F)
+        return rearrange(base, "r (s t) -> r (t s)", s=g.F, t=g.T)
     if isinstance(mask, TileMask):
-        return jnp.asarray(mask.tiles)[rows // mask.block_q, keys // mask.block_kv]
+        tile_rows = jnp.asarray(mask.tiles)[rows // mask.block_q]          # [r, kv tiles]
+        return jnp.repeat(tile_rows, mask.block_kv, axis=-1)[:, :L]
     if mask.computable:
-        return mask.allowed(rows, keys)
+        return mask.allowed(rows[:, None], jnp.arange(L)[None, :])
     raise ValueError(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
 
 
@@ -91,8 +98,7 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     spatial = mask
     r = min(num_rows, L)
     rows = jax.random.choice(key, L, shape=(r,), replace=False)
-    keys = jnp.arange(L)
-    allowed = [allowed_rows(m, rows[:, None], keys[None, :]) for m in (spatial, PermutedMask(spatial, geometry))]
+    allowed = [candidate_rows(m, rows) for m in (spatial, PermutedMask(spatial, geometry))]
 
     def head_mse(qkv):
         q_rows, k, v = (x.astype(jnp.float32) for x in qkv)
@@ -167,5 +173,5 @@ def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *
     return confusion
 
 
-__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "allowed_rows", "classify_heads", "planted_heads",
+__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "candidate_rows", "classify_heads", "planted_heads",
            "profile_planted"]

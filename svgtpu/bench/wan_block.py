@@ -290,7 +290,9 @@ def compile_block(job: BlockJob) -> dict:
             "topology": SLICES[job.device]["topology"], "plan": plan, "compile_s": facts["compile_s"],
             "hbm_temp_bytes": facts["hbm_temp_bytes"], "total_cycles": total,
             "roles": {role: {"cycles": roles[role], "share": roles[role] / total} for role in ROLES},
-            "kernel": kernel | {"generic_cycles": generic}, "collectives": collectives,
+            "kernel": kernel | {"generic_cycles": generic, "share": kernel["cycles"] / total}, "collectives": collectives,
+            "dynamic": {"ops": sum(r["dynamic_loops"] > 0 for r in reading["ops"]),
+                        "share": sum(r["cycles"] for r in reading["ops"] if r["dynamic_loops"]) / total},
             "top_level": reading["top_level"], "unmatched": reading["unmatched"], "programs": reading["programs"],
             "ops": sorted(reading["ops"], key=lambda r: -r["cycles"]),
             "versions": {"jax": package_version("jax"), "libtpu": package_version("libtpu")}}
