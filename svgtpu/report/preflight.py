@@ -91,14 +91,15 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
 
 
 def wan_block_checks(profile: str) -> list[Check]:
-    """Notebook 05's compiled blocks under ``profile`` (each resolution and device, dense and SVG)."""
+    """Notebook 05's compiled blocks under ``profile`` (per resolution and device: the variants it names,
+    else dense and SVG)."""
     from svgtpu.model.config import ModelConfig
     blocks = settings("05_quadratic_scaling", profile)
     model = blocks["block_model"] if isinstance(blocks["block_model"], str) else ModelConfig(**blocks["block_model"])
     bq, bkv = blocks["block_tiles"]
     return [Check("05_quadratic_scaling", f"{variant} block, {res}, {SLICES[device]['topology']}",
                   BlockJob(res, device, variant, model=model, block_q=bq, block_kv=bkv, kernel=blocks["block_kernel"]),
-                  "wan-block") for res, device in blocks["blocks"] for variant in VARIANTS]
+                  "wan-block") for res, device, *variants in blocks["blocks"] for variant in variants or VARIANTS]
 
 
 def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:

@@ -55,8 +55,9 @@ _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-f
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
-# 05's compiled Wan blocks (svgtpu.bench.wan_block): the model, its tiles, where our kernel's cycles come
-# from, and the resolutions of C5's compiled-cycles sweep.  quick: a tiny block of the same code in seconds.
+# 05's compiled Wan blocks (svgtpu.bench.wan_block): the model, its tiles, the blocks ([resolution, device,
+# variants...]; no variant: dense and SVG), where our kernel's cycles come from, and the resolutions of C5's
+# compiled-cycles sweep.  quick: a tiny block of the same code in seconds.
 _WAN_BLOCKS = {"block_model": "wan2.1-14b", "block_tiles": [BLOCK_Q, BLOCK_KV], "c5_resolutions": _SWEEP}
 _QUICK_BLOCKS = {"block_model": {"name": "tiny", "layers": 40, "dim": 512, "heads": 8, "head_dim": 64, "ffn": 1024,
                                  "text_len": 16, "patch_in": 64, "source": "quick profile: the code path, not Wan"},
