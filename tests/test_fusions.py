@@ -12,6 +12,7 @@ import pytest
 from svgtpu.bench import fusions
 from svgtpu.bench.compile import libtpu_available
 from svgtpu.bench.dumps import child_env
+from svgtpu.bench.units import core
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs the TPU compiler (libtpu)")
 
@@ -41,7 +42,7 @@ def test_a_static_count_is_one_loop_body_and_the_matmul_runs_near_the_mxu_rate(t
     cycles grow with the FLOPs.  Against the formula's 2 MXUs x 256^2 MACs x 2 flop per cycle (JAX's
     tpu_info: 2 MXUs of 256 on v6e), v6e's schedule issues a 16-row push per MXU every 8 bundles, twice
     that rate: the large matmul comes out between 1.6x and 2x the formula (never above 2x), and the
-    iterations the larger one adds run at >= 85 % of :data:`~svgtpu.bench.fusions.MXU_FLOPS_PER_CYCLE`."""
+    iterations the larger one adds run at >= 85 % of the core's rate (:func:`svgtpu.bench.units.core`)."""
     from jax.experimental.pallas import tpu as pltpu
     info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V6E, 1)
     formula = info.num_mxus * info.mxu_column_size ** 2 * 2
@@ -59,7 +60,7 @@ def test_a_static_count_is_one_loop_body_and_the_matmul_runs_near_the_mxu_rate(t
     assert abs(large["bundles"] - small["bundles"]) <= 0.01 * small["bundles"]   # one loop body, not unrolled
     assert large["cycles"] > 1.7 * small["cycles"]                                # the trip count makes the work
     assert 1.6 < ratio <= 2.0
-    assert 0.85 * fusions.MXU_FLOPS_PER_CYCLE["v6e"] < added <= fusions.MXU_FLOPS_PER_CYCLE["v6e"] == 2 * formula
+    assert 0.85 * core("v6e").flops_per_cycle < added <= core("v6e").flops_per_cycle == 2 * formula
 
 
 def test_an_op_in_a_while_body_counts_once_per_trip(tmp_path):

@@ -12,9 +12,10 @@ issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module re
   start of an earlier region) and its trip count is the constant of the exit test that sets the
   branch's predicate (``scmp.ge ... N /* loop exit test */``); every bundle is counted once per
   iteration of every loop whose span holds it.  A static count covers a loop body *once* (the lone
-  matmul of ``tests/test_fusions.py`` proves it: its 12k bundles hold one pass of a loop whose trip
-  count makes the whole matmul).  Predicated regions count as run (an upper bound of a few bundles per
-  region); a loop whose bound is held in a register (a dynamic trip count) counts once and is reported.
+  matmul of ``tests/test_fusions.py`` proves it: its bundles hold one pass of a loop whose trip count
+  makes the whole matmul, at the MXU rate of :func:`svgtpu.bench.units.core`).  Predicated regions count
+  as run (an upper bound of a few bundles per region); a loop whose bound is held in a register (a
+  dynamic trip count) counts once and is reported.
 - **how often each op runs**: once per call in the top-level program, times the trip counts of the
   loops around the call: a counted loop of the top-level program, or an HLO ``while`` whose trip count
   the HLO states (:func:`while_trips`: a counter from a constant to a constant bound, step 1);
@@ -51,11 +52,6 @@ SCOPE_ROLES = {"self_attention": "self-attention", "projections": "projections",
                "cross_attention": "cross-attention", "ffn": "ffn", "modulation": "norms/modulation",
                "norm": "norms/modulation", "qk_norm_rope": "norms/modulation", "residual": "norms/modulation",
                "weight_gather": "collectives"}
-#: Peak matmul FLOPs per cycle of one TensorCore as the compiled schedule issues them: 2 MXUs of 256 x 256
-#: (JAX's ``pltpu`` TPU info for v6e and 7x: ``num_mxus=2``, ``mxu_column_size=256``), each taking a push of
-#: 16 bf16 rows (2 x 256 x 256 x 16 flop) every 8 cycles in a large matmul's loop body: twice the
-#: one-row-per-cycle ``2 x 256^2 x 2``.  ``tests/test_fusions.py`` checks a lone matmul against it.
-MXU_FLOPS_PER_CYCLE = {"v6e": 2 * 256 ** 2 * 2 * 2, "v7x": 2 * 256 ** 2 * 2 * 2}
 #: HLO opcodes that move data between chips.
 COLLECTIVE_OPS = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "collective-permute")
 
@@ -483,6 +479,6 @@ def scheduled_bundles(folder: str | Path, name: str) -> int:
     raise RuntimeError(f"no schedule analysis of {name} in {folder}")
 
 
-__all__ = ["ROLES", "SCOPE_ROLES", "MXU_FLOPS_PER_CYCLE", "COLLECTIVE_OPS", "Loop", "ProgramCycles", "bundle_weights",
+__all__ = ["ROLES", "SCOPE_ROLES", "COLLECTIVE_OPS", "Loop", "ProgramCycles", "bundle_weights",
            "program_cycles", "HloOp", "while_trips",
            "canonical_ops", "role_of", "read_dump", "role_cycles", "scheduled_bundles"]
