@@ -57,7 +57,8 @@ COLLECTIVE_OPS = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "c
 
 _BRANCH = re.compile(r"sbr\.rel \((!?)(%p[\w]+)\) target = \$region(\d+)")
 _REGION_START = re.compile(r"(?:Start|Start/End empty) region (\d+)")
-_EXIT_TEST = re.compile(r"(%p[\w]+) = scmp\.(?:ge|gt)\.s32\.totalorder (?:\(!?%p\w+\), )?%\w+, (\w+)\s*/\* loop exit test")
+_EXIT_TEST = re.compile(r"(%p[\w]+) = scmp\.(?:ge|gt)\.s32\.totalorder (?:\(!?%p\w+\), )?%\w+, (\w+)\s*"
+                        r"/\* loop exit test")
 _TOTAL = re.compile(r"total scheduled bundles:\s*(\d+)")
 _DUMP_NAME = re.compile(r"^\d+-(.+)-\d\d-(schedule-analysis_)?final_bundles\.txt$")
 _CALLED = re.compile(r"inlined_call\b[^/]*/\* %([\w.\-]+) = ")

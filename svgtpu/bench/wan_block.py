@@ -69,7 +69,8 @@ class BlockJob:
         if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
             object.__setattr__(self, "model", ModelConfig(**self.model))
         if self.device not in SLICES:
-            raise ValueError(f"device must be one of {', '.join(SLICES)} (the slices compiled for), got {self.device!r}")
+            raise ValueError(f"device must be one of {', '.join(SLICES)} (the slices compiled for), "
+                             f"got {self.device!r}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         get_model(self.model), get_geometry(self.resolution), KernelConfig(self.block_q, self.block_kv)
@@ -113,7 +114,8 @@ def parallel_plan(job: BlockJob) -> dict:
     return {"chips": chips, "devices": chips * cores, "cfg_split": best["cfg_split"],
             "chips_per_pass": best["chips_per_pass"], "weights_sharded": best["weights_sharded"],
             "mesh": {"data": data, "seq": chips * cores // data}, "why": "shortest modeled SVG video of "
-            + ", ".join(f"{'CFG split' if r['cfg_split'] else 'no CFG split'} {r['svg_minutes']:.2f} min" for r in options)}
+            + ", ".join(f"{'CFG split' if r['cfg_split'] else 'no CFG split'} {r['svg_minutes']:.2f} min"
+                        for r in options)}
 
 
 def block_program(job: BlockJob, devices, plan: dict):
@@ -290,7 +292,8 @@ def compile_block(job: BlockJob) -> dict:
             "topology": SLICES[job.device]["topology"], "plan": plan, "compile_s": facts["compile_s"],
             "hbm_temp_bytes": facts["hbm_temp_bytes"], "total_cycles": total,
             "roles": {role: {"cycles": roles[role], "share": roles[role] / total} for role in ROLES},
-            "kernel": kernel | {"generic_cycles": generic, "share": kernel["cycles"] / total}, "collectives": collectives,
+            "kernel": kernel | {"generic_cycles": generic, "share": kernel["cycles"] / total},
+            "collectives": collectives,
             "dynamic": {"ops": sum(r["dynamic_loops"] > 0 for r in reading["ops"]),
                         "share": sum(r["cycles"] for r in reading["ops"] if r["dynamic_loops"]) / total},
             "top_level": reading["top_level"], "unmatched": reading["unmatched"], "programs": reading["programs"],
@@ -409,6 +412,7 @@ def run_command(args):
     return {"blocks": results, "refused": refused}, "\n".join(lines), 1 if refused else 0
 
 
-__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "kernel_variant", "own_compile_schedule", "SPARSE_CALL", "SCHEMA", "BlockJob", "parallel_plan", "block_program",
-           "slice_devices", "kernel_cycles", "compile_block", "cache_key", "cached_compile_block", "compile_blocks",
-           "role_rows", "run_command", "MODELED_ROLES", "modeled_block"]
+__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SPARSE_CALL", "SCHEMA", "MODELED_ROLES", "BlockJob",
+           "parallel_plan", "block_program", "slice_devices", "kernel_variant", "kernel_cycles", "own_compile_schedule",
+           "compile_block", "cache_key", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
+           "run_command"]
