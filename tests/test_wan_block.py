@@ -65,6 +65,19 @@ def test_our_kernel_in_the_block_reads_as_its_own_compile_does(dense):
 
 
 @needs_libtpu
+def test_the_block_without_its_kernel_plus_the_kernels_own_compile_reads_as_the_whole_block(dense):
+    """The cpu profile's reading (the block compiled with the kernel call left out, the kernel from its own
+    compile) against the block compiled whole: the same kernel cycles within the 2 % a head axis makes at
+    these tiles, every other role within 10 % (the kernel's pad and slice are not in the left-out block)."""
+    own = wb.compile_block(dataclasses.replace(JOB, kernel="own-compile"))
+    assert not own["unmatched"] and not [op for op in own["ops"] if "block_sparse_attention" in op["program"]]
+    assert own["kernel"]["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.02)
+    for role in ("projections", "cross-attention", "ffn"):
+        assert own["roles"][role]["cycles"] == pytest.approx(dense["roles"][role]["cycles"], rel=0.1), role
+    assert own["total_cycles"] == pytest.approx(dense["total_cycles"], rel=0.1)
+
+
+@needs_libtpu
 def test_kernel_sweep_counts_every_tile_and_grows_with_it(dense):
     rows = kernel_sweep(JOB, dense["kernel"]["schedule"], dense["kernel"]["fill"], ["2x8x20", "4x8x20", "4x16x20"])
     for row in rows:   # a dense mask computes every tile of the padded grid

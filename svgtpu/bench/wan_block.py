@@ -37,8 +37,8 @@ SLICES = {"v6e": {"topology": "v6e:2x4x1", "chips": 8}, "v7x": {"topology": "tpu
 VARIANTS = ("dense", "svg")
 #: Where our kernel's cycles come from: compiled inside the block (``in-block``), or from its own compile
 #: (``own-compile``: ``bench compiled``'s cached kernel at the same tiles and mask, re-bounded to the block's
-#: plan; the block is then compiled with the kernel call left out, its identity in its place: a few times
-#: cheaper to compile, and what the cpu profile runs).
+#: plan; the block is then compiled with the kernel call left out, ``q + 0 * (k + v)`` in its place, one
+#: elementwise pass that keeps everything feeding the kernel live: cheaper to compile; the cpu profile runs it).
 KERNEL_READINGS = ("in-block", "own-compile")
 #: Where SVG's schedule is sparse: the last step and layer of a 50-step run (the default recipe's steps).
 SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
@@ -183,9 +183,9 @@ def _compile_child(spec: dict, out: str) -> None:
     from svgtpu.bench.compile import first_line
     from svgtpu.kernels.common import compiling_for
     job = BlockJob(**spec["job"])
-    if job.kernel == "own-compile":  # this process only compiles the program around the kernel
+    if job.kernel == "own-compile":  # this process compiles the program around the kernel (KERNEL_READINGS)
         from svgtpu.kernels import api
-        api.block_sparse = lambda q, k, v, mask, **_: q
+        api.block_sparse = lambda q, k, v, mask, **_: q + 0 * (k + v)
     devices = slice_devices(job.device)
     fn, args = block_program(job, devices, spec["plan"])
     with compiling_for(job.device):
@@ -237,13 +237,15 @@ def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | 
 
 
 def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
-    """Our kernel's schedule from its own compile: ``bench compiled``'s cached variant at the same tiles
-    and mask at the production resolution (what notebook 04 compiles); ``(schedule, fill)``."""
+    """Our kernel's schedule from its own compile (``bench compiled``'s cached variant, one head, same tiles
+    and mask): at the production resolution for the production tiles (notebook 04 compiles it), else at the
+    block's resolution; ``(schedule, fill)``."""
     from svgtpu.bench.compiled import cached_compile
     if job.kept != DEFAULT_KEPT or job.device != "v6e":
         raise ValueError("the kernel's own compile (bench compiled) is v6e at the default kept fraction "
                          f"({DEFAULT_KEPT}); got {job.device}, kept {job.kept}")
-    compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution))
+    production = (job.block_q, job.block_kv) == (PRODUCTION.block_q, PRODUCTION.block_kv)
+    compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution if production else job.resolution))
     if "refused" in compiled:
         raise ValueError(f"our kernel does not compile for v6e at {job.block_q}x{job.block_kv}: {compiled['refused']}")
     schedule, steps = compiled["schedules"][0], compiled["calls"][0]
@@ -281,7 +283,8 @@ def compile_block(job: BlockJob) -> dict:
     else:
         if kernels:
             raise RuntimeError(f"{job.name}: the kernel was to be left out, yet the block holds {len(kernels)}")
-        kernel = kernel_cycles(job, heads, *own_compile_schedule(job))
+        schedule, fill = own_compile_schedule(job)
+        kernel = kernel_cycles(job, heads, [schedule], fill)
         reading["ops"].append({"name": "our kernel (own compile)", "opcode": "custom-call", "scope": "self_attention",
                                "role": "self-attention", "program": "bench compiled", "flops": 0,
                                "bundles": None, "cycles": kernel["cycles"], "calls": 1, "dynamic_loops": 0})
