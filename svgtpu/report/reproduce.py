@@ -97,9 +97,10 @@ PROFILES: dict[str, dict[str, dict]] = {
     },
     "cpu": {
         **_COMPUTED_ONLY,
-        # compiled blocks: v6e at 720p and 1440p, the kernel read from its own compile (notebook 04's)
+        # compiled blocks on v6e: dense at 720p, dense and SVG at 1440p, our kernel read from its own compile
+        # (notebook 04's); the tpu profile compiles the whole set with the kernel in the block
         "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP,
-                                 **_WAN_BLOCKS, "blocks": [["720p", "v6e"], ["1440p", "v6e"]],
+                                 **_WAN_BLOCKS, "blocks": [["720p", "v6e", "dense"], ["1440p", "v6e"]],
                                  "block_kernel": "own-compile"},
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
