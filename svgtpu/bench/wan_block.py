@@ -331,15 +331,22 @@ def cached_compile_block(job: BlockJob) -> dict:
 
 
 def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
-    """:func:`cached_compile_block` of every job, ``workers`` child compiles at once (each a few GB)."""
+    """:func:`cached_compile_block` of every job, in the order given, ``workers`` child compiles at once (each
+    a few GB), the longest first (SVG before dense: its profiling compiles for minutes; then by tokens), so the
+    last to start is a short one."""
     import concurrent.futures
+
+    from svgtpu.geometry import get_geometry
     jobs = list(jobs)
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].variant != "svg", -get_geometry(jobs[i].resolution).L))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = pool.map(cached_compile_block, jobs)
+        futures = {pool.submit(cached_compile_block, jobs[i]): i for i in order}
+        done = concurrent.futures.as_completed(futures)
         if progress:
             from tqdm.auto import tqdm
-            results = tqdm(results, total=len(jobs), desc="compiling Wan blocks", unit="block")
-        return list(results)
+            done = tqdm(done, total=len(jobs), desc="compiling Wan blocks", unit="block")
+        results = {futures[f]: f.result() for f in done}
+    return [results[i] for i in range(len(jobs))]
 
 
 #: The cost model's ops (:func:`svgtpu.costmodel.forward_breakdown`) by the role their compiled
