@@ -84,8 +84,10 @@ def core(device: str) -> Core:
 def slot_of(op: str) -> str:
     """What one scheduled instruction occupies: ``mxu``, ``mxu_other`` (operand prep, weight loads,
     result pops), ``vector_load``, ``vector_store``, ``valu``, ``mask``, ``eup``, ``eup_pop``, ``xlu``,
-    ``xlu_pop`` or ``scalar`` (scalar ALU, branches, DMA, sync)."""
+    ``xlu_pop``, ``scalar`` (scalar ALU, branches, DMA, sync) or ``phi`` (a loop's value merge: no slot)."""
     base = op.split(".")[0]
+    if base in ("vphi", "sphi", "phi"):
+        return "phi"
     if base.startswith("vmatmul"):
         return "mxu"
     if base.startswith(("vmatprep", "vmatpush", "vlatch", "vdwg")) or ".mrf" in op or ".mrb" in op:
