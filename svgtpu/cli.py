@@ -15,16 +15,18 @@ import sys
 from typing import Callable
 
 from svgtpu.report.tables import format_table
+from svgtpu.production import PRODUCTION
+from svgtpu.report.claims import REPORTED, reported_json
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
-from svgtpu.schedule import DEFAULT_PROFILE_ROWS, DEFAULT_SPARSITY
+from svgtpu.schedule import DEFAULT_PROFILE_ROWS, DEFAULT_KEPT
 
-_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
+COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 
 
 def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
     """Register ``run(args) -> (result_dict, table_str)`` as the subcommand ``name``."""
     def register(run):
-        _COMMANDS[name] = (help, arguments, run)
+        COMMANDS[name] = (help, arguments, run)
         return run
     return register
 
@@ -60,14 +62,14 @@ def run_info(args):
 
 def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.masks.core import ALIGN_MODES, MASK_KINDS
-    p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset (480p ... 2160p) or TxHxW")
     p.add_argument("--mask", default="spatial", help=f"one of {', '.join(MASK_KINDS)}")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
-    group.add_argument("--sparsity", type=float, help="SVG target kept fraction in (0, 1), instead of --multiplier")
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float, help="SVG target kept fraction in (0, 1), instead of --multiplier")
     group.add_argument("--recipe", help="the kept fraction of a named recipe (svgtpu recipes)")
-    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
-    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
+    p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
+    p.add_argument("--block-kv", type=positive_int, default=PRODUCTION.block_kv)
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
 
 
@@ -80,14 +82,14 @@ def run_tiles(args):
     geometry = get_geometry(args.geometry)
     if args.recipe:
         from svgtpu.recipes import get_recipe
-        args.sparsity = get_recipe(args.recipe).kept
-        if args.sparsity is None:
+        args.kept = get_recipe(args.recipe).kept
+        if args.kept is None:
             raise ValueError(f"--recipe {args.recipe} has an unknown kept fraction")
-    multiplier = args.multiplier if args.multiplier is not None or args.sparsity is not None else 1.0
-    mask = make_mask(args.mask, geometry, multiplier, sparsity=args.sparsity)
+    multiplier = args.multiplier if args.multiplier is not None or args.kept is not None else 1.0
+    mask = make_mask(args.mask, geometry, multiplier, kept=args.kept)
     result = {"geometry": args.geometry, "T": geometry.T, "H": geometry.H, "W": geometry.W,
               "F": geometry.F, "L": geometry.L, "mask": args.mask,
-              "multiplier": multiplier, "sparsity": args.sparsity,
+              "multiplier": multiplier, "kept": args.kept,
               "window": getattr(getattr(mask, "base", mask), "window", None),
               "block_q": args.block_q, "block_kv": args.block_kv, "align": args.align}
     if args.align:
@@ -112,18 +114,15 @@ def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated BLOCK_QxBLOCK_KV tiles (default: Splash's, MaxDiffusion's, squares)")
 
 
-@command("c3-search", "which settings give the write-up's C3 shares (27.55 % -> 2.22 %)? analytic search",
+# argparse formats help with %: a literal percent sign is written %%
+@command("c3-search", f"which settings give the write-up's C3 shares ({100 * REPORTED['C3', 'partial_share_before']:g} %% "
+         f"-> {100 * REPORTED['C3', 'partial_share_after']:g} %%)? analytic search",
          _c3_search_arguments)
 def run_c3_search(args):
+    from svgtpu.geometry import parse_tiles
     from svgtpu.masks.c3_search import search
 
-    try:
-        tiles = [tuple(int(x) for x in t.lower().split("x")) for t in args.tiles.split(",")]
-        if any(len(t) != 2 or min(t) <= 0 for t in tiles):
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"--tiles must be comma-separated BLOCK_QxBLOCK_KV positive integers, got {args.tiles!r}")
-    found = search(args.geometries, tiles)
+    found = search(args.geometries, parse_tiles(args.tiles, "--tiles"))
     found.pop("rows")   # every candidate row: the notebook draws them; --json keeps matches and nearest
     result = {**found, "provenance": "computed"}
     columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
@@ -172,17 +171,17 @@ def run_recipes(args):
 
 def _explore_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.explore import ALIGN_CHOICES, HEAD_KINDS
-    p.add_argument("--geometry", default="wan-1440p", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset (480p ... 2160p) or TxHxW")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", "--kept", dest="sparsity", type=float,
-                       help=f"SVG kept fraction in (0, 1) (default {DEFAULT_SPARSITY})")
-    group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --sparsity")
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float,
+                       help=f"SVG kept fraction in (0, 1) (default {DEFAULT_KEPT})")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier, instead of --kept")
     p.add_argument("--head", default="spatial", choices=list(HEAD_KINDS.values()))
-    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
-    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
+    p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
+    p.add_argument("--block-kv", type=positive_int, default=PRODUCTION.block_kv)
     p.add_argument("--align", default="none", choices=ALIGN_CHOICES)
-    p.add_argument("--device", default="v6e")
-    p.add_argument("--chips", type=positive_int, default=8)
+    p.add_argument("--device", default=PRODUCTION.device)
+    p.add_argument("--chips", type=positive_int, default=PRODUCTION.chips)
     p.add_argument("--video", action="store_true", help="also model the whole video (end-to-end speedup)")
     p.add_argument("--repeats", type=positive_int, default=5, help="cached redraws to take the median of")
 
@@ -191,7 +190,7 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
 def run_explore(args):
     from svgtpu import explore
 
-    kept = args.sparsity if args.sparsity is not None or args.multiplier is not None else DEFAULT_SPARSITY
+    kept = args.kept if args.kept is not None or args.multiplier is not None else DEFAULT_KEPT
     settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=args.multiplier, head=args.head,
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=args.device, chips=args.chips)
@@ -209,7 +208,7 @@ def run_explore(args):
 def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.attention.svg import KERNELS
     from svgtpu.masks.core import ALIGN_MODES
-    p.add_argument("--geometry", default="4x10x14", help="preset (wan-480p ... wan-1440p) or TxHxW")
+    p.add_argument("--geometry", default="4x10x14", help="preset (480p ... 2160p) or TxHxW")
     p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--head-dim", type=positive_int, default=64)
@@ -217,7 +216,7 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=positive_int, default=DEFAULT_PROFILE_ROWS, help="query rows profiling samples")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128)")
-    group.add_argument("--sparsity", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_SPARSITY}")
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the mask first")
     p.add_argument("--block-q", type=positive_int, default=128)
     p.add_argument("--block-kv", type=positive_int, default=128)
@@ -238,7 +237,7 @@ def run_profile_heads(args):
     from svgtpu.attention.profiling import HEAD_KINDS, profile_planted
 
     geometry = get_geometry(args.geometry)
-    config = SVGConfig(multiplier=args.multiplier, sparsity=args.sparsity, num_sampled_rows=args.rows,
+    config = SVGConfig(multiplier=args.multiplier, kept=args.kept, num_sampled_rows=args.rows,
                        block_q=args.block_q, block_kv=args.block_kv, align=args.align, kernel=args.kernel)
     timing = bench_profiling(geometry, config, heads=args.heads, head_dim=args.head_dim,
                              rounds=args.rounds) if args.time else None
@@ -395,7 +394,7 @@ def _sampling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=20, help="Euler denoising steps")
     p.add_argument("--guidance", type=float, default=3.0, help="classifier-free guidance scale")
     p.add_argument("--shift", type=float, default=1.0, help="timestep shift (1 = uniform)")
-    p.add_argument("--sparsity", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_SPARSITY}")
+    p.add_argument("--kept", "--sparsity", dest="kept", type=float, help=f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
 
 
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
@@ -457,7 +456,7 @@ def run_generate(args):
     import jax
     params, config = load_checkpoint(args.checkpoint)
     labels = list(range(config.num_labels)) if args.labels is None else args.labels
-    svg_config = SVGConfig(sparsity=args.sparsity, align=args.align) if args.attention == "svg" else None
+    svg_config = SVGConfig(kept=args.kept, align=args.align) if args.attention == "svg" else None
     svg2_config = SVG2Config(align=args.align) if args.attention == "svg2" else None
     attention = attention_backend(args.attention, config.geometry, svg_config=svg_config, svg2_config=svg2_config)
     mesh = mesh_for_model(args.devices, config.heads) if args.devices > 1 else None
@@ -483,8 +482,8 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
-                        f"the kept fractions --sparsities (default: --sparsity, else {DEFAULT_SPARSITY})")
-    p.add_argument("--sparsities", type=float, nargs="+", metavar="KEPT",
+                        f"the kept fractions --kept-fractions (default: --kept, else {DEFAULT_KEPT})")
+    p.add_argument("--kept-fractions", type=float, nargs="+", metavar="KEPT",
                    help="with --methods: kept fractions in (0, 1), each method matched to every one")
 
 
@@ -495,11 +494,11 @@ def run_quality(args):
     from svgtpu.toy.dit import load_checkpoint
     from svgtpu.toy.quality import quality_study
 
-    if args.sparsities and not args.methods:
-        raise ValueError("--sparsities needs --methods (the SVG study takes one --sparsity)")
+    if args.kept_fractions and not args.methods:
+        raise ValueError("--kept-fractions needs --methods (the SVG study takes one --kept)")
     if args.methods:
         from svgtpu.bench.methods import VARIANTS, check_kept_fractions, method_sweep
-        kept = check_kept_fractions(args.sparsities or [args.sparsity or DEFAULT_SPARSITY])  # before any model work
+        kept = check_kept_fractions(args.kept_fractions or [args.kept or DEFAULT_KEPT])  # before any model work
         unknown = [m for m in args.methods if m not in VARIANTS]
         if unknown:
             raise ValueError(f"--methods must be among {', '.join(VARIANTS)}, got {', '.join(unknown)}")
@@ -512,7 +511,7 @@ def run_quality(args):
         return result, table + f"\n({result['provenance']})"
     params, config = load_checkpoint(args.checkpoint)
     result = quality_study(params, config, seeds=args.seeds, num_steps=args.steps, guidance=args.guidance,
-                           shift=args.shift, sparsity=args.sparsity, block=args.block)
+                           shift=args.shift, kept=args.kept, block=args.block)
     result["checkpoint"] = args.checkpoint
     table = format_table(result["summary"])
     table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
@@ -526,12 +525,12 @@ def run_quality(args):
 
 def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default="checkpoints/toy_dit.npz", help="toy DiT whose q, k SVG2 clusters")
-    p.add_argument("--geometry", help="preset or TxHxW (default: the checkpoint's; with --costs wan-1440p); SVG2 "
+    p.add_argument("--geometry", help=f"preset or TxHxW (default: the checkpoint's; with --costs {PRODUCTION.resolution}); SVG2 "
                                       "rows need the checkpoint's geometry and are left out at any other")
-    p.add_argument("--sparsity", "--kept", dest="sparsity", type=float, default=DEFAULT_SPARSITY,
+    p.add_argument("--kept", "--sparsity", dest="kept", type=float, default=DEFAULT_KEPT,
                    help="kept fraction of (q, k) pairs every method is matched to")
-    p.add_argument("--block-q", type=positive_int, help=f"kernel q tile (default 128; with --costs {BLOCK_Q})")
-    p.add_argument("--block-kv", type=positive_int, help=f"kernel kv tile (default 128; with --costs {BLOCK_KV})")
+    p.add_argument("--block-q", type=positive_int, help=f"kernel q tile (default 128; with --costs {PRODUCTION.block_q})")
+    p.add_argument("--block-kv", type=positive_int, help=f"kernel kv tile (default 128; with --costs {PRODUCTION.block_kv})")
     p.add_argument("--sta-tile", help="STA tile TxHxW in tokens (default 2x8x8: 128 tokens; with --costs 6x8x8)")
     p.add_argument("--q-clusters", type=positive_int, help="SVG2 query clusters per head (default 16; --costs 100)")
     p.add_argument("--k-clusters", type=positive_int, help="SVG2 key clusters per head (default 32; --costs 500)")
@@ -539,15 +538,15 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
                    help="at a geometry other than the checkpoint's, SVG2 rows from assumed clusters (multinomial "
                         "sizes, random kept pairs) instead of none")
     p.add_argument("--costs", action="store_true",
-                   help="add each method's modeled attention time, sparse / dense, of wan2.1-14b on v6e (default "
-                        f"geometry wan-1440p, {BLOCK_Q}x{BLOCK_KV} tiles; SVG2 from assumed clusters; no "
+                   help=f"add each method's modeled attention time, sparse / dense, of {PRODUCTION.model} on {PRODUCTION.device} "
+                        f"(default geometry {PRODUCTION.resolution}, {PRODUCTION.tiles} tiles; SVG2 from assumed clusters; no "
                         "checkpoint needed)")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
 
 
 @command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density "
-                    "(--costs: and modeled attention time at 1440p on v6e)", _methods_arguments)
+                    f"(--costs: and modeled attention time at {PRODUCTION.resolution} on {PRODUCTION.device})", _methods_arguments)
 def run_methods(args):
     from svgtpu.geometry import get_geometry
     from svgtpu.report.results import provenance
@@ -559,17 +558,13 @@ def run_methods(args):
     block_q, block_kv = args.block_q or defaults["block_q"], args.block_kv or defaults["block_kv"]
     sta_tile = defaults["sta_tile"]
     if args.sta_tile is not None:
-        try:
-            sta_tile = tuple(int(v) for v in args.sta_tile.lower().split("x"))
-        except ValueError:
-            sta_tile = ()
-        if len(sta_tile) != 3:
-            raise ValueError(f"--sta-tile must be TxHxW (three positive integers), got {args.sta_tile!r}")
-    check_settings(args.sparsity, sta_tile)
+        from svgtpu.geometry import parse_sizes
+        sta_tile = parse_sizes(args.sta_tile, 3, "--sta-tile (TxHxW)")
+    check_settings(args.kept, sta_tile)
     svg2 = SVG2Config(q_clusters=args.q_clusters or defaults["q_clusters"],
                       k_clusters=args.k_clusters or defaults["k_clusters"], block_q=block_q, block_kv=block_kv)
     if args.costs:
-        result = method_costs([args.sparsity], geometry=args.geometry or COST_SETTING["geometry"], block_q=block_q,
+        result = method_costs([args.kept], geometry=args.geometry or COST_SETTING["geometry"], block_q=block_q,
                               block_kv=block_kv, sta_tile=sta_tile, svg2=svg2)
         table = format_table(result["rows"], ["method", "kept_target", "kept_fraction", "partial_share",
                                               "tile_density", "attention_ratio"])
@@ -582,9 +577,9 @@ def run_methods(args):
     geometry = get_geometry(args.geometry) if args.geometry else config.geometry
     same = (geometry.T, geometry.H, geometry.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
     qk = capture_qk(params, config, seed=args.seed, t=args.t) if same else None
-    rows = method_table(geometry, args.sparsity, qk=qk, block_q=block_q, block_kv=block_kv,
+    rows = method_table(geometry, args.kept, qk=qk, block_q=block_q, block_kv=block_kv,
                         sta_tile=sta_tile, svg2=svg2, svg2_assumed=args.svg2_assumed)
-    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L, "kept_target": args.sparsity,
+    result = {"checkpoint": args.checkpoint, "geometry": str(geometry), "L": geometry.L, "kept_target": args.kept,
               "block_q": block_q, "block_kv": block_kv, "seed": args.seed, "t": args.t, "rows": rows,
               "provenance": provenance("computed")}
     table = format_table(rows, ["method", "kept_fraction", "partial_share", "tile_density"])
@@ -594,12 +589,12 @@ def run_methods(args):
 # -- svgtpu costmodel --------------------------------------------------------------------------
 
 def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.costmodel import DEVICES, MODEL_NAMES, PARTS, RESOLUTIONS, WEIGHTS
-    p.add_argument("--model", default="wan2.1-14b", help=f"one of {', '.join(MODEL_NAMES)}")
-    p.add_argument("--resolution", help=f"one of {', '.join(RESOLUTIONS)}, a preset or TxHxW "
-                   "(default 1440p; the toy DiT's own grid for --model toy)")
-    p.add_argument("--device", default="v6e", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
-    p.add_argument("--chips", type=positive_int, default=8, help="chips sharing the work as head parallelism")
+    from svgtpu.costmodel import DEVICES, MODEL_NAMES, PARTS, PRESETS, WEIGHTS
+    p.add_argument("--model", default=PRODUCTION.model, help=f"one of {', '.join(MODEL_NAMES)}")
+    p.add_argument("--resolution", help=f"one of {', '.join(PRESETS)}, a preset or TxHxW "
+                   f"(default {PRODUCTION.resolution}; the toy DiT's own grid for --model toy)")
+    p.add_argument("--device", default=PRODUCTION.device, help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now)")
+    p.add_argument("--chips", type=positive_int, default=PRODUCTION.chips, help="chips sharing the work as head parallelism")
     p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
     p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
                    help="classifier-free guidance: 2 transformer passes per step")
@@ -620,16 +615,16 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="our sparse kernel's compiled v6e cycles over ideal (the 'svg-aligned: ours / ideal' "
                         "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
     p.add_argument("--from-compiled", action="store_true",
-                   help="with --sparse-evidence: compile our kernel for v6e at 1440p, 3024x2048 (needs libtpu; cached in "
+                   help=f"with --sparse-evidence: compile our kernel for {PRODUCTION.device} at {PRODUCTION.resolution}, {PRODUCTION.tiles} (needs libtpu; cached in "
                         "build/compiled-v6e) and use its cycles over ideal (svgtpu.bench.compiled.sparse_cycles_over_ideal)")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
-    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
-    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
+    p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
+    p.add_argument("--block-kv", type=positive_int, default=PRODUCTION.block_kv)
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float,
-                       help=f"SVG kept fraction (default {DEFAULT_SPARSITY}, recipe {DEFAULT_RECIPE.name})")
-    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --sparsity")
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float,
+                       help=f"SVG kept fraction (default {DEFAULT_KEPT}, recipe {DEFAULT_RECIPE.name})")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --kept")
     p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
     p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
     p.add_argument("--attention-efficiency", type=float, help="default: the device family's")
@@ -702,15 +697,15 @@ def run_costmodel(args):
         from svgtpu.toy.dit import DiTConfig
         geometry = DiTConfig().geometry
     else:
-        geometry = cm.get_resolution(args.resolution or "1440p")
-    sparsity = None if args.multiplier is not None else (DEFAULT_SPARSITY if args.sparsity is None else args.sparsity)
+        geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
+    kept = None if args.multiplier is not None else (DEFAULT_KEPT if args.kept is None else args.kept)
     family = cm.family_efficiency(device.family)["efficiency"]
     overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
                                    ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
                  if v is not None}
     efficiency = cm.Efficiency(**{**dataclasses.asdict(family), **overrides})
     setup = cm.Setup(model, geometry, device, chips=args.chips, steps=args.steps, cfg=args.cfg,
-                     block_q=args.block_q, block_kv=args.block_kv, sparsity=sparsity,
+                     block_q=args.block_q, block_kv=args.block_kv, kept=kept,
                      multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
                      efficiency=efficiency, cfg_split=args.cfg_split, weights=args.weights,
                      sparse_efficiency=args.sparse_efficiency,
@@ -718,28 +713,28 @@ def run_costmodel(args):
     if args.sweep == "resolution":
         rows = cm.sweep_resolution(setup)
         result = {"model": model.name, "device": device.name, "chips": args.chips, "steps": args.steps,
-                  "cfg": args.cfg, "sparsity": sparsity, "multiplier": args.multiplier, "sweep": rows,
-                  "reported": cm.REPORTED, "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at 1440p: {cm.REPORTED['C2_attention_share']:.1%})"
+                  "cfg": args.cfg, "kept": kept, "multiplier": args.multiplier, "sweep": rows,
+                  "reported": reported_json(), "provenance": setup.provenance}
+        return result, format_table(rows) + f"\n({setup.provenance}; reported C2 at {PRODUCTION.resolution}: {REPORTED['C2', 'attention_share_1440p']:.1%})"
     if args.sweep == "chips":
         from svgtpu.costmodel.multihost import multihost_sweep
-        fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "sparsity", "multiplier",
+        fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
                                                  "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
                                                  "parts")}
-        result = multihost_sweep(model.name, args.resolution or "1440p", device.name, **fields)
+        result = multihost_sweep(model.name, args.resolution or PRODUCTION.resolution, device.name, **fields)
         columns = ["chips", "slices", "split", "chips_per_pass", "heads_per_chip", "head_slot_use", "dense_minutes",
                    "svg_minutes", "speedup", "speedup_without_communication", "communication_share_svg", "picked"]
         why = "\n".join(f"{r['chips']} chips: {r['why']}" for r in result["picked"])
         return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
     result = cm.model_video(setup)
     result["sensitivity"] = band = cm.sensitivity(setup)
-    reported = {"attention_share": cm.REPORTED["C2_attention_share"],
-                "attention_share_end_to_end": cm.REPORTED["C2_attention_share"],
-                "speedup": cm.REPORTED["C1_speedup"], "saved_minutes": cm.REPORTED["C1_saved_minutes"]}
+    reported = {"attention_share": REPORTED["C2", "attention_share_1440p"],
+                "attention_share_end_to_end": REPORTED["C2", "attention_share_1440p"],
+                "speedup": REPORTED["C1", "speedup"], "saved_minutes": REPORTED["C1", "minutes_saved"]}
     rows = [{"quantity": k, "modeled": result[k], "band_min": band[k]["min"], "band_max": band[k]["max"],
              "reported": reported.get(k, "")} for k in cm.SENSITIVITY_QUANTITIES]
     rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k], "band_min": band[f"split_{k}"]["min"],
-              "band_max": band[f"split_{k}"]["max"], "reported": ""} for k in ("sparsity", "alignment", "fast_path")]
+              "band_max": band[f"split_{k}"]["max"], "reported": ""} for k in cm.SENSITIVITY_SPLIT]
     chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
              for r in result["chain"]]
     tornado = [{k: r[k] for k in ("knob", "range", "value_at_low", "value_at_high", "swing")}
@@ -758,7 +753,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
                         "gpu: the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`); compiled: whole-kernel "
                         "static v6e cycles of ours, Splash and tokamax from the real compiler (svgtpu.bench.compiled)")
     p.add_argument("--geometry", default=None,
-                   help="preset or TxHxW (default 8x32x34: F=1088, L=8704; compiled: wan-1440p)")
+                   help=f"preset or TxHxW (default 8x32x34: F=1088, L=8704; compiled: {PRODUCTION.resolution})")
     p.add_argument("--tiles", default="3024x2048,512x512",
                    help="compiled: comma-separated BLOCK_QxBLOCK_KV tile sizes (default 3024x2048,512x512)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
@@ -839,13 +834,13 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
                    "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
-    p.add_argument("--geometry", default="wan-720p", help="preset (wan-480p ... wan-1440p) or TxHxW")
-    p.add_argument("--block-q", type=positive_int, default=BLOCK_Q)
-    p.add_argument("--block-kv", type=positive_int, default=BLOCK_KV)
+    p.add_argument("--geometry", default="720p", help="preset (480p ... 2160p) or TxHxW")
+    p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
+    p.add_argument("--block-kv", type=positive_int, default=PRODUCTION.block_kv)
     p.add_argument("--block-kv-compute", type=positive_int, default=None)
     p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--sparsity", type=float, default=None, help=f"SVG kept fraction (default {DEFAULT_SPARSITY})")
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float, default=None, help=f"SVG kept fraction (default {DEFAULT_KEPT})")
     group.add_argument("--multiplier", type=float, default=None, help="SVG band multiplier")
     p.add_argument("--align", choices=ALIGN_MODES, default=None, help="tile-align the mask")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
@@ -878,11 +873,11 @@ def run_compile(args):
         raise ValueError(f"--what mixes sharded targets ({', '.join(MULTIHOST_TARGETS)}) with one-chip ones; "
                          "compile them in two runs")
     job = CompileJob(geometry=args.geometry, device=args.device, topology=topology, dtype=args.dtype,
-                     heads=args.heads or (40 if sharded else 5), head_dim=args.head_dim, sparsity=args.sparsity,
+                     heads=args.heads or (40 if sharded else 5), head_dim=args.head_dim, kept=args.kept,
                      multiplier=args.multiplier, align=args.align,
                      config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
                                          fast_path=not args.no_fast_path))
-    job.svg_config()  # validates sparsity / multiplier / align
+    job.svg_config()  # validates kept / multiplier / align
     if sharded:
         return _compile_multihost(job, topology or f"{args.device}:4x4x1", sharded, progress=not args.json)
     try:
@@ -930,7 +925,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="svgtpu", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, arguments, _) in _COMMANDS.items():
+    for name, (help_text, arguments, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         if arguments is not None:
@@ -957,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)   # for a launcher that reruns the command
-    _, _, run = _COMMANDS[args.command]
+    _, _, run = COMMANDS[args.command]
     try:
         result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)
     except (ValueError, OSError) as error:  # bad input, or a file that cannot be read or written

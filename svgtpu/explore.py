@@ -3,8 +3,8 @@
 Move a control and watch tiles turn from partial to full: geometry (preset or ``TxHxW``), kept
 fraction or band multiplier, head kind (spatial; temporal after or before the layout
 transformation; dense), tile size, alignment mode, device and chips.  Every redraw uses the masks'
-analytic tile counts (:meth:`svgtpu.masks.core.Mask.count_grid`), never an ``L x L`` array, so wan-1440p
-redraws in well under a second even at 512 x 512 tiles (``svgtpu explore --geometry wan-1440p
+analytic tile counts (:meth:`svgtpu.masks.core.Mask.count_grid`), never an ``L x L`` array, so 1440p
+redraws in well under a second even at 512 x 512 tiles (``svgtpu explore --geometry 1440p
 --block-q 512 --block-kv 512`` prints the time).
 
 The computing core is plain functions, testable without widgets:
@@ -33,9 +33,9 @@ import numpy as np
 
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
-                          multiplier_for_sparsity)
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.schedule import DEFAULT_SPARSITY
+                          multiplier_for_kept)
+from svgtpu.production import PRODUCTION
+from svgtpu.schedule import DEFAULT_KEPT
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 
 #: Head kinds offered, label -> :func:`svgtpu.masks.core.make_mask` kind.
@@ -68,16 +68,16 @@ def _cost_devices() -> tuple[str, ...]:
 class Settings:
     """One point of the explorer.  Give ``kept`` (SVG's kept fraction) or ``multiplier``, not both."""
 
-    geometry: str = "wan-1440p"
-    kept: float | None = DEFAULT_SPARSITY
+    geometry: str = PRODUCTION.resolution
+    kept: float | None = DEFAULT_KEPT
     multiplier: float | None = None
     head: str = "spatial"
-    block_q: int = BLOCK_Q
-    block_kv: int = BLOCK_KV
+    block_q: int = PRODUCTION.block_q
+    block_kv: int = PRODUCTION.block_kv
     align: str = "none"
-    device: str = "v6e"
-    chips: int = 8
-    model: str = "wan2.1-14b"
+    device: str = PRODUCTION.device
+    chips: int = PRODUCTION.chips
+    model: str = PRODUCTION.model
 
     def __post_init__(self):
         get_geometry(self.geometry)  # raises one line naming the geometry
@@ -109,7 +109,7 @@ class Settings:
 
 @functools.lru_cache(maxsize=64)
 def _multiplier_for(geometry: VideoGeometry, kept: float) -> float:
-    return multiplier_for_sparsity(geometry, kept)
+    return multiplier_for_kept(geometry, kept)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -230,7 +230,7 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
         g = settings.token_grid
         setup = cm.calibrated_setup(settings.model, g, settings.device, chips=settings.chips,
                                     block_q=settings.block_q, block_kv=settings.block_kv,
-                                    sparsity=settings.kept, multiplier=settings.multiplier)
+                                    kept=settings.kept, multiplier=settings.multiplier)
         dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
         this = setup.head_seconds(stats, empty_row_steps)
         dense = setup.head_seconds(dense_stats, dense_info["empty_row_steps"])
@@ -483,7 +483,7 @@ class _Controls:
         with slider.hold_trait_notifications():
             slider.max = 0.95 if kept else 8.0    # widen first, so value stays inside
             slider.step = 0.01 if kept else 0.05
-            slider.value = DEFAULT_SPARSITY if kept else 1.0
+            slider.value = DEFAULT_KEPT if kept else 1.0
             slider.description = "kept" if kept else "multiplier"
 
     def observe(self, callback) -> None:

@@ -39,6 +39,21 @@ def round_up(a: int, b: int) -> int:
     return ceil_div(a, b) * b
 
 
+def parse_sizes(text: str, count: int, name: str) -> tuple[int, ...]:
+    """``"3024x2048"`` -> ``(3024, 2048)``: ``count`` positive integers joined by ``x``, else a
+    ``ValueError`` naming ``name`` (every tile and grid string of the command line is read here)."""
+    parts = str(text).strip().lower().split("x")
+    if len(parts) != count or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        example = "x".join(("3024", "2048", "8")[:count]) if count <= 3 else "x".join(["8"] * count)
+        raise ValueError(f"{name} must be {count} positive integers joined by x (e.g. {example}), got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+def parse_tiles(text: str, name: str = "tiles") -> list[tuple[int, int]]:
+    """``"3024x2048,512x512"`` -> ``[(3024, 2048), (512, 512)]`` (BLOCK_QxBLOCK_KV, comma-separated)."""
+    return [parse_sizes(part, 2, name) for part in str(text).split(",")]
+
+
 #: The longest token sequence: token indices are int32 in JAX without x64 and in Pallas TPU kernels.
 MAX_TOKENS = 2**31 - 1
 
@@ -126,19 +141,20 @@ def _wan(width: int, height: int, name: str) -> VideoGeometry:
 
 #: The Wan 2.1 presets (docs/design.md, "The claims"), 81 frames (21 latent frames).
 PRESETS: dict[str, VideoGeometry] = {
-    "wan-480p": _wan(832, 480, "wan-480p"),
-    "wan-720p": _wan(1280, 720, "wan-720p"),
-    "wan-1080p": _wan(1920, 1088, "wan-1080p"),
-    "wan-1440p": _wan(2560, 1440, "wan-1440p"),
+    "480p": _wan(832, 480, "480p"),
+    "720p": _wan(1280, 720, "720p"),
+    "1080p": _wan(1920, 1088, "1080p"),
+    "1440p": _wan(2560, 1440, "1440p"),
     # 4K, a what-if past what Wan was trained on: 3840x2160 / VAE 8 / patch 2 = 240 x 135 tokens
-    "wan-2160p": _wan(3840, 2160, "wan-2160p"),
+    "2160p": _wan(3840, 2160, "2160p"),
 }
 
 _GRID = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
 
-def get_geometry(spec: "str | VideoGeometry") -> VideoGeometry:
-    """A preset name (``wan-720p``) or a ``TxHxW`` token grid (``21x45x80``)."""
+def get_geometry(spec: "str | VideoGeometry", name: str = "geometry") -> VideoGeometry:
+    """A preset name (``720p``) or a ``TxHxW`` token grid (``21x45x80``); ``name`` is the parameter a bad
+    ``spec`` is reported under (``--resolution``)."""
     if isinstance(spec, VideoGeometry):
         return spec
     if spec in PRESETS:
@@ -146,10 +162,11 @@ def get_geometry(spec: "str | VideoGeometry") -> VideoGeometry:
     match = _GRID.match(str(spec))
     if not match:
         raise ValueError(
-            f"geometry must be one of {', '.join(PRESETS)} or a token grid 'TxHxW' of positive "
+            f"{name} must be one of {', '.join(PRESETS)} or a token grid 'TxHxW' of positive "
             f"integers (e.g. 21x45x80), got {spec!r}")
     T, H, W = (int(g) for g in match.groups())
     return VideoGeometry(T, H, W)
 
 
-__all__ = ["VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up"]
+__all__ = ["VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up",
+           "parse_sizes", "parse_tiles"]

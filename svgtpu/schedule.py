@@ -13,8 +13,8 @@ import math
 
 from svgtpu.recipes import DEFAULT_RECIPE
 
-#: The SVG kept fraction used when neither ``multiplier`` nor ``sparsity`` is given (the default recipe's).
-DEFAULT_SPARSITY = DEFAULT_RECIPE.kept
+#: The SVG kept fraction used when neither ``multiplier`` nor ``kept`` is given (the default recipe's).
+DEFAULT_KEPT = DEFAULT_RECIPE.kept
 #: The leading share of steps and of layers that run dense by default (the warm-up of every SVG
 #: backend: :mod:`svgtpu.attention.warmup`): the default recipe's dense steps and layers as shares.
 DEFAULT_WARMUP_STEP_FRACTION = DEFAULT_RECIPE.dense_step_share

@@ -117,9 +117,9 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(multiplier=1.0, sparsity=0.3), "at most one of multiplier or sparsity"),
+    (dict(multiplier=1.0, kept=0.3), "at most one of multiplier or kept"),
     (dict(multiplier=-1.0), "multiplier must be a positive number"),
-    (dict(sparsity=1.5), "sparsity must be in the open interval"),
+    (dict(kept=1.5), "kept must be in the open interval"),
     (dict(num_sampled_rows=0), "num_sampled_rows must be a positive integer"),
     (dict(warmup_step_fraction=1.2), "warmup_step_fraction must be a number in"),
     (dict(warmup_layer_fraction=-0.1), "warmup_layer_fraction must be a number in"),

@@ -37,7 +37,7 @@ SHOTS = REPO / "build" / "browser"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: The settings the explorer notebook's parameters cell starts from.
-START = explore.Settings(geometry="wan-1440p", kept=0.3, block_q=3024, block_kv=2048, device="v6e", chips=8)
+START = explore.Settings(geometry="1440p", kept=0.3, block_q=3024, block_kv=2048, device="v6e", chips=8)
 TRACEBACK = "Traceback (most recent call last)"
 #: The notebook on screen (JupyterLab keeps other tabs in the DOM, hidden).
 SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
@@ -213,7 +213,7 @@ def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
     [after] = _wait_for_table(page, "explore", small)
     assert after["partial"] != start["partial"] and after["kinds"].shape != start["kinds"].shape
     assert _maps(page, "explore") == [explore.tile_png(after)]
-    print("wan-1440p at 512 x 512, in the browser:", page.locator(".svgtpu-explore-status").inner_text())
+    print("1440p at 512 x 512, in the browser:", page.locator(".svgtpu-explore-status").inner_text())
 
     # ... and a third: snap alignment at that tile
     page.locator(".svgtpu-explore-align select").select_option(label="snap")

@@ -5,8 +5,8 @@ import pytest
 
 from svgtpu.geometry import get_geometry
 from svgtpu.masks import ArrayMask, BandSinkMask, PermutedMask, TileStats, classify
-from svgtpu.masks.c3_search import (Setting, after_shares, aligned_stats, band_tile_counts, combine, rounds_to,
-                                    search)
+from svgtpu.masks.c3_search import Setting, after_shares, aligned_stats, band_tile_counts, combine, search
+from svgtpu.report.claims import rounds_to
 
 
 def brute_stats(allowed: np.ndarray, bq: int, bkv: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from svgtpu.cli import main
+from svgtpu.cli import COMMANDS, main
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks.core import svg_mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
@@ -16,6 +16,15 @@ from test_masks_tiles import brute_kinds
 def run_json(capsys, *argv):
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_works(command, capsys):
+    """``svgtpu --help`` and ``svgtpu COMMAND --help``: usage on stdout, exit 0 (argparse formats help with
+    %, so a bare percent sign in a help string crashes it)."""
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"] if command else ["--help"])
+    assert exit_.value.code == 0 and "usage: svgtpu" in capsys.readouterr().out
 
 
 def test_tiles_json_counts_equal_brute_force(capsys):
@@ -30,13 +39,13 @@ def test_tiles_json_counts_equal_brute_force(capsys):
 
 
 def test_tiles_alignment_at_1440p(capsys):
-    out = run_json(capsys, "tiles", "--geometry", "wan-1440p", "--block-q", "3024", "--block-kv", "2048")
-    aligned = run_json(capsys, "tiles", "--geometry", "wan-1440p", "--block-q", "3024", "--block-kv", "2048",
+    out = run_json(capsys, "tiles", "--geometry", "1440p", "--block-q", "3024", "--block-kv", "2048")
+    aligned = run_json(capsys, "tiles", "--geometry", "1440p", "--block-q", "3024", "--block-kv", "2048",
                        "--align", "snap")
     assert aligned["partial_share"] < out["partial_share"] and aligned["alignment"]["added"] > 0
 
 
-def test_tiles_table_and_sparsity(capsys):
+def test_tiles_table_and_sparsity_alias(capsys):
     assert main(["tiles", "--geometry", "4x10x14", "--sparsity", "0.4", "--block-q", "128",
                  "--block-kv", "128", "--mask", "temporal-frame-major"]) == 0
     table = capsys.readouterr().out
@@ -47,13 +56,13 @@ def test_tiles_table_and_sparsity(capsys):
     (["tiles", "--geometry", "wan-4k"], "geometry"),
     (["tiles", "--geometry", "21x45"], "geometry"),
     (["tiles", "--multiplier", "-2"], "multiplier"),
-    (["tiles", "--sparsity", "1.5"], "sparsity"),
+    (["tiles", "--kept", "1.5"], "kept"),
     (["tiles", "--mask", "causal"], "mask"),
     (["tiles", "--geometry", "100000x1000x1000"], "2**31 - 1"),       # refused at once, not minutes
-    (["tiles", "--geometry", "wan-1440p", "--block-q", "16", "--block-kv", "16"], "2**23"),
+    (["tiles", "--geometry", "1440p", "--block-q", "16", "--block-kv", "16"], "2**23"),
     (["generate", "--checkpoint", "no/such/checkpoint.npz"], "checkpoint"),
     (["generate", "--guidance", "nan"], "guidance"),
-    (["generate", "--attention", "svg", "--sparsity", "2"], "sparsity"),
+    (["generate", "--attention", "svg", "--kept", "2"], "kept"),
     (["quality", "--checkpoint", "no/such/checkpoint.npz"], "checkpoint"),
     (["train", "--config", "huge"], "config"),
     (["train", "--init", "no/such/checkpoint.npz"], "checkpoint"),

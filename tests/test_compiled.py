@@ -51,7 +51,7 @@ def test_tile_bodies_match_the_llo_reader():
 
 
 def test_rejects_bad_tiles():
-    from svgtpu.bench.compiled import parse_tiles
+    from svgtpu.geometry import parse_tiles
     assert parse_tiles("3024x2048, 512x512") == [(3024, 2048), (512, 512)]
     with pytest.raises(ValueError, match="tiles must be"):
         parse_tiles("3024")

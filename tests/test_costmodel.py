@@ -52,19 +52,19 @@ def test_toy_dit_adapter_and_public_param_counts():
 
 def test_wan_14b_flops_match_independent_envelope():
     # ~8e18 FLOPs per 1440p video (50 steps x 2 CFG passes), dominated by self-attention
-    flops = cm.forward_flops(cm.get_model("wan2.1-14b"), cm.get_resolution("1440p").L)
+    flops = cm.forward_flops(cm.get_model("wan2.1-14b"), cm.get_geometry("1440p").L)
     assert 7e18 < 100 * sum(flops.values()) < 9.5e18
     assert flops["self_attention"] == 4 * 302400 ** 2 * 128 * 40 * 40
 
 
 def test_vae_decode_flops_match_independent_audit_and_scale_with_pixels():
     # an independent audit of Wan's VAE decoder put 1440p at ~2.6e15 FLOPs
-    f1440, f720 = (cm.vae_decode_flops(cm.get_resolution(r)) for r in ("1440p", "720p"))
+    f1440, f720 = (cm.vae_decode_flops(cm.get_geometry(r)) for r in ("1440p", "720p"))
     assert f1440 == pytest.approx(2.6e15, rel=0.05)
     assert 4.0 < f1440 / f720 < 4.3   # 4x the pixels, plus the per-frame attention of the middle block
     # Wan's decoder by hand: conv_in, 2 middle res blocks (4 convs), stage 384->384 (6 + time up + space up),
     # 192->384 (7 with the shortcut, + time up + space up), 192->192 (6 + space up), 96->96 (6), conv_out = 36
-    layers = cm.vae_decoder_layers(cm.get_resolution("1440p"))
+    layers = cm.vae_decoder_layers(cm.get_geometry("1440p"))
     assert len(layers) == 36
     assert layers[-1] == (27, 96, 3, 81 * 1440 * 2560)   # 81 frames of 2560 x 1440 RGB out
 
@@ -88,7 +88,7 @@ def test_tile_units_hand_count():
 def test_head_time_reads_the_plan_grid_steps_and_cores():
     # dense 1440p at 3024 x 2048: ceil(302400 / 3024) = 100 q rows, ceil(302400 / 2048) = 148 kv columns,
     # the last column holds 302400 - 147 * 2048 = 1344 real keys: partial; no empty rows
-    stats, info = cm.mask_tiles(cm.get_resolution("1440p"), "dense", 3024, 2048)
+    stats, info = cm.mask_tiles(cm.get_geometry("1440p"), "dense", 3024, 2048)
     assert (stats.full, stats.partial) == (100 * 147, 100)
     assert (info["grid_steps"], info["empty_row_steps"], info["q_rows"]) == (14800, 0, 100)
     # every grid step pays the fixed step cost, empty-row steps included
@@ -193,7 +193,7 @@ def test_fewer_tiles_and_the_fast_path_never_model_slower():
             if s.partial == 0:
                 assert time(s, True) == time(s, False)
     # real masks: a wider SVG band computes more tiles and never models faster
-    seconds = [cm.video_seconds(wan_setup(sparsity=None, multiplier=m), "svg", True) for m in (0.5, 1.0, 2.0)]
+    seconds = [cm.video_seconds(wan_setup(kept=None, multiplier=m), "svg", True) for m in (0.5, 1.0, 2.0)]
     assert seconds[0] <= seconds[1] <= seconds[2] < cm.video_seconds(wan_setup(), "dense", True)
 
 
@@ -217,10 +217,10 @@ def test_svg_schedule_rounds_like_svg_code_and_chain_multiplies():
                (("dense", True), ("svg", False), ("svg-aligned", False), ("svg-aligned", True))}
     assert result["speedup"] == pytest.approx(seconds["dense", True] / seconds["svg-aligned", True])
     c = result["contributions"]
-    assert c["sparsity"] == pytest.approx(seconds["dense", True] / seconds["svg", False])
+    assert c["sparse_attention"] == pytest.approx(seconds["dense", True] / seconds["svg", False])
     assert c["alignment"] == pytest.approx(seconds["svg", False] / seconds["svg-aligned", False])
     assert c["fast_path"] == pytest.approx(seconds["svg-aligned", False] / seconds["svg-aligned", True])
-    assert c["sparsity"] > 1 and c["fast_path"] >= 1  # fewer tiles, fewer masked tiles: never slower
+    assert c["sparse_attention"] > 1 and c["fast_path"] >= 1  # fewer tiles, fewer masked tiles: never slower
     assert result["provenance"] == "modeled-v6e"
     # L = 302400 is no multiple of block_kv = 2048: padded keys make dense Splash-style mask everywhere
     assert result["dense_no_fast_path_seconds"] > result["dense_seconds"]
@@ -272,7 +272,7 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     assert wan_setup(device="h200").efficiency == gpu["efficiency"]
     # a Setup never looks a calibration up itself: the efficiency is explicit
     with pytest.raises(ValueError, match="efficiency is required"):
-        cm.Setup(cm.get_model("wan2.1-14b"), cm.get_resolution("720p"), cm.get_device("v6e"))
+        cm.Setup(cm.get_model("wan2.1-14b"), cm.get_geometry("720p"), cm.get_device("v6e"))
     # the A100 (Ampere) has no calibration point: FlashAttention-2 reaches a far larger share of its
     # peak than of an H100's, so the H100/H200 number does not carry over
     assert cm.family_efficiency("ampere")["calibrated_on"] is None
@@ -342,13 +342,13 @@ def test_every_spec_constant_is_cited():
     (lambda: cm.get_device("v8"), "device"),
     (lambda: wan_setup(sparse_efficiency=1.5), "sparse_efficiency"),
     (lambda: wan_setup(image_encoder="clip"), "image_encoder"),
-    (lambda: cm.get_resolution("4k"), "resolution"),
+    (lambda: cm.get_geometry("4k"), "geometry"),
     (lambda: cm.Efficiency(matmul=1.5), "matmul"),
     (lambda: wan_setup(chips=0), "chips"),
     (lambda: wan_setup(chips=6), "chips must be one of"),
-    (lambda: wan_setup(multiplier=1.0), "sparsity or multiplier"),
+    (lambda: wan_setup(multiplier=1.0), "kept or multiplier"),
     (lambda: wan_setup(parts=frozenset({"gpu_time"})), "parts"),
-    (lambda: cm.mask_tiles(cm.get_resolution("480p"), "causal", 512, 512), "mask kind"),
+    (lambda: cm.mask_tiles(cm.get_geometry("480p"), "causal", 512, 512), "mask kind"),
 ])
 def test_clear_errors(call, word):
     with pytest.raises(ValueError, match=word):
@@ -369,7 +369,7 @@ def test_cli_json_contract(capsys):
     assert fewer["stage_seconds"]["vae_decode"] == 0 and fewer["dense_seconds"] < out["dense_seconds"]
     assert main(["costmodel", "--sweep", "resolution", "--no-cfg", "--device", "v5e", "--json"]) == 0
     sweep = json.loads(capsys.readouterr().out)
-    assert [r["resolution"] for r in sweep["sweep"]] == list(cm.RESOLUTIONS)
+    assert [r["resolution"] for r in sweep["sweep"]] == list(cm.PRESETS)
     assert sweep["provenance"] == "modeled-v5e"
 
 

@@ -5,8 +5,8 @@ from svgtpu.geometry import PRESETS, VideoGeometry, get_geometry
 
 
 @pytest.mark.parametrize("name,grid", [
-    ("wan-480p", (21, 30, 52)), ("wan-720p", (21, 45, 80)),
-    ("wan-1080p", (21, 68, 120)), ("wan-1440p", (21, 90, 160)),
+    ("480p", (21, 30, 52)), ("720p", (21, 45, 80)),
+    ("1080p", (21, 68, 120)), ("1440p", (21, 90, 160)),
 ])
 def test_presets_match_design_table(name, grid):
     g = get_geometry(name)
@@ -34,7 +34,7 @@ def test_parse_grid_and_str():
     g = get_geometry("3x5X7")
     assert (g.T, g.H, g.W) == (3, 5, 7)
     assert str(g) == "3x5x7"
-    assert "wan-720p" in str(PRESETS["wan-720p"])
+    assert "720p" in str(PRESETS["720p"])
 
 
 def test_permutations_are_inverse_and_match_definition():

@@ -38,7 +38,7 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
 
 
 def test_end_to_end_extrapolation_worked_by_hand():
-    block = {"geometry": "wan-1440p", "modeled": {"dense_steps": 10, "dense_layers": 1},
+    block = {"geometry": "1440p", "modeled": {"dense_steps": 10, "dense_layers": 1},
              "rows": [{"attention": "dense-cudnn", "status": "ok", "block_s": 2.0},
                       {"attention": "svg-aligned-ours", "status": "ok", "block_s": 1.0}]}
     e2e = gpu_bench.extrapolate(block, gpu_bench.FULL)
@@ -80,7 +80,7 @@ def test_refusals_are_one_line_with_exit_status_2(capsys):
 def test_cost_model_prediction_for_the_block_is_available():
     """The H200 run puts the cost model's prediction next to each measured block: the API it calls must work."""
     from svgtpu.geometry import get_geometry
-    modeled = gpu_bench.modeled_block(get_geometry("wan-480p"), gpu_bench.FULL)
+    modeled = gpu_bench.modeled_block(get_geometry("480p"), gpu_bench.FULL)
     assert "unavailable" not in modeled, modeled
     assert 0 < modeled["attention_share_dense"] < 1 and modeled["provenance"] == "modeled-h200"
     assert modeled["dit_speedup_svg_aligned"] > 1 and modeled["dense_steps"] >= 0

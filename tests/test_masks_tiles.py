@@ -119,25 +119,25 @@ def test_masks_are_hashable_values():
     assert align(svg_mask(g, 1.0), 8, 8) == align(svg_mask(g, 1.0), 8, 8)
 
 
-def test_sparsity_to_multiplier_hits_target_density():
-    g = get_geometry("wan-720p")
+def test_kept_to_multiplier_hits_target_density():
+    g = get_geometry("720p")
     for target in (0.2, 0.3, 0.5):
-        assert abs(svg_mask(g, sparsity=target).density() - target) < 0.01  # density: pairs counted
+        assert abs(svg_mask(g, kept=target).density() - target) < 0.01  # density: pairs counted
     # the contract, brute force: of the band widths W = 128, 256, ... the one whose L x L matrix keeps
     # the fraction closest to the target
     small = VideoGeometry(4, 10, 14)
     q, k = np.meshgrid(np.arange(small.L), np.arange(small.L), indexing="ij")
     kept = {w: ((k < small.F) | (np.abs(q - k) <= w)).mean() for w in range(128, small.L + 128, 128)}
     for target in (0.6, 0.7, 0.9, 0.98):  # kept 0.568, 0.811, 0.949, 0.996 at W = 128 ... 512
-        assert svg_mask(small, sparsity=target).window == min(kept, key=lambda w: abs(kept[w] - target))
+        assert svg_mask(small, kept=target).window == min(kept, key=lambda w: abs(kept[w] - target))
 
 
 @pytest.mark.parametrize("call,match", [
     (lambda g: svg_mask(g, -1.0), "multiplier"),
     (lambda g: svg_mask(g, float("nan")), "multiplier"),
-    (lambda g: svg_mask(g, sparsity=1.0), "sparsity"),
-    (lambda g: svg_mask(g, sparsity=0.0), "sparsity"),
-    (lambda g: svg_mask(g, 1.0, sparsity=0.3), "exactly one"),
+    (lambda g: svg_mask(g, kept=1.0), "kept"),
+    (lambda g: svg_mask(g, kept=0.0), "kept"),
+    (lambda g: svg_mask(g, 1.0, kept=0.3), "exactly one"),
     (lambda g: make_mask("diagonal", g, 1.0), "mask must be one of"),
     (lambda g: align(svg_mask(g, 1.0), 8, 8, "round"), "align mode"),
     (lambda g: classify(DenseMask(g.L), 0, 8), "block_q"),
@@ -154,7 +154,7 @@ def test_wan_1440p_tile_kinds_match_brute_force_on_sampled_tiles():
     """Full scale (L = 302,400, never built L x L): sampled tiles, classified from their own pairs."""
     print(f"seed {SEED}")
     rng = np.random.default_rng(SEED)
-    g = get_geometry("wan-1440p")
+    g = get_geometry("1440p")
     m = svg_mask(g, 1.0)
     kinds = classify(m, 512, 512).kinds
     picks = [tuple(rng.integers(0, kinds.shape)) for _ in range(6)]  # mostly empty: add some of each kind
@@ -170,7 +170,7 @@ def test_wan_1440p_tile_kinds_match_brute_force_on_sampled_tiles():
 
 def test_wan_1440p_c3_alignment():
     """C3 at full scale: unaligned SVG has many partial tiles, aligned at most the reported 2.22 %."""
-    g = get_geometry("wan-1440p")
+    g = get_geometry("1440p")
     m = svg_mask(g, 1.0)
     before = classify(m, 3024, 2048).stats.partial_share
     assert 0.15 < before < 0.35

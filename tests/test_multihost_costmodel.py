@@ -11,7 +11,7 @@ from svgtpu.geometry import PRESETS
 
 
 def test_4k_preset_is_wan_vae_and_patch():
-    g = PRESETS["wan-2160p"]   # 81 frames -> 21 latent; 2160 / 8 / 2 = 135; 3840 / 8 / 2 = 240
+    g = PRESETS["2160p"]   # 81 frames -> 21 latent; 2160 / 8 / 2 = 135; 3840 / 8 / 2 = 240
     assert (g.T, g.H, g.W) == (21, 135, 240)
 
 

@@ -9,7 +9,7 @@ from svgtpu.report.preflight import checks, preflight
 def test_checks_follow_the_profile_sizes():
     tpu = {(c.notebook, c.what): c for c in checks("tpu")}
     kernel = tpu["04_fast_path_ablation", "kernel, fast path on"].job
-    assert (kernel.geometry, kernel.config.block_q, kernel.config.block_kv, kernel.heads) == ("wan-720p", 3024, 2048, 8)
+    assert (kernel.geometry, kernel.config.block_q, kernel.config.block_kv, kernel.heads) == ("720p", 3024, 2048, 8)
     sharded = next(c for c in tpu.values() if c.target == "sharded-svg-layer")
     assert sharded.job.topology == "v6e:4x4x1" and sharded.job.heads == 40 and sharded.hosts == "several"
     assert {c.target for c in tpu.values()} == {"kernel", "svg-layer", "dit-step", "sharded-svg-layer",

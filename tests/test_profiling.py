@@ -51,8 +51,8 @@ def test_planted_heads_recovered_with_aligned_mask_and_batch():
 
 
 @pytest.mark.parametrize("fields", [
-    dict(sparsity=0.4),
-    dict(sparsity=0.4, align="cover"),
+    dict(kept=0.4),
+    dict(kept=0.4, align="cover"),
     dict(multiplier=1.0, align="inner", block_q=256, block_kv=256),  # spatial rows 0..255 keep no key
 ])
 def test_mse_equals_float64_reference_with_all_rows(fields, monkeypatch):

@@ -58,7 +58,7 @@ def test_every_known_recipe_cites_a_commit_and_the_write_up_is_unknown():
 
 def test_schedule_defaults_are_the_default_recipe():
     assert DEFAULT_RECIPE.name == "svg-head-t2v-14b-720p"
-    assert schedule.DEFAULT_SPARSITY == DEFAULT_RECIPE.kept
+    assert schedule.DEFAULT_KEPT == DEFAULT_RECIPE.kept
     assert schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, 50) == DEFAULT_RECIPE.dense_steps
     assert schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, 40) == DEFAULT_RECIPE.dense_layers
     assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3024, 2048)

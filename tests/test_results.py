@@ -113,7 +113,7 @@ The end.
 def _results_with_c3(tmp_path):
     run = _run(tmp_path / "figures")
     run.record("C3", "partial_share_before", 0.2349, provenance="computed", unit="fraction")
-    run.record("C3", "partial_share_table", [{"preset": "wan-1440p", "partial_share": 0.2349}],
+    run.record("C3", "partial_share_table", [{"preset": "1440p", "partial_share": 0.2349}],
                provenance="computed", unit="fraction", description="per preset")
     fig, _ = plt.subplots()
     run.save_figure(fig, "demo", caption="Demo figure.", provenance="computed", formats=("png",))
@@ -131,7 +131,7 @@ def test_paper_blocks_are_generated_from_the_results(tmp_path):
     assert report == [{"file": str(target), "blocks": 3, "changed": True}]
     assert "old claims table" not in text
     assert "| C3 | partial (masked) tiles, SVG mask, 1440p | — | — | — | 27.55 % | 23.49 % | `computed` | quick |" in text
-    assert "| wan-1440p | 23.49 % |" in text                    # list-valued result as its own table
+    assert "| 1440p | 23.49 % |" in text                    # list-valued result as its own table
     assert "![demo](../figures/demo.png)" in text and "Demo figure." in text
     assert text.startswith("# Title\nIntro text stays.\n") and "Between.\n" in text and text.endswith("The end.\n")
     assert paper.generate(path, [target])[0]["changed"] is False  # idempotent

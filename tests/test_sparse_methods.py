@@ -40,13 +40,13 @@ def test_method_table_without_activations_has_aligned_rows():
                                             (["methods", "--sta-tile", "0x8x8"], "tile"),
                                             (["methods", "--kept", "1.5"], "kept fraction"),
                                             (["quality", "--methods", "svg", "flash"], "methods"),
-                                            (["quality", "--methods", "sta", "--sparsity", "1.5"], "kept fraction"),
-                                            (["quality", "--methods", "sta", "--sparsities", "0.3", "1.5"],
+                                            (["quality", "--methods", "sta", "--kept", "1.5"], "kept fraction"),
+                                            (["quality", "--methods", "sta", "--kept-fractions", "0.3", "1.5"],
                                              "kept fraction"),
-                                            (["quality", "--methods", "sta", "--sparsities", "0"], "kept fraction"),
-                                            (["quality", "--methods", "sta", "--sparsities", "0.3", "0.3"],
+                                            (["quality", "--methods", "sta", "--kept-fractions", "0"], "kept fraction"),
+                                            (["quality", "--methods", "sta", "--kept-fractions", "0.3", "0.3"],
                                              "kept fractions"),
-                                            (["quality", "--sparsities", "0.3", "0.5"], "--sparsities")])
+                                            (["quality", "--kept-fractions", "0.3", "0.5"], "--kept-fractions")])
 def test_methods_bad_input_exits_2_naming_the_parameter(argv, parameter, capsys):
     assert main(argv) == 2  # checked before any model work
     err = capsys.readouterr().err.strip().splitlines()
@@ -158,7 +158,7 @@ def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
     from svgtpu.bench.methods import method_costs
 
     result = method_costs([0.45, 0.2, 0.3], variants=["svg", "svg-aligned"], progress=False)
-    assert result["geometry"].startswith("wan-1440p") and (result["block_q"], result["block_kv"]) == (3024, 2048)
+    assert result["geometry"].startswith("1440p") and (result["block_q"], result["block_kv"]) == (3024, 2048)
     for name in ("svg", "svg-aligned"):
         mine = [r for r in result["rows"] if r["method"] == name]
         assert [r["kept_target"] for r in mine] == [0.2, 0.3, 0.45]

@@ -55,7 +55,7 @@ def allowed_rows(mask: Mask, rows: jax.Array, keys: jax.Array) -> jax.Array:
 
 
 #: Working memory profiling allows itself per chunk of heads (scores plus three softmaxes of the
-#: sampled rows); at wan-1440p one head takes 64 rows x 302,400 keys x 16 B = 310 MB.
+#: sampled rows); at 1440p one head takes 64 rows x 302,400 keys x 16 B = 310 MB.
 PROFILE_CHUNK_BYTES = 512 * 2**20
 
 

@@ -33,11 +33,11 @@ import jax
 import jax.numpy as jnp
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
-from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_sparsity, svg_mask
+from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_kept, svg_mask
 from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS
-from svgtpu.schedule import (DEFAULT_SPARSITY, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
+from svgtpu.schedule import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                              warmup_count)
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
@@ -50,13 +50,13 @@ DENSE = -1
 class SVGConfig:
     """Everything :func:`svg_attention` needs besides the data; hashable, so it can be static.
 
-    - ``multiplier`` or ``sparsity`` (at most one; neither means the default recipe's kept fraction, ``DEFAULT_SPARSITY``): the band
-      width, ``W = ceil(multiplier * F / 128) * 128``; ``sparsity`` is SVG's *kept* fraction,
-      turned into a multiplier by :func:`svgtpu.masks.core.multiplier_for_sparsity`.  Words for how much
+    - ``multiplier`` or ``kept`` (at most one; neither means the default recipe's kept fraction, ``DEFAULT_KEPT``): the band
+      width, ``W = ceil(multiplier * F / 128) * 128``; ``kept`` is the fraction of (q, k) pairs kept (SVG calls it ``sparsity``),
+      turned into a multiplier by :func:`svgtpu.masks.core.multiplier_for_kept`.  Words for how much
       of the ``L x L`` score matrix a mask keeps, in this package:
 
       ============  =============================================================================
-      sparsity      SVG's word, what users type (``--sparsity``): the kept fraction of pairs
+      kept          the kept fraction of pairs (``--kept``; SVG's word ``sparsity``, also accepted)
       density       the same fraction measured on a mask (``Mask.density()``), 0.3 means 30 % kept
       tile density  the share of tiles a kernel computes (``TileStats.density``, partial + full)
       multiplier    the band width in frames, ``W = ceil(multiplier * F / 128) * 128``
@@ -66,7 +66,7 @@ class SVGConfig:
       run dense, each in ``[0, 1]``.
     - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
       them (block_q a multiple of 8, block_kv a multiple of 128).  The default
-      128 x 128 runs at any geometry: at wan-1440p its plan outgrows SMEM and the kernel splits it
+      128 x 128 runs at any geometry: at 1440p its plan outgrows SMEM and the kernel splits it
       into q-row chunks; the production tile is MaxDiffusion's (:data:`svgtpu.recipes.PRODUCTION_TILE`).  ``block_kv_compute``:
       keys per online-softmax update (``None``: the kernel's default for the tile).
     - ``align``: ``None`` or a :func:`svgtpu.masks.core.align` mode (``snap``, ``cover``, ``inner``).
@@ -76,7 +76,7 @@ class SVGConfig:
     """
 
     multiplier: float | None = None
-    sparsity: float | None = None
+    kept: float | None = None
     num_sampled_rows: int = DEFAULT_PROFILE_ROWS
     warmup_step_fraction: float = DEFAULT_WARMUP_STEP_FRACTION
     warmup_layer_fraction: float = DEFAULT_WARMUP_LAYER_FRACTION
@@ -88,14 +88,14 @@ class SVGConfig:
     kernel: str = "ours"
 
     def __post_init__(self):
-        if self.multiplier is not None and self.sparsity is not None:
-            raise ValueError("give at most one of multiplier or sparsity, "
-                             f"got multiplier={self.multiplier!r} and sparsity={self.sparsity!r}")
+        if self.multiplier is not None and self.kept is not None:
+            raise ValueError("give at most one of multiplier or kept, "
+                             f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
         if self.multiplier is not None and not (isinstance(self.multiplier, (int, float))
                                                 and math.isfinite(self.multiplier) and self.multiplier > 0):
             raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
-        if self.sparsity is not None and not (isinstance(self.sparsity, (int, float)) and 0 < self.sparsity < 1):
-            raise ValueError(f"sparsity must be in the open interval (0, 1), got {self.sparsity!r}")
+        if self.kept is not None and not (isinstance(self.kept, (int, float)) and 0 < self.kept < 1):
+            raise ValueError(f"kept must be in the open interval (0, 1), got {self.kept!r}")
         check_positive_int("num_sampled_rows", self.num_sampled_rows)
         self.kernel_config  # validates block_q, block_kv against the Mosaic block rules
         for name in ("warmup_step_fraction", "warmup_layer_fraction"):
@@ -120,8 +120,8 @@ class SVGConfig:
         """The band multiplier this config means for ``geometry``."""
         if self.multiplier is not None:
             return float(self.multiplier)
-        sparsity = DEFAULT_SPARSITY if self.sparsity is None else self.sparsity
-        return multiplier_for_sparsity(geometry, sparsity)
+        kept = DEFAULT_KEPT if self.kept is None else self.kept
+        return multiplier_for_kept(geometry, kept)
 
     def mask(self, geometry: VideoGeometry) -> Mask:
         """The one band + sink mask every head runs (tile-aligned if ``align`` is set); cached."""
@@ -223,5 +223,5 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
     return (out, info) if return_info else out
 
 
-__all__ = ["DEFAULT_SPARSITY", "DENSE", "KERNELS", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
+__all__ = ["DEFAULT_KEPT", "DENSE", "KERNELS", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
            "svg_attention", "warmup_count"]

@@ -105,20 +105,20 @@ def compile_fn(fn, args) -> dict:
 class CompileJob:
     """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
 
-    geometry: str = "wan-720p"
+    geometry: str = "720p"
     config: KernelConfig = KernelConfig(block_q=BLOCK_Q, block_kv=BLOCK_KV)
     device: str = "v6e"
     topology: str | None = None
     dtype: str = "bfloat16"
     heads: int = 5
     head_dim: int = 128
-    sparsity: float | None = None
+    kept: float | None = None
     multiplier: float | None = None
     align: str | None = None
 
     def svg_config(self):
         from svgtpu.attention.svg import SVGConfig
-        return SVGConfig(multiplier=self.multiplier, sparsity=self.sparsity, block_q=self.config.block_q,
+        return SVGConfig(multiplier=self.multiplier, kept=self.kept, block_q=self.config.block_q,
                          block_kv=self.config.block_kv, block_kv_compute=self.config.block_kv_compute,
                          align=self.align, fast_path=self.config.fast_path)
 

@@ -54,13 +54,15 @@ from pathlib import Path
 import numpy as np
 
 from svgtpu.bench.llo import bundle_lines
+from svgtpu.geometry import parse_tiles
+from svgtpu.production import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, TILES as TILE_RECIPES
 
 KERNELS = ("ours", "splash", "tokamax")
 #: The tiles compared: MaxDiffusion's Wan tiles for v6e (the production tile) and its default square
 #: tile (:mod:`svgtpu.recipes` cites both).
 TILES = tuple((t.block_q, t.block_kv) for t in (MAXDIFFUSION_V6E_TILE, MAXDIFFUSION_DEFAULT_TILE))
-GEOMETRIES = ("wan-720p", "wan-1440p")
+GEOMETRIES = ("720p", "1440p")
 _EXIT = re.compile(r"scmp\.(?:ge|gt)\.s32\.totalorder %\w+, (\d+) /\* loop exit test")
 _BRANCH = re.compile(r"sbr\.rel \((!?)%\w+\) target = \$region(\d+)")
 _STARTS = re.compile(r"(?:Start|Start/End empty) region (\d+)")
@@ -553,7 +555,7 @@ def ratios(rows: dict) -> dict:
     return out
 
 
-def bench_compiled(geometry: str = "wan-1440p", tiles=TILES, *, progress: bool = False) -> dict:
+def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, progress: bool = False) -> dict:
     """Every variant of :func:`variants` at each tile size, compiled for v6e (cached), estimated, with
     :func:`ratios`; provenance ``compiled-v6e``."""
     from svgtpu.bench.compile import topology_device
@@ -593,22 +595,11 @@ def bench_compiled(geometry: str = "wan-1440p", tiles=TILES, *, progress: bool =
             "rows": rows, "tiles": per_tile}
 
 
-def parse_tiles(text: str) -> list[tuple[int, int]]:
-    """``"3024x2048,512x512"`` -> ``[(3024, 2048), (512, 512)]``."""
-    tiles = []
-    for part in text.split(","):
-        bq, _, bkv = part.strip().partition("x")
-        if not (bq.isdigit() and bkv.isdigit()):
-            raise ValueError(f"tiles must be comma-separated BLOCK_QxBLOCK_KV sizes like 3024x2048, got {part!r}")
-        tiles.append((int(bq), int(bkv)))
-    return tiles
-
-
 def run_command(args):
     """``svgtpu bench compiled``: ``(result, table)``."""
     from svgtpu.report.tables import format_table
     try:
-        result = bench_compiled(args.geometry or "wan-1440p", parse_tiles(args.tiles), progress=not args.json)
+        result = bench_compiled(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"), progress=not args.json)
     except RuntimeError as e:  # no libtpu
         raise ValueError(str(e)) from None
     clocks = result["clocks"]
@@ -627,8 +618,9 @@ def run_command(args):
     return result, "\n\n".join([head, format_table(rows), format_table(ratio_rows)])
 
 
-def sparse_cycles_over_ideal(geometry: str = "wan-1440p", *, block_q: int = 3024, block_kv: int = 2048,
-                             mask: str = "svg-aligned", fast_path: bool = True) -> float:
+def sparse_cycles_over_ideal(geometry: str = PRODUCTION.resolution, *, block_q: int = PRODUCTION.block_q,
+                              block_kv: int = PRODUCTION.block_kv,
+                              mask: str = "svg-aligned", fast_path: bool = True) -> float:
     """Our kernel's static v6e cycles on ``mask`` over the ideal (our dense cycles x the mask's tile
     density): the sparse layer's kernel efficiency is its inverse.  Compiles two variants (cached in
     ``build/compiled-v6e``; about a minute each when not); needs libtpu.  For the cost model's
@@ -650,4 +642,4 @@ def sparse_cycles_over_ideal(geometry: str = "wan-1440p", *, block_q: int = 3024
 
 __all__ = ["KERNELS", "MASKS", "TILES", "GEOMETRIES", "MAXDIFFUSION_KV_COMPUTE", "PIPELINE_FILL", "SCHEMA",
            "Schedule", "Variant", "read_schedule", "compile_variant", "cached_compile", "step_bytes", "estimate",
-           "variants", "ratios", "bench_compiled", "parse_tiles", "run_command", "sparse_cycles_over_ideal"]
+           "variants", "ratios", "bench_compiled", "run_command", "sparse_cycles_over_ideal"]

@@ -49,7 +49,7 @@ from svgtpu.kernels import mask_array
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
-from svgtpu.schedule import DEFAULT_SPARSITY, layer_calls
+from svgtpu.schedule import DEFAULT_KEPT, layer_calls
 from svgtpu.report.results import GPU_RESULTS_NAME
 from svgtpu.bench.timing import interleaved_times, paired_ratio
 
@@ -89,7 +89,7 @@ class Sizes:
     block: BlockShape
     block_q: int = 128
     block_kv: int = 128
-    sparsity: float = DEFAULT_SPARSITY
+    kept: float = DEFAULT_KEPT
     steps: int = 50
     max_rounds: int = 7
     budget_s: float = 400.0
@@ -106,9 +106,9 @@ class Sizes:
 
 #: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
 #: weights guess where compile time (every section) and run time (the 1440p ones) go.
-FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "wan-720p", 40, 0.14),
-                       ("attention", "wan-1440p", 8, 0.23), ("block", "wan-480p", None, 0.10),
-                       ("block", "wan-720p", None, 0.12), ("block", "wan-1440p", None, 0.36)), block=WAN14B)
+FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "720p", 40, 0.14),
+                       ("attention", "1440p", 8, 0.23), ("block", "480p", None, 0.10),
+                       ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
 #: dense attention (its SVG variant is the same code with another mask).
@@ -190,7 +190,7 @@ def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dic
     g = get_geometry(geometry)
     L = g.L
     per_head = np.stack([BandSinkMask(L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
-    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv) | {"per-head": per_head}
+    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv) | {"per-head": per_head}
     tolerance = {"float32": 1e-4, "bfloat16": 2e-2}
     rng = np.random.default_rng(0)
     data = [rng.standard_normal((heads, L, 128)).astype(np.float32) for _ in range(3)]
@@ -236,10 +236,10 @@ def _blhd(x, multiple: int = 1):
 
 
 @functools.lru_cache(maxsize=8)
-def svg_masks(g, sparsity: float, block_q: int, block_kv: int) -> dict:
-    """The dense, SVG (kept ``sparsity``) and tile-aligned SVG masks of geometry ``g``, made once per run
+def svg_masks(g, kept: float, block_q: int, block_kv: int) -> dict:
+    """The dense, SVG (kept fraction ``kept``) and tile-aligned SVG masks of geometry ``g``, made once per run
     (at 1440p their tile counts take seconds; attention and block sections share them and their plans)."""
-    svg = svg_mask(g, sparsity=sparsity)
+    svg = svg_mask(g, kept=kept)
     return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, block_q, block_kv, "snap")}
 
 
@@ -247,7 +247,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, t
     """``name -> (call, info)`` on bf16 ``q, k, v [heads, L, d]``; info: the mask's tile statistics and
     the score pairs computed."""
     heads, L, d = q.shape
-    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
+    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     dense_info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": heads * L * L}
     variants: dict[str, tuple[Callable, dict]] = {}
@@ -349,7 +349,7 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "heads": heads, "head_dim": d,
             "dtype": "bfloat16", "tile": f"{sizes.block_q}x{sizes.block_kv}",
             "program_tile": f"{min(sizes.block_q, DEFAULT_GPU_BLOCK_Q)}x{min(sizes.block_kv, DEFAULT_GPU_BLOCK_KV)}",
-            "sparsity": sizes.sparsity, "rows": rows, "headline": headline}
+            "kept": sizes.kept, "rows": rows, "headline": headline}
 
 
 # -- 3. a Wan 2.1 14B-shaped block --------------------------------------------------------------
@@ -447,7 +447,7 @@ def modeled_block(geometry, sizes: Sizes) -> dict:
     try:
         from svgtpu import costmodel
         setup = costmodel.calibrated_setup(sizes.block.name, geometry, "h200", chips=1, steps=sizes.steps,
-                                           block_q=sizes.block_q, block_kv=sizes.block_kv, sparsity=sizes.sparsity)
+                                           block_q=sizes.block_q, block_kv=sizes.block_kv, kept=sizes.kept)
         breakdown = costmodel.forward_breakdown(setup)
         total = sum(breakdown.values())
         return {"attention_share_dense": breakdown["self_attention"] / total,
@@ -467,7 +467,7 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) ->
     p = init_block(shape)
     x, e, context, *qkv = block_inputs(shape, g.L)
     angles = rope_angles(g, shape.head_dim)
-    masks = svg_masks(g, sizes.sparsity, sizes.block_q, sizes.block_kv)
+    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
     attentions = {"dense-cudnn": _cudnn_lhd, "dense-ours": _ours_lhd(masks["dense"], sizes, interpret),
                   "svg-aligned-ours": _ours_lhd(masks["aligned"], sizes, interpret)}
     attentions = {n: a for n, a in attentions.items() if n in sizes.block_attentions}
@@ -555,7 +555,7 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
               "backend": jax.default_backend(), "jax": jax.__version__, "smoke": smoke, "profile": sizes.profile,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,
-              "sparsity": sizes.sparsity, "attention": [], "block": [], "end_to_end": [], "errors": []}
+              "kept": sizes.kept, "attention": [], "block": [], "end_to_end": [], "errors": []}
 
     def guarded(section: str, fn, *args):
         try:
@@ -604,7 +604,7 @@ def results_entries(result: dict):
         g = _key(a["geometry"])
         yield ("C4", f"gpu_attention_{g}", a["rows"],
                dict(provenance=prov, description=f"attention variants at {a['geometry']} (L={a['L']}, "
-                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['sparsity']}) "
+                    f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['kept']}) "
                     f"on {result['device']}"))
         for name, value in a["headline"].items():
             if value is not None:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.production import PRODUCTION
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
 from svgtpu.attention.svg2 import SVG2Config, Selection, block_masks, select
@@ -87,7 +87,7 @@ def _bisect(kept, target: float) -> float:
 def svg_for_density(geometry: VideoGeometry, target: float, tiles: Tiles) -> BandSinkMask:
     """SVG band + sink mask whose band width (steps of 128 tokens, within 16 steps of the unsnapped
     match) gives the run mask's kept fraction closest to ``target``."""
-    base = svg_mask(geometry, sparsity=target)
+    base = svg_mask(geometry, kept=target)
     steps = range(max(1, base.window // BAND_QUANTUM - 16), base.window // BAND_QUANTUM + 17)
     candidates = [BandSinkMask(geometry.L, geometry.F, j * BAND_QUANTUM) for j in steps]
     return _closest(candidates, target, lambda m: _kept(m, tiles))
@@ -138,7 +138,7 @@ ASSUMED_DRAWS = 4
 
 def svg2_assumed_masks(geometry: VideoGeometry, target: float, config: SVG2Config, *, count: int = ASSUMED_DRAWS,
                        seed: int = 0) -> list[BlockMask]:
-    """SVG2-like masks where there is no model to cluster (e.g. wan-1440p), under a stated assumption:
+    """SVG2-like masks where there is no model to cluster (e.g. 1440p), under a stated assumption:
     ``L`` tokens fall into ``config.q_clusters`` / ``k_clusters`` clusters with equal chances
     (multinomial sizes), and each query cluster keeps key clusters in random order until they hold
     ``target * L`` keys (top-p with scores proportional to cluster size).  ``count`` masks, seeded."""
@@ -264,7 +264,8 @@ def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | No
 #: Where :func:`method_costs` models attention time: SVG's production setting (Wan 2.1 14B at 1440p on
 #: v6e with MaxDiffusion's Splash tiles), STA's ``6x8x8`` tile, and for SVG2, which has no model to
 #: cluster there, assumed clusters (:func:`svg2_assumed_masks`) in SVG2's counts for Wan.
-COST_SETTING = {"model": "wan2.1-14b", "geometry": "wan-1440p", "device": "v6e", "block_q": BLOCK_Q, "block_kv": BLOCK_KV,
+COST_SETTING = {"model": PRODUCTION.model, "geometry": PRODUCTION.resolution, "device": PRODUCTION.device,
+                "block_q": PRODUCTION.block_q, "block_kv": PRODUCTION.block_kv,
                 "sta_tile": (6, 8, 8), "q_clusters": 100, "k_clusters": 500}
 
 

@@ -25,6 +25,7 @@ import time
 
 from svgtpu.bench.compile import CompileJob, dit_step_program, first_line, libtpu_available
 from svgtpu.kernels.common import compiling_for
+from svgtpu.production import PRODUCTION
 
 MULTIHOST_TARGETS = ("sharded-svg-layer", "sharded-dit-step")
 COLLECTIVES = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "collective-permute")
@@ -82,7 +83,7 @@ class MultihostJob:
 
     job: CompileJob
     topology: str = "4x4"
-    model: str = "wan2.1-14b"
+    model: str = PRODUCTION.model
     dit_depth: int = 1
     dit_config: str | None = None   # a named toy config (``toy``: what ``generate --devices 6`` runs, on 6 chips)
 

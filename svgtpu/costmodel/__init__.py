@@ -26,7 +26,8 @@ Every number is labelled ``modeled-<device>``.
 
 from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, clock_variants, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
                                     VALU_SLOTS, VREG_ELEMENTS, DeviceSpec, get_device, tpu_spec)
-from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, RESOLUTIONS, ModelConfig, get_model, get_resolution
+from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, ModelConfig, get_model
+from svgtpu.geometry import PRESETS, get_geometry
 from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
                                        op_seconds, self_attention_flops)
 from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, KernelWork, counted_work
@@ -34,11 +35,11 @@ from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attentio
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
-from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fields, REPORTED, WEIGHTS, Setup, communication_seconds, dit_seconds,
+from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fields, WEIGHTS, Setup, communication_seconds, dit_seconds,
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
-from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, Knob, sensitivity,
+from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, SPLIT as SENSITIVITY_SPLIT, Knob, sensitivity,
                                           speedup_surface, tornado_rows, what_if)
 from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, predict_seconds,
                                       published_points, sparse_efficiency_evidence, validate)
@@ -46,17 +47,17 @@ from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_
 __all__ = [
     "DeviceSpec", "DEVICES", "CLOCK_BANDS", "clock_variants", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
     "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
-    "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution",
+    "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "PRESETS", "get_geometry",
     "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",
     "op_seconds",
     "KernelWork", "FLASH", "XLA_UNFUSED", "counted_work",
     "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
-    "REPORTED", "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+    "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
-    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "sensitivity", "tornado_rows", "what_if", "speedup_surface",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "sensitivity", "tornado_rows", "what_if", "speedup_surface",
     "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "calibrated_setup",
     "sparse_efficiency_evidence", "validate",
 ]

@@ -25,6 +25,7 @@ from svgtpu.costmodel.pipeline import PARTS, model_video
 from svgtpu.costmodel.specs import DeviceSpec, get_device
 from svgtpu.costmodel.validate import calibrated_setup
 from svgtpu.geometry import check_positive_int
+from svgtpu.production import PRODUCTION
 
 #: Data-center network per chip, one direction, bytes/s: a host's NICs shared by its chips.
 #: v6e: "Per-host NIC configuration 4 x 200 Gbps", 8 chips per host, slices up to 256 chips (Cloud
@@ -100,7 +101,7 @@ def model_configuration(model: str, geometry: str, device: str, chips: int, slic
             "provenance": video["provenance"]}
 
 
-def multihost_sweep(model: str = "wan2.1-14b", geometry: str = "1440p", device: str = "v6e",
+def multihost_sweep(model: str = PRODUCTION.model, geometry: str = PRODUCTION.resolution, device: str = PRODUCTION.device,
                     chip_counts=(8, 16, 32, 64), **fields) -> dict:
     """Every configuration of every chip count, and the one picked (shortest SVG video) per count
     with the reason in numbers."""

@@ -39,18 +39,15 @@ from svgtpu.costmodel.kernel_work import KernelWork, counted_work
 from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
-from svgtpu.costmodel.workload import RESOLUTIONS, ModelConfig, get_resolution
-from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int
-from svgtpu.report.results import REPORTED as _REPORTED, provenance
+from svgtpu.costmodel.workload import ModelConfig
+from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.report.claims import reported_json
+from svgtpu.report.results import provenance
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_SPARSITY, DEFAULT_WARMUP_LAYER_FRACTION,
+from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
 
-#: What the write-up reports (docs/design.md, "The claims"; defined once in :data:`svgtpu.report.results.REPORTED`);
-#: the model is compared with these, never fit to them.
-REPORTED = {"C1_speedup": _REPORTED["C1", "speedup"], "C1_saved_minutes": _REPORTED["C1", "minutes_saved"],
-            "C2_attention_share": _REPORTED["C2", "attention_share_1440p"]}
 #: Switchable terms of a video's time beyond the DiT's ops and self-attention.
 PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "image_encoder", "host")
 #: Image conditioning of image-to-video runs: none (text-to-video), the VAE encoder over the
@@ -76,7 +73,7 @@ class Setup:
     block_q: int = BLOCK_Q            # MaxDiffusion's Wan block sizes on v6e (svgtpu.recipes.PRODUCTION_TILE)
     block_kv: int = BLOCK_KV
     # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
-    sparsity: float | None = DEFAULT_SPARSITY   # kept fraction; or give multiplier
+    kept: float | None = DEFAULT_KEPT   # kept fraction; or give multiplier
     multiplier: float | None = None
     warmup_steps: float = DEFAULT_WARMUP_STEP_FRACTION   # share of steps run dense ...
     warmup_layers: float = DEFAULT_WARMUP_LAYER_FRACTION  # ... and of layers
@@ -97,8 +94,8 @@ class Setup:
     def __post_init__(self):
         for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
             check_positive_int(field, getattr(self, field))
-        if (self.sparsity is None) == (self.multiplier is None):
-            raise ValueError("give exactly one of sparsity or multiplier")
+        if (self.kept is None) == (self.multiplier is None):
+            raise ValueError("give exactly one of kept or multiplier")
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:
@@ -164,7 +161,7 @@ class Setup:
         return provenance("modeled", device=self.device.name)
 
     def tiles(self, kind: str) -> tuple[TileStats, dict]:
-        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.sparsity,
+        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.kept,
                           from_plan=self.work is None)
 
     def head_seconds(self, stats: TileStats, empty_row_steps: int, *, fast_path: bool = True) -> float:
@@ -181,7 +178,7 @@ def recipe_fields(recipe) -> dict:
     dense-layer shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
     if not recipe.known:
         raise ValueError(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
-    return {"sparsity": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
+    return {"kept": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
 
@@ -341,7 +338,7 @@ def model_video(setup: Setup) -> dict:
     for row in chain:
         row["speedup_vs_dense"] = dense / row["seconds"]
     contributions = {
-        "sparsity": chain[0]["seconds"] / chain[1]["seconds"],
+        "sparse_attention": chain[0]["seconds"] / chain[1]["seconds"],
         "alignment": chain[1]["seconds"] / chain[2]["seconds"],
         "fast_path": chain[2]["seconds"] / chain[3]["seconds"],
         # the other order: fast path first, then alignment
@@ -361,7 +358,7 @@ def model_video(setup: Setup) -> dict:
         "chips_per_pass": setup.chips_per_pass, "cfg_split": setup.cfg_split,
         "mesh": parallel.mesh_shape(setup.device, setup.chips_per_pass), "heads_per_chip": setup.heads_per_chip,
         "steps": setup.steps, "cfg": setup.cfg, "block_q": setup.block_q, "block_kv": setup.block_kv,
-        "sparsity": setup.sparsity, "multiplier": setup.multiplier, "sparse_efficiency": setup.sparse_efficiency,
+        "kept": setup.kept, "multiplier": setup.multiplier, "sparse_efficiency": setup.sparse_efficiency,
         "warmup_steps": setup.warmup_steps, "warmup_layers": setup.warmup_layers,
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
         "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.kernel_work),
@@ -379,15 +376,15 @@ def model_video(setup: Setup) -> dict:
         "chain": chain, "unaligned_fast_path_seconds": unaligned_fast,
         "dense_no_fast_path_seconds": dense_no_fast_path, "contributions": contributions,
         "svg_overhead_per_sparse_layer": svg_overhead_seconds(setup), "tiles": tiles,
-        "reported": REPORTED, "provenance": setup.provenance,
+        "reported": reported_json(), "provenance": setup.provenance,
     }
 
 
-def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTIONS)) -> list[dict]:
+def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) -> list[dict]:
     """C2/C5: attention shares, dense/SVG minutes and speedup per resolution."""
     rows = []
     for name in resolutions:
-        result = model_video(dataclasses.replace(setup, geometry=get_resolution(name)))
+        result = model_video(dataclasses.replace(setup, geometry=get_geometry(name)))
         rows.append({"resolution": name, "L": result["geometry"]["L"],
                      "attention_share": result["attention_share"],
                      "attention_share_end_to_end": result["attention_share_end_to_end"],
@@ -397,6 +394,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(RESOLUTION
     return rows
 
 
-__all__ = ["REPORTED", "PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -57,7 +57,7 @@ KNOBS = (
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
     Knob("warmup_steps", min(r.dense_step_share for r in _CITED), max(r.dense_step_share for r in _CITED),
          "share of dense steps over SVG's cited Wan recipes (svgtpu.recipes, each with its script and commit)"),
-    Knob("sparsity", min(r.kept for r in _CITED), max(r.kept for r in _CITED),
+    Knob("kept", min(r.kept for r in _CITED), max(r.kept for r in _CITED),
          "kept fraction over SVG's cited Wan recipes (svgtpu.recipes)"),
     Knob("temporal_fraction", 0.0, 1.0, "share of heads profiled temporal (pay the layout transform)"),
     Knob("sparse_efficiency", "published-svg", 1.0, "sparse layers' share of their modeled time: lowest value SVG's "
@@ -73,7 +73,7 @@ def _published_svg_low() -> float:
 #: Headline quantities the band and tornado are computed for.
 QUANTITIES = ("attention_share", "attention_share_end_to_end", "communication_share", "dense_minutes",
               "svg_minutes", "speedup", "saved_minutes")
-SPLIT = ("sparsity", "alignment", "fast_path")
+SPLIT = ("sparse_attention", "alignment", "fast_path")
 
 
 def _quantities(result: dict) -> dict[str, float]:
@@ -83,8 +83,8 @@ def _quantities(result: dict) -> dict[str, float]:
 def _applicable(knob: Knob, setup: Setup) -> bool:
     if knob.path == "device.matmul_tile":
         return setup.device.matmul_tile is not None
-    if knob.path == "sparsity":
-        return setup.sparsity is not None
+    if knob.path == "kept":
+        return setup.kept is not None
     if knob.path == "device.grid_step_seconds":
         return setup.device.grid_step_seconds > 0
     return True

@@ -91,7 +91,7 @@ def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency
 
 @functools.lru_cache(maxsize=64)
 def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
-               multiplier: float | None = None, sparsity: float | None = None,
+               multiplier: float | None = None, kept: float | None = None,
                from_plan: bool = True) -> tuple[TileStats, dict]:
     """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and mask facts
     (density, window, grid steps, empty-row steps, q rows).
@@ -108,7 +108,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
         mask = DenseMask(geometry.L)
         info = {"density": 1.0}
     else:
-        base = svg_mask(geometry, multiplier, sparsity=sparsity)
+        base = svg_mask(geometry, multiplier, kept=kept)
         info = {"window": base.window, "multiplier": base.window / geometry.F}
         mask = align(base, block_q, block_kv, "snap") if kind == "svg-aligned" else base
         info["density"] = mask.density()

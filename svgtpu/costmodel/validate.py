@@ -40,7 +40,8 @@ from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, clock_variants, get_device
-from svgtpu.costmodel.workload import ModelConfig, get_model, get_resolution
+from svgtpu.costmodel.workload import ModelConfig, get_model
+from svgtpu.geometry import get_geometry
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.geometry import VideoGeometry
 from svgtpu.recipes import get_recipe
@@ -113,7 +114,7 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) ->
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
     svg = {} if point.variant == "dense" else recipe_fields(get_recipe(point.recipe))
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
-    return Setup(get_model(point.model), get_resolution(point.grid), device, chips=point.chips, steps=point.steps,
+    return Setup(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, work=work,
                  parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, **svg)
@@ -169,7 +170,7 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     unless ``efficiency`` is among ``fields``; every other field as given."""
     device = get_device(device)
     fields.setdefault("efficiency", family_efficiency(device.family)["efficiency"])
-    return Setup(get_model(model), get_resolution(geometry), device, **fields)
+    return Setup(get_model(model), get_geometry(geometry), device, **fields)
 
 
 def _solve(f, target: float, lo: float, hi: float) -> float | None:

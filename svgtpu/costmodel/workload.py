@@ -1,14 +1,14 @@
-"""What is being generated: the transformer's shape (:class:`ModelConfig`) and the video's token grid.
+"""What is being generated: the transformer's shape (:class:`ModelConfig`).
 
-Model configs are the public ``config.json`` of each checkpoint; resolutions are the Wan presets of
-:mod:`svgtpu.geometry` plus a 3840x2160 grid for the C5 sweep.
+Model configs are the public ``config.json`` of each checkpoint; the video's token grid is a preset
+of :mod:`svgtpu.geometry` (``480p`` ... ``2160p``) or any ``TxHxW``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from svgtpu.geometry import PRESETS, VideoGeometry, check_positive_int, get_geometry
+from svgtpu.geometry import check_positive_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,24 +77,4 @@ def get_model(name: "str | ModelConfig") -> ModelConfig:
     return MODELS[name]
 
 
-#: Resolutions of the sweep: the Wan presets plus a 4K-ish 3840x2160 geometry (81 frames).
-RESOLUTIONS: dict[str, VideoGeometry] = {
-    **{name.removeprefix("wan-"): g for name, g in PRESETS.items()},
-    "2160p": VideoGeometry.from_pixels(3840, 2160, 81, "wan-2160p"),
-}
-
-
-def get_resolution(spec: "str | VideoGeometry") -> VideoGeometry:
-    """``480p`` ... ``2160p``, a preset name (``wan-720p``) or a token grid ``TxHxW``."""
-    if isinstance(spec, VideoGeometry):
-        return spec
-    if spec in RESOLUTIONS:
-        return RESOLUTIONS[spec]
-    try:
-        return get_geometry(spec)
-    except ValueError:
-        raise ValueError(f"resolution must be one of {', '.join(RESOLUTIONS)}, a preset "
-                         f"({', '.join(PRESETS)}) or a token grid TxHxW, got {spec!r}") from None
-
-
-__all__ = ["ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "RESOLUTIONS", "get_resolution"]
+__all__ = ["ModelConfig", "MODELS", "MODEL_NAMES", "get_model"]

@@ -124,7 +124,7 @@ def block_table_kinds(q_edges, k_edges, table, *, L: int, block_q: int, block_kv
     else:  # padded keys make a tile partial; padded query rows do not (svgtpu.masks.tiles)
         kinds = jnp.where(counts == 0, EMPTY, jnp.where(counts == rows[:, None] * block_kv, FULL, PARTIAL))
         allowed = counts
-    # float32 sums: L * L overflows int32 at video lengths (9e10 pairs at wan-1440p)
+    # float32 sums: L * L overflows int32 at video lengths (9e10 pairs at 1440p)
     return kinds.astype(jnp.int32), allowed.astype(jnp.float32).sum(axis=(1, 2)) / (float(L) * L)
 
 

@@ -34,12 +34,10 @@ from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, Mask, Pe
                                _grid_from_cells, _pairs_with_offset_at_most, align, tile_grid, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
-from svgtpu.report.claims import REPORTED
+from svgtpu.report.claims import REPORTED, rounds_to
 
 TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
-#: The write-up rounds to 0.01 %: a share matches when it rounds to the reported one.
-ROUNDING = 1e-4
-GEOMETRIES = ("wan-480p", "wan-720p", "wan-1080p", "wan-1440p")
+GEOMETRIES = ("480p", "720p", "1080p", "1440p")
 TILES = tuple(dict.fromkeys([(SPLASH_DEFAULT_TILE.block_q, SPLASH_DEFAULT_TILE.block_kv),
                              (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv),
                              (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
@@ -59,11 +57,6 @@ STRIDED_KEPT_STEP = 0.005
 QUANTUM_MAX_BLOCKS = 2**21
 #: Before-shares within this of the target get their after-shares computed (and can be "nearest").
 NEAR = 0.0015
-
-
-def rounds_to(value: float, target: float) -> bool:
-    """``value`` shown to 0.01 % equals ``target`` (``0.27554`` -> 27.55 %): within half a unit of it."""
-    return abs(value - target) <= ROUNDING / 2 + 1e-12
 
 
 def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
@@ -306,4 +299,4 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
 
 
 __all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats",
-           "band_tile_counts", "combine", "rounds_to", "search", "windows_for"]
+           "band_tile_counts", "combine", "search", "windows_for"]

@@ -1,7 +1,7 @@
 """Attention masks as small immutable objects that never materialize ``L x L``.
 
 A mask answers "may query ``q`` attend to key ``k``?" for any block of rows and columns.  At
-wan-1440p, ``L = 302,400`` and the full boolean matrix would take 91 GB, so every mask here offers:
+1440p, ``L = 302,400`` and the full boolean matrix would take 91 GB, so every mask here offers:
 
 - ``allowed(q, k)``: elementwise on broadcastable integer arrays.  For :class:`DenseMask` and
   :class:`BandSinkMask` it uses only arithmetic and comparisons, so it also works on ``jnp`` arrays
@@ -348,8 +348,8 @@ def band_window(geometry: VideoGeometry, multiplier: float) -> int:
     return ceil_div(int(np.ceil(multiplier * geometry.F)), BAND_QUANTUM) * BAND_QUANTUM
 
 
-def multiplier_for_sparsity(geometry: VideoGeometry, sparsity: float) -> float:
-    """The band multiplier whose SVG mask keeps the fraction ``sparsity`` of all pairs.
+def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
+    """The band multiplier whose SVG mask keeps the fraction ``kept`` of all pairs.
 
     We follow SVG's convention: its ``sparsity`` argument (0.3 for Wan) is the *kept* fraction,
     ``density = (#allowed pairs) / L^2``.  The band of half-width ``W`` plus the sink of ``F`` keys
@@ -358,47 +358,47 @@ def multiplier_for_sparsity(geometry: VideoGeometry, sparsity: float) -> float:
     multiplier ``W / F`` of the step whose density is closest to the target (the sink alone sets a
     floor of about ``1 / T``).
     """
-    if not np.isfinite(sparsity) or not 0 < sparsity < 1:
-        raise ValueError(f"sparsity must be in the open interval (0, 1), got {sparsity!r}")
+    if not np.isfinite(kept) or not 0 < kept < 1:
+        raise ValueError(f"kept must be in the open interval (0, 1), got {kept!r}")
     g = geometry
     steps = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1)
     lo, hi = 0, len(steps) - 1
     # density grows with W: binary search for the first step at or above the target
     while lo < hi:
         mid = (lo + hi) // 2
-        if BandSinkMask(g.L, g.F, int(steps[mid]) * BAND_QUANTUM).density() >= sparsity:
+        if BandSinkMask(g.L, g.F, int(steps[mid]) * BAND_QUANTUM).density() >= kept:
             hi = mid
         else:
             lo = mid + 1
     best = min({max(lo - 1, 0), lo}, key=lambda i: abs(
-        BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density() - sparsity))
+        BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density() - kept))
     return float(steps[best] * BAND_QUANTUM / g.F)
 
 
-def _resolve_multiplier(geometry, multiplier, sparsity) -> float:
-    if (multiplier is None) == (sparsity is None):
-        raise ValueError("give exactly one of multiplier or sparsity")
-    return multiplier if multiplier is not None else multiplier_for_sparsity(geometry, sparsity)
+def _resolve_multiplier(geometry, multiplier, kept) -> float:
+    if (multiplier is None) == (kept is None):
+        raise ValueError("give exactly one of multiplier or kept")
+    return multiplier if multiplier is not None else multiplier_for_kept(geometry, kept)
 
 
-def svg_mask(geometry, multiplier: float | None = None, *, sparsity: float | None = None) -> BandSinkMask:
+def svg_mask(geometry, multiplier: float | None = None, *, kept: float | None = None) -> BandSinkMask:
     """The SVG band + first-frame sink mask (spatial heads; temporal heads after the transform)."""
     g = get_geometry(geometry)
-    return BandSinkMask(g.L, g.F, band_window(g, _resolve_multiplier(g, multiplier, sparsity)))
+    return BandSinkMask(g.L, g.F, band_window(g, _resolve_multiplier(g, multiplier, kept)))
 
 
 def temporal_frame_major_mask(geometry, multiplier: float | None = None, *,
-                              sparsity: float | None = None) -> PermutedMask:
+                              kept: float | None = None) -> PermutedMask:
     """The SVG temporal mask expressed in frame-major order (what the layout transform avoids)."""
     g = get_geometry(geometry)
-    return PermutedMask(svg_mask(g, multiplier, sparsity=sparsity), g)
+    return PermutedMask(svg_mask(g, multiplier, kept=kept), g)
 
 
 MASK_KINDS = ("spatial", "temporal", "temporal-frame-major", "dense")
 
 
 def make_mask(kind: str, geometry, multiplier: float | None = None, *,
-              sparsity: float | None = None) -> Mask:
+              kept: float | None = None) -> Mask:
     """A mask by name, as the command line offers them.
 
     ``spatial`` and ``temporal`` are the same band + sink mask (temporal heads run it after the
@@ -408,9 +408,9 @@ def make_mask(kind: str, geometry, multiplier: float | None = None, *,
     if kind == "dense":
         return DenseMask(g.L)
     if kind in ("spatial", "temporal"):
-        return svg_mask(g, multiplier, sparsity=sparsity)
+        return svg_mask(g, multiplier, kept=kept)
     if kind == "temporal-frame-major":
-        return temporal_frame_major_mask(g, multiplier, sparsity=sparsity)
+        return temporal_frame_major_mask(g, multiplier, kept=kept)
     raise ValueError(f"mask must be one of {', '.join(MASK_KINDS)}, got {kind!r}")
 
 
@@ -426,7 +426,7 @@ def tile_edges(L: int, block: int) -> np.ndarray:
 
 
 #: The most tiles one classification or alignment handles: each takes about 85 bytes of working
-#: memory, so this caps a call near 0.7 GB and a few seconds (wan-1440p with 128 x 128 tiles has 5.6M).
+#: memory, so this caps a call near 0.7 GB and a few seconds (1440p with 128 x 128 tiles has 5.6M).
 MAX_TILES = 2**23
 
 

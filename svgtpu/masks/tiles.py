@@ -81,7 +81,7 @@ class TileClassification:
 def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     """Classify every ``block_q x block_kv`` tile of ``mask`` as empty, partial or full.
 
-    Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so wan-1440p with 512 x 512
+    Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so 1440p with 512 x 512
     tiles (350k tiles) takes well under a second for the SVG masks.
     """
     qe, ke = tile_grid(mask.L, block_q, block_kv)

@@ -23,5 +23,19 @@ REPORTED = {
     ("C3", "partial_share_after"): 0.0222,     # the same after tile alignment
 }
 
+#: The write-up prints shares as percentages with two decimals (27.55 %): one unit of its last digit.
+REPORTED_SHARE_UNIT = 1e-4
 
-__all__ = ["CLAIMS", "REPORTED"]
+
+def rounds_to(value: float, target: float) -> bool:
+    """``value`` printed as the write-up prints shares equals ``target`` (``0.27554`` -> 27.55 %): within
+    half a unit of its last digit."""
+    return abs(value - target) <= REPORTED_SHARE_UNIT / 2 + 1e-12
+
+
+def reported_json() -> dict[str, float]:
+    """:data:`REPORTED` keyed ``"claim.name"`` (``"C1.speedup"``), for JSON output."""
+    return {f"{claim}.{name}": value for (claim, name), value in REPORTED.items()}
+
+
+__all__ = ["CLAIMS", "REPORTED", "REPORTED_SHARE_UNIT", "reported_json", "rounds_to"]

@@ -41,6 +41,8 @@ import os
 import re
 from pathlib import Path
 
+from svgtpu.production import PRODUCTION
+from svgtpu.report.claims import rounds_to
 from svgtpu.report.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
@@ -85,19 +87,19 @@ class ClaimRow:
 #: The claims table.  Main line: the default recipe's kept fraction (svgtpu.recipes) for C1, C3 and C4; the
 #: ``_m1`` rows repeat C3 with band multiplier 1.  Every row shows its mask, kept pairs and tiles.
 CLAIM_ROWS = [
-    ClaimRow("C1", "speedup", "end-to-end speedup, Wan 2.1 14B 1440p, v6e-8", "{}"),
+    ClaimRow("C1", "speedup", f"end-to-end speedup, {PRODUCTION.label()}", "{}"),
     ClaimRow("C1", "minutes_saved", "minutes saved per video, same setup", "over {} min"),
     ClaimRow("C1", "toy_speedup", "toy DiT sampling speedup, dense vs SVG both through our kernel in "
              "interpret mode on this CPU (not a TPU number)"),
-    ClaimRow("C2", "attention_share_1440p", "self-attention share of time, Wan 2.1 14B 1440p, v6e-8", "{}"),
+    ClaimRow("C2", "attention_share_1440p", f"self-attention share of time, {PRODUCTION.label()}", "{}"),
     ClaimRow("C2", "attention_share_end_to_end_1440p", "the same share of the whole generation (text encoder, "
              "VAE decode and host time included)", "{}", compare_to="attention_share_1440p"),
-    ClaimRow("C2", "attention_share_720p", "self-attention share of time, Wan 2.1 14B 720p, v6e-8"),
-    ClaimRow("C3", "partial_share_before", "partial (masked) tiles, SVG mask, 1440p", "{}"),
-    ClaimRow("C3", "partial_share_after", "partial (masked) tiles after alignment, 1440p", "{}"),
-    ClaimRow("C3", "partial_share_before_m1", "partial tiles, SVG mask, band multiplier 1, 1440p", "{}",
+    ClaimRow("C2", "attention_share_720p", f"self-attention share of time, {PRODUCTION.label('720p')}"),
+    ClaimRow("C3", "partial_share_before", f"partial (masked) tiles, SVG mask, {PRODUCTION.resolution}", "{}"),
+    ClaimRow("C3", "partial_share_after", f"partial (masked) tiles after alignment, {PRODUCTION.resolution}", "{}"),
+    ClaimRow("C3", "partial_share_before_m1", f"partial tiles, SVG mask, band multiplier 1, {PRODUCTION.resolution}", "{}",
              compare_to="partial_share_before"),
-    ClaimRow("C3", "partial_share_after_m1", "partial tiles after alignment, band multiplier 1, 1440p", "{}",
+    ClaimRow("C3", "partial_share_after_m1", f"partial tiles after alignment, band multiplier 1, {PRODUCTION.resolution}", "{}",
              compare_to="partial_share_after"),
     ClaimRow("C4", "fast_path_speedup", "attention speedup from the fast path: an interpret-mode time ratio "
              "on this CPU, not TPU latency", "lower latency (no number)"),
@@ -105,7 +107,7 @@ CLAIM_ROWS = [
     ClaimRow("C4", "bundles_partial_over_full", "issue cycles of a masked tile over a full one, as the real TPU "
              "compiler schedules our kernel for v6e (static bundles: compiled, not run)"),
     ClaimRow("C4", "compiled_fast_path_speedup_svg", "whole-kernel static v6e cycles of ours on the SVG mask, fast "
-             "path off / on, 1440p, production tiles (the compiler's schedule of every grid step: compiled, not run)",
+             f"path off / on, {PRODUCTION.resolution}, production tiles (the compiler's schedule of every grid step: compiled, not run)",
              "lower latency (no number)"),
     ClaimRow("C4", "compiled_aligned_over_ideal", "ours, aligned SVG mask with the fast path, over ideal (our dense "
              "cycles x tile density), same schedule"),
@@ -263,8 +265,6 @@ def entries_table(data: dict, claim: str, prefix: str, *, keep: bool = True) -> 
 # -- does it reproduce? ----------------------------------------------------------------------
 
 VERDICTS = ("reproduced within band", "not reproduced", "not testable here")
-#: How far an exact count may sit from a percentage the write-up rounds to two decimals.
-ROUNDING = 0.00005
 #: Tolerance on the measured attention-time exponent when its run gives no spread: within this of 2.
 EXPONENT_TOLERANCE = 0.1
 
@@ -322,7 +322,7 @@ def _verdict_c2(entry, data):
 def _verdict_c3(name):
     def verdict(entry, data):
         reported = REPORTED["C3", name]
-        close = abs(entry["value"] - reported) <= ROUNDING
+        close = rounds_to(entry["value"], reported)
         return (VERDICTS[0] if close else VERDICTS[1],
                 f"exact tile count ({entry.get('mask', 'SVG mask')}, {_tiles(entry)} tiles), "
                 f"{'equal to' if close else 'not equal to'} the reported {100 * reported:g} % as rounded; "

@@ -62,7 +62,7 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
                 continue
             out.append(Check("03_mask_alignment", what, job, "kernel"))
     fast = settings("04_fast_path_ablation", profile)
-    geometry = fast.get("geometry", "wan-720p")
+    geometry = fast.get("geometry", "720p")
     tiles = (fast.get("block_q", 3024), fast.get("block_kv", 2048))
     for fast_path in (True, False):
         out.append(Check("04_fast_path_ablation", f"kernel, fast path {'on' if fast_path else 'off'}",

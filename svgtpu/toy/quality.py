@@ -84,7 +84,7 @@ def head_kinds(infos: list) -> dict:
 
 
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
-                  shift: float = 1.0, sparsity: float | None = None, block: int = 128,
+                  shift: float = 1.0, kept: float | None = None, block: int = 128,
                   variants: dict[str, dict] | None = None, progress: bool = True) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
@@ -101,7 +101,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     geometry = config.geometry
-    svg_configs = {name: SVGConfig(sparsity=sparsity, block_q=block, block_kv=block, **overrides)
+    svg_configs = {name: SVGConfig(kept=kept, block_q=block, block_kv=block, **overrides)
                    for name, overrides in variants.items()}
     backends = {name: attention_backend("svg", geometry, svg_config=c, return_info=True)
                 for name, c in svg_configs.items()}
@@ -137,7 +137,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
         if slow in variants:
             fast_path_check[name] = max(float(np.abs(videos[(name, s)] - videos[(slow, s)]).max()) for s in seeds)
     return {"seeds": list(seeds), "num_steps": num_steps, "guidance": guidance, "shift": shift,
-            "sparsity": sparsity, "block": block, "geometry": str(geometry), "summary": summary, "per_seed": rows,
+            "kept": kept, "block": block, "geometry": str(geometry), "summary": summary, "per_seed": rows,
             "fast_path_max_abs_diff": fast_path_check,
             "dense_sample_seconds": seconds["dense"] / len(seeds),
             "head_kinds": {name: head_kinds(infos[name])["layers"] for name in variants},
