@@ -616,7 +616,7 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                         "ratio of `svgtpu bench compiled --json`), as evidence for --sparse-evidence")
     p.add_argument("--from-compiled", action="store_true",
                    help=f"with --sparse-evidence: compile our kernel for {PRODUCTION.device} at {PRODUCTION.resolution}, {PRODUCTION.tiles} (needs libtpu; cached in "
-                        "build/compiled-v6e) and use its cycles over ideal (svgtpu.bench.compiled.sparse_cycles_over_ideal)")
+                        "build/compiled) and use its cycles over ideal (svgtpu.bench.compiled.sparse_overhead_vs_our_dense)")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
     p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
@@ -675,8 +675,8 @@ def run_costmodel(args):
         if args.from_compiled:
             if ratio is not None:
                 raise ValueError("give --from-compiled or --compiled-cycles-over-ideal, not both")
-            from svgtpu.bench.compiled import sparse_cycles_over_ideal
-            ratio = sparse_cycles_over_ideal()
+            from svgtpu.bench.compiled import sparse_overhead_vs_our_dense
+            ratio = sparse_overhead_vs_our_dense()
         return _costmodel_sparse_evidence(ratio)
     model = cm.get_model(args.model)
     if args.device == "cpu" and args.model == "toy":
@@ -756,6 +756,10 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"preset or TxHxW (default 8x32x34: F=1088, L=8704; compiled: {PRODUCTION.resolution})")
     p.add_argument("--tiles", default="3024x2048,512x512",
                    help="compiled: comma-separated BLOCK_QxBLOCK_KV tile sizes (default 3024x2048,512x512)")
+    p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
+                   help="compiled: the TPU compiled for (v7x: one core of tpu7x:2x2x1)")
+    p.add_argument("--sweep", action="store_true",
+                   help="compiled: also sweep the libraries' block_kv_compute on the aligned mask (production tile)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
     p.add_argument("--block-q", type=positive_int, default=512)
     p.add_argument("--block-kv", type=positive_int, default=512)

@@ -170,13 +170,15 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
             row_clusters = lax.dot_general(query_onehot_t.astype(jnp.bfloat16), table_ref[...], TN_DIMS,
                                            preferred_element_type=jnp.float32).astype(jnp.bfloat16)
 
+        q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
+
         def update(c, chunk, state, chunk_masked):
             """One chunk's update: of the carried ``state``, or (``state`` None) through the scratch."""
             k, v = k_ref[chunk, :], v_ref[chunk, :]
             mask_c = chunk_mask(c, chunk, row_clusters) if chunk_masked else None
             if state is not None:
-                return tile_update(q_ref[...], k, v, *state, mask_c, sm_scale)
-            m_ref[...], l_ref[...], acc_ref[...] = tile_update(q_ref[...], k, v, m_ref[...], l_ref[...], acc_ref[...],
+                return tile_update(q, k, v, *state, mask_c, sm_scale)
+            m_ref[...], l_ref[...], acc_ref[...] = tile_update(q, k, v, m_ref[...], l_ref[...], acc_ref[...],
                                                                mask_c, sm_scale)
             return None
 
