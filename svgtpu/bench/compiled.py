@@ -59,9 +59,9 @@ def variants(geometry: str, block_q: int, block_kv: int, device: str = "v6e") ->
 
 
 def extra_variants(block_q: int, block_kv: int, device: str, sweep: bool) -> list[Variant]:
-    """JAX Splash at an unpadded length (its unmasked body: at a padded one it masks every block), and
-    with ``sweep`` the libraries' ``block_kv_compute`` sweep on the aligned mask at the production
-    geometry.  For the production tile only."""
+    """The extra compiles at the production tile: JAX Splash at an unpadded length (its unmasked body: at
+    a padded one it masks every block; the cost model needs it), and with ``sweep`` the libraries'
+    ``block_kv_compute`` sweep on the aligned mask at the production geometry."""
     theirs_kc = MAXDIFFUSION_KV_COMPUTE.get((block_q, block_kv), block_kv)
     out = [Variant("splash", "dense", UNPADDED_GEOMETRY, block_q, block_kv, theirs_kc, device=device)]
     if sweep:
@@ -138,7 +138,8 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
         result = compiled.get(name)
         row = {"device": device, "kernel": kernel, "body": body, "variant": name}
         if result is None or "refused" in result:
-            out.append({**row, "bundles": None, "refused": (result or {}).get("refused", "not compiled")})
+            out.append({**row, "bundles": None, "refused": (result or {}).get(
+                "refused", "not compiled (only at the production tile)")})
             continue
         schedule, units = result["schedules"][0], result["body_units"][0]
         if index >= len(units):
@@ -223,9 +224,9 @@ def _compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]
 
 def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device: str = "v6e", sweep: bool = False,
                    progress: bool = False) -> dict:
-    """Every variant of :func:`variants` at each tile size (plus the libraries at an unpadded length,
-    and with ``sweep`` their ``block_kv_compute`` sweep), compiled for ``device`` (cached), estimated,
-    with :func:`ratios`, the :func:`unit_table` and the :func:`tile_table`."""
+    """Every variant of :func:`variants` at each tile size and the :func:`extra_variants` (Splash's
+    unmasked body; with ``sweep`` the libraries' ``block_kv_compute`` sweep), compiled for ``device``
+    (cached), estimated, with :func:`ratios`, the :func:`unit_table` and the :func:`tile_table`."""
     from svgtpu.bench.compile import topology_device
     from svgtpu.bench.dumps import versions
     from svgtpu.geometry import get_geometry
