@@ -13,6 +13,7 @@ runs at the first alternative and the sensitivity knob ``efficiency.vector_scale
 from __future__ import annotations
 
 import dataclasses
+from svgtpu.errors import BadInput
 
 #: TPU vector registers hold 8 sublanes x 128 lanes of 32-bit values (Cloud TPU docs, "TPU v6e":
 #: "a 128x8 vector processing unit (VPU) with 128 lanes x 8 sublanes"; JAX ``pltpu.TpuInfo``).
@@ -189,7 +190,7 @@ def get_device(name: "str | DeviceSpec") -> DeviceSpec:
     if isinstance(name, DeviceSpec):
         return name
     if name not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
+        raise BadInput(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
     return DEVICES[name]
 
 

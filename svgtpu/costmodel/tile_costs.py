@@ -26,6 +26,7 @@ from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
 from svgtpu.masks.tiles import TileStats, classify
+from svgtpu.errors import BadInput
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
 
@@ -103,7 +104,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
     from svgtpu.kernels.plan import tile_plan
 
     if kind not in MASK_KINDS:
-        raise ValueError(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
+        raise BadInput(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
     if kind == "dense":
         mask = DenseMask(geometry.L)
         info = {"density": 1.0}

@@ -45,6 +45,7 @@ from svgtpu.geometry import get_geometry
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.geometry import VideoGeometry
 from svgtpu.recipes import get_recipe
+from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
@@ -141,7 +142,7 @@ def family_efficiency(family: str) -> dict:
     (predicted time falls monotonically as ``e`` grows).
     """
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        raise BadInput(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     prior = Efficiency()
     if family == "cpu":   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to calibrate
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}
@@ -225,7 +226,7 @@ def sparse_efficiency_evidence(compiled_cycles_over_ideal: float | None = None) 
            "provenance": "modeled vs published (measured by others)"}
     if compiled_cycles_over_ideal is not None:
         if not compiled_cycles_over_ideal >= 1:
-            raise ValueError(f"compiled_cycles_over_ideal must be >= 1, got {compiled_cycles_over_ideal!r}")
+            raise BadInput(f"compiled_cycles_over_ideal must be >= 1, got {compiled_cycles_over_ideal!r}")
         out["compiled_kernel"] = {"cycles_over_ideal": compiled_cycles_over_ideal,
                                   "efficiency": 1 / compiled_cycles_over_ideal, "provenance": "compiled-v6e"}
     return out

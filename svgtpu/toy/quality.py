@@ -19,6 +19,7 @@ import dm_pix as pix
 import jax
 import jax.numpy as jnp
 import numpy as np
+from svgtpu.errors import BadInput
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
 VARIANTS: dict[str, dict] = {
@@ -46,7 +47,7 @@ def ssim(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0, windo
     """Mean SSIM of two ``[..., H, W, C]`` image stacks (``dm_pix.ssim`` per image, then averaged)."""
     reference, test = _pair(reference, test)
     if reference.ndim < 3 or min(reference.shape[-3:-1]) < window:
-        raise ValueError(f"images must be [..., H, W, C] with H, W >= window={window}, got {reference.shape}")
+        raise BadInput(f"images must be [..., H, W, C] with H, W >= window={window}, got {reference.shape}")
     images = [x.reshape(-1, *x.shape[-3:]) for x in (reference, test)]
     return float(jnp.mean(pix.ssim(*images, max_val=data_range, filter_size=window, filter_sigma=sigma)))
 
@@ -54,7 +55,7 @@ def ssim(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0, windo
 def _pair(a, b) -> tuple[jax.Array, jax.Array]:
     a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
     if a.shape != b.shape:
-        raise ValueError(f"reference and test must have the same shape, got {a.shape} and {b.shape}")
+        raise BadInput(f"reference and test must have the same shape, got {a.shape} and {b.shape}")
     return a, b
 
 
@@ -99,7 +100,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
 
     variants = VARIANTS if variants is None else variants
     if not seeds:
-        raise ValueError("seeds must name at least one seed")
+        raise BadInput("seeds must name at least one seed")
     geometry = config.geometry
     svg_configs = {name: SVGConfig(kept=kept, block_q=block, block_kv=block, **overrides)
                    for name, overrides in variants.items()}
@@ -144,4 +145,15 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
             "provenance": provenance("measured", pallas=True)}
 
 
-__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study"]
+def format_study(result: dict) -> str:
+    """:func:`quality_study` as ``svgtpu quality`` prints it: the summary, the fast-path check, head kinds."""
+    from svgtpu.report.tables import format_table
+    table = format_table(result["summary"])
+    table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
+        f"{k} {v:.2g}" for k, v in result["fast_path_max_abs_diff"].items())
+    for name in ("svg", "svg-aligned"):
+        table += f"\n\nhead kinds per layer, {name}:\n" + format_table(result["head_kinds"][name])
+    return table + f"\n({result['provenance']})"
+
+
+__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study", "format_study"]
