@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 from einops import rearrange
+
 from svgtpu.errors import BadInput
 
 # Wan 2.1 VAE compresses 8x in space and 4x in time (first frame kept), and its DiT patchifies
@@ -73,8 +74,8 @@ class VideoGeometry:
             check_positive_int(f"geometry {field}", getattr(self, field))
         if self.T * self.H * self.W > MAX_TOKENS:
             raise BadInput(f"geometry {self.T}x{self.H}x{self.W} has L = {self.T * self.H * self.W:,} tokens; "
-                             f"at most {MAX_TOKENS:,} (2**31 - 1): JAX (without x64) and Pallas TPU kernels "
-                             "index tokens with int32")
+                           f"at most {MAX_TOKENS:,} (2**31 - 1): JAX (without x64) and Pallas TPU kernels "
+                           "index tokens with int32")
 
     @property
     def F(self) -> int:

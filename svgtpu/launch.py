@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+
 from svgtpu.errors import BadInput
 
 #: Options a launcher adds to each process's command line (see :func:`add_arguments`).
@@ -47,7 +48,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     given = [a is not None for a in (coordinator, num_processes, process_id)]
     if any(given) and not all(given):
         raise BadInput(f"give all of {COORDINATOR}, {NUM_PROCESSES} and {PROCESS_ID}, or none "
-                         "(auto-detected on a TPU VM slice)")
+                       "(auto-detected on a TPU VM slice)")
     if num_processes is not None and not 0 <= process_id < num_processes:
         raise BadInput(f"process id must be in [0, {num_processes}), got {process_id}")
     import jax

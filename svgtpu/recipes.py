@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
 from svgtpu.errors import BadInput
 
 # -- sources ------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     """
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
         raise BadInput(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
-                         f"got {q.shape}, {k.shape}, {v.shape}")
+                       f"got {q.shape}, {k.shape}, {v.shape}")
     lead, (L, d) = q.shape[:-2], q.shape[-2:]
     if L != geometry.L:
         raise BadInput(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")

@@ -91,7 +91,7 @@ class SVGConfig:
     def __post_init__(self):
         if self.multiplier is not None and self.kept is not None:
             raise BadInput("give at most one of multiplier or kept, "
-                             f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
+                           f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
         if self.multiplier is not None and not (isinstance(self.multiplier, (int, float))
                                                 and math.isfinite(self.multiplier) and self.multiplier > 0):
             raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
@@ -202,7 +202,7 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
         raise BadInput(f"config must be an SVGConfig, got {type(config).__name__}")
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
         raise BadInput(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
-                         f"got {q.shape}, {k.shape}, {v.shape}")
+                       f"got {q.shape}, {k.shape}, {v.shape}")
     if q.shape[-2] != geometry.L:
         raise BadInput(f"sequence length {q.shape[-2]} does not match geometry {geometry} (L={geometry.L})")
     heads_shape = q.shape[:-2]

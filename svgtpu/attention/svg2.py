@@ -248,13 +248,13 @@ def _start(q, k, config: SVG2Config, state: SVG2State | None, key) -> tuple[SVG2
         raise BadInput(f"q and k must be [heads, L, d] arrays of the same shape, got {q.shape} and {k.shape}")
     if max(config.q_clusters, config.k_clusters) > q.shape[1]:
         raise BadInput(f"q_clusters and k_clusters must be at most L={q.shape[1]}, "
-                         f"got {config.q_clusters} and {config.k_clusters}")
+                       f"got {config.q_clusters} and {config.k_clusters}")
     if state is None:
         return seed_state(q, k, config, jax.random.PRNGKey(0) if key is None else key), config.first_iters
     expected = ((q.shape[0], config.q_clusters, q.shape[2]), (k.shape[0], config.k_clusters, k.shape[2]))
     if (tuple(state.q_centroids.shape), tuple(state.k_centroids.shape)) != expected:
         raise BadInput(f"state centroids must have shapes {expected[0]} and {expected[1]}, got "
-                         f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
+                       f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
     return state, config.warm_iters
 
 

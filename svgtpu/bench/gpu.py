@@ -545,11 +545,11 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
             raise BadInput(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
-                             f"about {FULL.budget_s:.0f}), got {budget_s!r}")
+                           f"about {FULL.budget_s:.0f}), got {budget_s!r}")
         sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
     if not smoke and jax.default_backend() != "gpu":
         raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
-                         f"use --smoke to run the same code at tiny shapes here")
+                       f"use --smoke to run the same code at tiny shapes here")
     interpret = jax.default_backend() != "gpu"
     budget = Budget(sizes.budget_s)
     result = {"provenance": provenance("measured", pallas=True), "device": jax.devices()[0].device_kind,

@@ -293,7 +293,7 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
     check_positive_int("rounds", rounds)
     if config.kernel == "reference":
         raise BadInput("kernel must be ours or splash to time profiling against a sparse attention call; "
-                         "reference materializes every L x L score")
+                       "reference materializes every L x L score")
     kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
     q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
     key = jax.random.PRNGKey(seed + 1)

@@ -36,6 +36,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+
 from svgtpu.errors import BadInput
 
 UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store")

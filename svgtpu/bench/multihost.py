@@ -104,7 +104,7 @@ def _svg_layer(mj: MultihostJob, devices):
     seq = n // data
     if job.heads % seq:
         raise BadInput(f"heads = {job.heads} must be divisible by the {seq} chips of the seq axis "
-                         f"({n} chips / CFG {data})")
+                       f"({n} chips / CFG {data})")
     g = get_geometry(job.geometry)
     if g.L % seq:
         raise BadInput(f"sequence length L = {g.L} must be divisible by the seq axis ({seq} chips)")

@@ -37,7 +37,7 @@ def mesh_shape(device: DeviceSpec, chips: int) -> tuple[int, ...] | None:
     shapes = MESHES.get(device.ici_ports, {})
     if chips not in shapes:
         raise BadInput(f"chips must be one of {', '.join(map(str, shapes))} for {device.name} slices "
-                         f"(Cloud TPU slice shapes), got {chips}")
+                       f"(Cloud TPU slice shapes), got {chips}")
     return shapes[chips]
 
 

@@ -114,12 +114,12 @@ class Setup:
         parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
         if not isinstance(self.efficiency, Efficiency):
             raise BadInput("efficiency is required: pass an Efficiency, or build the setup with "
-                             "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
+                           "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
         if not 0 < self.sparse_efficiency <= 1:
             raise BadInput(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
         if self.image_encoder not in IMAGE_ENCODERS:
             raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
-                             f"got {self.image_encoder!r}")
+                           f"got {self.image_encoder!r}")
 
     @property
     def passes(self) -> int:

@@ -13,6 +13,7 @@ runs at the first alternative and the sensitivity knob ``efficiency.vector_scale
 from __future__ import annotations
 
 import dataclasses
+
 from svgtpu.errors import BadInput
 
 #: TPU vector registers hold 8 sublanes x 128 lanes of 32-bit values (Cloud TPU docs, "TPU v6e":

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import jax
+
 from svgtpu.errors import BadInput
 
 #: The implementations of our block-sparse kernel: Pallas on Mosaic (TPU) and on Triton (GPU).

@@ -102,9 +102,9 @@ def check_vmem(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: 
     width = fitting_block_kv_compute(config, head_dim, itemsize, mask_blocks, device, extra)
     hint = (f"block_kv_compute={width} fits" if width else "use a smaller block_q or block_kv")
     raise BadInput(f"tile {config.tile} with block_kv_compute={config.block_kv_compute} needs "
-                     f"{need / 2**20:.1f} MiB of VMEM, over the {device.name} budget of "
-                     f"{device.vmem_budget / 2**20:.0f} MiB ({VMEM_SHARE:.0%} of {device.vmem / 2**20:.0f} MiB): "
-                     f"{hint}")
+                   f"{need / 2**20:.1f} MiB of VMEM, over the {device.name} budget of "
+                   f"{device.vmem_budget / 2**20:.0f} MiB ({VMEM_SHARE:.0%} of {device.vmem / 2**20:.0f} MiB): "
+                   f"{hint}")
 
 
 __all__ = ["TPU_GENERATIONS", "DeviceMemory", "device_memory", "vmem_bytes", "check_vmem", "SMEM_RESERVE"]

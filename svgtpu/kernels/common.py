@@ -42,7 +42,7 @@ def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
         if mask.shape == (heads, L, L):
             return tuple(ArrayMask(m) for m in mask)
         raise BadInput(f"mask array must have shape [L, L]=({L}, {L}) or [heads, L, L]=({heads}, {L}, {L}), "
-                         f"got {mask.shape}")
+                       f"got {mask.shape}")
     raise BadInput(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
 
 

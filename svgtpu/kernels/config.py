@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from svgtpu.errors import BadInput
 
 LANES = 128

@@ -72,7 +72,7 @@ def chunk_rows(heads: int, nq: int, nkv: int, steps: int, smem_budget: int) -> i
 
     if smem(1) > smem_budget:
         raise BadInput(f"one q tile row of the traced plan needs {smem(1)} bytes of SMEM for {heads} heads, over "
-                         f"the budget of {smem_budget}: use a larger block_kv or fewer heads per call")
+                       f"the budget of {smem_budget}: use a larger block_kv or fewer heads per call")
     rows = 1
     while rows < nq and smem(rows + 1) <= smem_budget:
         rows += 1
@@ -96,11 +96,11 @@ def _check_table(q_edges, k_edges, table, heads: int) -> None:
         if getattr(x, "ndim", None) != 2 or x.shape[0] != heads or x.shape[1] < 2 \
                 or not jnp.issubdtype(x.dtype, jnp.integer):
             raise BadInput(f"{name} must be an integer [heads={heads}, blocks + 1] array of block edges, "
-                             f"got {getattr(x, 'dtype', None)} {getattr(x, 'shape', None)}")
+                           f"got {getattr(x, 'dtype', None)} {getattr(x, 'shape', None)}")
     expected = (heads, q_edges.shape[1] - 1, k_edges.shape[1] - 1)
     if getattr(table, "dtype", None) != jnp.bool_ or tuple(table.shape) != expected:
         raise BadInput(f"table must be a bool [heads, q blocks, k blocks] = {expected} array, "
-                         f"got {getattr(table, 'dtype', None)} {getattr(table, 'shape', None)}")
+                       f"got {getattr(table, 'dtype', None)} {getattr(table, 'shape', None)}")
 
 
 def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None = None,

@@ -52,7 +52,7 @@ def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
         return worst
     if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or not nq <= max_steps <= worst:
         raise BadInput(f"max_steps must be None (the worst case, {worst}) or an integer from {nq} (one step per "
-                         f"q tile row) to {worst} (every tile of the {nq} x {nkv} grid), got {max_steps!r}")
+                       f"q tile row) to {worst} (every tile of the {nq} x {nkv} grid), got {max_steps!r}")
     return int(max_steps)
 
 

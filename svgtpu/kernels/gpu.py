@@ -66,7 +66,7 @@ def default_program_tile(name: str, plan_tile: int, cap: int) -> int:
     fits = [t for t in PROGRAM_TILES if t <= cap and plan_tile % t == 0]
     if not fits:
         raise BadInput(f"block_{name.removeprefix('gpu_block_')}={plan_tile} must be a multiple of "
-                         f"{PROGRAM_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
+                       f"{PROGRAM_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
     return fits[-1]
 
 

@@ -164,7 +164,7 @@ def check_packable(L: int, block_q: int, block_kv: int) -> None:
     rows = -(-L // block_q)
     if KV_SHIFT + kv_bits_for(L, block_kv) + max(1, (rows - 1).bit_length()) > 31:
         raise BadInput(f"tiles {block_q}x{block_kv} at L={L} need {rows} x {-(-L // block_kv)} tiles, too many "
-                         f"to pack a plan step into 31 bits: use larger block_q / block_kv")
+                       f"to pack a plan step into 31 bits: use larger block_q / block_kv")
 
 
 def pack_words(q_tile, kv_tile, kind, flags, kv_bits: int):
@@ -201,7 +201,7 @@ def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
             need = size(row0, row0 + 1)
             if need > max_bytes:
                 raise BadInput(f"one q tile row of the plan needs {need} bytes of SMEM, over the budget of "
-                                 f"{max_bytes}: use a larger block_kv")
+                               f"{max_bytes}: use a larger block_kv")
         else:
             row1 = rows
         bounds.append((row0, row1))

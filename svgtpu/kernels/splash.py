@@ -67,7 +67,7 @@ def splash_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_com
     masks = check_inputs(q, k, v, mask)
     if config.block_q % 128:
         raise BadInput(f"block_q must be a positive multiple of 128 for Splash (its kernel's rule), "
-                         f"got {config.block_q}")
+                       f"got {config.block_q}")
     scale = check_sm_scale(sm_scale, q.shape[-1])
     heads, L, _ = q.shape
     kernel, Lp, rows = _splash_kernel(masks, heads, L, config.block_q, config.block_kv, config.block_kv_compute,

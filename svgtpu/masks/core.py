@@ -255,7 +255,7 @@ class TileMask(Mask):
         expected = (ceil_div(self.L, self.block_q), ceil_div(self.L, self.block_kv))
         if tiles.shape != expected:
             raise BadInput(f"tiles must have shape {expected} for L={self.L}, "
-                             f"block_q={self.block_q}, block_kv={self.block_kv}; got {tiles.shape}")
+                           f"block_q={self.block_q}, block_kv={self.block_kv}; got {tiles.shape}")
         tiles = tiles.copy()
         tiles.setflags(write=False)
         object.__setattr__(self, "tiles", tiles)
@@ -501,8 +501,8 @@ def tile_grid(L: int, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarr
     nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
     if nq * nk > MAX_TILES:
         raise BadInput(f"block_q x block_kv = {block_q} x {block_kv} cuts L = {L} into {nq} x {nk} = "
-                         f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
-                         "(about 85 bytes each): use larger blocks or a smaller geometry")
+                       f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
+                       "(about 85 bytes each): use larger blocks or a smaller geometry")
     return tile_edges(L, block_q), tile_edges(L, block_kv)
 
 

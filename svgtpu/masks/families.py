@@ -82,7 +82,7 @@ class BlockMask(_BlockStructure):
         table = np.asarray(self.table)
         if table.dtype != np.bool_ or table.shape != (len(qe) - 1, len(ke) - 1):
             raise BadInput(f"table must be bool with shape {(len(qe) - 1, len(ke) - 1)}, "
-                             f"got {table.dtype} {table.shape}")
+                           f"got {table.dtype} {table.shape}")
         digest = hashlib.sha1()
         for name, arr in (("q_edges", qe), ("k_edges", ke), ("table", table.copy())):
             arr.setflags(write=False)

@@ -416,7 +416,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
     raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
-                     f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
+                   f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
 _VALUE = re.compile(r"(<!-- svgtpu:value (?P<claim>\w+)\.(?P<name>[\w.-]+?)(?: (?P<field>band|iqr))? -->)"
@@ -519,7 +519,7 @@ def generate(results: str | os.PathLike | None = None,
     path = Path(results) if results is not None else results_path()
     if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
         raise BadInput(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
-                         f"README, got {path}; name the files to fill to use another results file")
+                       f"README, got {path}; name the files to fill to use another results file")
     data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])

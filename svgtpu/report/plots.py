@@ -153,7 +153,7 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
     missing = sorted(f for f in fields if f.split(".")[0].split("[")[0] not in values)
     if missing:
         raise BadInput(f"takeaway fields must name recorded claims ({', '.join(sorted(_recorded(run)))}) "
-                         f"or context values, got unknown {', '.join(missing)}")
+                       f"or context values, got unknown {', '.join(missing)}")
     text = template.format_map(values)
     if figure is not None and figure in getattr(run, "figures", {}):
         run.figures[figure]["takeaway"] = text

@@ -26,11 +26,11 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
+from svgtpu.errors import BadInput
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.report.paths import CHECKPOINT, REPO_ROOT
-from pathlib import Path
-from svgtpu.errors import BadInput
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"

@@ -19,6 +19,7 @@ import dm_pix as pix
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from svgtpu.errors import BadInput
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
