@@ -652,7 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
         if group and group not in groups:
             groups[group] = sub.add_parser(group, help=GROUPS[group], description=GROUPS[group]).add_subparsers(
                 dest="subcommand", required=True, metavar="WHAT")
-        p = (groups[group] if group else sub).add_parser(leaf, help=help_text, description=help_text)
+        # help is %-formatted (a percent sign is written %%), a description is printed as it is
+        p = (groups[group] if group else sub).add_parser(leaf, help=help_text, description=help_text.replace("%%", "%"))
         p.set_defaults(command=name)
         p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         if arguments is not None:

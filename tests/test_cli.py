@@ -26,7 +26,8 @@ def test_every_help_works(command, capsys):
     (argparse formats help with %, so a bare percent sign in a help string crashes it)."""
     with pytest.raises(SystemExit) as exit_:
         main([*command.split(), "--help"] if command else ["--help"])
-    assert exit_.value.code == 0 and "usage: svgtpu" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and "usage: svgtpu" in out and "%%" not in out
 
 
 def test_tiles_json_counts_equal_brute_force(capsys):
