@@ -87,12 +87,13 @@ def head_kinds(infos: list) -> dict:
 
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
                   shift: float = 1.0, kept: float | None = None, block: int = 128,
-                  variants: dict[str, dict] | None = None, progress: bool = True) -> dict:
+                  variants: dict[str, dict] | None = None, progress: bool = True, first_videos: bool = False) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
     Returns per variant the mean/min PSNR and SSIM against dense, per seed the raw numbers, the
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
-    and the head-kind fractions per layer.
+    and the head-kind fractions per layer; with ``first_videos`` also ``videos``, the first seed's
+    video of dense and of each variant (numpy arrays, not JSON: a figure's, popped before recording).
     """
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.backends import attention_backend
@@ -143,7 +144,8 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
             "fast_path_max_abs_diff": fast_path_check,
             "dense_sample_seconds": seconds["dense"] / len(seeds),
             "head_kinds": {name: head_kinds(infos[name])["layers"] for name in variants},
-            "provenance": provenance("measured", pallas=True)}
+            "provenance": provenance("measured", pallas=True),
+            **({"videos": {name: videos[(name, seeds[0])] for name in ("dense", *variants)}} if first_videos else {})}
 
 
 def format_study(result: dict) -> str:
