@@ -81,6 +81,8 @@ def test_tiles_table_and_sparsity_alias(capsys):
     (["generate", "--attention", "dense", "--sparsity", "0.3"], "needs attention svg"),
     (["generate", "--out", "/proc/no/such/dir/video.gif", "--labels", "0", "--steps", "1"], "out"),
     (["train", "--config", "tiny", "--steps", "1", "--out", "/proc/no/such/dir/ckpt.npz"], "out"),
+    (["reproduce", "--figures-dir", "/proc/no/such/dir", "--only", "00"], "figures_dir"),
+    (["paper", "--results", "/proc/self", "paper.md"], "results /proc/self"),     # a folder, not a file
 ])
 def test_bad_input_exits_2_with_one_line(capsys, argv, word):
     assert main(argv) == 2

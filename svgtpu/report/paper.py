@@ -47,7 +47,7 @@ from svgtpu.report.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
 from svgtpu.report.paths import REPO_ROOT
-from svgtpu.errors import BadInput
+from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
 #: The paper's appendix: every result of every claim, so the note itself prints each table once.
@@ -520,17 +520,19 @@ def generate(results: str | os.PathLike | None = None,
     if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
         raise BadInput(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
                        f"README, got {path}; name the files to fill to use another results file")
-    data = load_results(path)
+    with user_file("results", path):
+        data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
     report = []
     for target in files:
         if not target.exists():
             raise BadInput(f"paper target {target} does not exist")
-        text = target.read_text()
-        new, names = fill(text, data, target.resolve(), figures.resolve())
-        if new != text:
-            target.write_text(new)
+        with user_file("paper target", target):
+            text = target.read_text()
+            new, names = fill(text, data, target.resolve(), figures.resolve())
+            if new != text:
+                target.write_text(new)
         report.append({"file": str(target), "blocks": len(names), "changed": new != text})
     return report
 

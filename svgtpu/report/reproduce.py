@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from svgtpu.errors import BadInput
+from svgtpu.errors import BadInput, user_file
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.report.paths import CHECKPOINT, REPO_ROOT
 
@@ -215,6 +215,8 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     names = select(only)
     build = Path(build_dir) if build_dir is not None else BUILD_DIR
     figures = default_figures_dir(figures_dir).resolve()
+    with user_file("figures_dir", figures):   # a folder the user named that cannot be made: refused at once
+        figures.mkdir(parents=True, exist_ok=True)
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
