@@ -335,7 +335,8 @@ def _compile_child(spec: dict, out: str) -> None:
 
     from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import round_up
-    from svgtpu.kernels import KernelConfig, block_sparse_attention
+    from svgtpu.kernels import KernelConfig
+    from svgtpu.kernels.api import block_sparse
     from svgtpu.kernels.common import compiling_for
     v = Variant(**spec)
     g, mask = _mask_of(v)
@@ -344,7 +345,8 @@ def _compile_child(spec: dict, out: str) -> None:
     if v.kernel == "ours":
         config = KernelConfig(v.block_q, v.block_kv, v.block_kv_compute, v.fast_path)
         x = jax.ShapeDtypeStruct((1, g.L, v.head_dim), dtype, sharding=device)
-        fn, args = (lambda q, k, vv: block_sparse_attention(q, k, vv, mask, config=config, device="v6e")), (x, x, x)
+        fn, args = (lambda q, k, vv: block_sparse(q, k, vv, mask, config=config, implementation="mosaic",
+                                                  device="v6e")), (x, x, x)
         calls = _steps_ours(v, mask, g.L)
     else:
         Lq, Lk = round_up(g.L, v.block_q), round_up(g.L, v.block_kv)
