@@ -1,71 +1,369 @@
-"""Notebook 01's five exercises: every hidden solution passes its check, every untouched skeleton fails it.
+"""The kernel-writing notebooks' exercises: every hidden solution passes its check, every untouched skeleton
+fails it, and so does every named wrong answer a student plausibly writes.
 
-The notebook's cells are tagged ``given`` (code the student is handed), ``skeleton``, ``solution`` and
-``check``, and ``ex1`` ... ``ex5``.  The cells run here in order in one namespace, as a student would
-run them, without the compile, figure and TPU cells.
+The notebooks' cells are tagged ``given`` (code the student is handed), ``skeleton``, ``solution`` and
+``check``, and with their exercise (``ex1`` ... ``ex5`` in 01, ``ex6`` ... ``ex9`` in 01b).  The cells run
+here in order in one namespace, as a student would run them, without the compile, figure and TPU cells.
+A wrong answer replaces the solution cell: it is put into the namespace after the skeleton ran.
 """
 
-import nbformat
-import pytest
+import functools
 
+import jax
+import jax.numpy as jnp
+import nbformat
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from svgtpu.kernels import lessons, lessons_by_hand
+from svgtpu.kernels.lessons import MASK_VALUE, online_softmax_update, tile_mask
+from svgtpu.kernels.plan import FIRST, LAST
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.report.reproduce import NOTEBOOK_DIR
 
-NOTEBOOK = NOTEBOOK_DIR / "01_pallas_in_five_kernels.ipynb"
-EXERCISES = ("ex1", "ex2", "ex3", "ex4", "ex5")
+NOTEBOOKS = {"01_pallas_in_five_kernels": ("ex1", "ex2", "ex3", "ex4", "ex5"),
+             "01b_block_sparse_by_hand": ("ex6", "ex7", "ex8", "ex9", "ex10")}
+EXERCISES = [(nb, ex) for nb, exercises in NOTEBOOKS.items() for ex in exercises]
 
 
-def _cells():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+def _cells(notebook):
+    nb = nbformat.read(NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4)
     return [(set(c.metadata.get("tags", [])), c.source) for c in nb.cells if c.cell_type == "code"]
 
 
-def _parameters(tmp_path, show_solutions):
-    [source] = [s for tags, s in _cells() if "parameters" in tags]
+def _parameters(notebook, tmp_path, show_solutions):
+    [source] = [s for tags, s in _cells(notebook) if "parameters" in tags]
     namespace = {}
     exec(source, namespace)
     namespace.update(show_solutions=show_solutions, figures_dir=str(tmp_path), profile="quick")
     return namespace
 
 
-def _exercise(tags):
-    return next((t for t in tags if t in EXERCISES), None)
-
-
-def _run_to_check(namespace, exercise: str, skeleton_of: str | None = None) -> str:
+def _run_to_check(notebook, namespace, exercise: str, instead: dict | None = None) -> str:
     """Run the given, skeleton and solution cells in order up to ``exercise``'s check; return that check.
 
-    ``skeleton_of``: the exercise whose solution cell is skipped, so that its check sees the untouched
-    skeleton.  Without it every earlier check runs too.
+    ``instead``: what to put into the namespace in place of ``exercise``'s solution cell (``{}``: nothing,
+    the untouched skeleton; a dict of names: a wrong answer).  Without it every earlier check runs too.
     """
-    for tags, source in _cells():
-        current = _exercise(tags)
+    for tags, source in _cells(notebook):
+        current = next((t for t in tags if t.startswith("ex") and t[2:].isdigit()), None)
         if "check" in tags and current == exercise:
             return source
-        if "given" in tags or "skeleton" in tags or ("solution" in tags and current != skeleton_of):
+        if "solution" in tags and current == exercise and instead is not None:
+            namespace.update(instead)
+        elif "given" in tags or "skeleton" in tags or "solution" in tags:
             exec(source, namespace)
-        elif "check" in tags and skeleton_of is None:
+        elif "check" in tags and instead is None:
             exec(source, namespace)
     raise AssertionError(f"no check cell for {exercise}")
 
 
-def test_every_cell_is_tagged_and_each_exercise_has_its_three_cells():
-    cells = _cells()
-    for exercise in EXERCISES:
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_cell_is_tagged_and_each_exercise_has_its_three_cells(notebook):
+    cells = _cells(notebook)
+    for exercise in NOTEBOOKS[notebook]:
         kinds = sorted(k for tags, _ in cells if exercise in tags for k in tags & {"skeleton", "solution", "check"})
         assert kinds == ["check", "skeleton", "solution"], exercise
     for tags, source in cells:
         if "solution" in tags:
             assert source.startswith("if show_solutions:"), "a solution is imported only when asked for"
+        if "check" in tags:
+            assert "whose(" in source.splitlines()[0], "every check first prints whose code it tests"
+    [parameters] = [s for tags, s in cells if "parameters" in tags]
+    assert "show_solutions = False" in parameters, "Run All must never replace a student's code"
 
 
-def test_every_hidden_solution_passes_its_check(tmp_path):
-    namespace = _parameters(tmp_path, show_solutions=True)
-    exec(_run_to_check(namespace, EXERCISES[-1]), namespace)   # and every check on the way
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_hidden_solution_passes_its_check(notebook, tmp_path):
+    namespace = _parameters(notebook, tmp_path, show_solutions=True)
+    exec(_run_to_check(notebook, namespace, NOTEBOOKS[notebook][-1]), namespace)   # and every check on the way
 
 
-@pytest.mark.parametrize("exercise", EXERCISES)
-def test_every_untouched_skeleton_fails_its_check(exercise, tmp_path):
-    namespace = _parameters(tmp_path, show_solutions=True)
-    check = _run_to_check(namespace, exercise, skeleton_of=exercise)   # everything before it runs cleanly
+@pytest.mark.parametrize("notebook, exercise", EXERCISES)
+def test_every_untouched_skeleton_fails_its_check(notebook, exercise, tmp_path):
+    namespace = _parameters(notebook, tmp_path, show_solutions=True)
+    check = _run_to_check(notebook, namespace, exercise, instead={})   # everything before it runs cleanly
     with pytest.raises(AssertionError):
         exec(check, namespace)
+
+
+# -- wrong answers a student plausibly writes -----------------------------------------------------
+
+def _matmul_kernel(*, accumulate_in="scratch", f32_result=True):
+    def matmul_kernel(x_ref, y_ref, o_ref, acc_ref):
+        k = pl.program_id(2)
+        target = acc_ref if accumulate_in == "scratch" else o_ref
+
+        @pl.when(k == 0)
+        def _zero():
+            target[...] = jnp.zeros(target.shape, target.dtype)
+
+        product = (jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32) if f32_result
+                   else jnp.dot(x_ref[...], y_ref[...]))
+        target[...] += product.astype(target.dtype)
+
+        if accumulate_in == "scratch":
+            @pl.when(k == pl.num_programs(2) - 1)
+            def _write():
+                o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+    return matmul_kernel
+
+
+def _softmax_update(*, f32_result=True, cast_p=True, rescale=True):
+    def update(s, v, m_prev, l_prev, acc_prev):
+        m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
+        alpha = jnp.exp(m_prev - m_new) if rescale else 1.0
+        p = jnp.exp(s - m_new)
+        p = p.astype(v.dtype) if cast_p else p
+        pv = jnp.dot(p, v, preferred_element_type=jnp.float32) if f32_result else jnp.dot(p, v)
+        return m_new, alpha * l_prev + p.sum(axis=-1, keepdims=True), alpha * acc_prev + pv
+    return update
+
+
+def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=True, reset=True,
+                   mask_full_tiles=False):
+    """A student's kernel 4 (``fast_path=False``) or 5, with one of the usual slips; the defaults are right."""
+    start, masked = (MASK_VALUE, MASK_VALUE) if masking == "finite" else (-jnp.inf, -jnp.inf)
+
+    def kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref,
+               *, tiles):
+        s = pl.program_id(0)
+        kind, flags = kind_ref[s], flags_ref[s]
+
+        if reset:
+            @pl.when((flags & FIRST) != 0)
+            def _reset():
+                m_ref[...] = jnp.full(m_ref.shape, start, jnp.float32)
+                l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+                acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+        def update(with_mask):
+            dot = functools.partial(jax.lax.dot_general, dimension_numbers=(((1,), (1,)), ((), ())))
+            scores = (dot(q_ref[...], k_ref[...], preferred_element_type=jnp.float32) if f32_scores
+                      else dot(q_ref[...], k_ref[...])) * tiles.scale
+            if with_mask:
+                scores = jnp.where(tile_mask(tiles, q_tile_ref[s], kv_tile_ref[s]), scores, masked)
+            m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(scores, v_ref[...], m_ref[...], l_ref[...],
+                                                                         acc_ref[...])
+
+        if fast_path:
+            pl.when(kind == FULL)(lambda: update(mask_full_tiles))
+            pl.when(kind == PARTIAL)(lambda: update(True))
+        else:
+            pl.when(kind != EMPTY)(lambda: update(True))
+
+        @pl.when((flags & LAST) != 0)
+        def _write():
+            if guard == "l":
+                seen = l_ref[...] > 0
+            else:
+                seen = m_ref[...] > (0.5 * MASK_VALUE if masking == "finite" else -jnp.inf)
+            o_ref[...] = jnp.where(seen, acc_ref[...] / jnp.where(seen, l_ref[...], 1.0), 0.0).astype(o_ref.dtype)
+    return kernel
+
+
+def _plan(*, placeholder=True, flags=True, order="rows"):
+    """A student's row plan: the worked one, with one slip."""
+    def row_plan(kinds):
+        plan = lessons.row_plan(kinds)
+        if not placeholder:
+            plan = {key: value[plan["kind"] != EMPTY] for key, value in plan.items()}
+        if not flags:
+            plan["flags"] = np.full_like(plan["flags"], FIRST | LAST)
+        if order == "columns":
+            columns = np.argsort(plan["kv_tile"], kind="stable")
+            plan = {key: value[columns] for key, value in plan.items()}
+        return plan
+    return row_plan
+
+
+def _sparse_grid(*, kv_reads="kv_tile"):
+    """A student's scalar-prefetch grid: the worked one, or with the kv index map reading the wrong plan array."""
+    if kv_reads == "kv_tile":
+        return lessons.sparse_attention
+
+    def sparse_attention(q, k, v, kernel, plan, tiles, interpret=True):
+        return lessons.sparse_attention(q, k, v, kernel, {**plan, "kv_tile": plan["q_tile"]}, tiles, interpret)
+    return sparse_attention
+
+
+def _chunked_kernel(*, offset=True, f32_scores=True):
+    def chunked_flash_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, block_kv_compute):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _reset():
+            m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, jnp.float32)
+            l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+            acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+        def chunk(c, carry):
+            keys = pl.ds(c * block_kv_compute if offset else 0, block_kv_compute)
+            kw = {"preferred_element_type": jnp.float32} if f32_scores else {}
+            s = lax.dot_general(q_ref[...], k_ref[keys, :], (((1,), (1,)), ((), ())), **kw) * scale
+            m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(s, v_ref[keys, :], m_ref[...], l_ref[...],
+                                                                         acc_ref[...])
+            return carry
+
+        lax.fori_loop(0, k_ref.shape[0] // block_kv_compute, chunk, 0)
+
+        @pl.when(j == pl.num_programs(1) - 1)
+        def _write():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+    return chunked_flash_kernel
+
+
+def _dma_kernel(*, slots=2, wait="before"):
+    """A student's hand-written pipeline: ``slots=1`` prefetches into the slot being read; ``wait="after"``
+    computes on a slot before waiting for its copy."""
+    def double_buffered_matmul_kernel(x_hbm, w_ref, o_ref, buffers, copied, *, block_rows):
+        n = x_hbm.shape[0] // block_rows
+
+        def copy(i, slot):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(i * block_rows, block_rows)], buffers.at[slot],
+                                         copied.at[slot])
+
+        copy(0, 0).start()
+
+        def step(i, carry):
+            slot = i % slots
+            if wait == "before":
+                copy(i, slot).wait()
+
+            @pl.when(i + 1 < n)
+            def _prefetch():
+                copy(i + 1, (i + 1) % slots).start()
+
+            rows = pl.ds(i * block_rows, block_rows)
+            o_ref[rows, :] = jnp.dot(buffers[slot], w_ref[...], preferred_element_type=jnp.float32)
+            if wait == "after":
+                copy(i, slot).wait()
+            return carry
+
+        lax.fori_loop(0, n, step, 0)
+    return double_buffered_matmul_kernel
+
+
+def _emit_kernel(*, block_index="i"):
+    def emit_pipeline_matmul_kernel(x_hbm, w_ref, o_hbm, *, block_rows):
+        def body(x_block, o_block):
+            o_block[...] = jnp.dot(x_block[...], w_ref[...], preferred_element_type=jnp.float32)
+
+        index = (lambda i: (i, 0)) if block_index == "i" else (lambda i: (0, 0))
+        pltpu.emit_pipeline(body, grid=(x_hbm.shape[0] // block_rows,),
+                            in_specs=[pl.BlockSpec((block_rows, x_hbm.shape[1]), index)],
+                            out_specs=[pl.BlockSpec((block_rows, o_hbm.shape[1]), lambda i: (i, 0))])(x_hbm, o_hbm)
+    return emit_pipeline_matmul_kernel
+
+
+def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h"):
+    def mha_flash_attention(q, k, v, kernel, block_q=128, block_kv=128, interpret=True):
+        heads, L, d = q.shape
+        pick = (lambda h: h) if head_index == "h" else (lambda h: 0)
+        q_spec = pl.BlockSpec((None, block_q, d), lambda h, i, j: (pick(h), i, 0))
+        kv_spec = pl.BlockSpec((None, block_kv, d), lambda h, i, j: (pick(h), j, 0))
+        return pl.pallas_call(
+            functools.partial(kernel, scale=1 / d ** 0.5), grid=(heads, L // block_q, L // block_kv),
+            in_specs=[q_spec, kv_spec, kv_spec], out_specs=pl.BlockSpec((None, block_q, d), lambda h, i, j: (h, i, 0)),
+            scratch_shapes=[pltpu.VMEM((block_q, 1), jnp.float32), pltpu.VMEM((block_q, 1), jnp.float32),
+                            pltpu.VMEM((block_q, d), jnp.float32)],
+            out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=semantics), interpret=interpret)(q, k, v)
+    return mha_flash_attention
+
+
+NB, NB_B = "01_pallas_in_five_kernels", "01b_block_sparse_by_hand"
+
+#: ``(notebook, exercise, name) -> (what replaces the solution, what its check's failure says)``: each fails
+#: its check, and for the reason it was written for.
+WRONG = {
+    ("01_pallas_in_five_kernels", "ex2", "sum kept in the bfloat16 output block"):
+        ({"matmul_kernel": _matmul_kernel(accumulate_in="output")}, "bfloat16 inputs"),
+    ("01_pallas_in_five_kernels", "ex2", "no preferred_element_type"):
+        ({"matmul_kernel": _matmul_kernel(f32_result=False)}, "returns bfloat16"),
+    ("01_pallas_in_five_kernels", "ex3", "PV matmul without preferred_element_type"):
+        ({"online_softmax_update": _softmax_update(f32_result=False)}, "returns bfloat16"),
+    ("01_pallas_in_five_kernels", "ex3", "p not cast before the PV matmul"):
+        ({"online_softmax_update": _softmax_update(cast_p=False)}, "float32 x bfloat16"),
+    ("01_pallas_in_five_kernels", "ex3", "no rescale by alpha"):
+        ({"online_softmax_update": _softmax_update(rescale=False)}, "float32 inputs"),
+    ("01_pallas_in_five_kernels", "ex4", "final write guarded on l > 0"):
+        ({"sparse_kernel": _sparse_kernel(guard="l")}, "dead queries inside visited tiles"),
+    ("01_pallas_in_five_kernels", "ex4", "-inf masking without a guard"):
+        ({"sparse_kernel": _sparse_kernel(masking="-inf")}, "no sink"),
+    ("01_pallas_in_five_kernels", "ex4", "scores without preferred_element_type"):
+        ({"sparse_kernel": _sparse_kernel(f32_scores=False)}, "returns bfloat16"),
+    ("01_pallas_in_five_kernels", "ex4", "no reset at a row's first step"):
+        ({"sparse_kernel": _sparse_kernel(reset=False)}, "dead queries inside visited tiles"),
+    ("01_pallas_in_five_kernels", "ex5", "full tiles still consult the mask"):
+        ({"fast_path_kernel": _sparse_kernel(fast_path=True, mask_full_tiles=True)}, "wrong on full tiles only"),
+    ("01_pallas_in_five_kernels", "ex5", "final write guarded on l > 0"):
+        ({"fast_path_kernel": _sparse_kernel(fast_path=True, guard="l")}, "true rule"),
+    ("01_pallas_in_five_kernels", "ex5", "-inf masking without a guard"):
+        ({"fast_path_kernel": _sparse_kernel(fast_path=True, masking="-inf")}, "no sink"),
+    (NB_B, "ex6", "no placeholder step for a q row with no tile"):
+        ({"row_plan": _plan(placeholder=False), "sparse_attention": _sparse_grid()}, "some q row has no step"),
+    (NB_B, "ex6", "FIRST | LAST on every step"):
+        ({"row_plan": _plan(flags=False), "sparse_attention": _sparse_grid()}, "FIRST is not exactly"),
+    (NB_B, "ex6", "plan in column order"):
+        ({"row_plan": _plan(order="columns"), "sparse_attention": _sparse_grid()}, "q-row order"),
+    (NB_B, "ex6", "the kv index map reads q_tile"):
+        ({"row_plan": _plan(), "sparse_attention": _sparse_grid(kv_reads="q_tile")}, "sink"),
+    (NB_B, "ex7", "every chunk reads the first keys"):
+        ({"chunked_flash_kernel": _chunked_kernel(offset=False)}, "float32, block_kv_compute"),
+    (NB_B, "ex7", "chunk scores without preferred_element_type"):
+        ({"chunked_flash_kernel": _chunked_kernel(f32_scores=False)}, "returns bfloat16"),
+    (NB_B, "ex8", "next block prefetched into the slot being read"):
+        ({"double_buffered_matmul_kernel": _dma_kernel(slots=1)}, "a race"),
+    (NB_B, "ex8", "a slot read before its copy is waited for"):
+        ({"double_buffered_matmul_kernel": _dma_kernel(wait="after")}, "copies land at their wait"),
+    (NB_B, "ex9", "every step reads block 0"):
+        ({"emit_pipeline_matmul_kernel": _emit_kernel(block_index="0")}, "interpret=True"),
+    (NB_B, "ex10", "the kv axis marked parallel"):
+        ({"mha_flash_attention": _heads(semantics=("parallel",) * 3)}, "random order"),
+    (NB_B, "ex10", "every axis arbitrary"):
+        ({"mha_flash_attention": _heads(semantics=("arbitrary",) * 3)}, "dimension_semantics"),
+    (NB_B, "ex10", "the index maps always pick head 0"):
+        ({"mha_flash_attention": _heads(head_index="0")}, "interpret=True"),
+}
+
+#: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.
+RIGHT = {
+    ("01_pallas_in_five_kernels", "ex2"): {"matmul_kernel": _matmul_kernel()},
+    ("01_pallas_in_five_kernels", "ex3"): {"online_softmax_update": _softmax_update()},
+    ("01_pallas_in_five_kernels", "ex4"): {"sparse_kernel": _sparse_kernel()},
+    ("01_pallas_in_five_kernels", "ex5"): {"fast_path_kernel": _sparse_kernel(fast_path=True)},
+    (NB_B, "ex6"): {"row_plan": _plan(), "sparse_attention": _sparse_grid()},
+    (NB_B, "ex7"): {"chunked_flash_kernel": _chunked_kernel()},
+    (NB_B, "ex8"): {"double_buffered_matmul_kernel": _dma_kernel()},
+    (NB_B, "ex9"): {"emit_pipeline_matmul_kernel": _emit_kernel()},
+    (NB_B, "ex10"): {"mha_flash_attention": _heads()},
+}
+
+
+@pytest.mark.parametrize("notebook, exercise, name", list(WRONG), ids=[f"{e}: {n}" for _, e, n in WRONG])
+def test_every_named_wrong_answer_fails_its_check(notebook, exercise, name, tmp_path, capsys):
+    namespace = _parameters(notebook, tmp_path, show_solutions=True)
+    instead, reason = WRONG[notebook, exercise, name]
+    check = _run_to_check(notebook, namespace, exercise, instead=instead)
+    with pytest.raises(AssertionError, match=reason):
+        exec(check, namespace)
+    assert "checking your code" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("notebook, exercise", list(RIGHT))
+def test_the_wrong_answers_right_twin_passes(notebook, exercise, tmp_path, capsys):
+    namespace = _parameters(notebook, tmp_path, show_solutions=True)
+    exec(_run_to_check(notebook, namespace, exercise, instead=RIGHT[notebook, exercise]), namespace)
+    assert "checking your code" in capsys.readouterr().out
+
+
+def test_whose_names_the_worked_solution_only_for_its_own_functions():
+    from svgtpu.kernels.lesson_checks import whose
+    assert whose(lessons.stamp_kernel, lessons.stamped_copy).startswith("the worked solution")
+    assert whose(_sparse_kernel()) == "your code"
+    assert whose(lessons.stamp_kernel, _sparse_kernel()) == "your code with parts of the worked solution"
+    assert whose(lessons.row_plan, lessons_by_hand.mha_flash_attention).startswith("the worked solution")

@@ -127,30 +127,72 @@ def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):
         paper.generate(tmp_path / "results.json")
 
 
-def test_verdicts_follow_the_band_and_say_why(tmp_path):
+def test_each_verdict_rule_can_fail():
+    # interval: inside and narrow -> reproduced; inside but wide -> consistent; outside -> contradicted
+    assert paper.judge("interval", 2.0, 1.95, (1.9, 2.1))[0] == "reproduced"         # 10 % wide
+    assert paper.judge("interval", 2.0, 1.69, (1.4, 2.2))[0] == "consistent"         # 40 % wide
+    verdict, why = paper.judge("interval", 2.0, 1.69, (1.9, 2.1))
+    assert verdict == "contradicted" and "outside" in why and "1.69" in why
+    # lower bound ("over 16 min"): wholly above, straddling, wholly below
+    assert paper.judge("lower bound", 30.0, 16.0, (20.0, 40.0))[0] == "reproduced"
+    assert paper.judge("lower bound", 30.0, 16.0, (10.0, 40.0))[0] == "consistent"
+    assert paper.judge("lower bound", 12.0, 16.0, (10.0, 14.0))[0] == "contradicted"
+    # direction: a ratio above 1 holds the direction, anything else contradicts it
+    assert paper.judge("direction", 1.2)[0] == "direction only"
+    assert paper.judge("direction", 0.95)[0] == "contradicted"
+    # effect: at most half the partial tiles after alignment, else the effect itself fails
+    assert paper.judge("effect", (0.20, 0.05))[0] == "not testable here"
+    assert paper.judge("effect", (0.20, 0.15))[0] == "contradicted"
+    with pytest.raises(ValueError, match="rule"):
+        paper.judge("vibes", 1.0)
+
+
+def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
     data = _results(tmp_path, **{
         "C1.speedup": (2.0, {"unit": "ratio", "band": [1.5, 2.2], "provenance": "modeled-v6e"}),
+        "C1.scenarios": ([{"scenario": "recipe A", "speedup": 1.7, "speedup_min": 1.65, "speedup_max": 1.75},
+                          {"scenario": "recipe B", "speedup": 1.9, "speedup_min": 1.85, "speedup_max": 1.95}],
+                         {"provenance": "modeled-v6e"}),
         "C1.minutes_saved": (10.0, {"unit": "min", "band": [8.0, 12.0], "provenance": "modeled-v6e"}),
         "C2.attention_share_1440p": (0.95, {"unit": "fraction", "band": [0.9, 0.97], "provenance": "modeled-v6e"}),
-        "C3.partial_share_before": (0.27552, {"unit": "fraction"}),     # 27.55 % as the write-up rounds it
-        "C3.partial_share_after": (0.0230, {"unit": "fraction"}),
-        "C5.toy_attention_exponent": (1.7, {"provenance": "measured-cpu"})})
+        "C3.partial_share_before": (0.108, {"unit": "fraction"}),
+        "C3.partial_share_after": (0.003, {"unit": "fraction"}),
+        "C4.compiled_fast_path_speedup_svg": (1.49, {"unit": "ratio", "provenance": "compiled-v6e"}),
+        "C5.compiled_cycles_exponent": (1.7, {"provenance": "compiled-v6e"}),
+        "C5.toy_attention_exponent": (1.9, {"provenance": "measured-cpu"}),
+        "C5.toy_attention_exponent_interval": ([1.5, 2.3], {"provenance": "measured-cpu"})})
     rows = {r["claim"].split(" ", 1)[1]: r for r in paper.verdicts(data)}
-    assert rows["1440p end-to-end speedup"]["verdict"] == "reproduced within band"          # 1.69 in [1.5, 2.2]
-    assert "inside" in rows["1440p end-to-end speedup"]["why"]
-    assert rows["minutes saved per video"]["verdict"] == "not reproduced"                     # band tops out below 16
-    assert rows["self-attention share at 1440p"]["verdict"] == "not reproduced"              # 0.882 < 0.9
-    assert rows["partial tiles before alignment"]["verdict"] == "reproduced within band"
-    assert rows["partial tiles after alignment"]["verdict"] == "not reproduced"
-    assert rows["mask-free fast path lowers latency"]["verdict"] == "not testable here"       # no C4 entry
-    assert rows["attention cost quadratic in resolution"]["verdict"] == "not reproduced"     # |1.7 - 2| > 0.1
+    speedup = rows["1440p end-to-end speedup"]
+    assert (speedup["verdict"], speedup["rule"]) == ("consistent", "interval")          # 1.69 in a 35 % wide interval
+    assert "recipe A" in speedup["why"] and "recipe B" not in speedup["why"]
+    assert rows["minutes saved per video"]["verdict"] == "contradicted"                 # the interval tops out below 16
+    assert rows["self-attention share at 1440p"]["verdict"] == "contradicted"            # 0.882 < 0.9
+    assert "compiled Wan block's share: not yet measured" in rows["self-attention share at 1440p"]["why"]
+    assert rows["partial tiles before -> after alignment"]["verdict"] == "not testable here"
+    assert rows["mask-free fast path lowers latency"]["verdict"] == "direction only"
+    assert rows["attention cost quadratic in resolution"]["verdict"] == "contradicted"   # |1.7 - 2| > 0.05
+    assert rows["the same, toy DiT timed on this CPU (secondary)"]["verdict"] == "consistent"
     summary = paper.verdict_summary(data)
-    assert summary.startswith("Does it reproduce? Reproduced within band: C1 1440p end-to-end speedup; C3 partial")
-    assert "Not testable here: C4 mask-free fast path lowers latency." in summary
+    assert summary.startswith("Does it reproduce? Consistent: C1 1440p end-to-end speedup; C5 the same")
+    # a row whose evidence is missing renders "not yet", never a verdict
+    empty = {r["claim"]: r["verdict"] for r in paper.verdicts(results.empty_results())}
+    assert set(empty.values()) == {paper.NOT_YET_VERDICT}
+    exact = _results(tmp_path / "b", **{"C5.flops_exponent": (2.01, {"provenance": "computed"})})
+    c5 = next(r for r in paper.verdicts(exact) if r["claim"].startswith("C5 attention"))
+    assert c5["verdict"] == "reproduced" and "±0.05" in c5["why"]
 
 
 def test_sixteen_minutes_saved_is_a_floor_on_the_dense_time():
     # saving over 16 min at 1.69x: dense - dense / 1.69 > 16  =>  dense > 16 * 1.69 / 0.69 = 39.19 min
     assert paper.saved_minutes_floor() == pytest.approx(39.188, abs=1e-3)
     assert "39.2 min" in paper.verdicts(results.empty_results() | {"claims": {"C1": {"minutes_saved": {
-        "value": 20.0, "unit": "min", "provenance": "modeled-v6e"}}}})[1]["why"]
+        "value": 20.0, "unit": "min", "band": [18.0, 25.0], "provenance": "modeled-v6e"}}}})[1]["why"]
+
+
+def test_roofline_ratios_join_the_claims_table_by_name(tmp_path):
+    data = _results(tmp_path, **{
+        "C4.compiled_ours_over_roofline_svg_aligned": (1.28, {"unit": "ratio", "provenance": "compiled-v6e",
+                                                              "description": "ours over the MXU roofline"}),
+        "C4.compiled_aligned_over_our_dense": (1.0, {"unit": "ratio", "provenance": "compiled-v6e"})})
+    table = paper.claims_table(data)
+    assert "ours over the MXU roofline" in table and "sparse overhead vs our dense" in table

@@ -26,6 +26,7 @@ import concurrent.futures
 import os
 
 from svgtpu.bench.estimate import block_bytes, estimate
+from svgtpu.errors import BadInput
 from svgtpu.bench.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
 from svgtpu.geometry import parse_tiles
 from svgtpu.production import PRODUCTION
@@ -233,7 +234,7 @@ def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device
     from svgtpu.kernels.config import KernelConfig
     get_geometry(geometry)
     if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        raise BadInput(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     tiles = [tuple(t) for t in tiles]
     for bq, bkv in tiles:
         KernelConfig(bq, bkv)  # one clear line on bad tiles
@@ -296,7 +297,7 @@ def run_command(args):
         result = bench_compiled(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"),
                                 device=device, sweep=getattr(args, "sweep", False), progress=not args.json)
     except RuntimeError as e:  # no libtpu
-        raise ValueError(str(e)) from None
+        raise BadInput(str(e)) from None
     rows = [{"tiles": f"{r['block_q']}x{r['block_kv']}", "variant": r["variant"], "kv_compute": r["block_kv_compute"],
              "steps": r["steps"], "cycles": r["cycles"], "over_roofline": round(r["cycles"] / r["roofline_cycles"], 3),
              "overhead_share": round(r["overhead_share"], 4), "hbm_MB": round(r["hbm_bytes"] / 1e6, 1),
@@ -317,28 +318,6 @@ def run_command(args):
                                 format_table(units), format_table(ratio_rows)])
 
 
-def sparse_overhead_vs_our_dense(geometry: str = PRODUCTION.resolution, *, block_q: int = PRODUCTION.block_q,
-                                 block_kv: int = PRODUCTION.block_kv, mask: str = "svg-aligned",
-                                 fast_path: bool = True) -> float:
-    """Our kernel's static v6e cycles on ``mask`` over our dense cycles times the mask's tile density
-    (the sparse layer's kernel efficiency is its inverse).  Compiles two variants (cached in
-    ``build/compiled``; about a minute each when not); needs libtpu.  For the cost model's
-    ``sparse_efficiency`` evidence (the cost model sits below bench, so its caller passes the value)."""
-    from svgtpu.kernels.config import default_block_kv_compute
-    if mask not in ("svg", "svg-aligned"):
-        raise ValueError(f"mask must be svg or svg-aligned, got {mask!r}")
-    kc = default_block_kv_compute(block_q, block_kv)
-    sparse, dense = (Variant("ours", m, geometry, block_q, block_kv, kc, f)
-                     for m, f in ((mask, fast_path), ("dense", True)))
-    cycles = {}
-    for v in (sparse, dense):
-        compiled = cached_compile(v)
-        if "refused" in compiled:
-            raise ValueError(f"{v.name} at {block_q}x{block_kv} does not compile for v6e: {compiled['refused']}")
-        cycles[v.mask] = estimate(compiled, v)["cycles"]
-    return cycles[mask] / (cycles["dense"] * roofline(sparse)["tile_density"])
-
-
 __all__ = ["TILES", "DEVICES", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
            "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "ratios", "unit_table", "tile_table", "bench_compiled",
-           "run_command", "sparse_overhead_vs_our_dense"]
+           "run_command"]

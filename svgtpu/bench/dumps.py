@@ -28,6 +28,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from svgtpu.errors import BadInput
+
 #: Bump when what the cached results hold, or how they are read, changes.
 SCHEMA = 2
 
@@ -103,7 +105,7 @@ def kernel_schedules(fn, *args, device: str = "v6e") -> dict[str, str]:
         code = f"import svgtpu.bench.dumps as m; m._compile_exported({str(blob)!r}, {device!r})"
         done = run_child(code, child_env(jf), f"{getattr(fn, '__name__', 'fn')} for {device}")
         if done.returncode:
-            raise ValueError(f"{device} compiler refused it: {done.stderr.strip().splitlines()[-1][len('not compiled: '):]}")
+            raise BadInput(f"{device} compiler refused it: {done.stderr.strip().splitlines()[-1][len('not compiled: '):]}")
         return {name: final_schedule(jf, name) for name in custom_call_names(jf)}
 
 

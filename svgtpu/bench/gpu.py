@@ -52,6 +52,7 @@ from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.schedule import DEFAULT_KEPT, layer_calls
 from svgtpu.report.results import GPU_RESULTS_NAME
 from svgtpu.bench.timing import interleaved_times, paired_ratio
+from svgtpu.errors import BadInput
 
 NOTEBOOK = "gpu-bench"
 
@@ -444,20 +445,20 @@ def _cudnn_lhd(q, k, v):
 
 def modeled_block(geometry, sizes: Sizes) -> dict:
     """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or why it cannot."""
+    from svgtpu import costmodel
     try:
-        from svgtpu import costmodel
         setup = costmodel.calibrated_setup(sizes.block.name, geometry, "h200", chips=1, steps=sizes.steps,
                                            block_q=sizes.block_q, block_kv=sizes.block_kv, kept=sizes.kept)
-        breakdown = costmodel.forward_breakdown(setup)
-        total = sum(breakdown.values())
-        return {"attention_share_dense": breakdown["self_attention"] / total,
-                "block_s_dense": total / setup.model.layers,
-                "dit_speedup_svg_aligned": (costmodel.dit_seconds(setup, "dense", True)
-                                            / costmodel.dit_seconds(setup, "svg-aligned", True)),
-                "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
-                "provenance": setup.provenance}
-    except Exception as error:  # the cost model is optional here: record why it could not predict
+    except BadInput as error:  # a setting the cost model refuses (its reason recorded); its bugs raise
         return {"unavailable": _reason(error)}
+    breakdown = costmodel.forward_breakdown(setup)
+    total = sum(breakdown.values())
+    return {"attention_share_dense": breakdown["self_attention"] / total,
+            "block_s_dense": total / setup.model.layers,
+            "dit_speedup_svg_aligned": (costmodel.dit_seconds(setup, "dense", True)
+                                        / costmodel.dit_seconds(setup, "svg-aligned", True)),
+            "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
+            "provenance": setup.provenance}
 
 
 def bench_block(geometry: str, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
@@ -543,12 +544,12 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-            raise ValueError(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
-                             f"about {FULL.budget_s:.0f}), got {budget_s!r}")
+            raise BadInput(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
+                           f"about {FULL.budget_s:.0f}), got {budget_s!r}")
         sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
     if not smoke and jax.default_backend() != "gpu":
-        raise ValueError(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
-                         f"use --smoke to run the same code at tiny shapes here")
+        raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
+                       f"use --smoke to run the same code at tiny shapes here")
     interpret = jax.default_backend() != "gpu"
     budget = Budget(sizes.budget_s)
     result = {"provenance": provenance("measured", pallas=True), "device": jax.devices()[0].device_kind,

@@ -54,6 +54,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from svgtpu.errors import BadInput
+
 UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store")
 _OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?llo\.([a-z][\w.]*)')
 #: One bundle line of a ``final_bundles`` schedule: its address, an optional control mark (``PF:``,
@@ -280,7 +282,7 @@ def compiled_bundle_slots(spec: dict) -> dict[str, list[dict]]:
     """The static schedule of the full and the partial tile body of one fast-path kernel variant
     (``spec`` as :func:`compiled_tile_counts`): per bundle, its instructions by unit."""
     if not spec["fast_path"]:
-        raise ValueError("fast_path must be True: only then do full and partial tiles have bodies of their own")
+        raise BadInput("fast_path must be True: only then do full and partial tiles have bodies of their own")
     schedule = _dumps(spec)[1]
     first_pf = next((line.split("}")[0] for line in schedule.splitlines()
                      if BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
@@ -309,7 +311,8 @@ def _compile_for_dump(spec: dict) -> None:
 
     from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import get_geometry
-    from svgtpu.kernels import KernelConfig, block_sparse_attention
+    from svgtpu.kernels import KernelConfig
+    from svgtpu.kernels.api import block_sparse
     from svgtpu.kernels.common import compiling_for
     from svgtpu.masks.core import make_mask
     g = get_geometry(spec["geometry"])
@@ -327,8 +330,8 @@ def _compile_for_dump(spec: dict) -> None:
     else:
         mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
         with compiling_for("v6e"):
-            result = compile_fn(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, device="v6e"),
-                                (x, x, x))
+            result = compile_fn(lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic",
+                                                             device="v6e"), (x, x, x))
     if not result["compiled"]:
         sys.exit(f"not compiled: {result['reason']}")
 

@@ -36,6 +36,8 @@ import math
 import re
 from collections import Counter
 
+from svgtpu.errors import BadInput
+
 #: The units whose minimum cycles :class:`UnitCycles` carries, in table order.
 UNITS = ("mxu", "vector_load", "vector_store", "valu", "eup", "xlu")
 _UNIT_ID = re.compile(r"\.(mxu|xlu)(\d+)")
@@ -79,7 +81,7 @@ CORES = {
 def core(device: str) -> Core:
     """The :class:`Core` of ``device`` (``v6e``, ``v7x``); one clear line otherwise."""
     if device not in CORES:
-        raise ValueError(f"device must be one of {', '.join(CORES)} (the TPUs whose schedules we read), got {device!r}")
+        raise BadInput(f"device must be one of {', '.join(CORES)} (the TPUs whose schedules we read), got {device!r}")
     return CORES[device]
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from svgtpu.errors import BadInput
+
 KERNELS = ("ours", "splash", "tokamax")
 MASKS = ("dense", "svg", "svg-aligned")
 #: Our kernel's sources: the cache key of a program of ours hashes them.
@@ -70,7 +72,7 @@ def mask_of(v: Variant):
         from svgtpu.masks.core import TileMask
         return g, TileMask(g.L, v.block_q, v.block_kv, np.zeros((-(-g.L // v.block_q), -(-g.L // v.block_kv)), bool))
     if v.mask not in MASKS:
-        raise ValueError(f"mask must be one of {', '.join(MASKS)}, got {v.mask!r}")
+        raise BadInput(f"mask must be one of {', '.join(MASKS)}, got {v.mask!r}")
     return g, SVGConfig(block_q=v.block_q, block_kv=v.block_kv,
                         align="snap" if v.mask == "svg-aligned" else None).mask(g)
 
@@ -230,7 +232,7 @@ def library_kernel(v: Variant, mask, L: int, for_compile: bool = False):
             library_mask(mlib, mask, (Lq, Lk)),
             config=lib.SplashConfig(block_q=v.block_q, block_kv=v.block_kv, block_kv_compute=v.block_kv_compute))
         return kernel, [steps_tokamax(kernel.fwd_mask_info, ilib, (Lq // v.block_q, Lk // v.block_kv))]
-    raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {v.kernel!r}")
+    raise BadInput(f"kernel must be one of {', '.join(KERNELS)}, got {v.kernel!r}")
 
 
 def _unpadded_dense(mask, Lq: int, Lk: int) -> bool:
@@ -279,7 +281,8 @@ def _compile_child(spec: dict, out: str) -> None:
 
     from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import round_up
-    from svgtpu.kernels import KernelConfig, block_sparse_attention
+    from svgtpu.kernels import KernelConfig
+    from svgtpu.kernels.api import block_sparse
     from svgtpu.kernels.common import compiling_for
     v = Variant(**spec)
     g, mask = mask_of(v)
@@ -288,7 +291,8 @@ def _compile_child(spec: dict, out: str) -> None:
     if v.kernel == "ours":
         config = KernelConfig(v.block_q, v.block_kv, v.block_kv_compute, v.fast_path)
         x = jax.ShapeDtypeStruct((1, g.L, v.head_dim), dtype, sharding=device)
-        fn, args = (lambda q, k, vv: block_sparse_attention(q, k, vv, mask, config=config, device=v.device)), (x, x, x)
+        fn, args = (lambda q, k, vv: block_sparse(q, k, vv, mask, config=config, implementation="mosaic",
+                                                  device=v.device)), (x, x, x)
         calls = steps_ours(v, mask, g.L)
     else:
         kernel, calls = library_kernel(v, mask, g.L, for_compile=True)

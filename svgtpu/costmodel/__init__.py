@@ -1,37 +1,44 @@
 """A readable cost model of video DiT inference: attention share, dense vs SVG time, speedup.
 
-There is no TPU here, so claims C1 (1.69x end to end at 1440p, over 16 minutes saved), C2 (88.2 %
-of the time in self-attention at 1440p) and C5 (attention grows quadratically) are checked with a
-model anyone can read, run and argue with.  Its parts, one module each:
+There is no TPU here, so claims C1 (1.69x end to end at 1440p, over 16 minutes saved) and C2 (88.2 %
+of the time in self-attention at 1440p) are checked with a model anyone can read, run and argue with,
+priced where it can be from what the real TPU compiler scheduled.  Its parts, one module each:
 
-- :mod:`~svgtpu.costmodel.specs`: devices as data, each constant with its public source; TPU
-  vector rates built from the units (MXU count/size -> clock -> VPU and EUP issue rates);
-- :mod:`~svgtpu.costmodel.workload`: model configs (Wan 2.1 14B / 1.3B, Wan 2.2 5B, the toy DiT)
-  and resolutions;
+- :mod:`~svgtpu.costmodel.specs`: devices as data, each constant with its public source; a TPU's clock
+  from the compiled probe, else a labelled prior; slice names (``v7x-8`` is 4 chips);
+- :mod:`~svgtpu.costmodel.compiled`: the reader of ``figures/compiled_tiles.json`` (probe and tile cycles);
+- :mod:`~svgtpu.costmodel.workload`: model configs (Wan 2.1 14B / 1.3B, Wan 2.2 5B, the toy DiT);
 - :mod:`~svgtpu.costmodel.roofline`: efficiencies and the DiT's non-attention ops as roofline ops;
-- :mod:`~svgtpu.costmodel.kernel_work`: VPU/EUP work per score element counted from our kernel;
-- :mod:`~svgtpu.costmodel.tile_costs`: one tile on each unit (QK^T and PV apart), a head from the
-  kernel's tile plan (grid steps, empty rows), the unit-level attention ceiling per device;
+- :mod:`~svgtpu.costmodel.kernel_work`: VPU/EUP work per score element counted from our kernel (the prior);
+- :mod:`~svgtpu.costmodel.tile_costs`: the steps each kernel takes on a mask, a head priced from the
+  compiled table or from priors, the unit-level attention ceiling per device;
 - :mod:`~svgtpu.costmodel.parallel`: slice mesh, all-to-alls across its bisection, weight sharding;
 - :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer), host;
 - :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
-- :mod:`~svgtpu.costmodel.sensitivity`: every uncertain constant's range, tornado and band;
-- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one
-  calibration point per device family, predicted vs published, the calibrated-setup factory
-  (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence.
+- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one calibration
+  point per device family, predicted vs published (independent points apart), the calibrated-setup
+  factory (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence;
+- :mod:`~svgtpu.costmodel.sensitivity`: the unknown constants' ranges, tornado and interval, refitted;
+- :mod:`~svgtpu.costmodel.scenarios`: recipe and kernel choices as rows;
+- :mod:`~svgtpu.costmodel.command`: ``svgtpu costmodel``.
 
+No JAX: with the compiled table the model imports none; without it, pricing our kernel from priors
+counts its work from its jaxpr (:func:`~svgtpu.costmodel.kernel_work.counted_work`), the one exception.
 Measuring this CPU's rates and the toy-DiT check live with the benchmarks (:mod:`svgtpu.bench.cpu`).
 Every number is labelled ``modeled-<device>``.
 """
 
-from svgtpu.costmodel.specs import (CLOCK_BANDS, DEVICES, clock_variants, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS,
-                                    VALU_SLOTS, VREG_ELEMENTS, DeviceSpec, get_device, tpu_spec)
+from svgtpu.costmodel.specs import (DEVICES, EUP_CYCLES_PER_VREG, FAMILIES, GPU_FAMILIES, GRID_STEP_SECONDS, SLICE_COUNTS,
+                                    VALU_SLOTS, VREG_ELEMENTS, DeviceSpec, get_device, parse_slice, tpu_spec, with_probe)
+from svgtpu.costmodel.compiled import (AUTO, CompiledTable, CompiledTile, Probe, compiled_path, default_compiled,
+                                       load_compiled)
 from svgtpu.costmodel.workload import MODEL_NAMES, MODELS, ModelConfig, get_model
 from svgtpu.geometry import PRESETS, get_geometry
 from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_flops, forward_ops, matmul_op,
                                        op_seconds, self_attention_flops)
 from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, KernelWork, counted_work
-from svgtpu.costmodel.tile_costs import (MASK_KINDS, attention_ceiling, attention_head_seconds, mask_tiles,
+from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, MASK_KINDS, attention_ceiling, attention_head_seconds,
+                                         compiled_head_cycles, compiled_head_seconds, kernel_steps, mask_tiles,
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
@@ -39,25 +46,31 @@ from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fiel
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
-from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, SPLIT as SENSITIVITY_SPLIT, Knob, sensitivity,
-                                          speedup_surface, tornado_rows, what_if)
-from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, predict_seconds,
-                                      published_points, sparse_efficiency_evidence, validate)
+from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, SPLIT as SENSITIVITY_SPLIT, Knob,
+                                          at_knob, sensitivity, speedup_surface, tornado_rows)
+from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, fit_efficiency,
+                                      predict_seconds, published_points, published_svg_efficiency,
+                                      related_calibration, sparse_efficiency_evidence, validate)
+from svgtpu.costmodel.scenarios import scenario_setups, scenario_table
 
 __all__ = [
-    "DeviceSpec", "DEVICES", "CLOCK_BANDS", "clock_variants", "get_device", "tpu_spec", "FAMILIES", "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS",
-    "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
+    "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "parse_slice", "SLICE_COUNTS", "FAMILIES",
+    "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS", "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
+    "AUTO", "CompiledTable", "CompiledTile", "Probe", "compiled_path", "default_compiled", "load_compiled",
     "ModelConfig", "MODELS", "MODEL_NAMES", "get_model", "PRESETS", "get_geometry",
     "Efficiency", "Op", "matmul_op", "elementwise_op", "forward_ops", "forward_flops", "self_attention_flops",
     "op_seconds",
     "KernelWork", "FLASH", "XLA_UNFUSED", "counted_work",
-    "MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds", "mask_tiles",
+    "MASK_KINDS", "ATTENTION_KERNELS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds",
+    "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
     "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
-    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "sensitivity", "tornado_rows", "what_if", "speedup_surface",
-    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "calibrated_setup",
-    "sparse_efficiency_evidence", "validate",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "at_knob", "sensitivity", "tornado_rows",
+    "speedup_surface",
+    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "fit_efficiency", "calibrated_setup",
+    "related_calibration", "published_svg_efficiency", "sparse_efficiency_evidence", "validate",
+    "scenario_setups", "scenario_table",
 ]

@@ -1,4 +1,5 @@
-"""Work per attention score element, counted from our kernel rather than assumed.
+"""Work per attention score element, counted from our kernel rather than assumed: the prior the
+model prices a tile with where no compiled tile table covers it (:mod:`svgtpu.costmodel.tile_costs`).
 
 :func:`counted_work` traces :func:`svgtpu.kernels.block_sparse_attention` (no execution), takes
 the ``pl.when`` bodies of a full and of a partial tile and counts, per score element of one
@@ -11,9 +12,10 @@ the ``pl.when`` bodies of a full and of a partial tile and counts, per score ele
   bookkeeping and the two ``dot_general`` (timed on the MXU from FLOPs, not counted here).
 
 The per-row online-softmax updates (``[block_q, 128]`` lane-replicated m/l/acc) are counted too, so
-the count depends on ``block_kv_compute`` (not on ``block_q``).  These are jaxpr-level counts:
-what Mosaic lowers, before its own fusion; the compiled LLO counts (``svgtpu compile``) are the
-next refinement.
+the count depends on ``block_kv_compute`` (not on ``block_q``).  These are jaxpr-level counts, before
+Mosaic's own lowering; the compiled schedule (``figures/compiled_tiles.json``) supersedes them where
+it exists.  :func:`counted_work` is the one place the cost model imports JAX, and only when a
+head of our kernel is priced without the compiled table.
 """
 
 from __future__ import annotations
@@ -99,16 +101,16 @@ def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute:
 
     from svgtpu.geometry import VideoGeometry
     from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, when_bodies
-    from svgtpu.kernels.block_sparse import block_sparse_attention
+    from svgtpu.kernels.api import block_sparse
+    from svgtpu.kernels.config import KernelConfig
     from svgtpu.masks.core import svg_mask
 
     block_q = 512
     g = VideoGeometry(2, 8, 64)       # F = 512, L = 1024: the band+sink mask has full and partial tiles
     mask = svg_mask(g, 1.0)
     x = jax.ShapeDtypeStruct((1, g.L, head_dim), dtype)
-    fn = lambda q, k, v: block_sparse_attention(  # noqa: E731
-        q, k, v, mask, block_q=block_q, block_kv=block_kv_compute, block_kv_compute=block_kv_compute,
-        fast_path=True, interpret=True)
+    config = KernelConfig(block_q, block_kv_compute, block_kv_compute, fast_path=True)
+    fn = lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic", interpret=True)  # noqa: E731
     bodies = when_bodies(pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr))
     if len(bodies) != 4:
         raise RuntimeError(f"unexpected kernel structure: {len(bodies)} pl.when bodies (init, full, partial, finish)")

@@ -12,10 +12,17 @@ Terms, each switchable through ``Setup.parts`` (:data:`PARTS`):
   :mod:`svgtpu.costmodel.stages`.  The VAE runs sharded over the slice (MaxDiffusion) or, as in Wan's
   reference code, on one rank in float32 (``Setup.vae_sharded``).
 
-Sparse layers carry their own efficiency, ``Setup.sparse_efficiency``: the share of the modeled
-sparse-layer time (kernel tiles + SVG's profiling and layout transform) a real sparse layer reaches.
-1 means "as the tile model says"; the evidence for lower values (SVG's published GPU timings, our
-kernel's compiled schedule, SVG's per-layer extra work) is gathered in :mod:`svgtpu.costmodel.validate`.
+Self-attention is priced per head from the compiled tile table when it covers the setup's kernel, tile
+and device (``Setup.compiled``; :mod:`svgtpu.costmodel.tile_costs`), else from priors; the result says
+which (``attention_pricing``).  ``Setup.kernel`` is the attention kernel (ours, JAX's Splash, tokamax; a
+GPU's FlashAttention), ``Setup.dense_kernel`` the one the dense reference runs (default: the same).
+
+Sparse layers carry one more factor, ``Setup.sparse_efficiency``: the share of the modeled sparse-layer
+time (the kernel's tiles + SVG's profiling and layout transform) a real sparse layer reaches.  1 means
+"as modeled": with the compiled table the kernel's own sparse overhead is already in the modeled time,
+so the central value is 1 and the evidence for it is the compiled schedule plus SVG's per-layer extra
+work (:func:`sparse_layer_efficiency`); SVG's published GPU runs imply lower values, a named scenario
+(:mod:`svgtpu.costmodel.scenarios`), not the central estimate.
 
 The efficiency is explicit: a :class:`Setup` never looks up a calibration itself (that would make
 this module import the validation above it); :func:`svgtpu.costmodel.validate.calibrated_setup`
@@ -35,10 +42,12 @@ import dataclasses
 from typing import Iterable
 
 from svgtpu.costmodel import parallel, stages
-from svgtpu.costmodel.kernel_work import KernelWork, counted_work
+from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
+from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
 from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
 from svgtpu.costmodel.specs import DeviceSpec
-from svgtpu.costmodel.tile_costs import attention_head_seconds, mask_tiles
+from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_seconds, compiled_head_cycles,
+                                         compiled_head_seconds, kernel_steps, mask_tiles)
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.report.claims import reported_json
@@ -47,6 +56,7 @@ from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
+from svgtpu.errors import BadInput
 
 #: Switchable terms of a video's time beyond the DiT's ops and self-attention.
 PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "image_encoder", "host")
@@ -57,6 +67,11 @@ IMAGE_ENCODERS = (None, "vae", "vae+clip")
 #: 989 TFLOP/s dense): the rate of Wan's float32 VAE in PyTorch on a GPU (TF32 convolutions by default).
 GPU_FP32_MATMUL_SHARE = 0.5
 WEIGHTS = ("auto", "replicated", "sharded")
+#: How a slice splits self-attention: ``heads`` (Ulysses: all-to-alls trade sequence shards for head
+#: shards, each chip attends its heads over the whole sequence) or ``sequence`` (MaxDiffusion's
+#: ``attention="flash"``: each device keeps its slice of the queries, all heads, against all keys and
+#: values, which are all-gathered every layer; its query slice is padded to a multiple of ``block_q``).
+ATTENTION_SHARDINGS = ("heads", "sequence")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,10 +98,14 @@ class Setup:
     sparse_efficiency: float = 1.0    # share of the modeled sparse-layer time real sparse layers reach
     vae_sharded: bool = True          # VAE over the slice (MaxDiffusion) or one rank in fp32 (Wan's reference)
     image_encoder: str | None = None  # image-to-video conditioning (IMAGE_ENCODERS)
-    work: KernelWork | None = None   # None: our Pallas kernel (work counted by kernel_work.counted_work,
-                                            # tiles from its plan); else another kernel's work per score
+    kernel: str = "ours"              # attention kernel: ours, splash, tokamax (TPU) or flash (GPU)
+    dense_kernel: str | None = None   # the dense reference's kernel (None: kernel)
+    compiled: CompiledTable | None = None   # the compiled tile table pricing TPU attention (None: priors)
+    work: KernelWork | None = None   # prior work per score (None: our kernel's, kernel_work.counted_work)
     dtype_bytes: int = 2
     cfg_split: bool = False           # run the two CFG passes at once on two halves of the slice
+    attention_sharding: str = "heads"  # ATTENTION_SHARDINGS: Ulysses head parallelism, or sequence-sharded flash
+    segment_ids: bool = False         # padded tokens masked by segment ids (MaxDiffusion): every tile masked
     weights: str = "auto"             # auto: shard weights only when replicas do not fit in HBM
     parts: frozenset = frozenset(PARTS)
     host_seconds_per_step: float = 0.02   # assumption: Python loop + scheduler + dispatch per step
@@ -95,30 +114,37 @@ class Setup:
         for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
             check_positive_int(field, getattr(self, field))
         if (self.kept is None) == (self.multiplier is None):
-            raise ValueError("give exactly one of kept or multiplier")
+            raise BadInput("give exactly one of kept or multiplier")
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:
-                raise ValueError(f"{field} must be in [0, 1], got {value!r}")
+                raise BadInput(f"{field} must be in [0, 1], got {value!r}")
         if self.weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+            raise BadInput(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
         unknown = set(self.parts) - set(PARTS)
         if unknown:
-            raise ValueError(f"parts must be drawn from {', '.join(PARTS)}, got {sorted(unknown)}")
+            raise BadInput(f"parts must be drawn from {', '.join(PARTS)}, got {sorted(unknown)}")
         object.__setattr__(self, "parts", frozenset(self.parts))
         if self.cfg_split and (not self.cfg or self.chips % 2):
-            raise ValueError(f"cfg_split needs cfg and an even chip count, got cfg={self.cfg}, chips={self.chips}")
+            raise BadInput(f"cfg_split needs cfg and an even chip count, got cfg={self.cfg}, chips={self.chips}")
         if not self.host_seconds_per_step >= 0:
-            raise ValueError(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
+            raise BadInput(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
         parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
         if not isinstance(self.efficiency, Efficiency):
-            raise ValueError("efficiency is required: pass an Efficiency, or build the setup with "
-                             "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
+            raise BadInput("efficiency is required: pass an Efficiency, or build the setup with "
+                           "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
         if not 0 < self.sparse_efficiency <= 1:
-            raise ValueError(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
+            raise BadInput(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
+        for field in ("kernel", "dense_kernel"):
+            value = getattr(self, field)
+            if value is not None and value not in ATTENTION_KERNELS:
+                raise BadInput(f"{field} must be one of {', '.join(ATTENTION_KERNELS)}, got {value!r}")
+        if self.attention_sharding not in ATTENTION_SHARDINGS:
+            raise BadInput(f"attention_sharding must be one of {', '.join(ATTENTION_SHARDINGS)}, "
+                           f"got {self.attention_sharding!r}")
         if self.image_encoder not in IMAGE_ENCODERS:
-            raise ValueError(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
-                             f"got {self.image_encoder!r}")
+            raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
+                           f"got {self.image_encoder!r}")
 
     @property
     def passes(self) -> int:
@@ -150,43 +176,109 @@ class Setup:
 
     @property
     def kernel_work(self) -> KernelWork:
+        """Work per score for the prior pricing: ``work``, else our kernel's counted from its jaxpr (JAX)."""
         if self.work is not None:
             return self.work
-        from svgtpu.kernels.config import default_block_kv_compute
+        from svgtpu.kernels.config import KernelConfig, default_block_kv_compute
+        KernelConfig(block_q=self.block_q, block_kv=self.block_kv)   # the kernel's tile rules, one clear line
         return counted_work(self.model.head_dim, "bfloat16" if self.dtype_bytes == 2 else "float32",
-                              default_block_kv_compute(self.block_q, self.block_kv))
+                            default_block_kv_compute(self.block_q, self.block_kv))
+
+    @property
+    def dtype(self) -> str:
+        return "bfloat16" if self.dtype_bytes == 2 else "float32"
+
+    def compiled_tile(self, kernel: str | None = None):
+        """``(row, provenance)`` of the compiled table for ``kernel`` (default: ``Setup.kernel``) at this
+        setup's device and tile, or ``None`` (priors)."""
+        if self.compiled is None or self.device.is_gpu:
+            return None
+        return self.compiled.tile(self.device.name, kernel or self.kernel, self.block_q, self.block_kv,
+                                  self.model.head_dim, self.dtype)
+
+    def attention_pricing(self, kernel: str | None = None) -> str:
+        """How attention of ``kernel`` is priced here: the compiled table (its provenance) or priors."""
+        found = self.compiled_tile(kernel)
+        return f"compiled tile table ({found[1]})" if found else "priors (tile_costs.tile_units)"
 
     @property
     def provenance(self) -> str:
         return provenance("modeled", device=self.device.name)
 
     def tiles(self, kind: str) -> tuple[TileStats, dict]:
-        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.kept,
-                          from_plan=self.work is None)
+        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.kept)
 
-    def head_seconds(self, stats: TileStats, empty_row_steps: int, *, fast_path: bool = True) -> float:
-        """Attention seconds of one head whose mask has tile counts ``stats`` at this setup's tiles
-        (``empty_row_steps``: q rows with no tile, one zero-writing step each)."""
+    def head_seconds(self, stats: TileStats, empty_row_steps: int = 0, *, fast_path: bool = True,
+                     kernel: str | None = None, info: dict | None = None) -> float:
+        """Attention seconds of one head of ``kernel`` (default ``Setup.kernel``) on one TensorCore, over a
+        mask with tile counts ``stats``: its facts ``info`` (:func:`~svgtpu.costmodel.tile_costs.mask_tiles`),
+        or, for a mask known only by its counts, ``empty_row_steps`` (q rows without a tile) with the mask
+        taken to cut inside its partial tiles."""
+        kernel = kernel or self.kernel
+        fast_path = fast_path and not self.segment_ids   # segment ids mask every tile, full ones too
+        if info is None:
+            info = {"q_rows": ceil_div(self.geometry.L, self.block_q), "empty_rows": empty_row_steps,
+                    "max_row_tiles": None, "mask_cuts_tiles": True}
+        fast_path = fast_path and HAS_FAST_PATH.get(kernel, True)
+        found = self.compiled_tile(kernel)
+        if found:
+            return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,
+                                         fast_path=fast_path, dtype_bytes=self.dtype_bytes)
         return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.block_q,
-                                      self.block_kv, fast_path=fast_path,
-                                      q_rows=ceil_div(self.geometry.L, self.block_q), work=self.kernel_work,
-                                      dtype_bytes=self.dtype_bytes, empty_row_steps=empty_row_steps)
+                                      self.block_kv, fast_path=fast_path, q_rows=info["q_rows"],
+                                      work=self.kernel_work, dtype_bytes=self.dtype_bytes,
+                                      empty_row_steps=kernel_steps(kernel, stats, info)["empty"])
+
+    def head_cycles(self, kind: str, *, fast_path: bool = True, kernel: str | None = None) -> dict | None:
+        """The compiled cycles of one head on mask ``kind`` (:func:`~svgtpu.costmodel.tile_costs.compiled_head_cycles`),
+        or ``None`` without a compiled row."""
+        kernel = kernel or self.kernel
+        found = self.compiled_tile(kernel)
+        if not found:
+            return None
+        stats, info = self.tiles(kind)
+        return compiled_head_cycles(found[0], stats, info,
+                                    fast_path=fast_path and HAS_FAST_PATH[kernel] and not self.segment_ids)
 
 
 def recipe_fields(recipe) -> dict:
     """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: kept fraction, dense-step and
     dense-layer shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
     if not recipe.known:
-        raise ValueError(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
+        raise BadInput(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
     return {"kept": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
 
-def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool) -> float:
-    """Self-attention seconds of one layer on one chip: its heads split over the chip's cores."""
+def sequence_shard_tiles(setup: Setup) -> tuple[TileStats, dict]:
+    """Dense tiles of one device's query slice under sequence sharding: ``ceil(L / devices)`` queries (a
+    device is a TensorCore) padded to ``block_q`` rows, against all ``L`` keys; the last kv tile is
+    partial when ``block_kv`` does not divide ``L`` (padded queries make no tile partial)."""
+    devices = setup.chips_per_pass * setup.device.cores
+    q_rows = ceil_div(ceil_div(setup.geometry.L, devices), setup.block_q)
+    kv_tiles, padded = ceil_div(setup.geometry.L, setup.block_kv), int(setup.geometry.L % setup.block_kv != 0)
+    stats = TileStats(full=q_rows * (kv_tiles - padded), partial=q_rows * padded, empty=0)
+    return stats, {"density": 1.0, "q_rows": q_rows, "empty_rows": 0, "max_row_tiles": kv_tiles,
+                   "mask_cuts_tiles": False, "grid_steps": q_rows * kv_tiles, "empty_row_steps": 0}
+
+
+def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool, kernel: str | None = None) -> float:
+    """Self-attention seconds of one layer on one chip: its heads split over the chip's cores, or (sequence
+    sharding, dense only) every head over each core's query slice."""
+    if setup.attention_sharding == "sequence":
+        if kind != "dense":
+            raise BadInput("SVG layers are modeled head-parallel (attention_sharding='heads'): its masks and "
+                           "profiling are per head over the whole sequence")
+        stats, info = sequence_shard_tiles(setup)
+        return setup.model.heads * setup.head_seconds(stats, fast_path=fast_path, kernel=kernel, info=info)
     stats, info = setup.tiles(kind)
-    per_head = setup.head_seconds(stats, info["empty_row_steps"], fast_path=fast_path)
+    per_head = setup.head_seconds(stats, fast_path=fast_path, kernel=kernel, info=info)
     return ceil_div(setup.heads_per_chip, setup.device.cores) * per_head
+
+
+def _dense_layer(setup: Setup, fast_path: bool = True) -> float:
+    """The dense reference's self-attention layer: ``Setup.dense_kernel`` (default the setup's kernel)."""
+    return _per_chip_layer_attention(setup, "dense", fast_path, setup.dense_kernel or setup.kernel)
 
 
 def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
@@ -195,10 +287,11 @@ def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
     Profiling (per head): ``r`` sampled rows against all ``L`` keys: QK^T once, PV for the exact
     output and the two candidate masks (3x), three masked softmaxes; reads K and V once.  Layout
     transformation (per temporal head): permute Q, K, V to spatial-major and O back, each a read and
-    a write of ``L x d`` values over HBM.
+    a write of ``L x d`` values over HBM.  Profiling runs as plain attention ops on the sampled rows, not
+    in the sparse kernel: its softmax work is the hand count :data:`~svgtpu.costmodel.kernel_work.FLASH`.
     """
     dev, eff, d, L, r = setup.device, setup.efficiency, setup.model.head_dim, setup.geometry.L, setup.profile_rows
-    k = setup.kernel_work
+    k = FLASH
     elements = float(r) * L
     mxu = (2 + 3 * 2) * elements * d / (dev.matmul_flops * dev.matmul_utilization(d))
     vpu = elements * 3 * (k.vector_ops + k.mask_vector_ops) / (dev.vector_ops * eff.vector_scale)
@@ -222,10 +315,14 @@ def memory(setup: Setup) -> dict:
 
 def communication_seconds(setup: Setup) -> float:
     """ICI seconds of one forward pass on one chip: four Ulysses all-to-alls per layer, each chip
-    re-sharding its ``L / chips x dim`` slice between sequence and heads."""
+    re-sharding its ``L / chips x dim`` slice between sequence and heads; or, with sequence sharding, an
+    all-gather of every layer's K and V (``2 x L x dim`` values)."""
     if "communication" not in setup.parts:
         return 0.0
     n = setup.chips_per_pass
+    if setup.attention_sharding == "sequence":
+        kv = 2.0 * setup.geometry.L * setup.model.dim * setup.dtype_bytes
+        return setup.model.layers * parallel.all_gather_seconds(kv, n, setup.device, setup.efficiency)
     shard = setup.geometry.L / n * setup.model.dim * setup.dtype_bytes
     return setup.model.layers * parallel.ULYSSES_ALL_TO_ALLS * parallel.all_to_all_seconds(
         shard, n, setup.device, setup.efficiency)
@@ -246,7 +343,7 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
     out = {op.name: op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass) for op in ops}
     out["communication"] = communication_seconds(setup)
     out["weight_gather"] = weight_gather_seconds(setup)
-    out["self_attention"] = setup.model.layers * _per_chip_layer_attention(setup, "dense", True)
+    out["self_attention"] = setup.model.layers * _dense_layer(setup)
     return out
 
 
@@ -288,10 +385,10 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     """
     breakdown = forward_breakdown(setup)
     other = sum(v for k, v in breakdown.items() if k != "self_attention")
-    dense_layer = _per_chip_layer_attention(setup, "dense", True)
+    dense_layer = _dense_layer(setup)
     n_layers, passes = setup.model.layers, setup.steps * setup.sequential_passes
     if kind == "dense":
-        return passes * (other + n_layers * _per_chip_layer_attention(setup, "dense", fast_path))
+        return passes * (other + n_layers * _dense_layer(setup, fast_path))
     overhead = sum(svg_overhead_seconds(setup).values())
     sparse_layer = (_per_chip_layer_attention(setup, kind, fast_path) + overhead) / setup.sparse_efficiency
     dense_calls, sparse_calls = layer_calls(setup.steps, n_layers, setup.dense_steps, setup.dense_layers)
@@ -315,11 +412,11 @@ CHAIN = (
 
 
 def sparse_layer_efficiency(setup: Setup, kind: str = "svg-aligned") -> float:
-    """Ideal sparse-layer time (dense layer x mask density) over the modeled one (with profiling,
-    layout, grid steps, masking and ``Setup.sparse_efficiency``): how close the sparse layers come
-    to scaling with density."""
+    """Ideal sparse-layer time (the dense reference's layer x mask density) over the modeled one (the
+    kernel's tiles, steps and masking, SVG's profiling and layout transform, ``Setup.sparse_efficiency``):
+    how close the sparse layers come to scaling with density."""
     stats, info = setup.tiles(kind)
-    ideal = _per_chip_layer_attention(setup, "dense", True) * info["density"]
+    ideal = _dense_layer(setup) * info["density"]
     actual = _per_chip_layer_attention(setup, kind, True) + sum(svg_overhead_seconds(setup).values())
     return ideal / actual * setup.sparse_efficiency
 
@@ -361,7 +458,8 @@ def model_video(setup: Setup) -> dict:
         "kept": setup.kept, "multiplier": setup.multiplier, "sparse_efficiency": setup.sparse_efficiency,
         "warmup_steps": setup.warmup_steps, "warmup_layers": setup.warmup_layers,
         "dense_steps": setup.dense_steps, "dense_layers": setup.dense_layers,
-        "efficiency": dataclasses.asdict(setup.efficiency), "kernel_work": dataclasses.asdict(setup.kernel_work),
+        "efficiency": dataclasses.asdict(setup.efficiency), "kernel": setup.kernel,
+        "dense_kernel": setup.dense_kernel or setup.kernel, "attention_pricing": setup.attention_pricing(),
         "parts": sorted(setup.parts), "memory": memory(setup),
         "attention_share": breakdown["self_attention"] / forward,
         "attention_share_end_to_end": attention_video / dense,
@@ -394,6 +492,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["PARTS", "WEIGHTS", "ATTENTION_SHARDINGS", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -1,31 +1,42 @@
 """Devices as data: the per-chip rates of each accelerator, each with its public source.
 
-A TPU's vector rates are built from its units (:func:`tpu_spec`): the MXU count and size and the
-peak bf16 rate give the clock; the clock, the vreg shape and the issue rates of the vector ALUs and
-of the transcendental unit (EUP) give the VPU and EUP rates.  No public source states the clock, so
-it is *derived*, and public sources disagree on the MXU count it is derived from (v6e: 2 per core
-in JAX's ``pltpu.TpuInfo``, 4 in other public descriptions).  The clock is therefore not a fact but
-a named band, :data:`CLOCK_BANDS`: every alternative MXU count and the clock it implies.  The model
-runs at the first alternative and the sensitivity knob ``efficiency.vector_scale`` spans the band
-(``vector_scale = clock(alternative) / clock(first)``; :mod:`svgtpu.costmodel.sensitivity`).
+A TPU's vector rates are built from its units (:func:`tpu_spec`): the MXUs' flops per cycle and the
+published peak bf16 rate give the clock (no public page states it); the clock, the vreg shape and the
+issue rates of the vector ALUs and of the transcendental unit (EUP) give the VPU and EUP rates.
+
+Where the clock comes from is said on every spec (``DeviceSpec.clock_source``):
+
+- **the compiled probe** (:func:`with_probe`, from ``figures/compiled_tiles.json``,
+  :mod:`svgtpu.costmodel.compiled`): the MXUs a compiled matmul uses and the flops they retire per
+  cycle, read from the real compiler's schedule;
+- else **the prior**: the cited MXU count and width (JAX's ``tpu_info``, Google's pages) at one
+  multiply-accumulate per MXU cell per cycle, ``2 x columns^2`` flops per MXU cycle, labelled
+  ``prior``.  v6e and v7x have two 256-wide MXUs per TensorCore by every source we have (JAX's
+  ``tpu_info`` lists ``num_mxus=2`` for both; Google's v6e page: two MXUs per TensorCore), and the
+  compiled schedules use ``mxu0`` and ``mxu1`` only.
+
+The vector issue widths are read off compiled v6e schedules (``svgtpu.bench.units``): bundles hold up
+to four vector-ALU ops, and ``vpow2`` (the exp) issues in back-to-back bundles, one vreg a cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+
+from svgtpu.errors import BadInput
 
 #: TPU vector registers hold 8 sublanes x 128 lanes of 32-bit values (Cloud TPU docs, "TPU v6e":
 #: "a 128x8 vector processing unit (VPU) with 128 lanes x 8 sublanes"; JAX ``pltpu.TpuInfo``).
 VREG_ELEMENTS = 8 * 128
-#: Vector-ALU slots that can each retire one vreg op per cycle: Hot Chips 32 (2020), Norrie &
-#: Patil, "Google's Training Chips Revealed: TPUv2 and TPUv3" (2 vector-ALU slots in the VLIW
-#: bundle); later generations assumed to keep two (no public figure).
-VALU_SLOTS = 2
-#: Issue interval of the EUP (exp via vpow2, rsqrt, tanh, reciprocal): one vreg every 2 cycles,
-#: measured with the on-chip cycle counter in the public Pallas TPU tutorial
-#: (ayaka14732.github.io/pallas-tpu-tutorial, chapter 1, unit table: "EUP ... interval 2"); the f32
-#: vector ALU ops there issue every cycle.
-EUP_CYCLES_PER_VREG = 2
+#: Vector-ALU ops one bundle issues: four in the compiled v6e schedules of our kernel (the unit reader
+#: of ``svgtpu.bench.units`` refuses a schedule that packs more); the earlier prior of two (Hot Chips 32,
+#: TPUv2/v3) is contradicted by those schedules.
+VALU_SLOTS = 4
+#: Cycles between two EUP pushes (exp via ``vpow2``, rsqrt, reciprocal): 1, back-to-back ``vpow2`` in the
+#: compiled v6e schedules (the earlier prior of 2, from the public Pallas TPU tutorial's cycle table, is
+#: contradicted by them).
+EUP_CYCLES_PER_VREG = 1
 #: Device families: one calibrated efficiency each (svgtpu.costmodel.validate).  GPUs are split by
 #: architecture because the same kernel reaches very different shares of peak on them: FlashAttention-2
 #: reaches 50-73 % of an A100's peak (FA2 paper, Dao 2023) but 35 % of an H100's (FA3 paper, Shah et al.
@@ -52,8 +63,11 @@ class DeviceSpec:
     family: str = "tpu"        # which calibrated efficiency applies (svgtpu.costmodel.validate)
     cores: int = 1             # TensorCores per chip splitting a kernel's parallel grid axis
     ici_ports: int | None = None        # links per chip (mesh topology); None: a full switch (NVLink)
-    clock_hz: float | None = None       # derived TPU clock at the first MXU count of its band (CLOCK_BANDS)
-    grid_step_seconds: float = 0.0      # fixed cost of one sequential kernel grid step (TPU Pallas)
+    clock_hz: float | None = None       # TPU clock: peak / (cores x flops per core cycle)
+    clock_source: str = ""              # where the clock comes from: a compiled probe or the prior
+    mxus_per_core: int | None = None    # MXUs of one TensorCore (TPU)
+    grid_step_seconds: float = 0.0      # fixed cost of one sequential kernel grid step (TPU Pallas), a
+                                        # prior used only where no compiled tile table prices the kernel
     kv_reuse: int = 1          # q tiles served by one HBM read of a K/V tile: 1 on a TPU core (tiles run
                                # one after another); a GPU's concurrent thread blocks (one per SM) share
                                # each K/V tile through L2
@@ -72,6 +86,11 @@ class DeviceSpec:
     def is_gpu(self) -> bool:
         return self.family in GPU_FAMILIES
 
+    @property
+    def core_flops_per_cycle(self) -> float | None:
+        """bf16 flops one TensorCore retires per cycle at full MXU fill (TPU)."""
+        return self.matmul_flops / self.cores / self.clock_hz if self.clock_hz else None
+
     def matmul_utilization(self, width: int) -> float:
         """Fraction of the MXU used along one side when a matmul's contraction (or output) width
         is ``width``: a ``256 x 256`` array fed a 128-wide contraction idles half its cells."""
@@ -81,74 +100,92 @@ class DeviceSpec:
         return dataclasses.asdict(self)
 
 
-#: Fixed cost of one Pallas TPU grid step (DMA issue + semaphore waits + scalar bookkeeping).  An
+#: Fixed cost of one Pallas TPU grid step (DMA issue + semaphore waits + scalar bookkeeping), used only
+#: where no compiled tile table prices the kernel (the table has the step's static cycles).  An
 #: assumption: no public measured figure was found; the sensitivity band is 0.1-1 us.
 GRID_STEP_SECONDS = 0.35e-6
-#: The derived clock of each TPU per MXU-count alternative: ``{device: {mxus_per_core: clock_hz}}``,
-#: first entry = the modeled one.  Filled by :func:`tpu_spec`; a band, not a fact.
-CLOCK_BANDS: dict[str, dict[int, float]] = {}
 
 
-def derived_clock(matmul_flops: float, cores: int, mxus_per_core: int, mxu_dim: int) -> float:
-    """``matmul_flops / (cores x mxus_per_core x mxu_dim^2 x 2 FLOP per MAC)``: the clock a peak rate
-    implies for a given MXU count."""
-    return matmul_flops / (cores * mxus_per_core * mxu_dim ** 2 * 2)
+def derived_clock(matmul_flops: float, cores: int, flops_per_cycle: float) -> float:
+    """``matmul_flops / (cores x flops per core cycle)``: the clock a published peak implies."""
+    return matmul_flops / (cores * flops_per_cycle)
+
+
+def _vector_rates(cores: int, clock: float) -> dict:
+    """VPU and EUP element-ops per second of a chip at ``clock``: :data:`VALU_SLOTS` and
+    :data:`EUP_CYCLES_PER_VREG` on 8 x 128 lanes per core."""
+    return {"vector_ops": cores * VALU_SLOTS * VREG_ELEMENTS * clock,
+            "exp_ops": cores * VREG_ELEMENTS * clock / EUP_CYCLES_PER_VREG}
+
+
+def _derivation(spec_peak: float, cores: int, flops_per_cycle: float, why: str) -> str:
+    return (f"clock = {spec_peak:.4g} FLOP/s / ({cores} core x {flops_per_cycle:,.0f} flop per core cycle: {why}); "
+            f"VPU = {cores} x {VALU_SLOTS} VALU x 8x128 lanes x clock; EUP = {cores} x 8x128 / "
+            f"{EUP_CYCLES_PER_VREG} cycle x clock")
 
 
 def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes: float,
-             cores: int, mxus_per_core: tuple[int, ...], mxu_dim: int, ici_bandwidth: float, ici_ports: int,
+             cores: int, mxus_per_core: int, mxu_dim: int, ici_bandwidth: float, ici_ports: int,
              source: str) -> DeviceSpec:
-    """A TPU spec whose vector rates come from its units, at the first of the ``mxus_per_core``
-    alternatives public sources give (the others are the clock band, :data:`CLOCK_BANDS`).
-
-    VPU ``= cores x VALU_SLOTS x 1024 lanes x clock``; EUP ``= cores x 1024 / 2 cycles x clock``.
-    """
-    clocks = [derived_clock(matmul_flops, cores, m, mxu_dim) for m in mxus_per_core]
-    clock = clocks[0]
-    band = ", ".join(f"{m} MXU/core -> {c / 1e9:.3g} GHz" for m, c in zip(mxus_per_core, clocks))
-    derivation = (f"clock = {matmul_flops:.4g} FLOP/s / ({cores} core x MXUs x {mxu_dim}^2 x 2), a band: "
-                  f"{band} (modeled at the first); VPU = {cores} x {VALU_SLOTS} VALU x "
-                  f"8x128 lanes x clock; EUP = {cores} x 8x128 / {EUP_CYCLES_PER_VREG} cycles x clock")
-    CLOCK_BANDS[name] = {m: c for m, c in zip(mxus_per_core, clocks)}
-    return DeviceSpec(name, matmul_flops, hbm_bandwidth, hbm_bytes,
-                      vector_ops=cores * VALU_SLOTS * VREG_ELEMENTS * clock,
-                      exp_ops=cores * VREG_ELEMENTS * clock / EUP_CYCLES_PER_VREG,
-                      matmul_tile=mxu_dim, source=source, derivation=derivation,
+    """A TPU spec at its prior clock: ``mxus_per_core`` MXUs of ``mxu_dim^2`` cells, one
+    multiply-accumulate (2 flops) per cell per cycle; :func:`with_probe` replaces it with the compiler's."""
+    per_cycle = mxus_per_core * mxu_dim ** 2 * 2
+    clock = derived_clock(matmul_flops, cores, per_cycle)
+    why = f"prior, {mxus_per_core} MXUs x {mxu_dim}^2 cells x 2 flops"
+    return DeviceSpec(name, matmul_flops, hbm_bandwidth, hbm_bytes, **_vector_rates(cores, clock),
+                      matmul_tile=mxu_dim, source=source, derivation=_derivation(matmul_flops, cores, per_cycle, why),
                       ici_bandwidth=ici_bandwidth, family="tpu", cores=cores, ici_ports=ici_ports,
-                      clock_hz=clock, grid_step_seconds=GRID_STEP_SECONDS)
+                      clock_hz=clock, clock_source="prior (cited MXU count and width, one MAC per cell per cycle)",
+                      mxus_per_core=mxus_per_core, grid_step_seconds=GRID_STEP_SECONDS)
+
+
+def with_probe(device: DeviceSpec, probe) -> DeviceSpec:
+    """``device`` with its clock and vector rates from the compiled probe (a
+    :class:`svgtpu.costmodel.compiled.Probe`): ``clock = published peak / (cores x flops per core cycle)``.
+    The probe's peak and core count must be this spec's (one definition of each)."""
+    if abs(probe.published_peak_tflops_per_chip * 1e12 - device.matmul_flops) > 1e-6 * device.matmul_flops \
+            or probe.cores_per_chip != device.cores:
+        raise ValueError(f"compiled probe for {device.name}: peak {probe.published_peak_tflops_per_chip} TFLOP/s and "
+                         f"{probe.cores_per_chip} cores per chip differ from the spec's {device.matmul_flops / 1e12:g} "
+                         f"and {device.cores}")
+    clock = derived_clock(device.matmul_flops, device.cores, probe.flops_per_cycle)
+    why = f"{probe.provenance} probe, {probe.mxus_per_core} MXUs used"
+    return dataclasses.replace(device, **_vector_rates(device.cores, clock), clock_hz=clock,
+                               clock_source=f"{probe.provenance} probe ({probe.mxus_per_core} MXUs x "
+                                            f"{probe.mxu_columns} columns, {probe.flops_per_cycle:,.0f} flop per cycle)",
+                               mxus_per_core=probe.mxus_per_core,
+                               derivation=_derivation(device.matmul_flops, device.cores, probe.flops_per_cycle, why))
 
 
 DEVICES: dict[str, DeviceSpec] = {
-    # Cloud TPU docs, "TPU v6e": 918 TFLOP/s bf16, 1638 GB/s HBM, 32 GB; one TensorCore with 256x256
-    # MXUs: two in JAX pltpu.TpuInfo for v6e (num_mxus=2, mxu_column_size=256), four in other public
-    # descriptions of Trillium (hence the clock band 3.5 / 1.75 GHz); "Bidirectional inter-chip
-    # interconnect (ICI) bandwidth (per chip): 800 GBps", "ICI ports per chip: 4".
+    # Cloud TPU docs, "TPU v6e": 918 TFLOP/s bf16, 1638 GB/s HBM, 32 GB; one TensorCore with two 256x256
+    # MXUs (the page's system architecture; JAX tpu_info: num_mxus=2, mxu_column_size=256);
+    # "Bidirectional inter-chip interconnect (ICI) bandwidth (per chip): 800 GBps", "ICI ports per chip: 4".
     "v6e": tpu_spec("v6e", matmul_flops=918e12, hbm_bandwidth=1638e9, hbm_bytes=32e9, cores=1,
-                    mxus_per_core=(2, 4), mxu_dim=256, ici_bandwidth=800e9, ici_ports=4,
+                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=800e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v6e' (system architecture + specifications table); "
                            "JAX pallas tpu_info (MXU count and size)"),
     # Cloud TPU docs, "TPU v5e": 197 TFLOP/s bf16, 16 GB HBM2 at 819 GB/s, one TensorCore with four
     # MXUs (128x128: JAX pltpu.TpuInfo); ICI "400 GBps" bidirectional per chip, 4 ports (2D torus).
     "v5e": tpu_spec("v5e", matmul_flops=197e12, hbm_bandwidth=819e9, hbm_bytes=16e9, cores=1,
-                    mxus_per_core=(4,), mxu_dim=128, ici_bandwidth=400e9, ici_ports=4,
+                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=400e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v5e' (system architecture + key chip specifications); "
                            "JAX pallas tpu_info"),
     # Cloud TPU docs, "TPU v5p": 459 TFLOP/s bf16, 95 GB HBM2e at 2765 GB/s, four MXUs per
     # TensorCore, two TensorCores per chip (JAX 'TPU Hardware Reference'); ICI 1200 GB/s
     # bidirectional per chip, 6 ports (3D torus).
     "v5p": tpu_spec("v5p", matmul_flops=459e12, hbm_bandwidth=2765e9, hbm_bytes=95e9, cores=2,
-                    mxus_per_core=(4,), mxu_dim=128, ici_bandwidth=1200e9, ici_ports=6,
+                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=1200e9, ici_ports=6,
                     source="Cloud TPU docs 'TPU v5p' (key specifications); JAX docs 'TPU Hardware Reference'"),
     # Cloud TPU docs, "TPU7x (Ironwood)" (docs.cloud.google.com/tpu/docs/tpu7x, specification table):
     # 2307 TFLOP/s bf16 per chip, 192 GiB HBM, two TensorCores per chip, 3D torus (6 ports, as v5p);
     # Google Cloud blog "Ironwood: the first Google TPU for the age of inference" (2025-04-09): 7.37 TB/s
-    # HBM and 1.2 TB/s bidirectional ICI per chip.  MXUs: 256x256, four per TensorCore (an assumption by
-    # analogy with v5p's four per core, carried as a band with two).  A v7x-N slice has N TensorCores,
-    # N/2 chips (the accelerator type counts cores, as v5p-8 = 4 chips).
+    # HBM and 1.2 TB/s bidirectional ICI per chip.  MXUs: two 256x256 per TensorCore (JAX tpu_info:
+    # ChipVersion.TPU_7X num_mxus=2, mxu_column_size=256).
     "v7x": tpu_spec("v7x", matmul_flops=2307e12, hbm_bandwidth=7.37e12, hbm_bytes=192 * 2 ** 30, cores=2,
-                    mxus_per_core=(4, 2), mxu_dim=256, ici_bandwidth=1200e9, ici_ports=6,
+                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=1200e9, ici_ports=6,
                     source="Cloud TPU docs 'TPU7x (Ironwood)' (specification table); Google Cloud blog "
-                           "'Ironwood' 2025-04-09 (HBM bandwidth, ICI)"),
+                           "'Ironwood' 2025-04-09 (HBM bandwidth, ICI); JAX pallas tpu_info (MXU count and size)"),
     # NVIDIA H100 SXM datasheet: 989 TFLOP/s dense bf16 tensor core, 80 GB HBM3 at 3.35 TB/s,
     # 67 TFLOP/s FP32 non-tensor (= 33.5e12 FMA lanes/s); exp on the SFUs: FlashAttention-3 paper
     # (Shah et al. 2024): "989 TFLOPS of FP16 matmul but only 3.9 TFLOPS of special functions".
@@ -175,23 +212,41 @@ DEVICES: dict[str, DeviceSpec] = {
 }
 
 
-def clock_variants(device: DeviceSpec) -> dict[int, DeviceSpec]:
-    """The device at each alternative of its clock band (:data:`CLOCK_BANDS`), keyed by MXUs per core:
-    the VPU and EUP rates scaled with the clock; ``{}`` for a device without a derived clock."""
-    band = CLOCK_BANDS.get(device.name, {})
-    return {m: dataclasses.replace(device, clock_hz=c, vector_ops=device.vector_ops * c / device.clock_hz,
-                                   exp_ops=device.exp_ops * c / device.clock_hz) for m, c in band.items()}
+#: How a TPU slice's accelerator type counts: ``v5p-N`` and ``v7x-N`` count TensorCores (two per chip, so
+#: v7x-8 is 4 chips), ``v5e-N`` and ``v6e-N`` count chips (Cloud TPU docs: "TPU v5p" and "TPU7x"
+#: accelerator types, "TPU v6e" and "TPU v5e" configurations).
+SLICE_COUNTS = {"v5e": "chips", "v6e": "chips", "v5p": "cores", "v7x": "cores"}
+_SLICE = re.compile(r"(v5e|v6e|v5p|v7x)-(\d+)")
 
 
-def get_device(name: "str | DeviceSpec") -> DeviceSpec:
-    """A spec by name (``v6e``, ``v5e``, ``v5p``, ``v7x``, ``h100``, ``h200``, ``a100``); ``cpu`` is measured, see
-    :func:`svgtpu.bench.cpu.calibrate_cpu`."""
+def parse_slice(name: str) -> tuple[str, int]:
+    """``"v7x-8"`` -> ``("v7x", 4)``: a slice name as Cloud TPU writes it, as (device, chips)."""
+    match = _SLICE.fullmatch(name.strip())
+    if not match:
+        raise BadInput(f"slice must be a TPU accelerator type like v6e-8 or v7x-8 ({', '.join(SLICE_COUNTS)}), "
+                       f"got {name!r}")
+    device, n = match[1], int(match[2])
+    if SLICE_COUNTS[device] == "chips":
+        return device, n
+    cores = DEVICES[device].cores
+    if n % cores:
+        raise BadInput(f"slice {name}: {device}-N counts TensorCores, {cores} per chip, so N must be a multiple "
+                       f"of {cores} (Cloud TPU docs), got {n}")
+    return device, n // cores
+
+
+def get_device(name: "str | DeviceSpec", compiled=None) -> DeviceSpec:
+    """A spec by name (``v6e``, ``v5e``, ``v5p``, ``v7x``, ``h100``, ``h200``, ``a100``), with its clock
+    from ``compiled``'s probe when it has one for this device (a :class:`~svgtpu.costmodel.compiled.CompiledTable`);
+    ``cpu`` is measured, see :func:`svgtpu.bench.cpu.calibrate_cpu`."""
     if isinstance(name, DeviceSpec):
         return name
     if name not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
-    return DEVICES[name]
+        raise BadInput(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
+    probe = compiled.probe(name) if compiled is not None else None
+    return with_probe(DEVICES[name], probe) if probe is not None else DEVICES[name]
 
 
-__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "derived_clock", "CLOCK_BANDS", "clock_variants", "VREG_ELEMENTS", "VALU_SLOTS",
-           "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES", "GPU_FAMILIES"]
+__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "derived_clock", "parse_slice",
+           "SLICE_COUNTS", "VREG_ELEMENTS", "VALU_SLOTS", "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES",
+           "GPU_FAMILIES"]

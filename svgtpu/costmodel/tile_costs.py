@@ -1,33 +1,45 @@
-"""Self-attention as tiles: what one ``block_q x block_kv`` tile costs on each unit, and what a whole
-head costs given the tile plan the kernel runs.
+"""Self-attention as tiles: what one ``block_q x block_kv`` tile costs, and what a whole head costs
+given the tiles and grid steps the kernel runs.
 
-A tile's time is ``max(MXU, VPU, EUP, HBM) / attention efficiency`` on one TensorCore (the units
-issue in parallel from one VLIW bundle stream), where
+Two ways to price a head, and every result says which one it used:
 
-- MXU = ``QK^T`` (contraction depth ``d`` against the array side) + ``PV`` (output width ``d``
-  against the array side): with ``d = 128`` on v6e's 256-wide MXUs both fill half the array;
-- VPU = softmax ops per score (+ masking ops on a masked tile), EUP = exp per score, counted from
-  our kernel (:mod:`svgtpu.costmodel.kernel_work`);
-- HBM = the K and V blocks the tile streams in (on a GPU shared by the thread blocks of one wave,
-  ``DeviceSpec.kv_reuse``).
+- **compiled** (:func:`compiled_head_cycles`): the static cycles the real TPU compiler scheduled for
+  this kernel's tile bodies, per grid step and per q row (``figures/compiled_tiles.json``,
+  :mod:`svgtpu.costmodel.compiled`), summed over the steps the kernel takes on this mask and turned
+  into seconds at the device's clock; the rule is the one ``svgtpu bench compiled`` applies to the
+  whole kernel, so the two agree (a test holds them within 2 %);
+- **prior** (:func:`attention_head_seconds`): a tile's time is ``max(MXU, VPU, EUP, HBM) / attention
+  efficiency`` on one TensorCore (the units issue in parallel from one VLIW bundle stream), with
+  MXU = ``QK^T`` + ``PV`` (``d = 128`` fills half of a 256-wide MXU), VPU and EUP = the work per score
+  of :mod:`svgtpu.costmodel.kernel_work`, HBM = the K and V blocks streamed in; plus a fixed cost per
+  grid step and each q row's Q read and O write.
 
-A head adds, per grid step of the plan (computed tiles plus the steps that only write zeros for
-empty q rows), the fixed step cost ``DeviceSpec.grid_step_seconds``, and per q row its Q read and O
-write.  Tile counts come from :func:`svgtpu.kernels.plan.tile_plan`, the plan the kernel runs.
+Which steps a kernel takes on a mask (:func:`kernel_steps`): ours walks the non-empty tiles and gives
+a q row with none one step that writes zeros (:mod:`svgtpu.kernels.plan`); JAX's Splash runs a grid
+as long as the longest row and pads shorter rows with steps that skip their body; tokamax walks a
+compacted list of the active tiles.  Tile counts come from the mask's tile classification
+(:func:`svgtpu.masks.tiles.classify`), which is also what our kernel's plan is built from.  No JAX here.
 """
 
 from __future__ import annotations
 
 import functools
 
+import numpy as np
+
+from svgtpu.costmodel.compiled import HAS_FAST_PATH, KERNELS, CompiledTile
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
-from svgtpu.masks.tiles import TileStats, classify
+from svgtpu.masks.tiles import EMPTY, TileStats, classify
+from svgtpu.errors import BadInput
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
+#: Kernels a head can be priced for: the TPU kernels of the compiled table, and ``flash`` (FlashAttention on
+#: a GPU: concurrent thread blocks, no grid-step cost, no steps for empty rows).
+ATTENTION_KERNELS = (*KERNELS, "flash")
 
 
 def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, block_q: int,
@@ -91,19 +103,13 @@ def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency
 
 @functools.lru_cache(maxsize=64)
 def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
-               multiplier: float | None = None, kept: float | None = None,
-               from_plan: bool = True) -> tuple[TileStats, dict]:
-    """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and mask facts
-    (density, window, grid steps, empty-row steps, q rows).
-
-    ``from_plan``: read them from the tile plan our kernel runs
-    (:func:`svgtpu.kernels.plan.tile_plan`, which also validates the tile sizes); ``False`` for
-    other kernels (FlashAttention, XLA), which take no steps for empty rows.
-    """
-    from svgtpu.kernels.plan import tile_plan
-
+               multiplier: float | None = None, kept: float | None = None) -> tuple[TileStats, dict]:
+    """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and mask facts: density,
+    window, q rows, rows without any tile (``empty_rows``), the most tiles in one row, whether the mask
+    cuts inside tiles (``mask_cuts_tiles``; else only the padded keys of the last kv tile are masked),
+    and our kernel's grid steps (every non-empty tile, plus one step per empty row)."""
     if kind not in MASK_KINDS:
-        raise ValueError(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
+        raise BadInput(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
     if kind == "dense":
         mask = DenseMask(geometry.L)
         info = {"density": 1.0}
@@ -112,16 +118,65 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
         info = {"window": base.window, "multiplier": base.window / geometry.F}
         mask = align(base, block_q, block_kv, "snap") if kind == "svg-aligned" else base
         info["density"] = mask.density()
-    info["q_rows"] = ceil_div(geometry.L, block_q)
-    if from_plan:
-        plan = tile_plan(mask, geometry.L, block_q, block_kv)
-        stats = plan.tile_stats[0]
-        info.update(grid_steps=plan.num_steps, empty_row_steps=plan.empty_row_steps)
-    else:
-        stats = classify(mask, block_q, block_kv).stats
-        info.update(grid_steps=stats.full + stats.partial, empty_row_steps=0)
+    c = classify(mask, block_q, block_kv)
+    per_row = np.count_nonzero(c.kinds != EMPTY, axis=1)
+    stats = c.stats
+    info.update(q_rows=ceil_div(geometry.L, block_q), empty_rows=int(np.count_nonzero(per_row == 0)),
+                max_row_tiles=int(per_row.max()), mask_cuts_tiles=not c.only_padding_masked)
+    info.update(grid_steps=stats.full + stats.partial + info["empty_rows"], empty_row_steps=info["empty_rows"])
     return stats, info
 
 
-__all__ = ["MASK_KINDS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds",
-           "mask_tiles"]
+def kernel_steps(kernel: str, stats: TileStats, info: dict) -> dict:
+    """The grid steps ``kernel`` takes on a mask (module doc): ``computed`` tiles and ``empty`` steps."""
+    if kernel not in ATTENTION_KERNELS:
+        raise BadInput(f"kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
+    computed = stats.full + stats.partial
+    if kernel == "ours":
+        return {"computed": computed, "empty": info["empty_rows"]}
+    if kernel == "splash":
+        if info.get("max_row_tiles") is None:
+            raise ValueError("JAX Splash's grid is as long as the mask's longest row: price it with the facts "
+                             "of svgtpu.costmodel.mask_tiles, not bare tile counts")
+        return {"computed": computed, "empty": info["q_rows"] * info["max_row_tiles"] - computed}
+    return {"computed": computed, "empty": 0}
+
+
+def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: dict, *, fast_path: bool = True) -> dict:
+    """Static cycles of one head of ``tile.kernel`` over a mask with tile counts ``stats`` (module doc).
+
+    A partial tile runs the body of a tile the mask cuts when the mask cuts inside tiles, else the body
+    masked only by padded keys.  With a fast path (and ``fast_path``) full tiles run the full body;
+    without one, every tile runs the partial body once the mask has a partial tile (Splash).  Every grid
+    step adds the step overhead (a skipped one its ``empty_step``), every q row its init and finish.
+    Returns the parts and ``total``; ``roofline``: the computed tiles at the MXU roofline.
+    """
+    steps = kernel_steps(tile.kernel, stats, info)
+    partial_body = tile.partial_body(info["mask_cuts_tiles"])
+    if fast_path and HAS_FAST_PATH[tile.kernel]:
+        bodies = stats.full * tile.full + stats.partial * partial_body
+    else:
+        bodies = (stats.full + stats.partial) * (partial_body if stats.partial else tile.full)
+    parts = {"bodies": bodies,
+             "step_overhead": (steps["computed"] + steps["empty"]) * tile.step_overhead,
+             "empty_steps": steps["empty"] * (tile.empty_step or 0.0),
+             "rows": info["q_rows"] * (tile.init_finish or 0.0)}
+    total = sum(parts.values())
+    return {**parts, "total": total, "steps": steps["computed"] + steps["empty"],
+            "roofline": steps["computed"] * tile.roofline_tile if tile.roofline_tile else None}
+
+
+def compiled_head_seconds(tile: CompiledTile, stats: TileStats, info: dict, device: DeviceSpec, eff: Efficiency,
+                          head_dim: int, *, fast_path: bool = True, dtype_bytes: int = 2) -> float:
+    """One head on one TensorCore from the compiled cycles (:func:`compiled_head_cycles`) at the device's
+    clock, or the HBM traffic of its steps (K and V blocks each step, Q and O once per q row) if that is
+    longer, over the attention efficiency (what the static schedule does not see: stalls)."""
+    cycles = compiled_head_cycles(tile, stats, info, fast_path=fast_path)
+    per_step = tile.hbm_bytes_per_step or 2.0 * tile.block_kv * head_dim * dtype_bytes
+    hbm = cycles["steps"] * per_step + info["q_rows"] * 2.0 * tile.block_q * head_dim * dtype_bytes
+    memory = hbm / (device.hbm_bandwidth / device.cores * eff.memory)
+    return max(cycles["total"] / device.clock_hz, memory) / eff.attention
+
+
+__all__ = ["MASK_KINDS", "ATTENTION_KERNELS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds",
+           "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds"]

@@ -3,29 +3,33 @@ with its source and what exactly was measured) against the model's prediction fo
 settings.
 
 At most one number per device family is fitted, from one labelled calibration point: the compute
-efficiency (``Efficiency.matmul`` = ``Efficiency.attention``) that makes the model reproduce that
-point.  Every other point is a validation point, predicted with that efficiency and never fitted.
-A family without a calibration point keeps the prior :class:`Efficiency`.  Nothing is ever fitted
-to the write-up's own claims.
+efficiency (``Efficiency.matmul``, with ``Efficiency.attention`` at the same ratio to it as before the
+fit) that makes the model reproduce that point.  Every other point is a validation point, predicted
+with that efficiency and never fitted.  A family without a calibration point keeps the prior
+:class:`Efficiency`.  Nothing is ever fitted to the write-up's own claims.
 
-Published GPU runs use FlashAttention (not our kernel): their attention is timed with the
+**Independent or not.**  A validation point that shares its calibration point's setting (device family,
+model shape, token grid and chip count: the same run with another attention kernel, fewer steps, or a
+sibling GPU of the same die) tests little more than the fit itself; it is flagged
+(``calibration_related``, with the calibration point's id) and summarized apart from the independent
+points (:func:`validate`).
+
+Published GPU runs use FlashAttention (``Setup.kernel = "flash"``): their attention is timed with the
 hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on FlashAttention-2's 128 x 128
-tiles, with no Pallas grid-step cost (thread blocks run concurrently) and K/V reads shared by the
-thread blocks of one wave (``DeviceSpec.kv_reuse``).  A point may time SVG itself (``variant``
-``svg``): the model then runs SVG's schedule with the recipe the published run used (its ``recipe``,
-:mod:`svgtpu.recipes`: kept fraction, dense steps and layers, sampled rows) on the unaligned SVG mask.
+tiles, with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks
+of one wave (``DeviceSpec.kv_reuse``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
+tokamax's) and the tile size their source gives; the compiled tile table prices them when it has that
+kernel and tile.  A point may time SVG itself (``variant`` ``svg``): the model then runs SVG's schedule
+with the recipe the published run used (its ``recipe``, :mod:`svgtpu.recipes`) on the unaligned mask.
 
-A point also states how its run was parallelized (``cfg_split``: MaxDiffusion's data-parallel axis of
-2 runs the two CFG passes side by side), whether its VAE was sharded (MaxDiffusion) or ran on one rank
-in float32 (Wan's reference code), and its image conditioning (image-to-video).
-
-Sparse layers' own efficiency (:func:`sparse_efficiency_evidence`): what SVG's published dense-vs-SVG
-timings imply (the ``Setup.sparse_efficiency`` that makes the calibrated model reproduce each published
-SVG time), what SVG's per-layer extra work costs in the model, and, when given, our kernel's compiled
-v6e schedule (cycles over ideal, from the compiled-kernel benchmark).
+A point also states how its run was parallelized (``cfg_split``: MaxDiffusion's data-parallel axis of 2
+runs the two CFG passes side by side), whether its VAE was sharded (MaxDiffusion) or ran on one rank in
+float32 (Wan's reference code: the serial part that does not shrink with chips), whether its DiT
+weights were sharded (``weights``: Wan's multi-GPU commands pass ``--dit_fsdp``), and its image
+conditioning (image-to-video).
 
 :func:`calibrated_setup` is the one way the rest of the package builds a setup with a device family's
-calibrated efficiency (the pipeline below this module never looks one up itself).
+calibrated efficiency and the compiled evidence (the pipeline below this module never looks one up).
 """
 
 from __future__ import annotations
@@ -36,21 +40,23 @@ import json
 import statistics
 from pathlib import Path
 
+from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.kernel_work import FLASH
-from svgtpu.costmodel.pipeline import Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, video_seconds
+from svgtpu.costmodel.pipeline import (Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
+                                       video_seconds)
 from svgtpu.costmodel.roofline import Efficiency
-from svgtpu.costmodel.specs import DEVICES, FAMILIES, DeviceSpec, clock_variants, get_device
+from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
-from svgtpu.geometry import get_geometry
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
 from svgtpu.recipes import get_recipe
+from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
 #: FlashAttention-2's forward tile for head_dim 128: 128 x 128 (block_m x block_n).
 GPU_TILE = 128
 VARIANTS = ("dense", "svg")
+TPU_KERNELS = ("splash", "tokamax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +84,12 @@ class PublishedPoint:
     cfg_split: bool = False                 # the two CFG passes side by side on two halves (MaxDiffusion dp=2)
     vae_sharded: bool = False               # VAE over all chips (MaxDiffusion) vs one rank in fp32 (Wan, SVG)
     image_encoder: str | None = None        # image-to-video conditioning (pipeline.IMAGE_ENCODERS)
+    kernel: str | None = None               # TPU runs: splash or tokamax (GPU runs: FlashAttention)
+    tile: str | None = None                 # TPU runs: block_q x block_kv, from tile_source
+    tile_source: str = ""
+    weights: str = "auto"                   # sharded: the run shards the DiT's weights (FSDP)
+    attention_sharding: str = "heads"       # heads (Ulysses) or sequence (sequence-sharded flash)
+    segment_ids: bool = False               # padded tokens masked by segment ids: every tile masked
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -92,10 +104,21 @@ class PublishedPoint:
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
             raise ValueError(f"point {self.id}: source must be a URL, got {self.source!r}")
+        if self.family == "tpu" and (self.kernel not in TPU_KERNELS or not self.tile or not self.tile_source):
+            raise ValueError(f"point {self.id}: a TPU point names its kernel ({', '.join(TPU_KERNELS)}) and its tile "
+                             "with the tile's source")
 
     @property
     def family(self) -> str:
         return get_device(self.device).family
+
+    @property
+    def setting(self) -> tuple:
+        """What makes two runs the same setting for the model: the chip's compute (family, peak, cores: H100
+        and H200 share one die), the model's shape (not the checkpoint's name), token grid and chips."""
+        spec = get_device(self.device)
+        shape = dataclasses.replace(get_model(self.model), name="", source="")
+        return (spec.family, spec.matmul_flops, spec.cores), shape, self.grid, self.chips
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,178 +128,242 @@ def published_points() -> tuple[PublishedPoint, ...]:
     return tuple(PublishedPoint(**p) for p in data["points"])
 
 
-def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency()) -> Setup:
+def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), compiled=AUTO) -> Setup:
     """The model's setup for a published run (only the parts it measured)."""
-    device = get_device(point.device)
-    work, block_q, block_kv = (FLASH, GPU_TILE, GPU_TILE) if device.is_gpu else (None, BLOCK_Q, BLOCK_KV)
+    compiled = resolve(compiled)
+    device = get_device(point.device, compiled)
+    if device.is_gpu:
+        kernel, work, (block_q, block_kv) = "flash", FLASH, (GPU_TILE, GPU_TILE)
+    else:
+        kernel, work, (block_q, block_kv) = point.kernel, None, parse_tiles(point.tile, "tile")[0]
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
     svg = {} if point.variant == "dense" else recipe_fields(get_recipe(point.recipe))
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
-                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, work=work,
-                 parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
-                 image_encoder=point.image_encoder, **svg)
+                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel, work=work,
+                 compiled=compiled, parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
+                 image_encoder=point.image_encoder, weights=point.weights,
+                 attention_sharding=point.attention_sharding, segment_ids=point.segment_ids, **svg)
 
 
-def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0,
-                    device: DeviceSpec | None = None) -> float:
-    """Modeled seconds of what ``point`` measured (``device``: a variant of its device, e.g. another clock)."""
-    setup = dataclasses.replace(point_setup(point, efficiency), sparse_efficiency=sparse_efficiency,
-                                **({"device": device} if device is not None else {}))
+def setup_seconds(point: PublishedPoint, setup: Setup) -> float:
+    """Modeled seconds of what ``point`` measured, for ``setup`` (its :func:`point_setup`, maybe changed)."""
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
-def _with_compute(efficiency: Efficiency, value: float) -> Efficiency:
-    return dataclasses.replace(efficiency, matmul=value, attention=value)
+def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0,
+                    compiled=AUTO) -> float:
+    """Modeled seconds of what ``point`` measured."""
+    setup = dataclasses.replace(point_setup(point, efficiency, compiled), sparse_efficiency=sparse_efficiency)
+    return setup_seconds(point, setup)
 
 
-@functools.lru_cache(maxsize=8)
-def family_efficiency(family: str) -> dict:
-    """The efficiency of a device family: fitted to its one calibration point, else the prior.
-
-    Returns ``{"efficiency": Efficiency, "calibrated_on": point id or None, "fitted": value}``.
-    The fit solves ``predicted(e) = published`` for ``e = matmul = attention`` by bisection
-    (predicted time falls monotonically as ``e`` grows).
-    """
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    prior = Efficiency()
-    if family == "cpu":   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to calibrate
-        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
-    calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
-    if len(calib) > 1:
-        raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
-    if not calib:
-        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
-    point = calib[0]
-    lo, hi = 0.01, 1.0
-    if predict_seconds(point, _with_compute(prior, hi)) > point.seconds:
-        raise ValueError(f"calibration point {point.id} is faster than the model at efficiency 1")
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if predict_seconds(point, _with_compute(prior, mid)) > point.seconds:
-            lo = mid
-        else:
-            hi = mid
-    fitted = (lo + hi) / 2
-    return {"efficiency": _with_compute(prior, fitted), "calibrated_on": point.id, "fitted": fitted}
+def with_compute(efficiency: Efficiency, value: float) -> Efficiency:
+    """``efficiency`` with ``matmul = value`` and ``attention`` at its ratio to ``matmul`` kept (at most 1)."""
+    ratio = efficiency.attention / efficiency.matmul
+    return dataclasses.replace(efficiency, matmul=value, attention=min(1.0, value * ratio))
 
 
-def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry", device: "str | DeviceSpec",
-                     **fields) -> Setup:
-    """A :class:`Setup` with the device family's calibrated efficiency (:func:`family_efficiency`)
-    unless ``efficiency`` is among ``fields``; every other field as given."""
-    device = get_device(device)
-    fields.setdefault("efficiency", family_efficiency(device.family)["efficiency"])
-    return Setup(get_model(model), get_geometry(geometry), device, **fields)
-
-
-def _solve(f, target: float, lo: float, hi: float) -> float | None:
+def _solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> float | None:
     """``x`` in ``[lo, hi]`` with ``f(x) = target`` for ``f`` falling in ``x`` (bisection); ``None``
     when the target lies outside ``[f(hi), f(lo)]``."""
     if not f(hi) <= target <= f(lo):
         return None
-    for _ in range(40):
+    for _ in range(iterations):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if f(mid) > target else (lo, mid)
     return (lo + hi) / 2
 
 
-def _setting(p: PublishedPoint) -> tuple:
-    """What a dense and an SVG run of one published setting share."""
-    return p.source, p.device, p.chips, p.model, p.grid, p.steps, p.cfg, p.measures
+class Unreachable(ValueError):
+    """No compute efficiency in (0, 1] makes the model meet the calibration point."""
 
 
-def sparse_efficiency_evidence(compiled_cycles_over_ideal: float | None = None) -> dict:
-    """What each source implies for ``Setup.sparse_efficiency`` (sparse layers' share of their modeled time).
+def calibration_point(family: str) -> PublishedPoint | None:
+    """The one calibration point of ``family`` (``None`` for a family without one)."""
+    if family not in FAMILIES:
+        raise BadInput(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
+    if len(calib) > 1:
+        raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
+    return calib[0] if calib else None
 
-    - ``published_svg``: per published SVG run (``variant`` ``svg``), the sparse efficiency at which the
-      calibrated model reproduces its time (``implied_sparse_efficiency``) and, less confounded by the
-      dense model's own error, its speedup over the published dense run of the same setting
-      (``implied_from_speedup``: modeled dense time x published SVG/dense ratio); ``None``: not
-      reachable in (0, 1];
-    - ``svg_extra_work``: the model's own sparse-layer efficiency on those runs' setups (ideal = dense
-      layer x density, over kernel tiles + profiling + layout transform): SVG's per-layer extra work;
-    - ``compiled_kernel``: ``1 / compiled_cycles_over_ideal`` when given (our kernel's compiled v6e
-      schedule over its ideal issue count, from the compiled-kernel benchmark), else absent.
+
+def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = Efficiency()) -> dict:
+    """The efficiency of a device family fitted to its calibration point, with ``change`` (a function of a
+    :class:`Setup`, e.g. a sensitivity knob at one end) applied to the point's setup first; the prior where
+    there is nothing to fit.  Solves ``predicted(e) = published`` for the compute efficiency ``e``
+    (:func:`with_compute`) by bisection (the predicted time falls as ``e`` grows).
+
+    Returns ``{"efficiency", "calibrated_on" (point id or None), "fitted" (e or None)}``.
     """
-    published = []
+    point = calibration_point(family)
+    if family == "cpu" or point is None:   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to fit
+        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
+    base = point_setup(point, prior, compiled)
+    base = change(base) if change else base
+
+    def seconds(e):
+        return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e)))
+    fitted = _solve(seconds, point.seconds, 0.01, 1.0)
+    if fitted is None:
+        raise Unreachable(f"calibration point {point.id} is not reachable at a compute efficiency in (0.01, 1]")
+    return {"efficiency": with_compute(base.efficiency, fitted), "calibrated_on": point.id, "fitted": fitted}
+
+
+@functools.lru_cache(maxsize=16)
+def _family_efficiency(family: str, compiled: CompiledTable | None) -> dict:
+    return fit_efficiency(family, compiled)
+
+
+def family_efficiency(family: str, compiled=AUTO) -> dict:
+    """:func:`fit_efficiency` with nothing changed (cached): the family's calibrated efficiency."""
+    return _family_efficiency(family, resolve(compiled))
+
+
+def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry", device, **fields) -> Setup:
+    """A :class:`Setup` with the compiled evidence (``compiled``: default the committed table when it
+    exists, :func:`svgtpu.costmodel.compiled.default_compiled`), the device's clock from its probe, and the
+    device family's calibrated efficiency (:func:`family_efficiency`) unless ``efficiency`` is among
+    ``fields``; every other field as given."""
+    compiled = resolve(fields.pop("compiled", AUTO))
+    device = get_device(device, compiled) if isinstance(device, str) else device
+    fields.setdefault("efficiency", family_efficiency(device.family, compiled)["efficiency"])
+    return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
+
+
+def related_calibration(point: PublishedPoint) -> str | None:
+    """The id of the calibration point whose setting ``point`` shares (:attr:`PublishedPoint.setting`), or ``None``."""
+    calib = calibration_point(point.family)
+    if point.role == "calibration" or calib is None:
+        return None
+    return calib.id if point.setting == calib.setting else None
+
+
+def _dense_twin(p: PublishedPoint) -> PublishedPoint:
+    """The published dense run of the SVG run ``p``'s setting and source."""
+    return next(d for d in published_points() if d.variant == "dense" and d.source == p.source
+                and d.setting == p.setting and d.steps == p.steps and d.measures == p.measures)
+
+
+def published_svg_efficiency(compiled=AUTO) -> dict:
+    """What SVG's published GPU runs imply for ``Setup.sparse_efficiency``: per published SVG run, the value
+    at which the calibrated model reproduces its speedup over the published dense run of the same setting
+    (``implied_from_speedup``, modeled dense time x the published SVG/dense ratio) and its time
+    (``implied_sparse_efficiency``, confounded by the dense model's own error); ``None``: not reachable in
+    (0, 1].  The range of the first is the published-SVG scenario (:mod:`svgtpu.costmodel.scenarios`)."""
+    rows = []
     for p in published_points():
         if p.variant != "svg" or p.role == "calibration":
             continue
-        eff = family_efficiency(p.family)["efficiency"]
-        implied = _solve(lambda e: predict_seconds(p, eff, e), p.seconds, 0.05, 1.0)
-        setup = point_setup(p, eff)
-        dense = next(d for d in published_points() if d.variant == "dense" and _setting(d) == _setting(p))
-        target = predict_seconds(dense, eff) * p.seconds / dense.seconds
-        from_speedup = _solve(lambda e: predict_seconds(p, eff, e), target, 0.05, 1.0)
-        published.append({"id": p.id, "device": p.device, "pixels": p.pixels, "published_s": p.seconds,
-                          "published_speedup": dense.seconds / p.seconds,
-                          "predicted_at_1_s": predict_seconds(p, eff, 1.0), "implied_sparse_efficiency": implied,
-                          "implied_from_speedup": from_speedup,
-                          "model_extra_work_efficiency": sparse_layer_efficiency(setup, "svg"),
-                          "source": p.source})
-    found = [r["implied_from_speedup"] for r in published if r["implied_from_speedup"] is not None]
-    out = {"published_svg": published,
-           "published_svg_range": (min(found), max(found)) if found else None,
-           "svg_extra_work": [{"id": r["id"], "efficiency": r["model_extra_work_efficiency"]} for r in published],
-           "provenance": "modeled vs published (measured by others)"}
-    if compiled_cycles_over_ideal is not None:
-        if not compiled_cycles_over_ideal >= 1:
-            raise ValueError(f"compiled_cycles_over_ideal must be >= 1, got {compiled_cycles_over_ideal!r}")
-        out["compiled_kernel"] = {"cycles_over_ideal": compiled_cycles_over_ideal,
-                                  "efficiency": 1 / compiled_cycles_over_ideal, "provenance": "compiled-v6e"}
+        eff = family_efficiency(p.family, compiled)["efficiency"]
+        dense = _dense_twin(p)
+        target = predict_seconds(dense, eff, compiled=compiled) * p.seconds / dense.seconds
+        rows.append({"id": p.id, "device": p.device, "pixels": p.pixels, "published_s": p.seconds,
+                     "published_speedup": dense.seconds / p.seconds,
+                     "predicted_at_1_s": predict_seconds(p, eff, 1.0, compiled),
+                     "implied_sparse_efficiency": _solve(lambda e: predict_seconds(p, eff, e, compiled), p.seconds,
+                                                         0.05, 1.0),
+                     "implied_from_speedup": _solve(lambda e: predict_seconds(p, eff, e, compiled), target, 0.05, 1.0),
+                     "model_extra_work_efficiency": sparse_layer_efficiency(point_setup(p, eff, compiled), "svg"),
+                     "source": p.source})
+    found = [r["implied_from_speedup"] for r in rows if r["implied_from_speedup"] is not None]
+    return {"rows": rows, "range": (min(found), max(found)) if found else None,
+            "provenance": "modeled vs published (measured by others)"}
+
+
+def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
+    """Where ``setup``'s central sparse efficiency comes from, source by source.
+
+    - ``compiled_kernel`` (with a compiled row for the setup's kernel): the sparse kernel's cycles on mask
+      ``kind`` over the dense kernel's cycles x the mask's tile density (*sparse overhead vs our dense*),
+      and each over the MXU roofline of the tiles it computes, from the compiled table; already in the
+      modeled sparse-layer time;
+    - ``svg_extra_work``: SVG's profiling and layout transform as a share of the modeled sparse layer;
+    - ``central``: the model's sparse-layer efficiency (:func:`~svgtpu.costmodel.pipeline.sparse_layer_efficiency`:
+      ideal = dense layer x density, over the modeled sparse layer), the number the central estimate runs at;
+    - ``published_svg``: SVG's published GPU runs (:func:`published_svg_efficiency`), a separate scenario.
+    """
+    out = {"central": sparse_layer_efficiency(setup, kind), "setup_sparse_efficiency": setup.sparse_efficiency,
+           "attention_pricing": setup.attention_pricing(), "provenance": setup.provenance}
+    sparse, dense = setup.head_cycles(kind), setup.head_cycles("dense")
+    if sparse and dense:
+        density = setup.tiles(kind)[1]["density"]
+        out["compiled_kernel"] = {
+            "sparse_over_dense_x_density": sparse["total"] / (dense["total"] * density),
+            "sparse_over_roofline": sparse["total"] / sparse["roofline"] if sparse["roofline"] else None,
+            "dense_over_roofline": dense["total"] / dense["roofline"] if dense["roofline"] else None,
+            "kernel": setup.kernel, "provenance": setup.compiled_tile()[1]}
+    stats, info = setup.tiles(kind)
+    layer = setup.head_seconds(stats, info=info)
+    overhead = sum(svg_overhead_seconds(setup).values()) / max(1, -(-setup.heads_per_chip // setup.device.cores))
+    out["svg_extra_work"] = {"share_of_sparse_layer": overhead / (layer + overhead)}
     return out
 
 
-def validate() -> dict:
-    """Predicted vs published for every point, and the error summary of the validation points."""
+def validate(compiled=AUTO) -> dict:
+    """Predicted vs published for every point; summaries of the independent validation points, of those
+    that share a calibration point's setting, and of the unconfirmed ones."""
+    compiled = resolve(compiled)
     rows = []
     for p in published_points():
-        eff = family_efficiency(p.family)["efficiency"]
-        predicted = predict_seconds(p, eff)
-        # the clock is a band (specs.CLOCK_BANDS): the error at each of its alternatives, calibration held
-        clock_band = {f"{m} MXU/core": predict_seconds(p, eff, device=d) / p.seconds - 1
-                      for m, d in clock_variants(get_device(p.device)).items()}
+        eff = family_efficiency(p.family, compiled)["efficiency"]
+        setup = point_setup(p, eff, compiled)
+        predicted = setup_seconds(p, setup)
+        related = related_calibration(p)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
                      "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
-                     "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder,
+                     "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
+                     "calibration_related": related, "independent": p.role == "validation" and related is None,
+                     "attention_pricing": setup.attention_pricing() if not setup.device.is_gpu else "priors (flash)",
+                     "clock_source": setup.device.clock_source or None,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
-                     "error_clock_band": clock_band,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
 
-    def summary(role: str) -> dict:
-        errors = [abs(r["error"]) for r in rows if r["role"] == role]
+    def summary(selected: list[dict]) -> dict:
+        errors = [abs(r["error"]) for r in selected]
         if not errors:
             return {"points": 0}
-        return {"points": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
+        worst = max(selected, key=lambda r: abs(r["error"]))
+        return {"points": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors),
+                "worst": worst["id"]}
 
+    validation = [r for r in rows if r["role"] == "validation"]
     # published SVG speedups: a dense and an SVG run of the same setting, both validation points
-    by_setting = {}
+    speedups = []
     for p, row in zip(published_points(), rows):
-        if p.role == "validation":
-            by_setting.setdefault(_setting(p), {})[p.variant] = row
-    speedups = [{"dense": pair["dense"]["id"], "svg": pair["svg"]["id"], "device": pair["dense"]["device"],
-                 "pixels": pair["dense"]["pixels"],
-                 "published": pair["dense"]["published_s"] / pair["svg"]["published_s"],
-                 "predicted": pair["dense"]["predicted_s"] / pair["svg"]["predicted_s"]}
-                for pair in by_setting.values() if {"dense", "svg"} <= set(pair)]
+        if p.variant == "svg" and p.role == "validation":
+            dense = next(r for r in rows if r["id"] == _dense_twin(p).id)
+            speedups.append({"dense": dense["id"], "svg": row["id"], "device": row["device"], "pixels": row["pixels"],
+                             "published": dense["published_s"] / row["published_s"],
+                             "predicted": dense["predicted_s"] / row["predicted_s"],
+                             "calibration_related": row["calibration_related"]})
     for row in speedups:
         row["error"] = row["predicted"] / row["published"] - 1
 
     families = {}
     for family in (f for f in FAMILIES if f != "cpu"):
-        fe = family_efficiency(family)
+        fe = family_efficiency(family, compiled)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}
-    return {"points": rows, "validation": summary("validation"), "speedups": speedups,
-            "validation_unconfirmed": summary("validation-unconfirmed"), "families": families,
+    clocks = {name: {"clock_ghz": get_device(name, compiled).clock_hz / 1e9,
+                     "mxus_per_core": get_device(name, compiled).mxus_per_core,
+                     "clock_source": get_device(name, compiled).clock_source}
+              for name, spec in DEVICES.items() if spec.family == "tpu"}
+    return {"points": rows,
+            "independent": summary([r for r in validation if r["independent"]]),
+            "calibration_related": summary([r for r in validation if not r["independent"]]),
+            "validation": summary(validation),
+            "validation_unconfirmed": summary([r for r in rows if r["role"] == "validation-unconfirmed"]),
+            "speedups": speedups, "families": families, "tpu_clocks": clocks,
+            "compiled_table": compiled.path if compiled else None,
             "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["PublishedPoint", "published_points", "point_setup", "predict_seconds", "family_efficiency",
-           "calibrated_setup", "sparse_efficiency_evidence", "validate", "ROLES"]
+__all__ = ["PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+           "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
+           "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from svgtpu.geometry import check_positive_int
+from svgtpu.errors import BadInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ def get_model(name: "str | ModelConfig") -> ModelConfig:
         from svgtpu.toy.dit import DiTConfig
         return ModelConfig.from_dit(DiTConfig())
     if name not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)}, got {name!r}")
+        raise BadInput(f"model must be one of {', '.join(MODEL_NAMES)}, got {name!r}")
     return MODELS[name]
 
 

@@ -11,11 +11,16 @@ kernel, :mod:`svgtpu.kernels.block_sparse`, adds those).
 3. :func:`online_softmax_update` — the flash-attention update of one tile, in plain JAX;
 4. :func:`sparse_kernel` — attention over a scalar-prefetched, row-ordered tile plan (every tile masked);
 5. :func:`fast_path_kernel` — the same with a mask-free branch for full tiles.
+
+:func:`row_plan` and :func:`sparse_attention` (the plan and the scalar-prefetch grid around kernels 4 and
+5) are given in notebook 01 and written by the student in ``notebooks/01b_block_sparse_by_hand``, whose
+other answers live in :mod:`svgtpu.kernels.lessons_by_hand`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -23,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 from svgtpu.kernels.plan import FIRST, LAST
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
@@ -168,6 +174,37 @@ def fast_path_kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, q_ref, k_ref,
     _open_and_close(kind, flags, m_ref, l_ref, acc_ref, o_ref, body)
 
 
+def sparse_attention(q, k, v, kernel, plan: dict, tiles: Tiles, interpret=True):
+    """One head of block-sparse attention over a row-ordered ``plan`` (:func:`row_plan`): ``q``, ``k``,
+    ``v`` [L, d] padded up to the tiles, the four plan arrays scalar-prefetched into SMEM, one grid step
+    per plan step; the index maps read the step's q and kv tile from the plan.  ``kernel``:
+    :func:`sparse_kernel` or :func:`fast_path_kernel` (or a student's)."""
+    Lq, Lk = -(-q.shape[0] // tiles.block_q) * tiles.block_q, -(-k.shape[0] // tiles.block_kv) * tiles.block_kv
+    q, k, v = (jnp.pad(x, ((0, n - x.shape[0]), (0, 0))) for x, n in ((q, Lq), (k, Lk), (v, Lk)))
+
+    def q_map(s, q_tile, kv_tile, kind, flags):  # the prefetched plan arrays follow the grid index
+        return q_tile[s], 0
+
+    def kv_map(s, q_tile, kv_tile, kind, flags):
+        return kv_tile[s], 0
+
+    d = q.shape[1]
+    out = pl.pallas_call(
+        functools.partial(kernel, tiles=tiles),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=4, grid=(len(plan["q_tile"]),),
+            in_specs=[pl.BlockSpec((tiles.block_q, d), q_map), pl.BlockSpec((tiles.block_kv, d), kv_map),
+                      pl.BlockSpec((tiles.block_kv, d), kv_map)],
+            out_specs=pl.BlockSpec((tiles.block_q, d), q_map),
+            scratch_shapes=[pltpu.VMEM((tiles.block_q, 1), jnp.float32), pltpu.VMEM((tiles.block_q, 1), jnp.float32),
+                            pltpu.VMEM((tiles.block_q, d), jnp.float32)]),
+        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)),
+        interpret=interpret,
+    )(*(jnp.asarray(plan[key], jnp.int32) for key in ("q_tile", "kv_tile", "kind", "flags")), q, k, v)
+    return out[:tiles.L]
+
+
 def row_plan(kinds: np.ndarray) -> dict[str, np.ndarray]:
     """The row-ordered plan of a ``[q_tiles, kv_tiles]`` tile-kind map: every non-empty tile, q row by
     q row, with FIRST/LAST flags; a q row with no tile gets one ``EMPTY`` step flagged FIRST | LAST so
@@ -196,4 +233,4 @@ def tile_kinds(allowed: np.ndarray, block_q: int, block_kv: int) -> np.ndarray:
 
 
 __all__ = ["MASK_VALUE", "Tiles", "stamp_kernel", "stamped_copy", "matmul_kernel", "online_softmax_update",
-           "tile_mask", "sparse_kernel", "fast_path_kernel", "row_plan", "tile_kinds"]
+           "tile_mask", "sparse_kernel", "fast_path_kernel", "sparse_attention", "row_plan", "tile_kinds"]

@@ -10,8 +10,9 @@ marker pairs::
 
 and this module regenerates what is between them from ``figures/results.json``:
 
-- ``verdicts``: does it reproduce? per claim: reported, ours with its band, verdict (reproduced within
-  band / not reproduced / not testable here) and one generated sentence on why (:func:`verdicts`);
+- ``verdicts``: does it reproduce? per claim: reported, ours with its interval, the verdict (reproduced,
+  consistent, contradicted, direction only, not testable here; or *not yet*), the rule and one generated
+  sentence on why in numbers (:func:`verdicts`; the rules: :func:`judge` and ``docs/verdicts.md``);
 - ``verdict-summary``: one sentence naming the claims that held and those that did not;
 - ``claims``: the claims table (claim, what, mask, kept pairs, tiles, reported, ours, provenance);
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
@@ -27,7 +28,7 @@ A number inside a sentence is an inline marker, filled the same way::
 
     dense takes <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu --> per video
 
-(``C1.speedup band`` gives the band, ``C1.toy_speedup iqr`` the interquartile range).  A result the
+(``C1.speedup band`` gives the modeled interval, ``C1.toy_speedup iqr`` the interquartile range).  A result the
 file does not hold yet renders as *not yet measured*, so the paper renders before every notebook,
 compile or GPU run has happened.  :func:`stray_numbers` finds numbers typed by hand outside the
 markers; the tests fail on any that is not the write-up's or a published spec (:func:`their_numbers`).
@@ -42,11 +43,11 @@ import re
 from pathlib import Path
 
 from svgtpu.production import PRODUCTION
-from svgtpu.report.claims import rounds_to
 from svgtpu.report.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
 from svgtpu.report.paths import REPO_ROOT
+from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
 #: The paper's appendix: every result of every claim, so the note itself prints each table once.
@@ -109,15 +110,23 @@ CLAIM_ROWS = [
     ClaimRow("C4", "compiled_fast_path_speedup_svg", "whole-kernel static v6e cycles of ours on the SVG mask, fast "
              f"path off / on, {PRODUCTION.resolution}, production tiles (the compiler's schedule of every grid step: compiled, not run)",
              "lower latency (no number)"),
-    ClaimRow("C4", "compiled_aligned_over_roofline", "ours, aligned SVG mask with the fast path, over the roofline "
-             "(the kept tiles' flops at the MXU's full-fill peak), whole-kernel static v6e cycles"),
-    ClaimRow("C4", "compiled_aligned_over_our_dense", "sparse overhead vs our dense: ours on the aligned SVG mask over "
-             "our dense cycles x tile density, same schedule"),
+    ClaimRow("C4", "compiled_aligned_over_our_dense", "sparse overhead vs our dense: ours on the aligned SVG mask with "
+             "the fast path over our dense cycles x tile density (not a roofline: the roofline rows follow)"),
     ClaimRow("C4", "compiled_ours_over_splash_svg_aligned", "ours / JAX Splash on the same aligned SVG mask, whole-kernel "
              "static v6e cycles"),
     ClaimRow("C4", "compiled_ours_over_tokamax_svg_aligned", "ours / tokamax splash on the same aligned SVG mask, "
              "whole-kernel static v6e cycles"),
-    ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU",
+    ClaimRow("C1", "compiled_block_ratio_1440p", "SVG / dense static cycles of one compiled Wan 2.1 14B block, 1440p "
+             "(the DiT side of C1 without warm-up)"),
+    ClaimRow("C1", "central_sparse_efficiency", "the central sparse-layer efficiency: dense layer x density over the "
+             "modeled sparse layer (the compiled kernel and SVG's profiling and layout transform)"),
+    ClaimRow("C2", "compiled_attention_share_1440p", f"self-attention share of one compiled Wan block's static cycles, "
+             f"{PRODUCTION.resolution}", "{}", compare_to="attention_share_1440p"),
+    ClaimRow("C2", "compiled_attention_share_720p", "the same at 720p"),
+    ClaimRow("C5", "compiled_cycles_exponent", "our kernel's compiled whole-kernel cycles ∝ L^k over 480p ... 2160p",
+             "quadratic"),
+    ClaimRow("C5", "flops_exponent", "exact FLOPs ∝ L^k over 480p ... 2160p", "quadratic"),
+    ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU (secondary)",
              "quadratic"),
     ClaimRow("Q", "psnr_aligned", "PSNR of aligned SVG vs dense video, toy DiT (snapping changes the kept pairs: "
              "not at the unaligned row's density)"),
@@ -171,7 +180,7 @@ def _range(entry: dict, key: str) -> str:
 
 def _spread(entry: dict) -> str:
     """`` (band a – b)`` for a modeled range, `` (IQR a – b)`` for a measured spread, else nothing."""
-    for key, word in (("band", "band"), ("iqr", "IQR")):
+    for key, word in (("band", "interval"), ("interval", "interval"), ("iqr", "IQR")):
         if entry.get(key):
             return f" ({word} {_range(entry, key)})"
     return ""
@@ -183,11 +192,22 @@ def _tiles(entry: dict) -> str:
     return "—"
 
 
+#: Results shown in the claims table by their name's pattern, with their own description: every compiled ratio
+#: over the MXU roofline (ours, Splash, tokamax; notebook 04), next to the "over our dense" ratio above.
+PATTERN_ROWS = (("C4", re.compile(r"compiled_\w+_over_roofline\w*")),)
+
+
+def _pattern_rows(data: dict) -> list[ClaimRow]:
+    return [ClaimRow(claim, name, entry.get("description") or name)
+            for claim, pattern in PATTERN_ROWS for name, entry in sorted(data["claims"].get(claim, {}).items())
+            if pattern.fullmatch(name)]
+
+
 def claims_table(data: dict) -> str:
-    """The claims table: one row per :data:`CLAIM_ROWS` entry the results hold, with the mask, its
-    kept pairs (``density``) and tile size as the notebook recorded them."""
+    """The claims table: one row per :data:`CLAIM_ROWS` entry (and :data:`PATTERN_ROWS` match) the results
+    hold, with the mask, its kept pairs (``density``) and tile size as the notebook recorded them."""
     rows = []
-    for row in CLAIM_ROWS:
+    for row in CLAIM_ROWS + _pattern_rows(data):
         entry = data["claims"].get(row.claim, {}).get(row.name)
         if entry is None:
             continue
@@ -265,10 +285,62 @@ def entries_table(data: dict, claim: str, prefix: str, *, keep: bool = True) -> 
 
 
 # -- does it reproduce? ----------------------------------------------------------------------
+# The rules are written once, in judge() below, and explained for readers in docs/verdicts.md.
 
-VERDICTS = ("reproduced within band", "not reproduced", "not testable here")
-#: Tolerance on the measured attention-time exponent when its run gives no spread: within this of 2.
-EXPONENT_TOLERANCE = 0.1
+VERDICTS = ("reproduced", "consistent", "contradicted", "direction only", "not testable here")
+#: What a row says when the results file does not hold its evidence yet (not a verdict).
+NOT_YET_VERDICT = "not yet"
+#: An interval discriminates when its width is at most this share of its central value: then a value
+#: inside it is *reproduced*, else only *consistent* with it.
+NARROW = 0.20
+#: The width, in exponent units, of the interval around a deterministic power-law exponent (exact counts,
+#: compiled cycles: no noise) when its entry carries none: chosen before looking, not fitted.
+EXPONENT_TOLERANCE = 0.05
+#: The effect of alignment (C3) reproduces when it at least halves the partial-tile share.
+EFFECT_FACTOR = 0.5
+RULES = ("interval", "lower bound", "direction", "effect")
+
+
+def judge(rule: str, value, reported=None, interval=None) -> tuple[str, str]:
+    """The verdict of one claim and the reason in numbers (docs/verdicts.md states each rule).
+
+    - ``interval``: ``reported`` inside ``interval`` (of ours, central ``value``): *reproduced* if the
+      interval is at most :data:`NARROW` of ``value`` wide, else *consistent*; outside: *contradicted*;
+    - ``lower bound``: ``reported`` is a floor the write-up claims ("over 16 minutes"): ``interval`` wholly
+      above it *reproduced*, straddling it *consistent*, wholly below *contradicted*;
+    - ``direction``: no number claimed; ``value`` is ours without / with the claimed change at the
+      production setting: above 1 *direction only* (the direction holds), else *contradicted*;
+    - ``effect``: the claimed numbers belong to an unpublished setting; ``value`` = (before, after) of ours:
+      *not testable here* when the effect reproduces (after at most :data:`EFFECT_FACTOR` of before), else
+      *contradicted*.
+    """
+    if rule == "interval":
+        low, high = interval
+        width = (high - low) / abs(value) if value else float("inf")
+        narrow = width <= NARROW
+        words = f"ours {value:.3g} in [{low:.3g}, {high:.3g}], {width:.0%} of it wide ({'≤' if narrow else '>'} {NARROW:.0%})"
+        if not low <= reported <= high:
+            return "contradicted", f"the reported {reported:g} lies outside: {words}"
+        return ("reproduced" if narrow else "consistent"), f"the reported {reported:g} lies inside: {words}"
+    if rule == "lower bound":
+        low, high = interval
+        words = f"ours {value:.3g} in [{low:.3g}, {high:.3g}]"
+        if low > reported:
+            return "reproduced", f"over {reported:g} holds across our interval: {words}"
+        if high > reported:
+            return "consistent", f"our interval straddles {reported:g}: {words}"
+        return "contradicted", f"our whole interval lies below {reported:g}: {words}"
+    if rule == "direction":
+        holds = value > 1
+        return (("direction only" if holds else "contradicted"),
+                f"ours without / with it is {value:.3g}: {'above' if holds else 'not above'} 1")
+    if rule == "effect":
+        before, after = value
+        holds = after <= EFFECT_FACTOR * before
+        return (("not testable here" if holds else "contradicted"),
+                f"the effect {'reproduces' if holds else 'does not reproduce'}: ours {100 * before:.2f} % -> "
+                f"{100 * after:.2f} % ({'at most' if holds else 'more than'} {EFFECT_FACTOR:g} of before)")
+    raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 
 
 def saved_minutes_floor() -> float:
@@ -282,101 +354,127 @@ def _ours(entry: dict) -> str:
     return format_value(entry["value"], entry.get("unit", "")) + _spread(entry)
 
 
-def _within(value: float, entry: dict) -> bool:
-    low, high = entry.get("band") or entry.get("iqr") or (entry["value"], entry["value"])
-    return low <= value <= high
+def _interval(entry: dict) -> tuple[float, float] | None:
+    found = entry.get("band") or entry.get("interval") or entry.get("iqr")
+    return tuple(found) if found else None
 
 
-def _lever(data: dict) -> str:
-    tornado = data["claims"].get("C1", {}).get("speedup_tornado")
-    if not tornado or not _is_table(tornado["value"]):
+def _entry(data: dict, key: str) -> dict | None:
+    claim, name = key.split(".", 1)
+    return data["claims"].get(claim, {}).get(name)
+
+
+def _scenarios_containing(data: dict, reported: float) -> str:
+    """The C1 scenario rows whose interval holds ``reported`` (recipe and kernel choices)."""
+    table = _entry(data, "C1.scenarios")
+    if not table or not _is_table(table["value"]):
         return ""
-    top = max(tornado["value"], key=lambda r: r.get("swing", 0))
-    return (f"; its widest lever is `{top['knob']}` ({top['range']}: "
-            f"{format_value(top['value_at_low'], 'ratio')} – {format_value(top['value_at_high'], 'ratio')})")
+    names = [r["scenario"] for r in table["value"] if r.get("speedup_min") is not None
+             and r["speedup_min"] <= reported <= r["speedup_max"]]
+    return (f" Scenario rows whose interval holds {reported:g}x: " + "; ".join(names) + "." if names
+            else f" No scenario row's interval holds {reported:g}x.")
 
 
-def _verdict_c1_speedup(entry, data):
+def _c1_speedup(data):
+    entry = _entry(data, "C1.speedup")
+    if entry is None or not _interval(entry):
+        return None
     reported = REPORTED["C1", "speedup"]
-    inside = _within(reported, entry)
-    side = "inside" if inside else ("below" if reported < entry["value"] else "above")
-    return (VERDICTS[0] if inside else VERDICTS[1],
-            f"modeled ({entry.get('mask', 'SVG')}); the reported {reported:g}x lies {side} our band{_lever(data)}.")
+    verdict, why = judge("interval", entry["value"], reported, _interval(entry))
+    return entry, verdict, (f"central scenario ({entry.get('mask', 'SVG')}), interval of the unknown constants with "
+                            f"the calibration refitted; {why}.{_scenarios_containing(data, reported)}")
 
 
-def _verdict_c1_minutes(entry, data):
-    floor, saved = saved_minutes_floor(), REPORTED["C1", "minutes_saved"]
-    dense = data["claims"].get("C1", {}).get("dense_minutes")
-    high = (entry.get("band") or [entry["value"]] * 2)[1]
-    text = (f"a floor, not an estimate: {saved:g} min saved at {REPORTED['C1', 'speedup']:g}x means dense took at least "
-            f"{floor:.1f} min; ours saves {_ours(entry)}" + (f" of a dense {_ours(dense)}" if dense else "") + ".")
-    return (VERDICTS[0] if high >= saved else VERDICTS[1]), text
+def _c1_minutes(data):
+    entry = _entry(data, "C1.minutes_saved")
+    if entry is None or not _interval(entry):
+        return None
+    verdict, why = judge("lower bound", entry["value"], REPORTED["C1", "minutes_saved"], _interval(entry))
+    return entry, verdict, (f"{why}; at {REPORTED['C1', 'speedup']:g}x, saving over {REPORTED['C1', 'minutes_saved']:g} "
+                            f"min means the dense run took at least {saved_minutes_floor():.1f} min.")
 
 
-def _verdict_c2(entry, data):
-    reported = REPORTED["C2", "attention_share_1440p"]
-    inside = _within(reported, entry)
-    return (VERDICTS[0] if inside else VERDICTS[1],
-            f"modeled share of the DiT's time; the reported {100 * reported:g} % lies "
-            f"{'inside' if inside else 'outside'} the band of the model's uncertain constants.")
+def _c2(data):
+    entry = _entry(data, "C2.attention_share_1440p")
+    if entry is None or not _interval(entry):
+        return None
+    verdict, why = judge("interval", entry["value"], REPORTED["C2", "attention_share_1440p"], _interval(entry))
+    compiled = _entry(data, "C2.compiled_attention_share_1440p")
+    extra = (f" The compiled Wan block's static-cycle share: {_ours(compiled)} `{compiled['provenance']}`."
+             if compiled else " The compiled Wan block's share: not yet measured.")
+    return entry, verdict, f"modeled share of the DiT's time; {why}.{extra}"
 
 
-def _verdict_c3(name):
-    def verdict(entry, data):
-        reported = REPORTED["C3", name]
-        close = rounds_to(entry["value"], reported)
-        return (VERDICTS[0] if close else VERDICTS[1],
-                f"exact tile count ({entry.get('mask', 'SVG mask')}, {_tiles(entry)} tiles), "
-                f"{'equal to' if close else 'not equal to'} the reported {100 * reported:g} % as rounded; "
-                "the write-up's band, tiles and counting are unpublished (the settings search: notebook 03).")
-    return verdict
+def _c3(data):
+    before, after = _entry(data, "C3.partial_share_before"), _entry(data, "C3.partial_share_after")
+    if before is None or after is None:
+        return None
+    verdict, why = judge("effect", (before["value"], after["value"]))
+    return after, verdict, (f"the write-up's band, tiles and counting are unpublished, so its exact "
+                            f"{100 * REPORTED['C3', 'partial_share_before']:g} % -> "
+                            f"{100 * REPORTED['C3', 'partial_share_after']:g} % cannot be tested (the settings "
+                            f"search: notebook 03); {why} ({after.get('mask', 'SVG mask')}, {_tiles(after)} tiles).")
 
 
-def _verdict_c4(entry, data):
-    faster = entry["value"] > 1
-    return (VERDICTS[0] if faster else VERDICTS[1],
-            f"the write-up gives a direction, no number: in the compiled v6e program a masked tile takes "
-            f"{_ours(entry)} the issue cycles of a full one, so a mask-free path for full tiles "
-            f"{'saves' if faster else 'does not save'} work; no TPU timing.")
+def _c4(data):
+    entry = _entry(data, "C4.compiled_fast_path_speedup_svg")
+    if entry is None:
+        return None
+    verdict, why = judge("direction", entry["value"])
+    return entry, verdict, (f"the write-up gives a direction, no number; at the production tile, whole-kernel static "
+                            f"cycles of ours on the SVG mask, fast path off / on: {why} (compiled, not run: static "
+                            "cycles are not latency).")
 
 
-def _verdict_c5(entry, data):
-    low, high = entry.get("iqr") or entry.get("band") or (entry["value"] - EXPONENT_TOLERANCE,
-                                                           entry["value"] + EXPONENT_TOLERANCE)
-    inside = low <= 2 <= high
-    spread = "its spread" if entry.get("iqr") or entry.get("band") else f"our stated tolerance of {EXPONENT_TOLERANCE:g}"
-    return (VERDICTS[0] if inside else VERDICTS[1],
-            f"attention time grows as L^{format_value(entry['value'])} on the toy DiT; 2 is "
-            f"{'within' if inside else 'outside'} {spread}.")
+def _exponent_interval(entry: dict) -> tuple[float, float]:
+    return _interval(entry) or (entry["value"] - EXPONENT_TOLERANCE, entry["value"] + EXPONENT_TOLERANCE)
 
 
-#: The verdict table's rows: (claim, results entry, what is claimed, the write-up's words, the rule).
+def _c5(data):
+    for key in ("C5.compiled_cycles_exponent", "C5.flops_exponent"):
+        entry = _entry(data, key)
+        if entry is not None:
+            verdict, why = judge("interval", entry["value"], 2.0, _exponent_interval(entry))
+            source = "given" if _interval(entry) else f"±{EXPONENT_TOLERANCE:g}, a deterministic instrument"
+            return entry, verdict, (f"exponent k of cost ∝ L^k over the resolutions (`{key}`, interval {source}); "
+                                    f"quadratic is k = 2: {why}.")
+    return None
+
+
+def _c5_toy(data):
+    entry = _entry(data, "C5.toy_attention_exponent")
+    spread = _entry(data, "C5.toy_attention_exponent_interval")
+    if entry is None or spread is None:
+        return None
+    verdict, why = judge("interval", entry["value"], 2.0, tuple(spread["value"]))
+    return entry, verdict, f"secondary: toy DiT attention timed on this CPU, bootstrap interval over repeats; {why}."
+
+
+#: The verdict table's rows: (claim, what is claimed, the write-up's words, the rule, how to judge it from the results).
 VERDICT_ROWS = [
-    ("C1", "speedup", "1440p end-to-end speedup", "{:g}x".format(REPORTED["C1", "speedup"]), _verdict_c1_speedup),
-    ("C1", "minutes_saved", "minutes saved per video",
-     "over {:g} min".format(REPORTED["C1", "minutes_saved"]), _verdict_c1_minutes),
-    ("C2", "attention_share_1440p", "self-attention share at 1440p",
-     "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]), _verdict_c2),
-    ("C3", "partial_share_before", "partial tiles before alignment",
-     "{:g} %".format(100 * REPORTED["C3", "partial_share_before"]), _verdict_c3("partial_share_before")),
-    ("C3", "partial_share_after", "partial tiles after alignment",
-     "{:g} %".format(100 * REPORTED["C3", "partial_share_after"]), _verdict_c3("partial_share_after")),
-    ("C4", "bundles_partial_over_full", "mask-free fast path lowers latency", "lower latency", _verdict_c4),
-    ("C5", "toy_attention_exponent", "attention cost quadratic in resolution", "quadratic", _verdict_c5),
+    ("C1", "1440p end-to-end speedup", "{:g}x".format(REPORTED["C1", "speedup"]), "interval", _c1_speedup),
+    ("C1", "minutes saved per video", "over {:g} min".format(REPORTED["C1", "minutes_saved"]), "lower bound", _c1_minutes),
+    ("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]), "interval", _c2),
+    ("C3", "partial tiles before -> after alignment", "{:g} % -> {:g} %".format(
+        100 * REPORTED["C3", "partial_share_before"], 100 * REPORTED["C3", "partial_share_after"]), "effect", _c3),
+    ("C4", "mask-free fast path lowers latency", "lower latency (no number)", "direction", _c4),
+    ("C5", "attention cost quadratic in resolution", "quadratic", "interval", _c5),
+    ("C5", "the same, toy DiT timed on this CPU (secondary)", "quadratic", "interval", _c5_toy),
 ]
 
 
 def verdicts(data: dict) -> list[dict]:
-    """One row per :data:`VERDICT_ROWS` entry: claim, reported, ours with its band, verdict, why."""
+    """One row per :data:`VERDICT_ROWS` entry: claim, reported, ours, verdict, the rule, why."""
     rows = []
-    for claim, name, what, reported, rule in VERDICT_ROWS:
-        entry = data["claims"].get(claim, {}).get(name)
-        if entry is None:
-            verdict, why, ours = VERDICTS[2], f"no `{claim}.{name}` result in the results file.", "—"
+    for claim, what, reported, rule, judged in VERDICT_ROWS:
+        found = judged(data)
+        if found is None:
+            ours, verdict, why = "—", NOT_YET_VERDICT, f"{NOT_YET}: the results file lacks this row's evidence."
         else:
-            (verdict, why), ours = rule(entry, data), f"{_ours(entry)} `{entry['provenance']}`"
-        rows.append({"claim": f"{claim} {what}", "reported": reported, "ours (band)": ours, "verdict": verdict,
-                     "why": why})
+            entry, verdict, why = found
+            ours = f"{_ours(entry)} `{entry['provenance']}`"
+        rows.append({"claim": f"{claim} {what}", "reported": reported, "ours": ours, "verdict": verdict,
+                     "rule": rule, "why": why})
     return rows
 
 
@@ -385,14 +483,14 @@ def verdict_table(data: dict) -> str:
 
 
 def verdict_summary(data: dict) -> str:
-    """One sentence: which claims held, which did not, which could not be tested here."""
+    """One sentence per verdict: the claims it covers (rules: docs/verdicts.md)."""
     rows = verdicts(data)
     parts = []
-    for verdict in VERDICTS:
+    for verdict in (*VERDICTS, NOT_YET_VERDICT):
         names = [r["claim"] for r in rows if r["verdict"] == verdict]
         if names:
             parts.append(f"{verdict}: {'; '.join(names)}")
-    return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + "."
+    return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + " (rules: docs/verdicts.md)."
 
 
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
@@ -416,8 +514,8 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise ValueError(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
-                     f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
+                   f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
 _VALUE = re.compile(r"(<!-- svgtpu:value (?P<claim>\w+)\.(?P<name>[\w.-]+?)(?: (?P<field>band|iqr))? -->)"
@@ -519,23 +617,26 @@ def generate(results: str | os.PathLike | None = None,
     """
     path = Path(results) if results is not None else results_path()
     if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
-        raise ValueError(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
-                         f"README, got {path}; name the files to fill to use another results file")
-    data = load_results(path)
+        raise BadInput(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
+                       f"README, got {path}; name the files to fill to use another results file")
+    with user_file("results", path):
+        data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
     report = []
     for target in files:
         if not target.exists():
-            raise ValueError(f"paper target {target} does not exist")
-        text = target.read_text()
-        new, names = fill(text, data, target.resolve(), figures.resolve())
-        if new != text:
-            target.write_text(new)
+            raise BadInput(f"paper target {target} does not exist")
+        with user_file("paper target", target):
+            text = target.read_text()
+            new, names = fill(text, data, target.resolve(), figures.resolve())
+            if new != text:
+                target.write_text(new)
         report.append({"file": str(target), "blocks": len(names), "changed": new != text})
     return report
 
 
-__all__ = ["VERDICTS", "VERDICT_ROWS", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+__all__ = ["VERDICTS", "NOT_YET_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES", "judge",
+           "VERDICT_ROWS", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
            "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "claims_table", "claim_details", "inline_value",
            "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]

@@ -26,16 +26,15 @@ import json
 import os
 import sys
 import time
-
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.report.paths import REPO_ROOT
 from pathlib import Path
+
+from svgtpu.errors import BadInput, user_file
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.report.paths import CHECKPOINT, REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
-#: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 06 and 07 sample from it.
-CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
@@ -43,16 +42,32 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: The notebooks in reading order (the file order): the primer and the kernel track first, then the
 #: research track; the explorer is a tool beside them.
-NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "02_kernel_walkthrough", "03_mask_alignment",
+NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "02_kernel_walkthrough", "03_mask_alignment",
              "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
-_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "02_kernel_walkthrough": {}}
+_COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "01b_block_sparse_by_hand": {},
+                  "02_kernel_walkthrough": {}}
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
+
+#: Parameters ``svgtpu reproduce`` passes to a notebook besides ``profile`` and ``figures_dir`` (papermill
+#: overrides its parameters cell), per notebook, then per profile: the kernel-writing notebooks run their worked
+#: solutions (a student's own run keeps ``show_solutions = False``, so *Run All* never replaces their code), and
+#: the cpu profile (``make figures``) skips their compile demonstrations, which feed no figure.
+RUN_PARAMETERS: dict[str, dict] = {"01_pallas_in_five_kernels": {"show_solutions": True},
+                                   "01b_block_sparse_by_hand": {"show_solutions": True}}
+PROFILE_RUN_PARAMETERS: dict[str, dict[str, dict]] = {
+    "cpu": {"01_pallas_in_five_kernels": {"compile_lessons": False}, "01b_block_sparse_by_hand": {"compile_lessons": False}}}
+
+
+def run_parameters(notebook: str, profile: str) -> dict:
+    """What ``svgtpu reproduce`` passes ``notebook`` under ``profile`` besides ``profile`` and ``figures_dir``."""
+    return {**RUN_PARAMETERS.get(notebook, {}), **PROFILE_RUN_PARAMETERS.get(profile, {}).get(notebook, {})}
+
 
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
@@ -104,9 +119,9 @@ def settings(notebook: str, profile: str, **parameters) -> dict:
     """The sizes ``notebook`` runs at under ``profile``: its ``parameters`` cell values, overridden
     by whatever the profile sets for the same names."""
     if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     if notebook not in PROFILES[profile]:
-        raise ValueError(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
+        raise BadInput(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
     # profiles share lists: never hand one out
     return copy.deepcopy({**parameters, **PROFILES[profile][notebook]})
 
@@ -126,7 +141,7 @@ def select(only: list[str] | None) -> list[str]:
         return list(NOTEBOOKS)
     chosen = [n for n in NOTEBOOKS if any(n.startswith(o) or o in n for o in only)]
     if not chosen:
-        raise ValueError(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
+        raise BadInput(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
     return chosen
 
 
@@ -188,7 +203,8 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     try:
         papermill.execute_notebook(
-            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir)},
+            str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
+                                                     **run_parameters(name, profile)},
             kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
             log_output=False)
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
@@ -213,10 +229,12 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     from svgtpu.report.results import figures_dir as default_figures_dir
 
     if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     names = select(only)
     build = Path(build_dir) if build_dir is not None else BUILD_DIR
     figures = default_figures_dir(figures_dir).resolve()
+    with user_file("figures_dir", figures):   # a folder the user named that cannot be made: refused at once
+        figures.mkdir(parents=True, exist_ok=True)
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
@@ -232,10 +250,33 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     return results
 
 
-def summary_rows(results: list[NotebookResult]) -> list[dict]:
-    return [{"notebook": r.notebook, "status": r.status, "seconds": round(r.seconds, 1),
-             "figures": len(r.figures), "error": r.error} for r in results]
+def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
+                  figures_dir: str | os.PathLike | None = None, paper: bool = True) -> dict:
+    """``svgtpu reproduce``: :func:`reproduce`, then with ``paper`` (and into the committed results only,
+    never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`); the failed notebooks
+    are named in ``failed``."""
+    from svgtpu.report.paper import generate
+    from svgtpu.report.results import results_path
+
+    start = time.perf_counter()
+    results = reproduce(profile, only, figures_dir=figures_dir)
+    tables = generate(results_path()) if paper and not figures_dir else []
+    return {"profile": profile, "notebooks": [r.as_dict() for r in results],
+            "failed": [r.notebook for r in results if r.status != "ok"], "results": str(results_path(figures_dir)),
+            "paper": tables, "wall_seconds": time.perf_counter() - start}
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
-           "run_notebook", "reproduce", "summary_rows"]
+def format_reproduce(result: dict) -> str:
+    """:func:`reproduce_all` as one row per notebook, the wall time and where the results went."""
+    from svgtpu.report.tables import format_table
+    rows = [{"notebook": r["notebook"], "status": r["status"], "seconds": round(r["seconds"], 1),
+             "figures": len(r["figures"]), "error": r["error"]} for r in result["notebooks"]]
+    text = format_table(rows, ["notebook", "status", "seconds", "figures", "error"])
+    text += f"\n\nwall time {result['wall_seconds']:.0f} s; results in {result['results']}"
+    if result["paper"]:
+        text += "; paper tables regenerated in " + ", ".join(p["file"] for p in result["paper"])
+    return text
+
+
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+           "run_notebook", "reproduce", "reproduce_all", "format_reproduce"]

@@ -1,0 +1,70 @@
+"""C1 under each recipe choice: the scenario table.
+
+What a run *chooses* is not uncertainty: SVG's dense warm-up steps and kept fraction (each cited recipe
+of :mod:`svgtpu.recipes`), the attention kernel (ours, tokamax's splash, JAX's Splash; and MaxDiffusion's
+dense Splash against SVG with ours), and whose sparse layers (ours as modeled, or as efficient as SVG's
+published GPU runs imply).  Each is a row here, with the interval of the genuinely unknown constants
+around it (:func:`svgtpu.costmodel.sensitivity.sensitivity`, the calibration refitted at each end).
+The central row is the setup itself: the default recipe, our kernel for dense and sparse layers, the
+sparse layers as modeled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from svgtpu.costmodel.compiled import KERNELS
+from svgtpu.costmodel.pipeline import Setup, model_video, recipe_fields
+from svgtpu.costmodel.sensitivity import sensitivity
+from svgtpu.recipes import RECIPES
+
+KERNEL_NAMES = {"ours": "ours", "tokamax": "tokamax's splash", "splash": "JAX's Splash"}
+
+
+def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | None = None) -> list[tuple[str, str, Setup]]:
+    """``(group, name, setup)`` for every scenario row: the central setup first."""
+    rows = [("central", f"as set up: {KERNEL_NAMES.get(setup.kernel, setup.kernel)} for dense and SVG layers, "
+                        f"{setup.dense_steps} of {setup.steps} steps and {setup.dense_layers} of {setup.model.layers} "
+                        "layers dense, sparse layers as modeled", setup)]
+    for r in RECIPES.values():
+        if not r.known:
+            continue
+        fields = recipe_fields(r)
+        if all(getattr(setup, k) == v for k, v in fields.items()):
+            continue   # the central row's own recipe
+        changed = dataclasses.replace(setup, **fields)
+        rows.append(("recipe", f"SVG recipe {r.name} (kept {r.kept:g}, {changed.dense_steps} of {changed.steps} steps "
+                               f"and {changed.dense_layers} of {changed.model.layers} layers dense)", changed))
+    for kernel in KERNELS:
+        if kernel != setup.kernel:
+            rows.append(("kernel", f"{KERNEL_NAMES[kernel]} for dense and SVG layers",
+                         dataclasses.replace(setup, kernel=kernel, dense_kernel=None)))
+    if setup.kernel != "splash":
+        rows.append(("kernel", f"dense with JAX's Splash (MaxDiffusion's baseline), SVG with {KERNEL_NAMES[setup.kernel]}",
+                     dataclasses.replace(setup, dense_kernel="splash")))
+    if published_svg_range:
+        for end, value in zip(("lowest", "highest"), published_svg_range):
+            rows.append(("sparse layers", f"sparse layers as efficient as SVG's published GPU runs imply ({end})",
+                         dataclasses.replace(setup, sparse_efficiency=value)))
+    return rows
+
+
+def scenario_table(setup: Setup, published_svg_range: tuple[float, float] | None = None, *,
+                   intervals: bool = True) -> list[dict]:
+    """One row per scenario (:func:`scenario_setups`): speedup and its interval, minutes, kept pairs, the
+    dense steps, the kernels and how attention was priced."""
+    rows = []
+    for group, name, s in scenario_setups(setup, published_svg_range):
+        result = model_video(s)
+        band = sensitivity(s)["speedup"] if intervals else {"min": None, "max": None}
+        rows.append({"group": group, "scenario": name, "speedup": result["speedup"], "speedup_min": band["min"],
+                     "speedup_max": band["max"], "saved_minutes": result["saved_minutes"],
+                     "dense_minutes": result["dense_minutes"], "svg_minutes": result["svg_minutes"],
+                     "kept_pairs": result["tiles"]["svg-aligned"]["density"], "dense_steps": s.dense_steps,
+                     "kernel": s.kernel, "dense_kernel": s.dense_kernel or s.kernel,
+                     "sparse_efficiency": s.sparse_efficiency, "attention_pricing": result["attention_pricing"],
+                     "provenance": result["provenance"]})
+    return rows
+
+
+__all__ = ["KERNEL_NAMES", "scenario_setups", "scenario_table"]

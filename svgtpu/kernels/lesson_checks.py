@@ -1,0 +1,216 @@
+"""What the checks of the teaching notebooks (01, 01b) look at besides a kernel's numbers.
+
+A check that compares outputs only passes some wrong kernels on this CPU: the interpreter computes a
+bfloat16 matmul in float32 and keeps it (XLA folds the rounding away), a kernel that builds the whole
+score tile instead of chunks gives the same numbers, and a grid axis wrongly marked ``parallel`` runs
+in order anyway.  So the checks also read the traced program:
+
+- :func:`attention64` — the float64 reference every attention check compares with;
+- :func:`check_row_plan` — the properties a row-ordered tile plan must have, on random tile maps;
+- :func:`whose` — whether a check runs the student's code or the worked solution;
+- :func:`matmuls` / :func:`check_bf16_matmuls` — every ``dot_general`` with its operand and result
+  dtypes (the MXU takes bfloat16 and accumulates in float32);
+- :func:`largest_matmul_output` — the biggest block a matmul produces (the score temporaries);
+- :func:`copies_in_flight` — whether a hand-written DMA pipeline overlaps its copies with compute;
+- :func:`dimension_semantics` — the grid axes' semantics a ``pallas_call`` was given;
+- :func:`races_found` — what the TPU interpreter's race detector saw (``InterpretParams(detect_races=True)``);
+- :func:`tracing_for` — a TPU to trace for on a CPU, for code that asks which chip it runs on
+  (``pltpu.emit_pipeline`` picks its DMA tiling from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from svgtpu.kernels.jaxpr_walk import sub_jaxprs
+from svgtpu.kernels.plan import FIRST, LAST
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+
+#: ``device_kind`` and TensorCores per JAX device of each TPU, as libtpu's topology devices report them
+#: (``jax.experimental.topologies.get_topology_desc(...).devices[0]``, libtpu of jax 0.10.2): a v5p
+#: device is a megacore (two cores), a v7x device is one core (a chip is two devices).
+DEVICE_KINDS = {"v5e": ("TPU v5 lite", 1), "v5p": ("TPU v5", 2), "v6e": ("TPU v6 lite", 1), "v7x": ("TPU7x", 1)}
+#: bfloat16's unit roundoff (half its machine epsilon): one rounding to bfloat16 moves a value by at most this
+#: fraction of it.
+BF16_ROUNDING = float(jnp.finfo(jnp.bfloat16).eps) / 2
+#: Modules whose functions are worked solutions (what :func:`whose` calls "the worked solution").
+SOLUTION_MODULES = ("svgtpu.kernels.lessons", "svgtpu.kernels.lessons_by_hand")
+
+
+def attention64(q, k, v, allowed=None) -> np.ndarray:
+    """``softmax(q kᵀ / √d) v`` in float64 over the ``allowed`` keys (bool ``[L, L]``, ``None``: all): the
+    reference every attention check compares with.  A query with no allowed key gets zeros."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    s = q @ k.T / np.sqrt(q.shape[-1])
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(axis=-1, keepdims=True)
+    return np.where(l > 0, p @ v / np.where(l > 0, l, 1.0), 0.0)
+
+
+def check_row_plan(row_plan, rng: np.random.Generator, maps: int = 12) -> int:
+    """Assert that ``row_plan`` (a student's) turns tile-kind maps into a valid row-ordered plan, on
+    ``maps`` random maps with rows of no tile, rows of one tile and an empty last row; the maps checked.
+
+    What a kernel over the plan relies on, each checked on its own: int32 arrays of one length; every
+    non-empty tile exactly once with its kind; each q row's steps consecutive, rows in order; FIRST on
+    a row's first step and LAST on its last, nowhere else; a row with no tile as one ``EMPTY`` step
+    flagged FIRST | LAST.
+    """
+    for n in range(maps):
+        rows, cols = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        kinds = rng.choice([EMPTY, PARTIAL, FULL], size=(rows, cols), p=[0.5, 0.3, 0.2]).astype(np.int32)
+        if n % 3 == 0:
+            kinds[-1] = EMPTY                       # the last q row has no tile
+        if n % 4 == 1 and rows > 1:
+            kinds[0] = EMPTY
+            kinds[0, cols - 1] = PARTIAL            # a row of one tile, in the last column
+        plan = row_plan(kinds)
+        where = f"on the tile-kind map\n{kinds}\n(0 empty, 1 partial, 2 full)"
+        keys = ("q_tile", "kv_tile", "kind", "flags")
+        assert set(keys) <= set(plan), f"the plan must hold the arrays {keys}, got {sorted(plan)}"
+        arrays = {key: np.asarray(plan[key]) for key in keys}
+        assert all(a.dtype == np.int32 and a.ndim == 1 for a in arrays.values()), "the plan arrays must be 1-D int32"
+        assert len({a.size for a in arrays.values()}) == 1, f"the plan arrays differ in length {where}"
+        q_tile, kv_tile, kind, flags = (arrays[key] for key in keys)
+        visited = sorted(zip(q_tile[kind != EMPTY].tolist(), kv_tile[kind != EMPTY].tolist()))
+        assert visited == sorted(zip(*np.nonzero(kinds != EMPTY))), f"not every non-empty tile exactly once {where}"
+        real = kind != EMPTY
+        assert np.array_equal(kind[real], kinds[q_tile[real], kv_tile[real]]), f"a step's kind is not its tile's {where}"
+        assert np.all(np.diff(q_tile) >= 0), f"the steps are not in q-row order {where}"
+        assert np.array_equal(np.unique(q_tile), np.arange(rows)), f"some q row has no step at all {where}"
+        first = np.r_[True, q_tile[1:] != q_tile[:-1]]
+        last = np.r_[q_tile[1:] != q_tile[:-1], True]
+        assert np.array_equal((flags & FIRST) != 0, first), f"FIRST is not exactly on each row's first step {where}"
+        assert np.array_equal((flags & LAST) != 0, last), f"LAST is not exactly on each row's last step {where}"
+        for row in np.flatnonzero((kinds == EMPTY).all(axis=1)):
+            assert np.sum(q_tile == row) == 1 and kind[q_tile == row][0] == EMPTY, (
+                f"q row {row} has no tile: it needs exactly one EMPTY step (so its output block is written) {where}")
+    return maps
+
+
+def whose(*functions) -> str:
+    """``"the worked solution (svgtpu/kernels/lessons.py)"`` when every function comes from it, else
+    ``"your code"``: each check prints it, so a student always knows what passed."""
+    from_solutions = [getattr(f, "__module__", None) in SOLUTION_MODULES for f in functions]
+    if all(from_solutions):
+        return "the worked solution (svgtpu/kernels/lessons.py)"
+    return "your code" if not any(from_solutions) else "your code with parts of the worked solution"
+
+
+@dataclasses.dataclass(frozen=True)
+class Matmul:
+    """One ``dot_general`` of a traced program: operand and result dtypes, result shape."""
+
+    lhs: str
+    rhs: str
+    out: str
+    shape: tuple[int, ...]
+
+
+def _equations(jaxpr) -> Iterator:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in sub_jaxprs(eqn):
+            yield from _equations(sub)
+
+
+def matmuls(fn, *args) -> list[Matmul]:
+    """Every matmul of ``fn(*args)`` as traced, inside Pallas kernels, loops and branches too."""
+    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    return [Matmul(str(e.invars[0].aval.dtype), str(e.invars[1].aval.dtype), str(e.outvars[0].aval.dtype),
+                   tuple(e.outvars[0].aval.shape))
+            for e in _equations(jaxpr) if e.primitive.name == "dot_general"]
+
+
+def check_bf16_matmuls(fn, *args) -> int:
+    """Assert that every matmul of ``fn(*args)`` (bfloat16 inputs) takes bfloat16 operands and returns
+    float32; the number of matmuls checked.
+
+    On a TPU the MXU multiplies bfloat16 and accumulates in float32; ``preferred_element_type`` asks
+    for that float32 result (without it the result is rounded to bfloat16 after every matmul), and a
+    float32 operand (``p`` not cast to ``v.dtype``) makes the compiler emulate a float32 matmul with
+    several bfloat16 passes.  The interpreter on this CPU hides both: it computes in float32 anyway.
+    """
+    found = matmuls(fn, *args)
+    assert found, "no matmul found in the traced program"
+    for m in found:
+        assert m.lhs == m.rhs == "bfloat16", (
+            f"a matmul takes {m.lhs} x {m.rhs} operands (result {m.shape}): cast both to bfloat16 first "
+            "(p.astype(v.dtype)); a float32 matmul runs as several bfloat16 passes on the MXU")
+        assert m.out == "float32", (
+            f"a matmul returns {m.out} (result {m.shape}): ask for preferred_element_type=jnp.float32, or every "
+            "partial product is rounded to bfloat16 on a TPU (this CPU's interpreter hides it)")
+    return len(found)
+
+
+def largest_matmul_output(fn, *args) -> tuple[int, ...]:
+    """The largest result block of any matmul in ``fn(*args)`` (by element count)."""
+    shapes = [m.shape for m in matmuls(fn, *args)]
+    assert shapes, "no matmul found in the traced program"
+    return max(shapes, key=lambda s: int(jnp.prod(jnp.asarray(s))))
+
+
+def copies_in_flight(fn, *args) -> list[int]:
+    """For each matmul of ``fn(*args)`` in program order (a loop body once, every branch as if taken):
+    how many DMAs were started (``make_async_copy(...).start()``) and not yet waited for when it runs.
+    A pipeline that overlaps copies with compute has one in flight at its steady-state matmul; a copy
+    started and waited for before each matmul has none."""
+    in_flight, at = 0, []
+    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+        name = eqn.primitive.name
+        in_flight += (name == "dma_start") - (name == "dma_wait")
+        if name == "dot_general":
+            at.append(in_flight)
+    return at
+
+
+def dimension_semantics(fn, *args) -> tuple[str, ...]:
+    """The ``dimension_semantics`` of the first ``pallas_call`` in ``fn(*args)`` (``()`` if none given)."""
+    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+        if eqn.primitive.name == "pallas_call":
+            params = eqn.params["compiler_params"]
+            params = params.get("mosaic_tpu", params) if isinstance(params, dict) else params
+            semantics = getattr(params, "dimension_semantics", None) or ()
+            return tuple(str(getattr(s, "value", s)) for s in semantics)
+    raise AssertionError("no pallas_call found in the traced program")
+
+
+def races_found() -> bool:
+    """Whether the last kernel run with ``pltpu.InterpretParams(detect_races=True)`` had a data race.
+
+    jax 0.10.2 documents the flag (``InterpretParams``: "races.races_found will be set to True") but
+    exports no accessor; the state lives in the interpreter module, read here in one place.
+    """
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as interpreter
+    state = getattr(interpreter, "races", None)
+    return bool(state is not None and state.races_found)
+
+
+@contextlib.contextmanager
+def tracing_for(device: str = "v6e"):
+    """Trace Pallas code for TPU ``device`` on any machine: an abstract mesh whose device is that TPU.
+
+    ``pltpu.emit_pipeline`` asks which TPU it runs on (for the DMA tiling) while tracing; on a CPU
+    there is none, and it stops with "Unsupported TPU device kind: cpu".  Interpret mode and ahead-of-time
+    compilation both work inside this block.
+    """
+    if device not in DEVICE_KINDS:
+        raise ValueError(f"device must be one of {', '.join(DEVICE_KINDS)}, got {device!r}")
+    kind, cores = DEVICE_KINDS[device]
+    mesh = jax.sharding.AbstractMesh((1,), ("tpu",),
+                                     abstract_device=jax.sharding.AbstractDevice(kind, cores, "tpu"))
+    with jax.sharding.use_abstract_mesh(mesh):
+        yield
+
+
+__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "attention64", "check_row_plan", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
+           "copies_in_flight", "dimension_semantics", "races_found", "tracing_for"]
