@@ -91,7 +91,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
+        "04_fast_path_ablation": {"rounds": 5,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
         "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         # sized so that make figures stays within 15 min on 2 cores (the tpu profile runs the full study)
