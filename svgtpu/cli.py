@@ -483,9 +483,14 @@ def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset or TxHxW")
     p.add_argument("--tiles", default=f"{PRODUCTION.tiles},512x512",
                    help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {PRODUCTION.tiles},512x512)")
+    p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
+                   help="the TPU compiled for (v7x: one core of tpu7x:2x2x1)")
+    p.add_argument("--sweep", action="store_true",
+                   help="also sweep the libraries' block_kv_compute on the aligned mask (production tile)")
 
 
-@command("bench compiled", "whole-kernel static v6e cycles of ours, Splash and tokamax from the real compiler",
+@command("bench compiled", "whole-kernel static cycles of ours, Splash and tokamax from the real compiler (v6e, v7x), "
+         "each tile body unit by unit, every ratio next to the roofline",
          _bench_compiled_arguments)
 def run_bench_compiled(args):
     from svgtpu.bench.compiled import run_command

@@ -91,7 +91,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
+        "04_fast_path_ablation": {"rounds": 5,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
         "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         # sized so that make figures stays within 15 min on 2 cores (the tpu profile runs the full study)
@@ -106,7 +106,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
         "04_fast_path_ablation": {"geometry": "720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
-                                  "heads": 8, "head_dim": 128},
+                                  "heads": 8, "head_dim": 128, "compiled_tiles": f"{BLOCK_Q}x{BLOCK_KV},512x512",
+                                  "compiled_devices": "v6e,v7x", "compiled_sweep": True},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "kept_fractions": [0.3, 0.5, 0.6, 0.8],
                        "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
