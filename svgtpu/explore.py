@@ -32,11 +32,12 @@ import time
 import numpy as np
 
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, make_mask,
-                          multiplier_for_kept)
+from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
+                               multiplier_for_kept)
 from svgtpu.production import PRODUCTION
 from svgtpu.schedule import DEFAULT_KEPT
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+from svgtpu.errors import BadInput
 
 #: Head kinds offered, label -> :func:`svgtpu.masks.core.make_mask` kind.
 HEAD_KINDS = {
@@ -82,18 +83,21 @@ class Settings:
     def __post_init__(self):
         get_geometry(self.geometry)  # raises one line naming the geometry
         if (self.kept is None) == (self.multiplier is None):
-            raise ValueError("give exactly one of kept (fraction of pairs kept, in (0, 1)) or multiplier")
-        if self.kept is not None and not (np.isfinite(self.kept) and 0 < self.kept < 1):
-            raise ValueError(f"kept must be a fraction in the open interval (0, 1), got {self.kept!r}")
+            raise BadInput("give exactly one of kept (fraction of pairs kept, in (0, 1)) or multiplier")
+        if self.kept is not None:
+            check_kept(self.kept)
         if self.multiplier is not None and not (np.isfinite(self.multiplier) and self.multiplier > 0):
-            raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
+            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
         if self.head not in HEAD_KINDS.values():
-            raise ValueError(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
+            raise BadInput(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
         check_positive_int("block_q", self.block_q)
         check_positive_int("block_kv", self.block_kv)
         check_positive_int("chips", self.chips)
         if self.align not in ALIGN_CHOICES:
-            raise ValueError(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
+            raise BadInput(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
+        from svgtpu import costmodel
+        costmodel.get_model(self.model)
+        costmodel.mesh_shape(costmodel.get_device(self.device), self.chips)  # a device, chips a slice of it has
 
     @property
     def token_grid(self) -> VideoGeometry:
@@ -170,7 +174,7 @@ def _plan(mask: Mask, block_q: int, block_kv: int):
         return None
     try:
         return tile_plan(mask, mask.L, block_q, block_kv)
-    except ValueError:
+    except BadInput:
         return None
 
 
@@ -193,11 +197,11 @@ def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
     from svgtpu.kernels.config import KernelConfig
     try:
         config = KernelConfig(block_q=settings.block_q, block_kv=settings.block_kv)
-    except ValueError as error:
+    except BadInput as error:
         return {**out, "accepted": False, "reason": str(error)}
     try:
         memory = budget.device_memory(settings.device)
-    except ValueError as error:
+    except BadInput as error:
         return {**out, "smem": f"no TPU budget: {error}", "vmem": "—"}
     if plan is None:
         out["smem"] = "plan not built (mask not computable in the kernel: it would store mask blocks)"
@@ -240,8 +244,8 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
             result = cm.model_video(setup)
             out.update({k: result[k] for k in ("speedup", "dense_minutes", "svg_minutes", "attention_share")})
         return out
-    except ValueError as error:  # a setting the model refuses: shown as text; bugs still raise
-        return {"error": f"{type(error).__name__}: {error}"}
+    except BadInput as error:  # a setting the model refuses: shown as text; bugs still raise
+        return {"error": str(error)}
 
 
 def compute(settings: Settings, *, video: bool = False) -> dict:
@@ -345,6 +349,22 @@ def benchmark(settings: Settings, *, repeats: int = 5, video: bool = False) -> d
     stats, _, cold = render(settings, video=video)
     cached = sorted(render(settings, video=video)[2] for _ in range(repeats))[repeats // 2]
     return {"stats": stats[0], "cold_seconds": cold, "cached_seconds": cached, "repeats": repeats}
+
+
+def summary(settings: Settings, *, repeats: int = 5, video: bool = False) -> dict:
+    """``svgtpu explore``: the stats of ``settings`` (JSON-able: no tile map) and their redraw times."""
+    bench = benchmark(settings, repeats=repeats, video=video)
+    stats = {k: v for k, v in bench.pop("stats").items() if k != "kinds"}
+    return {**stats, "redraw": bench, "provenance": "computed"}
+
+
+def format_summary(result: dict) -> str:
+    """:func:`summary` as the panel's rows, one per line, then the redraw times."""
+    redraw = result["redraw"]
+    lines = [f"{label}: {value}" for _, label, value in rows({**result, "kinds": None})]
+    lines.append(f"redraw: {redraw['cold_seconds'] * 1e3:.0f} ms the first time, {redraw['cached_seconds'] * 1e3:.1f} "
+                 f"ms cached (median of {redraw['repeats']}) [measured-cpu, this machine]")
+    return "\n".join(lines)
 
 
 # -- text -------------------------------------------------------------------------------------
@@ -514,7 +534,7 @@ def kernel_tiles() -> tuple[tuple[int, ...], tuple[int, ...]]:
         try:
             KernelConfig(**{"block_q": 512, "block_kv": 512, **tile})
             return True
-        except ValueError:
+        except BadInput:
             return False
 
     return (tuple(q for q in BLOCK_Q_CANDIDATES if accepted(block_q=q)),
@@ -557,7 +577,7 @@ class Panel:
         try:
             settings = [c.settings() for c in self.controls]
             stats, images, seconds = render(*settings, video=self.video.value)
-        except ValueError as error:
+        except BadInput as error:
             self.status.value = (f"<span class='svgtpu-error' style='color:#b00020'>refused: "
                                  f"{html.escape(str(error))}</span>")
             return

@@ -15,6 +15,8 @@ import re
 import numpy as np
 from einops import rearrange
 
+from svgtpu.errors import BadInput
+
 # Wan 2.1 VAE compresses 8x in space and 4x in time (first frame kept), and its DiT patchifies
 # latents with patch (1, 2, 2).  Source: Wan 2.1 technical report / public config
 # (vae_stride = (4, 8, 8), patch_size = (1, 2, 2)).
@@ -25,7 +27,7 @@ WAN_PATCH = (1, 2, 2)
 def check_positive_int(name: str, value) -> int:
     """``value`` as an ``int`` if it is a positive integer (not a bool), else a ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise BadInput(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -45,7 +47,7 @@ def parse_sizes(text: str, count: int, name: str) -> tuple[int, ...]:
     parts = str(text).strip().lower().split("x")
     if len(parts) != count or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
         example = "x".join(("3024", "2048", "8")[:count]) if count <= 3 else "x".join(["8"] * count)
-        raise ValueError(f"{name} must be {count} positive integers joined by x (e.g. {example}), got {text!r}")
+        raise BadInput(f"{name} must be {count} positive integers joined by x (e.g. {example}), got {text!r}")
     return tuple(int(p) for p in parts)
 
 
@@ -71,9 +73,9 @@ class VideoGeometry:
         for field in ("T", "H", "W"):
             check_positive_int(f"geometry {field}", getattr(self, field))
         if self.T * self.H * self.W > MAX_TOKENS:
-            raise ValueError(f"geometry {self.T}x{self.H}x{self.W} has L = {self.T * self.H * self.W:,} tokens; "
-                             f"at most {MAX_TOKENS:,} (2**31 - 1): JAX (without x64) and Pallas TPU kernels "
-                             "index tokens with int32")
+            raise BadInput(f"geometry {self.T}x{self.H}x{self.W} has L = {self.T * self.H * self.W:,} tokens; "
+                           f"at most {MAX_TOKENS:,} (2**31 - 1): JAX (without x64) and Pallas TPU kernels "
+                           "index tokens with int32")
 
     @property
     def F(self) -> int:
@@ -99,9 +101,9 @@ class VideoGeometry:
         st, sh, sw = WAN_VAE_STRIDE
         _, ph, pw = WAN_PATCH
         if frames <= 0 or (frames - 1) % st:
-            raise ValueError(f"frames must be 1 + {st}k (e.g. 81), got {frames}")
+            raise BadInput(f"frames must be 1 + {st}k (e.g. 81), got {frames}")
         if width <= 0 or height <= 0 or width % (sw * pw) or height % (sh * ph):
-            raise ValueError(
+            raise BadInput(
                 f"width and height must be positive multiples of {sw * pw} pixels, "
                 f"got {width}x{height}")
         return cls(1 + (frames - 1) // st, height // (sh * ph), width // (sw * pw), name)
@@ -131,7 +133,7 @@ class VideoGeometry:
 
     def _check_seq(self, x) -> None:
         if x.ndim < 2 or x.shape[-2] != self.L:
-            raise ValueError(
+            raise BadInput(
                 f"expected an array [..., L={self.L}, d] for geometry {self}, got shape {tuple(x.shape)}")
 
 
@@ -161,7 +163,7 @@ def get_geometry(spec: "str | VideoGeometry", name: str = "geometry") -> VideoGe
         return PRESETS[spec]
     match = _GRID.match(str(spec))
     if not match:
-        raise ValueError(
+        raise BadInput(
             f"{name} must be one of {', '.join(PRESETS)} or a token grid 'TxHxW' of positive "
             f"integers (e.g. 21x45x80), got {spec!r}")
     T, H, W = (int(g) for g in match.groups())

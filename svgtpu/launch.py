@@ -27,12 +27,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from svgtpu.errors import BadInput
+
 #: Options a launcher adds to each process's command line (see :func:`add_arguments`).
 COORDINATOR, NUM_PROCESSES, PROCESS_ID = "--coordinator", "--num-processes", "--process-id"
 
 
 class LaunchError(ChildProcessError):
-    """A launched process failed or hung; the message names it (the CLI prints it, exit status 2)."""
+    """A launched process failed or hung; the message names it and its logs (not bad input: the CLI
+    shows the traceback, exit status 1; bad input is refused before any process starts)."""
 
 
 def initialize(coordinator: str | None = None, num_processes: int | None = None,
@@ -44,14 +47,31 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     """
     given = [a is not None for a in (coordinator, num_processes, process_id)]
     if any(given) and not all(given):
-        raise ValueError(f"give all of {COORDINATOR}, {NUM_PROCESSES} and {PROCESS_ID}, or none "
-                         "(auto-detected on a TPU VM slice)")
+        raise BadInput(f"give all of {COORDINATOR}, {NUM_PROCESSES} and {PROCESS_ID}, or none "
+                       "(auto-detected on a TPU VM slice)")
     if num_processes is not None and not 0 <= process_id < num_processes:
-        raise ValueError(f"process id must be in [0, {num_processes}), got {process_id}")
+        raise BadInput(f"process id must be in [0, {num_processes}), got {process_id}")
     import jax
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id)
+
+
+def add_arguments(p) -> None:
+    """The options of a command that can run as one process of several, on an ``argparse`` parser."""
+    from svgtpu.errors import positive_int
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="start this many processes on localhost (each with --devices / processes fake CPU "
+                        "devices, gloo collectives) and print process 0's result (docs/multihost.md)")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="with --processes: kill every process after this many seconds (default 900)")
+    p.add_argument("--distributed", action="store_true",
+                   help="this is one process of a multi-host job: jax.distributed.initialize(), auto-detected "
+                        "on a TPU VM slice (run the same command on every host)")
+    p.add_argument(COORDINATOR, help="with --num-processes and --process-id: the coordinator HOST:PORT "
+                   "(process 0's host), where JAX cannot detect the job itself")
+    p.add_argument(NUM_PROCESSES, type=positive_int)
+    p.add_argument(PROCESS_ID, type=int)
 
 
 def join(args) -> bool:
@@ -133,7 +153,7 @@ def launch(command: list[str], processes: int, devices_per_process: int = 1, tim
     check_positive_int("processes", processes)
     check_positive_int("devices per process", devices_per_process)
     if not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        raise BadInput(f"timeout must be a positive number of seconds, got {timeout}")
     port = free_port()
     logs = tempfile.mkdtemp(prefix="svgtpu-launch-")
     base = dict(os.environ if env is None else env)
@@ -209,5 +229,32 @@ def first_json(text: str) -> dict:
     raise LaunchError(f"process 0 printed no JSON result: {text[-400:]!r}")
 
 
-__all__ = ["LaunchError", "initialize", "join", "free_port", "launch", "Finished",
-           "relaunch_argv", "first_json"]
+def fake_host_devices(argv: list[str]) -> None:
+    """Let ``--devices N`` run on a CPU-only machine: ask XLA for N host devices before jax starts.
+
+    The flag only affects the host (CPU) platform, so it changes nothing on a TPU VM.
+    """
+    import argparse
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--devices", default="1")
+    devices = pre.parse_known_args(argv)[0].devices
+    devices = int(devices) if devices.isdigit() else 1  # the real parser reports bad values
+    flags = os.environ.get("XLA_FLAGS", "")
+    if devices > 1 and "jax" not in sys.modules and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+
+
+def run_processes(args) -> dict:
+    """The command ``args`` (from :func:`add_arguments`, with ``devices``) as ``args.processes`` local
+    processes sharing one global mesh of ``args.devices`` devices: process 0's JSON result, plus ``launcher``."""
+    if args.devices % args.processes:
+        raise BadInput(f"--devices ({args.devices}) must be divisible by --processes ({args.processes})")
+    if args.distributed or args.coordinator:
+        raise BadInput("--processes starts its own processes: drop --distributed / --coordinator")
+    done = launch(relaunch_argv(args.argv), args.processes, args.devices // args.processes, timeout=args.timeout)
+    return {**first_json(done.stdout[0]),
+            "launcher": {"processes": args.processes, "wall_seconds": done.seconds, "port": done.port}}
+
+
+__all__ = ["LaunchError", "add_arguments", "fake_host_devices", "initialize", "join", "free_port", "launch", "Finished",
+           "relaunch_argv", "first_json", "run_processes"]

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from svgtpu.errors import BadInput
+
 # -- sources ------------------------------------------------------------------------------------
 
 SVG_REPO = "svg-project/Sparse-VideoGen"
@@ -76,9 +78,9 @@ class FlowSchedule:
 
     def __post_init__(self):
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps <= 0:
-            raise ValueError(f"steps must be a positive integer, got {self.steps!r}")
+            raise BadInput(f"steps must be a positive integer, got {self.steps!r}")
         if not self.shift > 0:
-            raise ValueError(f"shift must be positive, got {self.shift!r}")
+            raise BadInput(f"shift must be positive, got {self.shift!r}")
 
     def timesteps(self) -> tuple[int, ...]:
         n, top = self.steps, 1 - 1 / self.train_timesteps
@@ -126,7 +128,7 @@ class Recipe:
 
     def __post_init__(self):
         if self.rule is not None and self.rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+            raise BadInput(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
 
     @property
     def known(self) -> bool:
@@ -229,7 +231,7 @@ DEFAULT_RECIPE = RECIPES["svg-head-t2v-14b-720p"]
 def get_recipe(name: str) -> Recipe:
     """A recipe by name; a ``ValueError`` naming the known ones otherwise."""
     if name not in RECIPES:
-        raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, got {name!r}")
+        raise BadInput(f"recipe must be one of {', '.join(RECIPES)}, got {name!r}")
     return RECIPES[name]
 
 
@@ -270,11 +272,30 @@ PRODUCTION_TILE = MAXDIFFUSION_V6E_TILE
 BLOCK_Q, BLOCK_KV = PRODUCTION_TILE.block_q, PRODUCTION_TILE.block_kv
 
 
-def recipe_table() -> list[dict]:
-    """Every recipe and tile setting as rows, for ``svgtpu recipes``."""
-    return [r.as_dict() for r in RECIPES.values()]
+def recipes_report(name: str | None = None) -> dict:
+    """``svgtpu recipes``: one recipe (``name``) or all, the tile settings, each with its source."""
+    recipes = [get_recipe(name)] if name else list(RECIPES.values())
+    return {"default": DEFAULT_RECIPE.name, "recipes": [r.as_dict() for r in recipes],
+            "tiles": [t.as_dict() for t in TILES.values()], "provenance": "cited"}
+
+
+def format_recipes(result: dict) -> str:
+    """:func:`recipes_report` as a table, then each recipe's sources and the tiles'."""
+    from svgtpu.report.tables import format_table
+
+    def known(value, text=None):
+        return "unknown" if value is None else (text if text is not None else value)
+    rows = [{"recipe": r["name"] + (" (default)" if r["name"] == result["default"] else ""),
+             "kept": known(r["kept"]), "first_times_fp": known(r["first_times_fp"]),
+             "dense steps": known(r["steps"] or None, f"{r['dense_steps']}/{r['steps']} ({r['rule']})"),
+             "dense layers": known(r["dense_layers"], f"{r['dense_layers']}/40"),
+             "rows": known(r["num_sampled_rows"])} for r in result["recipes"]]
+    sources = [f"{r['name']}: " + ("; ".join(r["sources"]) or r["note"]) for r in result["recipes"]]
+    tiles = [f"{t['name']}: {t['block_q']}x{t['block_kv']} (kv compute {t['block_kv_compute']}) {t['source']}"
+             for t in result["tiles"]]
+    return "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 
 __all__ = ["BLOCK_KV", "BLOCK_Q", "DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE",
            "MAXDIFFUSION_V6E_TILE", "PRODUCTION_TILE", "RECIPES", "Recipe", "SPLASH_DEFAULT_TILE",
-           "SVG1_TIMES_FP_COMMENT", "Source", "TILES", "TileRecipe", "get_recipe", "recipe_table"]
+           "SVG1_TIMES_FP_COMMENT", "Source", "TILES", "TileRecipe", "format_recipes", "get_recipe", "recipes_report"]

@@ -166,3 +166,31 @@ def test_compiled_full_tile_body_has_no_compares_with_the_fast_path():
     assert full["llo_cmp_select"] == 0 < partial["llo_cmp_select"]
     assert full["llo_mxu"] == partial["llo_mxu"] > 0 and full["llo_eup"] == partial["llo_eup"] > 0
     assert 0 < full["bundles"] <= partial["bundles"]
+
+
+def test_a_refusal_is_the_compilers_only_when_the_compiler_refused():
+    """Tracing runs our code: a bug there propagates (it is never "the compiler's refusal"); a BadInput there is
+    our own refusal, recorded as ours; what lowering or compiling raises is the compiler's, in its words."""
+    from jax.experimental import pallas as pl
+
+    from svgtpu.errors import BadInput
+
+    x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(topology_device("v6e")))
+
+    def copy(block, bug=None):
+        def kernel(x_ref, o_ref):
+            if bug is not None:
+                raise bug
+            o_ref[...] = x_ref[...]
+        spec = pl.BlockSpec(block, lambda i: (i, 0))
+        return lambda x: pl.pallas_call(kernel, grid=(64 // block[0],), in_specs=[spec], out_specs=spec,
+                                        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    with compiling_for("v6e"):
+        with pytest.raises(AttributeError, match="our bug"):
+            compile_fn(copy((8, 256), AttributeError("our bug")), (x,))
+        ours = compile_fn(copy((8, 256), BadInput("plan over the SMEM budget")), (x,))
+        theirs = compile_fn(copy((8, 100)), (x,))       # 100 lanes: Mosaic's block-shape rule refuses it
+        fine = compile_fn(copy((8, 256)), (x,))
+    assert (ours["compiled"], ours["refused_by"], ours["reason"]) == (False, "svgtpu", "plan over the SMEM budget")
+    assert not theirs["compiled"] and theirs["refused_by"] == "compiler" and "divisible by 8 and 128" in theirs["reason"]
+    assert fine["compiled"] and fine["refused_by"] is None

@@ -1,7 +1,10 @@
-"""The whole-kernel static v6e estimate (svgtpu.bench.compiled) on kernels whose answer is known.
+"""The whole-kernel static estimate (svgtpu.bench.compiled, .variants, .estimate) on kernels whose
+answer is known, and the tile table file the cost model reads.
 
-Compiles run libtpu ahead of time on the CPU (about ten seconds each at these sizes) and are cached
-in build/compiled-v6e/ by content; the tests skip only where libtpu is not installed."""
+Compiles run libtpu ahead of time on the CPU (seconds each at these sizes) and are cached in
+build/compiled/ by content; the tests skip only where libtpu is not installed."""
+
+import json
 
 import pytest
 
@@ -12,9 +15,15 @@ pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (th
 SMALL = dict(block_q=512, block_kv=512, block_kv_compute=512)
 
 
+def _variant(kernel, mask, geometry, **kw):
+    from svgtpu.bench.variants import Variant
+    return Variant(kernel, mask, geometry, **{**SMALL, **kw})
+
+
 def _estimate(kernel, mask, geometry, **kw):
-    from svgtpu.bench.compiled import Variant, cached_compile, estimate
-    v = Variant(kernel, mask, geometry, **{**SMALL, **kw})
+    from svgtpu.bench.estimate import estimate
+    from svgtpu.bench.variants import cached_compile
+    v = _variant(kernel, mask, geometry, **kw)
     return estimate(cached_compile(v), v)
 
 
@@ -50,11 +59,20 @@ def test_tile_bodies_match_the_llo_reader():
     assert 0 <= llo["full"] - full <= 8
 
 
-def test_rejects_bad_tiles():
-    from svgtpu.geometry import parse_tiles
-    assert parse_tiles("3024x2048, 512x512") == [(3024, 2048), (512, 512)]
-    with pytest.raises(ValueError, match="tiles must be"):
-        parse_tiles("3024")
+def test_dense_and_aligned_masks_share_one_program():
+    """Variants that differ only in the plan compile to the same bodies and per-step code: compiled
+    separately here, they agree, so the comparison compiles one of them (svgtpu.bench.variants)."""
+    import dataclasses
+
+    from svgtpu.bench.variants import compile_program, program_key
+    for kernel in ("ours", "splash"):
+        dense, aligned = _variant(kernel, "dense", "8x20x34"), _variant(kernel, "svg-aligned", "8x20x34")
+        assert program_key(dense) == program_key(aligned)
+        a, b = compile_program(dense)["calls"][0], compile_program(aligned)["calls"][0]
+        for part in ("overhead", "init", "finish", "bodies", "loop"):
+            assert a["schedule"][part] == b["schedule"][part], (kernel, part)
+        assert a["fill"] == b["fill"] and a["body_units"] == b["body_units"]
+        assert program_key(dataclasses.replace(dense, block_kv_compute=256)) != program_key(dense)
 
 
 def test_library_masks_hand_over_our_masks_block_by_block():
@@ -64,14 +82,82 @@ def test_library_masks_hand_over_our_masks_block_by_block():
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as jax_masks
     from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as tokamax_masks
 
-    from svgtpu.bench.compiled import _library_mask
+    from svgtpu.bench.variants import library_mask
     from svgtpu.masks.core import BandSinkMask, align
     band = BandSinkMask(300, 40, 50)
     for mask in (band, align(band, 128, 128)):
         for lib in (jax_masks, tokamax_masks):
-            view = _library_mask(lib, mask, (384, 384))
+            view = library_mask(lib, mask, (384, 384))
             for q0 in range(0, 384, 128):
                 for k0 in range(0, 384, 128):
                     got = view[q0:q0 + 128, k0:k0 + 128]
                     want = mask.block(q0, q0 + 128, k0, k0 + 128)
                     assert np.array_equal(np.asarray(got, bool), want), (type(mask).__name__, lib.__name__, q0, k0)
+
+
+def test_roofline_counts_the_kept_tiles_real_pairs():
+    from svgtpu.bench.compiled import roofline
+    # L = 8704 = 17 x 512: dense keeps every pair; 4 x d flop per pair at 524,288 flop a cycle; d = 128
+    # fills half the MXU's 256 columns, so the pushes take twice the roofline
+    r = roofline(_variant("ours", "dense", "8x32x34"))
+    assert r["flops"] == 4 * 128 * 8704 ** 2 and r["roofline_cycles"] == r["flops"] / 524288
+    assert r["mxu_bound_cycles"] == 2 * r["roofline_cycles"] and r["tile_density"] == 1.0
+    padded = roofline(_variant("ours", "dense", "1x10x100"))  # L = 1000: tiles of 512 and 488 rows / keys
+    assert padded["flops"] == 4 * 128 * 1000 ** 2
+
+
+# -- the tile table file: its schema, read without the package ------------------------------------
+
+NUMBER = (int, float)
+PROBE_KEYS = {"device": str, "mxus_per_core": int, "mxu_columns": int, "flops_per_cycle": int,
+              "published_peak_tflops_per_chip": NUMBER, "cores_per_chip": int, "clock_ghz": NUMBER, "sources": list,
+              "provenance": str}
+TILE_KEYS = {"device": str, "kernel": str, "resolution": str, "L": int, "block_q": int, "block_kv": int,
+             "head_dim": int, "dtype": str, "roofline_tile": NUMBER, "hbm_bytes_per_step": int, "provenance": str}
+CYCLE_KEYS = ("full", "padding_partial", "mask_partial", "empty_step", "step_overhead", "init_finish")
+
+
+def check_tile_table(table: dict) -> None:
+    """The schema of figures/compiled_tiles.json (the cost model engineer's contract), checked with
+    nothing but the JSON."""
+    assert {"jax", "libtpu", "command", "probe", "tiles"} <= set(table)
+    assert table["command"].startswith("svgtpu ")
+    for probe in table["probe"]:
+        for key, kind in PROBE_KEYS.items():
+            assert isinstance(probe[key], kind), (key, probe.get(key))
+        assert probe["device"] in ("v6e", "v7x") and probe["provenance"] == f"compiled-{probe['device']}"
+        assert probe["mxu_columns"] == 256 and probe["sources"]
+    kinds = set()
+    for tile in table["tiles"]:
+        for key, kind in TILE_KEYS.items():
+            assert isinstance(tile[key], kind), (key, tile.get(key))
+        assert tile["kernel"] in ("ours", "splash", "tokamax") and tile["provenance"] == f"compiled-{tile['device']}"
+        for key in CYCLE_KEYS:
+            assert tile[key] is None or (isinstance(tile[key], int) and tile[key] >= 0), (key, tile[key])
+        if any(tile[key] is None for key in ("full", "padding_partial", "mask_partial")):
+            assert tile.get("refused") or tile["kernel"] == "splash", tile
+        kinds.add((tile["device"], tile["kernel"]))
+    assert {(d, k) for d, _ in kinds for k in ("ours", "splash", "tokamax")} == kinds
+
+
+def test_tile_table_file_matches_its_schema(tmp_path):
+    from svgtpu.bench.compiled import bench_compiled, tile_table_file
+    from svgtpu.bench.probe import probe
+    result = bench_compiled("8x32x34", [(512, 512)])
+    # the small tile stands in for the production one here
+    from svgtpu.bench import compiled
+    entries = result["tiles"][0]["tile_table"]
+    table = {**tile_table_file([], [probe("v6e")]), "tiles": entries}
+    path = tmp_path / compiled.TILE_TABLE_FILE
+    path.write_text(json.dumps(table))
+    check_tile_table(json.loads(path.read_text()))
+    ours = next(t for t in entries if t["kernel"] == "ours")
+    assert ours["full"] < ours["mask_partial"] and ours["empty_step"] is None
+
+
+def test_committed_tile_table_matches_its_schema():
+    from svgtpu.report.results import figures_dir
+    path = figures_dir() / "compiled_tiles.json"
+    if not path.exists():
+        pytest.skip("figures/compiled_tiles.json not written yet (notebook 04 writes it)")
+    check_tile_table(json.loads(path.read_text()))

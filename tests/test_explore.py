@@ -164,3 +164,14 @@ def test_explore_command_prints_stats_and_redraw_time(capsys):
     assert out["redraw"]["cold_seconds"] > 0 and out["redraw"]["cached_seconds"] > 0
     assert cli.main(["explore", "--geometry", "4x8"]) == 2
     assert "geometry must be" in capsys.readouterr().err
+
+
+def test_a_cost_model_bug_is_raised_not_shown(monkeypatch):
+    """The panel shows refusals (BadInput) as text; anything else the cost model raises is a bug and propagates."""
+    from svgtpu import costmodel
+
+    def bug(*args, **kwargs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(costmodel, "calibrated_setup", bug)
+    with pytest.raises(KeyError):
+        explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128))

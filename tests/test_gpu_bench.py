@@ -84,3 +84,26 @@ def test_cost_model_prediction_for_the_block_is_available():
     assert "unavailable" not in modeled, modeled
     assert 0 < modeled["attention_share_dense"] < 1 and modeled["provenance"] == "modeled-h200"
     assert modeled["dit_speedup_svg_aligned"] > 1 and modeled["dense_steps"] >= 0
+
+
+def test_the_cost_models_refusal_is_recorded_and_its_bugs_raise(monkeypatch):
+    """The prediction next to the measured block: a setting the cost model refuses (BadInput) is recorded with
+    its reason; a bug in the cost model is never swallowed."""
+    from svgtpu import costmodel
+    from svgtpu.geometry import get_geometry
+
+    from svgtpu.errors import BadInput
+
+    geometry = get_geometry(gpu_bench.SMOKE.sections[-1][1])
+    assert "unavailable" not in gpu_bench.modeled_block(geometry, gpu_bench.SMOKE)  # the smoke block's own config
+
+    def refuse(*args, **kwargs):
+        raise BadInput("chips must be one of 1, 2, 4, 8 (a planted refusal)")
+    monkeypatch.setattr(costmodel, "calibrated_setup", refuse)
+    assert "a planted refusal" in gpu_bench.modeled_block(geometry, gpu_bench.SMOKE)["unavailable"]
+
+    def bug(*args, **kwargs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(costmodel, "calibrated_setup", bug)
+    with pytest.raises(KeyError):
+        gpu_bench.modeled_block(geometry, gpu_bench.SMOKE)

@@ -16,7 +16,7 @@ PACKAGE = Path(svgtpu.__file__).parent
 #: ``svgtpu`` itself (its ``__init__``: the version, quiet libtpu) is the bottom; a name matches the
 #: longest entry it equals or starts with (``entry.``).
 LAYERS = [
-    {"svgtpu", "svgtpu.geometry", "svgtpu.schedule", "svgtpu.recipes", "svgtpu.production", "svgtpu.tpu_env", "svgtpu.masks",
+    {"svgtpu", "svgtpu.errors", "svgtpu.geometry", "svgtpu.schedule", "svgtpu.recipes", "svgtpu.production", "svgtpu.tpu_env", "svgtpu.masks",
      "svgtpu.report.tables", "svgtpu.report.paths", "svgtpu.report.claims",
      "svgtpu.model.config"},
     {"svgtpu.kernels"},

@@ -74,6 +74,10 @@ CASES = [
     ("tile-pattern", lambda L: tile_pattern_mask(L, 128, 7), 4, 590, 128, "float32", 128, 128, None),
     ("per-head", lambda L: per_head_masks(L, 3), 3, 400, 64, "float32", 128, 128, None),
     ("band-long", lambda L: BandSinkMask(L, 100, 300), 1, 700, 128, "bfloat16", 256, 256, 128),
+    # the last kv tile holds 164 real keys: its first chunk is unmasked, the second masked (padding plan)
+    ("dense-padded-chunks", lambda L: DenseMask(L), 2, 420, 128, "bfloat16", 128, 256, 128),
+    # band narrower than the q tile (the sink is or'ed in), keys padded
+    ("band-narrow-sink", lambda L: BandSinkMask(L, 40, 50), 2, 330, 64, "float32", 256, 128, 128),
 ]
 
 

@@ -38,10 +38,12 @@ def test_svg_layer_across_two_processes_equals_one():
 
 
 def _generate(tmp_path, name, *extra):
+    """``svgtpu generate`` run outside the checkout (the shipped checkpoint is found from the package)."""
     gif = tmp_path / f"{name}.gif"
     proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--devices", "6", "--attention", "svg",
-                           "--steps", "2", "--out", str(gif), "--json", *extra], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+                           "--steps", "2", "--labels", "0", "3", "--out", str(gif), "--json", *extra], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return gif.read_bytes(), json.loads(proc.stdout)
 

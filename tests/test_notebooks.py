@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import nbformat
+import numpy as np
 import pytest
 
 from svgtpu.report import plots
@@ -96,6 +97,69 @@ def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, 
         for name in expected["figures"]:
             sentence = data["figures"][name].get("takeaway", "")
             assert sentence and "{" not in sentence, f"{name}: no generated takeaway"
+    if notebook in INDEPENDENT:
+        INDEPENDENT[notebook](data["claims"])
+
+
+# -- recorded values against an independent recomputation (cheap ones) ---------------------------
+
+def band_sink_tiles(L: int, sink: int, window: int, bq: int, bkv: int) -> tuple[int, int]:
+    """``(full, partial)`` tiles of ``allowed(q, k) = k < sink or |q - k| <= window`` by interval reasoning per
+    tile (the farthest and nearest corners), not by counting pairs: padded keys (past ``L``) are never allowed."""
+    full = partial = 0
+    for q0 in range(0, L, bq):
+        q1 = min(q0 + bq, L) - 1                              # last real query row (padded rows are discarded)
+        for k0 in range(0, L, bkv):
+            k1 = min(k0 + bkv, L) - 1                         # last real key
+            if k0 >= sink and max(k0 - q1, q0 - k1) > window:
+                continue                                      # empty: no sink key, nearest pair beyond the band
+            band0 = max(k0, sink)                             # keys the sink does not cover: the band must
+            covered = band0 > k1 or max(abs(q0 - k1), abs(q1 - band0)) <= window
+            full, partial = (full + 1, partial) if covered and k0 + bkv <= L else (full, partial + 1)
+    return full, partial
+
+
+def test_band_sink_tiles_by_hand():
+    # L = 10, 4 x 4 tiles, window 1, no sink: rows 0-3 x keys 0-3 partial, keys 4-7 partial (q 3, k 4), 8-11 empty
+    assert band_sink_tiles(10, 0, 1, 4, 4) == (0, 7)            # 3 diagonal + 4 off-diagonal neighbours
+    assert band_sink_tiles(8, 0, 7, 4, 4) == (4, 0)             # a band as wide as L: dense
+    assert band_sink_tiles(8, 4, 0, 4, 4) == (2, 1)             # sink = the first key tile; diagonal 4-7 partial
+    assert band_sink_tiles(10, 0, 9, 4, 4) == (6, 3)            # dense, but the last key tile holds 2 padded keys
+
+
+def frame_major(array, g):
+    """A spatial-major mask array seen in frame-major token order: token ``f F + s`` sits at ``s T + f``."""
+    f, s = np.divmod(np.arange(g.L), g.F)
+    order = s * g.T + f
+    return array[np.ix_(order, order)]
+
+
+def _check_03(claims):
+    from svgtpu.geometry import get_geometry
+    from svgtpu.masks.core import svg_mask
+    from svgtpu.schedule import DEFAULT_KEPT
+    from test_masks_tiles import brute_kinds
+    c3 = claims["C3"]
+    # the layout table: tile kinds of the band and of the same mask in frame-major order, tile by tile from the array
+    layout = c3["layout_table"]
+    g = get_geometry(layout["geometry"].split(" ")[-1].strip("()"))
+    band = svg_mask(g, kept=DEFAULT_KEPT).to_array()
+    for row, array in zip(layout["value"], (frame_major(band, g), band)):
+        kinds = brute_kinds(array, layout["block"], layout["block"])
+        assert [row[k] for k in ("empty", "partial", "full")] == np.bincount(kinds.ravel(), minlength=3).tolist(), row
+    # the headline share before alignment, and the search's nearest all-band setting, by interval reasoning
+    before = c3["partial_share_before"]
+    g = get_geometry(re.search(r", (\d+p), ", before["description"]).group(1))
+    full, partial = band_sink_tiles(g.L, g.F, svg_mask(g, kept=DEFAULT_KEPT).window, before["block_q"], before["block_kv"])
+    assert before["value"] == pytest.approx(partial / (partial + full), abs=1e-12)
+    best = c3["search"]["value"]["nearest_by_heads"]["band"][0]
+    g = get_geometry(best["geometry"])
+    full, partial = band_sink_tiles(g.L, g.F if best["sink"] else 0, best["window"], best["block_q"], best["block_kv"])
+    assert best["before"] == pytest.approx(partial / (partial + full), abs=1e-12)
+
+
+#: Per notebook: checks of its recorded values against a recomputation that shares no code with it.
+INDEPENDENT = {"03_mask_alignment": _check_03}
 
 
 #: Notebooks whose every figure is followed by a generated takeaway and that carry exercises.

@@ -80,7 +80,12 @@ def test_quality_study_on_the_shipped_checkpoint():
     # step 0 of 2 and layer 0 of 4 in dense warm-up (SVG's own fractions give none at this size)
     warmup = {"warmup_step_fraction": 0.5, "warmup_layer_fraction": 0.25}
     variants = {name: {**VARIANTS[name], **warmup} for name in ("svg-aligned", "svg-aligned-no-fast-path")}
-    result = quality_study(params, config, seeds=(1,), num_steps=2, variants=variants, progress=False)
+    result = quality_study(params, config, seeds=(1,), num_steps=2, variants=variants, progress=False,
+                           first_videos=True)
+    videos = result.pop("videos")   # the first seed's: what the per-seed numbers were measured on
+    assert set(videos) == {"dense", *variants}
+    for row in result["per_seed"]:
+        assert psnr(videos["dense"], videos[row["variant"]]) == row["psnr"]
     summary = {row["variant"]: row for row in result["summary"]}
     assert set(summary) == set(variants)
     for row in summary.values():

@@ -56,11 +56,20 @@ def test_every_known_recipe_cites_a_commit_and_the_write_up_is_unknown():
         assert tile.source.commit and tile.source.path
 
 
-def test_schedule_defaults_are_the_default_recipe():
+def test_schedule_defaults_are_the_default_recipe_script_by_hand():
+    """The defaults against SVG's own script, read by hand: svg-project/Sparse-VideoGen
+    scripts/wan/wan_t2v_720p_svg.sh @5ce7b012 (infer_step=50, first_times_fp=0.2, first_layers_fp=0.03,
+    sparsity=0.3, --num_sampled_rows 64) and wan_t2v_inference.py there (floor(first_times_fp * steps),
+    floor(first_layers_fp * layers)) on Wan 2.1 14B's 40 layers; MaxDiffusion's base_wan_14b.yml @7cfb8801
+    ("# Use on v6e": block_q 3024, block_kv 2048)."""
     assert DEFAULT_RECIPE.name == "svg-head-t2v-14b-720p"
-    assert schedule.DEFAULT_KEPT == DEFAULT_RECIPE.kept
-    assert schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, 50) == DEFAULT_RECIPE.dense_steps
-    assert schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, 40) == DEFAULT_RECIPE.dense_layers
+    assert (schedule.DEFAULT_KEPT, schedule.DEFAULT_PROFILE_ROWS) == (0.3, 64)
+    assert (schedule.DEFAULT_WARMUP_STEP_FRACTION, schedule.DEFAULT_WARMUP_LAYER_FRACTION) == (0.2, 0.03)
+    # floor(0.2 * 50) = 10, floor(0.2 * 40) = 8, floor(0.2 * 4) = 0 steps; floor(0.03 * 40) = floor(1.2) = 1,
+    # floor(0.03 * 30) = 0, floor(0.03 * 100) = 3 layers
+    assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, n) for n in (50, 40, 4)] == [10, 8, 0]
+    assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, n) for n in (40, 30, 100)] == [1, 0, 3]
+    assert schedule.warmup_count(0.29, 100) == 29         # 0.29 * 100 is 28.999999999999996 in floating point
     assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3024, 2048)
 
 

@@ -85,3 +85,11 @@ def test_lone_matmul_is_mxu_bound_at_its_flops():
         # a 256-deep contraction fills the array: MXU cycles = the roofline; a 128-deep one fills half
         assert u.mxu == u.roofline * (1 if k >= 256 else 2)
         assert u.mxu <= u.bundles <= 1.2 * u.mxu  # the static schedule cannot beat the MXU, and nearly reaches it
+
+
+def test_an_f32_push_takes_half_a_bf16_push():
+    # a float32 left operand goes in 8 rows a push, 4 bundles apart on one MXU (the bf16 one: 16 rows, 8)
+    line = "   0x0   :  { %1 = vmatmul.mubr.f32.gmra.mxu0 %v0  ;;  %2 = vmatmul.mubr.bf16.gmra.mxu1 %v0 }"
+    u = unit_cycles(parse_bundles(line))
+    assert u.pushes == (1, 1) and u.mxu == 8 and dict(u.counts)["mxu"] == 2
+    assert unit_cycles(parse_bundles(line.replace(".bf16.gmra.mxu1", ".f32.gmra.mxu1"))).mxu == 4

@@ -52,14 +52,13 @@ def test_our_kernel_in_the_block_reads_as_its_own_compile_does(dense):
     kernel compiled inside the block; its step overhead lacks the few cycles a head axis adds, so re-bounded
     to the block's heads and plan it gives the block's kernel cycles within 2 % at these 128-wide tiles
     (a step of a 3024 x 2048 tile is thousands of times longer than that difference)."""
-    from svgtpu.bench.compiled import compile_variant
-    alone = compile_variant(wb.kernel_variant(JOB))
-    schedule, steps = alone["schedules"][0], alone["calls"][0]
-    inside = dense["kernel"]["schedule"]
+    from svgtpu.bench.variants import compile_program
+    [alone] = compile_program(wb.kernel_variant(JOB))["calls"]
+    schedule, inside = alone["schedule"], dense["kernel"]["schedule"]
     assert (schedule["bodies"], schedule["init"], schedule["finish"]) == (inside["bodies"], inside["init"],
                                                                           inside["finish"])
     assert 0 <= inside["overhead"] - schedule["overhead"] <= 10
-    composed = wb.kernel_cycles(JOB, dense["kernel"]["heads"], [schedule], schedule["iterations"] - len(steps))
+    composed = wb.kernel_cycles(JOB, dense["kernel"]["heads"], [schedule], alone["fill"])
     print(f"in the block {dense['kernel']['cycles']:,} cycles, its own compile {composed['cycles']:,}")
     assert composed["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.02)
 

@@ -13,9 +13,11 @@ from svgtpu.attention.base import Attention, dense_attention, with_warmup
 from svgtpu.attention.svg import SVGConfig, svg_attention
 from svgtpu.attention.svg2 import SVG2Config, svg2_backend
 from svgtpu.geometry import VideoGeometry
-from svgtpu.kernels import block_sparse_attention, splash_attention
+from svgtpu.kernels import KernelConfig, splash_attention
+from svgtpu.kernels.api import block_sparse
 from svgtpu.masks.core import DenseMask, Mask
 from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION
+from svgtpu.errors import BadInput
 
 #: The self-attention choices of the toy DiT (:func:`attention_backend`).
 ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
@@ -33,7 +35,7 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
         return dense_attention
     if name == "svg":
         if geometry is None:
-            raise ValueError("attention backend 'svg' needs the model geometry")
+            raise BadInput("attention backend 'svg' needs the model geometry")
         config = options.get("svg_config") or SVGConfig()
         return_info = bool(options.get("return_info", False))
 
@@ -51,7 +53,7 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
             merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
             return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
         return splash
-    raise ValueError(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
+    raise BadInput(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
 
 
 def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
@@ -64,17 +66,18 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
     own backend does.
     """
     inverse = None if order is None else np.argsort(order)
+    config = KernelConfig(block_q, block_kv)
 
     def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
         B, H, L, d = q.shape
         merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
 
         def dense(_):
-            return block_sparse_attention(*merged, DenseMask(L), block_q=block_q, block_kv=block_kv)
+            return block_sparse(*merged, DenseMask(L), config=config)
 
         def sparse(_):
             permuted = merged if order is None else [x[:, order] for x in merged]
-            out = block_sparse_attention(*permuted, mask, block_q=block_q, block_kv=block_kv)
+            out = block_sparse(*permuted, mask, config=config)
             return out if inverse is None else out[:, inverse]
 
         out = with_warmup(dense, sparse, None, step=step, num_steps=num_steps, layer=layer, num_layers=num_layers,

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.schedule import warmup_count
+from svgtpu.errors import BadInput
 
 #: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.
 Attention = Callable[..., jax.Array]
@@ -33,7 +34,7 @@ def dense_attention(q, k, v, *, layer=0, step=0, num_steps=1, num_layers=1, key=
 def static_int(name: str, value) -> int:
     """``value`` as a positive Python int (a count that shapes the program), else one clear error."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive Python int (static under jit), got {value!r}")
+        raise BadInput(f"{name} must be a positive Python int (static under jit), got {value!r}")
     return int(value)
 
 
@@ -42,11 +43,11 @@ def index_below(name: str, index, limit: int, n: int):
     traced bool."""
     if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
         if not 0 <= index < n:
-            raise ValueError(f"{name} must be in [0, {n}), got {index}")
+            raise BadInput(f"{name} must be in [0, {n}), got {index}")
         return bool(index < limit)
     index = jnp.asarray(index)
     if index.shape != () or not jnp.issubdtype(index.dtype, jnp.integer):
-        raise ValueError(f"{name} must be an integer scalar, got {index.dtype}{list(index.shape)}")
+        raise BadInput(f"{name} must be an integer scalar, got {index.dtype}{list(index.shape)}")
     return index < limit
 
 

@@ -30,8 +30,9 @@ import numpy as np
 from einops import rearrange
 
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS
-from svgtpu.geometry import VideoGeometry, check_positive_int
+from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks.core import Mask, PermutedMask, TileMask
+from svgtpu.errors import BadInput
 
 #: Head kinds, as :func:`classify_heads` returns them.
 SPATIAL, TEMPORAL = 0, 1
@@ -58,7 +59,7 @@ def candidate_rows(mask: Mask, rows: jax.Array) -> jax.Array:
         return jnp.repeat(tile_rows, mask.block_kv, axis=-1)[:, :L]
     if mask.computable:
         return mask.allowed(rows[:, None], jnp.arange(L)[None, :])
-    raise ValueError(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
+    raise BadInput(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
 
 
 #: Working memory profiling allows itself per chunk of heads (scores plus three softmaxes of the
@@ -87,14 +88,14 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
     Heads are processed in chunks of at most :data:`PROFILE_CHUNK_BYTES` of working memory.
     """
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
-                         f"got {q.shape}, {k.shape}, {v.shape}")
+        raise BadInput(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
+                       f"got {q.shape}, {k.shape}, {v.shape}")
     lead, (L, d) = q.shape[:-2], q.shape[-2:]
     if L != geometry.L:
-        raise ValueError(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")
+        raise BadInput(f"sequence length {L} does not match geometry {geometry} (L={geometry.L})")
     check_positive_int("num_rows", num_rows)
     if mask.L != L:
-        raise ValueError(f"mask length {mask.L} does not match geometry {geometry} (L={geometry.L})")
+        raise BadInput(f"mask length {mask.L} does not match geometry {geometry} (L={geometry.L})")
     spatial = mask
     r = min(num_rows, L)
     rows = jax.random.choice(key, L, shape=(r,), replace=False)
@@ -116,7 +117,7 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
 
 def _check_contrast(contrast) -> None:
     if not (isinstance(contrast, (int, float)) and math.isfinite(contrast) and contrast > 0):
-        raise ValueError(f"contrast must be a positive number, got {contrast!r}")
+        raise BadInput(f"contrast must be a positive number, got {contrast!r}")
 
 
 def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
@@ -132,7 +133,7 @@ def planted_heads(geometry: VideoGeometry, kinds: Sequence[int], seed: int, *,
     """
     kinds = np.asarray(kinds)
     if kinds.ndim != 1 or not np.isin(kinds, (SPATIAL, TEMPORAL)).all():
-        raise ValueError(f"kinds must be a 1-D sequence of 0 (spatial) / 1 (temporal), got {kinds.tolist()}")
+        raise BadInput(f"kinds must be a 1-D sequence of 0 (spatial) / 1 (temporal), got {kinds.tolist()}")
     _check_contrast(contrast)
     g, d, rng = geometry, head_dim, np.random.default_rng(seed)
 
@@ -173,5 +174,30 @@ def profile_planted(geometry: VideoGeometry, mask: Mask, seeds: Sequence[int], *
     return confusion
 
 
-__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "candidate_rows", "classify_heads", "planted_heads",
-           "profile_planted"]
+def planted_report(geometry: str, config, seeds: Sequence[int], *, heads: int = 8, head_dim: int = 64,
+                   contrast: float = 8.0) -> dict:
+    """``svgtpu profile-heads``: :func:`profile_planted` on the mask of ``config`` (an
+    :class:`~svgtpu.attention.svg.SVGConfig`) at ``geometry``, as a JSON-able dict with the accuracy."""
+    g = get_geometry(geometry)
+    mask = config.mask(g)
+    confusion = profile_planted(g, mask, seeds, num_rows=config.num_sampled_rows, heads=heads, head_dim=head_dim,
+                                contrast=contrast, progress=True)
+    return {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
+            "multiplier": config.multiplier_for(g), "mask_density": mask.density(), "align": config.align,
+            "heads": heads, "seeds": list(seeds), "head_dim": head_dim, "contrast": contrast,
+            "num_sampled_rows": config.num_sampled_rows,
+            "confusion": {planted: dict(zip(HEAD_KINDS, map(int, row))) for planted, row in zip(HEAD_KINDS, confusion)},
+            "accuracy": float(np.trace(confusion) / confusion.sum()), "heads_profiled": int(confusion.sum()),
+            "provenance": "computed"}
+
+
+def format_planted(result: dict) -> str:
+    """:func:`planted_report` as a confusion table and the accuracy."""
+    from svgtpu.report.tables import format_table
+    table = format_table([{"planted": planted, **{f"predicted {k}": n for k, n in row.items()}}
+                          for planted, row in result["confusion"].items()])
+    return table + f"\naccuracy {result['accuracy']:.4f} over {result['heads_profiled']} heads ({result['provenance']})"
+
+
+__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "candidate_rows", "classify_heads", "format_planted",
+           "planted_heads", "planted_report", "profile_planted"]

@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from svgtpu.geometry import check_positive_int
+from svgtpu.errors import BadInput
 
 AXES = ("data", "heads", "seq")
 
@@ -40,12 +41,12 @@ def make_mesh(data: int = 1, heads: int | None = None, seq: int = 1,
     data, seq = check_positive_int("mesh axis data", data), check_positive_int("mesh axis seq", seq)
     if heads is None:
         if len(devices) % (data * seq):
-            raise ValueError(f"data*seq = {data * seq} must divide the {len(devices)} devices")
+            raise BadInput(f"data*seq = {data * seq} must divide the {len(devices)} devices")
         heads = len(devices) // (data * seq)
     heads = check_positive_int("mesh axis heads", heads)
     if data * heads * seq > len(devices):
-        raise ValueError(f"mesh data*heads*seq = {data}*{heads}*{seq} = {data * heads * seq} needs more "
-                         f"than the {len(devices)} available devices")
+        raise BadInput(f"mesh data*heads*seq = {data}*{heads}*{seq} = {data * heads * seq} needs more "
+                       f"than the {len(devices)} available devices")
     grid = np.array(devices[:data * heads * seq]).reshape(data, heads, seq)
     return Mesh(grid, AXES)
 
@@ -57,16 +58,16 @@ def _shard(local: AttentionFn, mesh: Mesh, spec: P, seq_sharded: bool) -> Attent
 
     def run(q, k, v):
         if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-            raise ValueError(f"q, k, v must share one shape [batch, heads, L, d], got "
-                             f"{q.shape}, {k.shape}, {v.shape}")
+            raise BadInput(f"q, k, v must share one shape [batch, heads, L, d], got "
+                           f"{q.shape}, {k.shape}, {v.shape}")
         batch, heads, L, _ = q.shape
         if batch % n_data:
-            raise ValueError(f"batch = {batch} must be divisible by the mesh's data axis ({n_data} devices)")
+            raise BadInput(f"batch = {batch} must be divisible by the mesh's data axis ({n_data} devices)")
         if heads % n_heads:
-            raise ValueError(f"heads = {heads} must be divisible by the mesh's heads*seq devices ({n_heads})")
+            raise BadInput(f"heads = {heads} must be divisible by the mesh's heads*seq devices ({n_heads})")
         if seq_sharded and L % mesh.shape["seq"]:
-            raise ValueError(f"sequence length L = {L} must be divisible by the mesh's seq axis "
-                             f"({mesh.shape['seq']} devices)")
+            raise BadInput(f"sequence length L = {L} must be divisible by the mesh's seq axis "
+                           f"({mesh.shape['seq']} devices)")
         return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
                              check_vma=False)(q, k, v)
 
@@ -113,7 +114,7 @@ def sharded_backend(attention: Callable[..., jax.Array], mesh: Mesh, mode: str =
     """
     wraps = {"heads": head_parallel, "ulysses": ulysses}
     if mode not in wraps:
-        raise ValueError(f"mode must be one of {', '.join(wraps)}, got {mode!r}")
+        raise BadInput(f"mode must be one of {', '.join(wraps)}, got {mode!r}")
 
     def backend(q, k, v, **call):
         return wraps[mode](functools.partial(attention, **call), mesh)(q, k, v)
@@ -128,17 +129,17 @@ def mesh_for_model(devices: int, heads: int, batch: int = 2) -> Mesh:
     """
     devices = check_positive_int("devices", devices)
     if devices > jax.device_count():
-        raise ValueError(f"devices = {devices} but only {jax.device_count()} are available (on CPU, set "
-                         f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} before jax starts)")
+        raise BadInput(f"devices = {devices} but only {jax.device_count()} are available (on CPU, set "
+                       f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} before jax starts)")
     data = math.gcd(2, devices, batch)
     rest = devices // data
     if heads % rest:
-        raise ValueError(f"the model's heads = {heads} must be divisible by the {rest} devices of the heads "
-                         f"axis ({devices} devices / data axis {data}); use devices in "
-                         f"{sorted({data * h for h in range(1, heads + 1) if heads % h == 0})}")
+        raise BadInput(f"the model's heads = {heads} must be divisible by the {rest} devices of the heads "
+                       f"axis ({devices} devices / data axis {data}); use devices in "
+                       f"{sorted({data * h for h in range(1, heads + 1) if heads % h == 0})}")
     if devices < jax.process_count():
-        raise ValueError(f"devices = {devices} but a multi-process mesh needs a device of each of the "
-                         f"{jax.process_count()} processes")
+        raise BadInput(f"devices = {devices} but a multi-process mesh needs a device of each of the "
+                       f"{jax.process_count()} processes")
     return make_mesh(data=data, heads=rest, devices=spread_devices()[:devices])
 
 
@@ -167,8 +168,8 @@ def global_array(value, sharding: NamedSharding) -> jax.Array:
     """
     value = np.asarray(value)
     if not sharding.addressable_devices:
-        raise ValueError(f"process {jax.process_index()} holds none of the mesh's devices: a multi-process mesh "
-                         "must include a device of every process")
+        raise BadInput(f"process {jax.process_index()} holds none of the mesh's devices: a multi-process mesh "
+                       "must include a device of every process")
     return jax.make_array_from_process_local_data(sharding, value, value.shape)
 
 

@@ -33,10 +33,11 @@ import jax
 import jax.numpy as jnp
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
-from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, multiplier_for_kept, svg_mask
+from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, check_kept, multiplier_for_kept, svg_mask
 from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.schedule import DEFAULT_PROFILE_ROWS
+from svgtpu.errors import BadInput
 from svgtpu.schedule import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                              warmup_count)
 
@@ -89,25 +90,25 @@ class SVGConfig:
 
     def __post_init__(self):
         if self.multiplier is not None and self.kept is not None:
-            raise ValueError("give at most one of multiplier or kept, "
-                             f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
+            raise BadInput("give at most one of multiplier or kept, "
+                           f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
         if self.multiplier is not None and not (isinstance(self.multiplier, (int, float))
                                                 and math.isfinite(self.multiplier) and self.multiplier > 0):
-            raise ValueError(f"multiplier must be a positive number, got {self.multiplier!r}")
-        if self.kept is not None and not (isinstance(self.kept, (int, float)) and 0 < self.kept < 1):
-            raise ValueError(f"kept must be in the open interval (0, 1), got {self.kept!r}")
+            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
+        if self.kept is not None:
+            check_kept(self.kept)
         check_positive_int("num_sampled_rows", self.num_sampled_rows)
         self.kernel_config  # validates block_q, block_kv against the Mosaic block rules
         for name in ("warmup_step_fraction", "warmup_layer_fraction"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+                raise BadInput(f"{name} must be a number in [0, 1], got {value!r}")
         if self.align is not None and self.align not in ALIGN_MODES:
-            raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
+            raise BadInput(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {self.align!r}")
         if not isinstance(self.fast_path, bool):
-            raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
+            raise BadInput(f"fast_path must be True or False, got {self.fast_path!r}")
         if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+            raise BadInput(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
     @property
     def kernel_config(self):
@@ -198,12 +199,12 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
     """
     geometry = get_geometry(geometry)
     if not isinstance(config, SVGConfig):
-        raise ValueError(f"config must be an SVGConfig, got {type(config).__name__}")
+        raise BadInput(f"config must be an SVGConfig, got {type(config).__name__}")
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
-                         f"got {q.shape}, {k.shape}, {v.shape}")
+        raise BadInput(f"q, k, v must share one shape [heads, L, d] or [batch, heads, L, d], "
+                       f"got {q.shape}, {k.shape}, {v.shape}")
     if q.shape[-2] != geometry.L:
-        raise ValueError(f"sequence length {q.shape[-2]} does not match geometry {geometry} (L={geometry.L})")
+        raise BadInput(f"sequence length {q.shape[-2]} does not match geometry {geometry} (L={geometry.L})")
     heads_shape = q.shape[:-2]
 
     def dense(q, k, v, key):

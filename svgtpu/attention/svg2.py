@@ -53,6 +53,7 @@ from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
+from svgtpu.errors import BadInput
 
 KERNELS = ("ours", "reference")
 
@@ -92,12 +93,12 @@ class SVG2Config:
         if self.max_steps is not None:
             check_positive_int("max_steps", self.max_steps)
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+            raise BadInput(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not (isinstance(self.min_kept_fraction, (int, float)) and 0 <= self.min_kept_fraction <= 1):
-            raise ValueError(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
+            raise BadInput(f"min_kept_fraction must be in [0, 1], got {self.min_kept_fraction!r}")
         check_traced_align(self.align)
         if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+            raise BadInput(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
 
     @property
     def min_kept(self) -> int:
@@ -185,7 +186,7 @@ def initial_centroids(x, clusters: int, key):
     """``[H, clusters, d]`` float32: k-means++ seeding per head (each next centroid drawn with
     probability proportional to its squared distance from the nearest one chosen so far)."""
     if clusters > x.shape[1]:
-        raise ValueError(f"number of clusters must be at most the sequence length {x.shape[1]}, got {clusters}")
+        raise BadInput(f"number of clusters must be at most the sequence length {x.shape[1]}, got {clusters}")
     keys = jax.random.split(key, x.shape[0])
     return jax.vmap(_kmeans_pp_one, in_axes=(0, None, 0))(x.astype(jnp.float32), clusters, keys)
 
@@ -244,16 +245,16 @@ def _static(config: SVG2Config) -> dict:
 def _start(q, k, config: SVG2Config, state: SVG2State | None, key) -> tuple[SVG2State, int]:
     """Validated inputs; the starting centroids (seeded, or ``state``) and the Lloyd iterations to run."""
     if q.ndim != 3 or q.shape != k.shape:
-        raise ValueError(f"q and k must be [heads, L, d] arrays of the same shape, got {q.shape} and {k.shape}")
+        raise BadInput(f"q and k must be [heads, L, d] arrays of the same shape, got {q.shape} and {k.shape}")
     if max(config.q_clusters, config.k_clusters) > q.shape[1]:
-        raise ValueError(f"q_clusters and k_clusters must be at most L={q.shape[1]}, "
-                         f"got {config.q_clusters} and {config.k_clusters}")
+        raise BadInput(f"q_clusters and k_clusters must be at most L={q.shape[1]}, "
+                       f"got {config.q_clusters} and {config.k_clusters}")
     if state is None:
         return seed_state(q, k, config, jax.random.PRNGKey(0) if key is None else key), config.first_iters
     expected = ((q.shape[0], config.q_clusters, q.shape[2]), (k.shape[0], config.k_clusters, k.shape[2]))
     if (tuple(state.q_centroids.shape), tuple(state.k_centroids.shape)) != expected:
-        raise ValueError(f"state centroids must have shapes {expected[0]} and {expected[1]}, got "
-                         f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
+        raise BadInput(f"state centroids must have shapes {expected[0]} and {expected[1]}, got "
+                       f"{tuple(state.q_centroids.shape)} and {tuple(state.k_centroids.shape)}")
     return state, config.warm_iters
 
 
@@ -367,7 +368,7 @@ class SVG2Backend:
         return table[key]
 
     def __call__(self, q, k, v, *, layer, step, num_steps, num_layers, key=None):
-        from svgtpu.kernels import block_sparse_attention
+        from svgtpu.kernels.api import block_sparse
         from svgtpu.masks.core import DenseMask
 
         config, (B, H, L, d) = self.config, q.shape
@@ -382,7 +383,7 @@ class SVG2Backend:
         fresh = ~ready[...] | (step <= dense_steps)  # the first sparse step of a video seeds k-means++
 
         def warm_up(_):  # our kernel on a dense mask; the centroids stay as they are
-            out = block_sparse_attention(*merged, DenseMask(L), block_q=config.block_q, block_kv=config.block_kv)
+            out = block_sparse(*merged, DenseMask(L), config=KernelConfig(config.block_q, config.block_kv))
             return out, stored, jnp.float32(1.0), jnp.float32(0.0), jnp.array(True)
 
         def sparse(_):

@@ -23,10 +23,11 @@ import time
 
 from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.common import compiling_for
+from svgtpu.kernels.common import HEAD_DIMS, compiling_for
 from svgtpu.kernels.plan import tile_plan
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.tpu_env import package_version
+from svgtpu.errors import BadInput
 
 TARGETS = ("kernel", "svg-layer", "dit-step", "svg2-layer")
 #: The topology compiled for when none is given: one host of each generation.
@@ -42,21 +43,26 @@ def libtpu_available() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
+def require_libtpu() -> None:
+    """Refuse (:class:`BadInput`, one line saying how to install it) where the TPU compiler is missing."""
+    if not libtpu_available():
+        raise BadInput('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
+                       '(requirements.txt pins it)')
+
+
 def topology_device(device: str, topology: str | None = None):
     """The first device of a TPU topology, for lowering and compiling ahead of time."""
     if device not in TPU_GENERATIONS:
-        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
-    if not libtpu_available():
-        raise RuntimeError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
-                           '(requirements.txt pins it)')
+        raise BadInput(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
+    require_libtpu()
     from jax.experimental import topologies
     name = topology or DEFAULT_TOPOLOGY[device]
     if not name.startswith(TOPOLOGY_PREFIX.get(device, device) + ":"):
-        raise ValueError(f"topology must name a {device} slice like {DEFAULT_TOPOLOGY[device]!r}, got {name!r}")
+        raise BadInput(f"topology must name a {device} slice like {DEFAULT_TOPOLOGY[device]!r}, got {name!r}")
     try:
         return topologies.get_topology_desc(platform="tpu", topology_name=name).devices[0]
     except Exception as e:  # libtpu's own words: unknown chip / shape
-        raise ValueError(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
+        raise BadInput(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
 
 
 def first_line(error: BaseException) -> str:
@@ -89,18 +95,34 @@ def refusal(error: BaseException) -> dict:
     return out
 
 
-def compile_fn(fn, args) -> dict:
-    """Lower and compile ``jax.jit(fn)(*args)`` (``args``: ShapeDtypeStructs on a TPU device)."""
+def compile_program(fn, args) -> tuple[object | None, dict]:
+    """``(compiled, row)``: trace, lower and compile ``jax.jit(fn)(*args)`` (``args``: ShapeDtypeStructs on
+    TPU devices); ``row`` says ``compiled``, ``reason``, ``refused_by`` and ``compile_s``.
+
+    Tracing runs our code: a :class:`BadInput` raised there (a plan over the SMEM budget) is our own
+    refusal, recorded as such; any other exception there is a bug of ours and propagates.  Lowering
+    and compiling are the compiler's (Pallas/Mosaic lowering, XLA:TPU): what they raise is its
+    refusal, recorded in its own words (``compiled`` is then ``None``).
+    """
     import jax
     start = time.perf_counter()
     try:
-        compiled = jax.jit(fn).lower(*args).compile()
-    except ValueError as e:  # our own budget refusals, raised while tracing
-        return {"compiled": False, "reason": str(e), "compile_s": time.perf_counter() - start}
+        traced = jax.jit(fn).trace(*args)
+    except BadInput as e:
+        return None, {"compiled": False, "reason": str(e), "refused_by": "svgtpu",
+                      "compile_s": time.perf_counter() - start}
+    try:
+        compiled = traced.lower().compile()
     except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
-        return {"compiled": False, **refusal(e), "compile_s": time.perf_counter() - start}
-    out = {"compiled": True, "reason": None, "compile_s": time.perf_counter() - start}
-    memory = compiled.memory_analysis()
+        return None, {"compiled": False, **refusal(e), "refused_by": "compiler",
+                      "compile_s": time.perf_counter() - start}
+    return compiled, {"compiled": True, "reason": None, "refused_by": None, "compile_s": time.perf_counter() - start}
+
+
+def compile_fn(fn, args) -> dict:
+    """:func:`compile_program`'s row, with the compiled program's HBM temporaries and code size."""
+    compiled, out = compile_program(fn, args)
+    memory = compiled.memory_analysis() if compiled is not None else None
     if memory is not None:
         out["hbm_temp_bytes"] = int(memory.temp_size_in_bytes)
         out["code_bytes"] = int(memory.generated_code_size_in_bytes)
@@ -121,6 +143,12 @@ class CompileJob:
     kept: float | None = None
     multiplier: float | None = None
     align: str | None = None
+
+    def __post_init__(self):  # one line on a bad geometry or head size, before any compile
+        from svgtpu.geometry import get_geometry
+        get_geometry(self.geometry)
+        if self.head_dim not in HEAD_DIMS:
+            raise BadInput(f"head_dim must be one of {HEAD_DIMS} (the kernel's head sizes), got {self.head_dim!r}")
 
     def svg_config(self):
         from svgtpu.attention.svg import SVGConfig
@@ -146,12 +174,13 @@ def _kernel_target(job: CompileJob, dev):
     import jax
     import jax.numpy as jnp
     from svgtpu.geometry import get_geometry
-    from svgtpu.kernels import block_sparse_attention
+    from svgtpu.kernels.api import block_sparse
     g = get_geometry(job.geometry)
     mask = job.svg_config().mask(g)
     x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
                              sharding=jax.sharding.SingleDeviceSharding(dev))
-    fn = lambda q, k, v: block_sparse_attention(q, k, v, mask, config=job.config, device=job.device)  # noqa: E731
+    fn = lambda q, k, v: block_sparse(q, k, v, mask, config=job.config, implementation="mosaic",  # noqa: E731
+                                      device=job.device)
     return fn, (x, x, x), _plan_facts(mask, g.L, job, job.head_dim, job.dtype), str(g)
 
 
@@ -244,7 +273,7 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
     compile seconds and the plan's SMEM / VMEM figures (provenance ``compiled-<device>``)."""
     for t in targets:
         if t not in TARGETS:
-            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {t!r}")
+            raise BadInput(f"target must be one of {', '.join(TARGETS)}, got {t!r}")
     dev = topology_device(job.device, job.topology)
     rows = []
     items = targets
@@ -255,8 +284,9 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
         with compiling_for(job.device):
             try:
                 fn, args, facts, where = _BUILDERS[target](job, dev)
-            except ValueError as e:  # the plan does not fit: refused before compiling
-                rows.append({"target": target, "compiled": False, "reason": str(e), "compile_s": 0.0})
+            except BadInput as e:  # the plan does not fit: refused before compiling
+                rows.append({"target": target, "compiled": False, "reason": str(e), "refused_by": "svgtpu",
+                             "compile_s": 0.0})
                 continue
             result = compile_fn(fn, args)
         rows.append({"target": target, "geometry": where, **facts, **result})
@@ -270,5 +300,18 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
             "libtpu": package_version("libtpu"), "jax": package_version("jax")}
 
 
-__all__ = ["TARGETS", "dit_step_program", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "topology_device",
-           "libtpu_available", "first_line", "refusal"]
+def format_targets(result: dict) -> str:
+    """:func:`compile_targets` as ``svgtpu compile`` prints it: the setting and budgets, one row per target."""
+    from svgtpu.report.tables import format_table
+    columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
+               "vmem_bytes", "reason"]
+    head = (f"{result['topology']} ({result['provenance']}): tiles {result['block_q']}x{result['block_kv']}, "
+            f"block_kv_compute {result['block_kv_compute']}, fast path {'on' if result['fast_path'] else 'off'}, "
+            f"{result['dtype']}, {result['heads']} heads x {result['head_dim']}; SMEM budget per plan chunk "
+            f"{device_memory(result['device']).smem_budget} B, VMEM limit {result['vmem_budget']} B "
+            f"(vmem_bytes: our lower estimate; the compiler checks the real use)")
+    return head + "\n" + format_table([{c: r.get(c) for c in columns} for r in result["targets"]])
+
+
+__all__ = ["TARGETS", "format_targets", "dit_step_program", "DEFAULT_TOPOLOGY", "CompileJob", "compile_targets", "compile_fn", "compile_program",
+           "topology_device", "libtpu_available", "require_libtpu", "first_line", "refusal"]

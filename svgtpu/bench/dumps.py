@@ -10,16 +10,28 @@ read runs in a child process of its own with:
 
 A function from the caller reaches the child as a serialized ``jax.export`` of itself lowered for
 TPU (Pallas kernels ride inside as Mosaic custom calls), so any function works, a notebook's too.
+
+What a compile yields is cached (:func:`cached`) in ``build/compiled/<device>/`` under a content key:
+the caller's description of what it compiled (shapes, dtypes, tiles, the mask), the source files the
+program comes from, :data:`SCHEMA` (the reading code) and the jax / libtpu / tokamax versions.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
+
+from svgtpu.errors import BadInput
+
+#: Bump when what the cached results hold, or how they are read, changes.
+SCHEMA = 2
 
 #: libtpu flags that dump the final bundle schedules of every fusion and kernel into a folder.
 SCHEDULE_FLAGS = ("--xla_jf_dump_to={dir}", "--xla_jf_dump_llo_text=true",
@@ -93,8 +105,37 @@ def kernel_schedules(fn, *args, device: str = "v6e") -> dict[str, str]:
         code = f"import svgtpu.bench.dumps as m; m._compile_exported({str(blob)!r}, {device!r})"
         done = run_child(code, child_env(jf), f"{getattr(fn, '__name__', 'fn')} for {device}")
         if done.returncode:
-            raise ValueError(f"{device} compiler refused it: {done.stderr.strip().splitlines()[-1][len('not compiled: '):]}")
+            raise BadInput(f"{device} compiler refused it: {done.stderr.strip().splitlines()[-1][len('not compiled: '):]}")
         return {name: final_schedule(jf, name) for name in custom_call_names(jf)}
 
 
-__all__ = ["SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]
+def versions() -> dict:
+    """The versions a compiled result depends on: jax, libtpu (the compiler) and tokamax."""
+    return {p: metadata.version(p) for p in ("jax", "libtpu", "tokamax")}
+
+
+def cache_key(description: dict, sources=()) -> str:
+    """A content key: ``description`` (JSON), the bytes of ``sources`` (paths inside the package),
+    :data:`SCHEMA` and :func:`versions`."""
+    h = hashlib.sha256(json.dumps([description, versions(), SCHEMA], sort_keys=True, default=str).encode())
+    package = Path(__file__).resolve().parents[1]
+    for src in sources:
+        h.update((package / src).read_bytes())
+    return h.hexdigest()[:20]
+
+
+def cached(device: str, name: str, key: str, compute) -> dict:
+    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``."""
+    from svgtpu.report.paths import REPO_ROOT
+    path = Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json")
+    if path.exists():
+        return json.loads(path.read_text())
+    result = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(path)
+    return result
+
+
+__all__ = ["SCHEMA", "versions", "cache_key", "cached", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]

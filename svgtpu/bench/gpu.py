@@ -45,6 +45,7 @@ from svgtpu.attention.svg import SVGConfig
 from svgtpu.bench.gpu_results import format_result, gpu_rows, write
 from svgtpu.bench.gpu_timing import Budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
+from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
@@ -353,12 +354,12 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget) -> dict:
 
 def modeled_block(geometry, sizes: Sizes) -> dict:
     """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or the cost model's
-    refusal (a ``ValueError``: a shape it has no rates for); anything else is a bug and raises."""
+    refusal (:class:`~svgtpu.errors.BadInput`: a shape it has no rates for); anything else is a bug and raises."""
     from svgtpu import costmodel
     try:
         setup = costmodel.calibrated_setup(sizes.block, geometry, "h200", chips=1, steps=sizes.steps,
                                            block_q=sizes.block_q, block_kv=sizes.block_kv, kept=sizes.kept)
-    except ValueError as error:
+    except BadInput as error:  # a setting the cost model refuses (its reason recorded); its bugs raise
         return {"unavailable": reason(error)}
     breakdown = costmodel.forward_breakdown(setup)
     total = sum(breakdown.values())
@@ -421,12 +422,12 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-            raise ValueError(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
-                             f"about {FULL.budget_s:.0f}), got {budget_s!r}")
+            raise BadInput(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
+                           f"about {FULL.budget_s:.0f}), got {budget_s!r}")
         sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
     if not smoke and jax.default_backend() != "gpu":
-        raise ValueError(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
-                         f"use --smoke to run the same code at tiny shapes here")
+        raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
+                       f"use --smoke to run the same code at tiny shapes here")
     interpret = jax.default_backend() != "gpu"
     budget = Budget(sizes.budget_s)
     result = {"provenance": provenance("measured", pallas=True), "device": jax.devices()[0].device_kind,

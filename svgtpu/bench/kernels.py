@@ -26,7 +26,8 @@ import numpy as np
 
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
-from svgtpu.kernels import block_sparse_attention, splash_attention, tile_plan
+from svgtpu.kernels import splash_attention, tile_plan
+from svgtpu.kernels.api import block_sparse
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.common import as_masks
 from svgtpu.kernels.tokamax import tokamax_attention
@@ -34,6 +35,7 @@ from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_m
 from svgtpu.report.results import provenance
 from svgtpu.masks.tiles import classify
 from svgtpu.bench.timing import interleaved_times, paired_ratio, paired_ratio_iqr
+from svgtpu.errors import BadInput
 
 BASELINE = "ours-dense"
 
@@ -51,8 +53,10 @@ def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv
     aligned = align(svg, block_q, block_kv, "snap")
     blocks = dict(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, interpret=interpret)
 
-    def ours(mask, fast_path):
-        return jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, mask, fast_path=fast_path, **blocks))
+    def ours(mask, fast_path):  # the Mosaic kernel, as the Splash and tokamax baselines next to it
+        config = KernelConfig(block_q, block_kv, block_kv_compute, fast_path=fast_path)
+        return jax.jit(lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic",
+                                                    interpret=interpret))
 
     def theirs(mask):
         return jax.jit(lambda q, k, v: splash_attention(q, k, v, mask, **blocks))
@@ -86,6 +90,7 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
     other processes on a shared machine only ever add time, so the minimum filters their spikes.
     """
     g = get_geometry(geometry)
+    config = KernelConfig(block_q, block_kv, block_kv_compute)  # one clear line on bad tiles, before any work
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.standard_normal((heads, g.L, head_dim)), dtype) for _ in range(3))
     variants = _variants(g, multiplier, block_q, block_kv, block_kv_compute, interpret)
@@ -116,7 +121,7 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
-        "block_kv_compute": KernelConfig(block_q, block_kv, block_kv_compute).block_kv_compute,
+        "block_kv_compute": config.block_kv_compute,
         "rounds": rounds, "repeats": repeats,
         "baseline": BASELINE,
         "variants": rows,
@@ -185,9 +190,9 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
     x = jax.ShapeDtypeStruct((1, L, head_dim), dtype)
     rows = []
     for fast_path in (False, True):
-        f = lambda q, k, v: block_sparse_attention(q, k, v, masks, block_q=block_q, block_kv=block_kv,  # noqa: E731
-                                                   block_kv_compute=block_kv_compute, fast_path=fast_path,
-                                                   interpret=True)
+        config = KernelConfig(block_q, block_kv, block_kv_compute, fast_path=fast_path)
+        f = lambda q, k, v: block_sparse(q, k, v, masks, config=config, implementation="mosaic",  # noqa: E731
+                                         interpret=True)
         kernel = pallas_kernel_body(jax.make_jaxpr(f)(x, x, x).jaxpr)
         for kind, body in _tile_branches(kernel, fast_path).items():
             ops, elements, mask_loads = Counter(), Counter(), []
@@ -254,7 +259,7 @@ def bench_sampling(params, config, backends: dict, *, num_steps: int, baseline: 
     from svgtpu.toy.sampler import sample
 
     if baseline not in backends:
-        raise ValueError(f"baseline must be one of the backends {sorted(backends)}, got {baseline!r}")
+        raise BadInput(f"baseline must be one of the backends {sorted(backends)}, got {baseline!r}")
     calls = {name: functools.partial(sample, params, config, [seed % config.num_labels], seed=seed,
                                      num_steps=num_steps, attention=attention, progress=False)
              for name, attention in backends.items()}
@@ -287,8 +292,8 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
     check_positive_int("heads", heads)
     check_positive_int("rounds", rounds)
     if config.kernel == "reference":
-        raise ValueError("kernel must be ours or splash to time profiling against a sparse attention call; "
-                         "reference materializes every L x L score")
+        raise BadInput("kernel must be ours or splash to time profiling against a sparse attention call; "
+                       "reference materializes every L x L score")
     kinds = jnp.asarray(np.arange(heads) % 2, jnp.int32)
     q, k, v = planted_heads(g, np.asarray(kinds), seed, head_dim=head_dim)
     key = jax.random.PRNGKey(seed + 1)
@@ -311,3 +316,44 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
         "provenance": provenance("measured", pallas=True),
         "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
     }
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+def format_kernels(result: dict) -> str:
+    """:func:`bench_kernels` as ``svgtpu bench kernels`` prints it: the setting, one row per variant, the headline."""
+    from svgtpu.report.tables import format_table
+    rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
+                               "overhead_vs_ideal", "grid_steps_per_head", "masked_steps_per_head")}
+            for r in result["variants"]]
+    head = (f"{result['geometry']} L={result['L']} heads={result['heads']} d={result['head_dim']} "
+            f"{result['dtype']} tiles {result['block_q']}x{result['block_kv']}, {result['rounds']} rounds "
+            f"(fastest of {result['repeats']} calls each) "
+            f"[{result['provenance']}]; ratios are medians of per-round ratios")
+    headline = "\n".join(f"{k}: {v:.3f}" for k, v in result["headline"].items())
+    return "\n\n".join([head, format_table(rows), headline])
+
+
+def format_ops(result: dict) -> str:
+    """:func:`bench_ops` (with ``compiled``: :func:`svgtpu.bench.llo.compiled_ops` too) as tables."""
+    from svgtpu.report.tables import format_table
+    rows = [{k: r[k] for k in ("mask", "mask_source", "fast_path", "tile", "matmul_ops", "vector_ops",
+                               "masking_ops", "mask_block_loads", "vector_elements", "masking_elements")}
+            for r in result["rows"]]
+    plans = format_table(result["plans"], ["mask", "steps_per_head", "dense_steps_per_head", "full", "partial",
+                                           "empty", "masked_steps", "empty_row_steps", "wasted_steps",
+                                           "mask_source", "mask_blocks"])
+    tables = [format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
+              "tile plans (grid steps per head; wasted = no-op padding of per-head plans)", plans]
+    if "compiled" in result:
+        compiled = result["compiled"]
+        tables.append(format_table(compiled["rows"]) + f"\n({compiled['provenance']}: {compiled['counted_in']})")
+    return "\n\n".join(tables)
+
+
+def format_profiling(timing: dict) -> str:
+    """:func:`bench_profiling` as one table row."""
+    from svgtpu.report.tables import format_table
+    return format_table([{k: timing[k] for k in (
+        "L", "heads", "profile_s", "kernel_s", "svg_sparse_s", "profile_over_kernel", "profile_over_svg_sparse",
+        "flop_ratio", "provenance")}])

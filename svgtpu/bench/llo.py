@@ -23,19 +23,38 @@ over more (then they count one pass of the loop plus the per-tile code around it
 counts of :func:`svgtpu.bench.kernels.count_tile_ops` do).  :mod:`svgtpu.bench.compiled` reads the
 loop trip counts and weighs each body by them.
 
-Provenance ``compiled-v6e``: counted from what the compiler produced, nothing run.
+The whole program is read too (:func:`read_schedule`, for :mod:`svgtpu.bench.estimate`):
+
+- the **grid loop** is the outermost back branch (``sbr.rel`` to an earlier region); its
+  ``loop exit test`` constant is the number of iterations, the grid steps plus the software
+  pipeline's fill/drain iterations;
+- a **predicated region** is a forward ``sbr.rel``: when taken, the branch and its delay slots
+  (the bundles up to the first ``End region``) run and the region's body is skipped;
+- a **nested loop** (the ``block_kv_compute`` loop of a tile body) costs its static bundles times its
+  exit-test trip count;
+- the **tile bodies** are the regions holding MXU work (``vmatmul``/``vmatres``) directly inside
+  the step guard, in source order: ours ``full, partial`` (fast path) or ``masked`` (off), tokamax
+  ``full, partial``, Splash one ``masked`` body; **init** is the region before them that stores
+  without MXU work, **finish** the one after them with a reciprocal (``vrcp``);
+- everything else in the grid loop is **step overhead**: pipeline bookkeeping, DMA issue and wait,
+  the plan lookup, the guards' branches; it runs at every iteration (the DMA-issue regions are
+  counted as taken at every step: an upper bound of a few bundles).
+
+Compiling happens in :mod:`svgtpu.bench.dumps`; this module only reads.  Provenance
+``compiled-v6e`` (or ``compiled-v7x``): counted from what the compiler produced, nothing run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+from svgtpu.errors import BadInput
 
 UNITS = ("mxu", "eup", "xlu", "cmp_select", "vpu", "load_store")
 _OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?llo\.([a-z][\w.]*)')
@@ -66,6 +85,111 @@ def bundle_ops(line: str) -> tuple[str, ...]:
 def parse_bundles(text: str) -> list[tuple[str, ...]]:
     """Every bundle of a final schedule as the tuple of its instruction names: one entry per issue cycle."""
     return [bundle_ops(line) for line in bundle_lines(text)]
+
+
+# -- the whole program: grid loop, bodies, per-step code ----------------------------------------
+
+_EXIT = re.compile(r"scmp\.(?:ge|gt)\.s32\.totalorder %\w+, (\d+) /\* loop exit test")
+_BRANCH = re.compile(r"sbr\.rel \((!?)%\w+\) target = \$region(\d+)")
+_STARTS = re.compile(r"(?:Start|Start/End empty) region (\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The static cost structure of one compiled Pallas kernel (bundles = cycles)."""
+
+    total: int            # bundles of the whole program
+    loop: int             # static bundles of the grid loop
+    iterations: int | None  # the grid loop's exit-test trip count (None: a bound in a register)
+    overhead: int         # cycles of one grid-loop iteration outside init / bodies / finish
+    init: int             # cycles of the init region when taken
+    finish: int           # cycles of the finish region when taken
+    bodies: tuple         # cycles of each tile body when taken (nested loops times their trips)
+    body_static: tuple    # static bundles of each body (one pass of any nested loop)
+    body_trips: tuple     # trip count of the nested loop of each body (1 if none)
+    body_segments: tuple = ()  # per body: ((start, end, passes), ...): its bundles, plus each nested
+    #                            loop's extra passes; weighted, they count the body's cycles
+
+    @property
+    def once(self) -> int:
+        """Bundles outside the grid loop (run once per call)."""
+        return self.total - self.loop
+
+
+def read_schedule(text: str) -> Schedule:
+    """Parse a ``final_bundles`` dump of one kernel into its :class:`Schedule` (see the module doc)."""
+    bundles = bundle_lines(text)
+    starts: dict[int, int] = {}
+    for i, line in enumerate(bundles):
+        for r in _STARTS.findall(line):
+            starts.setdefault(int(r), i)
+    forward, loops = [], []  # (branch, body start, end) / (start, end incl. delay)
+    for i, line in enumerate(bundles):
+        for _, region in _BRANCH.findall(line):
+            target = starts[int(region)]
+            delay = next(j for j in range(i, min(i + 8, len(bundles))) if "End region" in bundles[j]) - i \
+                if any("End region" in bundles[j] for j in range(i, min(i + 8, len(bundles)))) else 0
+            if target > i:
+                forward.append((i, min(i + 1 + delay, target), target))
+            else:
+                loops.append((target, i + 1 + delay))
+    if not loops:
+        raise RuntimeError("no grid loop in the schedule")
+    exits = [(i, int(m.group(1))) for i, line in enumerate(bundles) for m in [_EXIT.search(line)] if m]
+
+    def trip(loop) -> int:
+        a, b = loop
+        inner = [lp for lp in loops if lp != loop and a <= lp[0] and lp[1] <= b]
+        own = [n for i, n in exits if a <= i < b and not any(x <= i < y for x, y in inner)]
+        if len(own) > 1:
+            raise RuntimeError(f"loop {loop}: expected one exit test, found {own}")
+        return own[0] if own else None  # a bound held in a register (a dynamic grid)
+
+    trips = {lp: trip(lp) for lp in loops}
+    grid = max(loops, key=lambda lp: lp[1] - lp[0])
+    if any(trips[lp] is None for lp in loops if lp != grid):
+        raise RuntimeError("a loop inside the grid loop has no constant trip count")
+
+    def cost(a: int, b: int) -> int:
+        """Cycles of bundles [a, b) with every nested loop run its trip count."""
+        return (b - a) + sum((trips[lp] - 1) * (lp[1] - lp[0]) for lp in loops
+                             if lp != grid and a <= lp[0] and lp[1] <= b)
+
+    mxu = [any("vmatmul" in bundles[j] or "vmatres" in bundles[j] for j in range(s, e)) for _, s, e in forward]
+    regions = [(s, e) for (_, s, e) in forward if grid[0] <= s and e <= grid[1]]
+    mxu_regions = [(s, e) for (_, s, e), m in zip(forward, mxu) if m and grid[0] <= s and e <= grid[1]]
+
+    def children(parent, pool):
+        inside = [r for r in pool if r != parent and parent[0] <= r[0] and r[1] <= parent[1]]
+        return [r for r in inside if not any(o != r and o[0] <= r[0] and r[1] <= o[1] for o in inside)]
+
+    level = children(grid, mxu_regions)
+    while len(level) == 1 and children(level[0], mxu_regions):
+        level = children(level[0], mxu_regions)
+    bodies = sorted(level)
+    if not bodies:
+        raise RuntimeError("no tile body (MXU region) in the grid loop")
+    parent = min((r for r in regions + [grid] if all(r[0] <= b[0] and b[1] <= r[1] for b in bodies)
+                  and r not in bodies), key=lambda r: r[1] - r[0])
+    siblings = [r for r in children(parent, regions) if r not in bodies]
+
+    def has(region, op):
+        return any(op in bundles[j] for j in range(*region))
+    before = [r for r in siblings if r[1] <= bodies[0][0] and has(r, "vst") and not has(r, "dma")]
+    after = [r for r in siblings if r[0] >= bodies[-1][1] and has(r, "vrcp")]
+    init = cost(*before[-1]) if before else 0
+    finish = cost(*after[0]) if after else 0
+    body_costs = tuple(cost(*b) for b in bodies)
+    inner = [tuple(trips[lp] for lp in loops if b[0] <= lp[0] and lp[1] <= b[1]) or (1,) for b in bodies]
+    segments = tuple(((a, b, 1),) + tuple((lp[0], lp[1], trips[lp] - 1) for lp in loops
+                                          if lp != grid and a <= lp[0] and lp[1] <= b) for a, b in bodies)
+    one_pass = cost(*grid)  # one iteration, nested loops run
+    return Schedule(total=len(bundles), loop=grid[1] - grid[0], iterations=trips[grid],
+                    overhead=one_pass - init - finish - sum(body_costs),
+                    init=init, finish=finish, bodies=body_costs,
+                    body_static=tuple(b[1] - b[0] for b in bodies), body_trips=tuple(max(t) for t in inner),
+                    body_segments=segments)
+
 
 
 def unit_of(op: str) -> str | None:
@@ -158,7 +282,7 @@ def compiled_bundle_slots(spec: dict) -> dict[str, list[dict]]:
     """The static schedule of the full and the partial tile body of one fast-path kernel variant
     (``spec`` as :func:`compiled_tile_counts`): per bundle, its instructions by unit."""
     if not spec["fast_path"]:
-        raise ValueError("fast_path must be True: only then do full and partial tiles have bodies of their own")
+        raise BadInput("fast_path must be True: only then do full and partial tiles have bodies of their own")
     schedule = _dumps(spec)[1]
     first_pf = next((line.split("}")[0] for line in schedule.splitlines()
                      if BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
@@ -187,7 +311,8 @@ def _compile_for_dump(spec: dict) -> None:
 
     from svgtpu.bench.compile import compile_fn, topology_device
     from svgtpu.geometry import get_geometry
-    from svgtpu.kernels import KernelConfig, block_sparse_attention
+    from svgtpu.kernels import KernelConfig
+    from svgtpu.kernels.api import block_sparse
     from svgtpu.kernels.common import compiling_for
     from svgtpu.masks.core import make_mask
     g = get_geometry(spec["geometry"])
@@ -205,8 +330,8 @@ def _compile_for_dump(spec: dict) -> None:
     else:
         mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
         with compiling_for("v6e"):
-            result = compile_fn(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, device="v6e"),
-                                (x, x, x))
+            result = compile_fn(lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic",
+                                                             device="v6e"), (x, x, x))
     if not result["compiled"]:
         sys.exit(f"not compiled: {result['reason']}")
 
@@ -214,18 +339,16 @@ def _compile_for_dump(spec: dict) -> None:
 def _dumps(spec: dict) -> tuple[str, str]:
     """Compile one kernel variant in a child process; its Mosaic ``post-finalize-llo`` text and its
     LLO ``final_bundles`` schedule."""
+    from svgtpu.bench.dumps import child_env, run_child
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
-        env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join([
-            os.environ.get("LIBTPU_INIT_ARGS", ""), f"--xla_mosaic_dump_to={mosaic}",
-            f"--xla_jf_dump_to={jf}", "--xla_jf_dump_llo_text=true"]).strip())
         code = f"import json, svgtpu.bench.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        done = run_child(code, child_env(jf, mosaic), f"{spec} for the LLO dump")
         if done.returncode:
             raise RuntimeError(f"compiling {spec} for the LLO dump failed: {done.stderr.strip().splitlines()[-1:]}")
         llo = [p for p in mosaic.glob("*post-finalize-llo.txt") if "func.func @block_sparse" in p.read_text()]
         bundles = [p for p in jf.glob("*block_sparse_attention*final_bundles.txt")
-                   if "analysis" not in p.name]
+                   if "schedule-analysis" not in p.name]
         if len(llo) != 1 or len(bundles) != 1:
             raise RuntimeError(f"expected one kernel in the dumps, found {len(llo)} LLO and {len(bundles)} bundle files")
         return llo[0].read_text(), bundles[0].read_text()
@@ -283,5 +406,6 @@ def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int
             "rows": rows}
 
 
-__all__ = ["UNITS", "BUNDLE_UNITS", "BUNDLE", "BUNDLE_OP", "bundle_lines", "bundle_ops", "parse_bundles", "compiled_ops", "compiled_tile_counts", "compiled_bundle_slots",
+__all__ = ["UNITS", "BUNDLE_UNITS", "BUNDLE", "BUNDLE_OP", "bundle_lines", "bundle_ops", "parse_bundles",
+           "Schedule", "read_schedule", "compiled_ops", "compiled_tile_counts", "compiled_bundle_slots",
            "top_level_regions", "region_bundles", "region_slots", "bundle_unit", "unit_of"]

@@ -25,9 +25,10 @@ from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
 from svgtpu.production import PRODUCTION
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
-from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, svg_mask
+from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
 from svgtpu.attention.svg2 import SVG2Config, Selection, block_masks, select
 from svgtpu.masks.tiles import EMPTY, classify
+from svgtpu.errors import BadInput
 
 METHODS = ("svg", "svg2", "sta", "radial")
 #: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
@@ -41,7 +42,7 @@ def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1)
     from svgtpu.toy.dit import forward
 
     if not 0 <= t <= 1:
-        raise ValueError(f"t must be in [0, 1], got {t!r}")
+        raise BadInput(f"t must be in [0, 1], got {t!r}")
     x0, labels = data.make_batch(seed, batch)
     noise = jax.random.normal(jax.random.PRNGKey(seed), x0.shape)
     x_t = (1 - t) * jnp.asarray(x0) + t * noise
@@ -184,7 +185,7 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
         unsnapped = [m for s in selections for m in block_masks(s)]
         knob = {"top_p": top_p, "q_clusters": svg2.q_clusters, "k_clusters": svg2.k_clusters}
     else:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise BadInput(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not tiles.snap:
         return unsnapped, knob
     return [align(m, tiles.block_q, tiles.block_kv, "snap") for m in unsnapped], knob
@@ -206,31 +207,26 @@ def _mean_stats(masks: list[Mask], block_q: int, block_kv: int, head_seconds=Non
     return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
 
 
-def _check_kept(target: float) -> None:
-    if not (isinstance(target, (int, float)) and 0 < target < 1):
-        raise ValueError(f"kept fraction must be in (0, 1), got {target!r}")
-
-
 def check_settings(target: float, sta_tile) -> tuple[int, int, int]:
     """Validate the kept fraction and the STA tile before any model work; returns the tile."""
-    _check_kept(target)
+    check_kept(target, "kept fraction")
     return STAMask(VideoGeometry(1, 1, 1), sta_tile, (1, 1, 1)).tile
 
 
 def _check_variants(variants) -> None:
     if not variants or any(v not in VARIANTS for v in variants):
-        raise ValueError(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
+        raise BadInput(f"methods must be among {', '.join(VARIANTS)}, got {list(variants)}")
 
 
 def check_kept_fractions(kept_fractions) -> list[float]:
     """At least one kept fraction, each in (0, 1), no repeats; returned sorted."""
     kept_fractions = list(kept_fractions)
     if not kept_fractions:
-        raise ValueError("kept fractions must name at least one value in (0, 1)")
+        raise BadInput("kept fractions must name at least one value in (0, 1)")
     for target in kept_fractions:
-        _check_kept(target)
+        check_kept(target, "kept fraction")
     if len(set(kept_fractions)) != len(kept_fractions):
-        raise ValueError(f"kept fractions must differ, got {kept_fractions}")
+        raise BadInput(f"kept fractions must differ, got {kept_fractions}")
     return sorted(float(t) for t in kept_fractions)
 
 
@@ -355,7 +351,7 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
 
     _check_variants(variants)
     if not seeds:
-        raise ValueError("seeds must name at least one seed")
+        raise BadInput("seeds must name at least one seed")
     kept_fractions = check_kept_fractions(kept_fractions)
     sta_tile = check_settings(kept_fractions[0], sta_tile)
     qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
@@ -401,7 +397,62 @@ def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
     return sorted((p for p in points if not dominated(p)), key=lambda p: p[cost])
 
 
-__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk", "check_settings",
-           "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks", "method_sweep",
-           "method_costs", "pareto_front", "radial_for_density", "sta_for_density", "svg2_for_density",
-           "method_table"]
+#: The settings of ``svgtpu methods`` without ``--costs``: the toy DiT's scale.
+TOY_SETTING = {"block_q": 128, "block_kv": 128, "sta_tile": (2, 8, 8), "q_clusters": 16, "k_clusters": 32}
+
+
+def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: str | None = None,
+                   block_q: int | None = None, block_kv: int | None = None, sta_tile=None,
+                   q_clusters: int | None = None, k_clusters: int | None = None, svg2_assumed: bool = False,
+                   seed: int = 0, t: float = 0.5) -> dict:
+    """``svgtpu methods``: every method matched to ``kept``.  Without ``costs``, :func:`method_table` at
+    the toy DiT's geometry (``geometry``: another; SVG2 rows from the checkpoint's captured ``q, k`` there
+    only); with ``costs``, :func:`method_costs` at :data:`COST_SETTING`.  ``None`` settings take the
+    defaults of :data:`TOY_SETTING` / :data:`COST_SETTING`."""
+    from svgtpu.geometry import get_geometry
+    from svgtpu.report.results import provenance
+    defaults = COST_SETTING if costs else TOY_SETTING
+    block_q, block_kv = block_q or defaults["block_q"], block_kv or defaults["block_kv"]
+    sta_tile = check_settings(kept, defaults["sta_tile"] if sta_tile is None else sta_tile)
+    svg2 = SVG2Config(q_clusters=q_clusters or defaults["q_clusters"], k_clusters=k_clusters or defaults["k_clusters"],
+                      block_q=block_q, block_kv=block_kv)
+    if costs:
+        return {**method_costs([kept], geometry=geometry or COST_SETTING["geometry"], block_q=block_q,
+                               block_kv=block_kv, sta_tile=sta_tile, svg2=svg2), "costs": True}
+    from svgtpu.toy.dit import load_checkpoint
+    params, config = load_checkpoint(str(checkpoint))
+    g = get_geometry(geometry) if geometry else config.geometry
+    same = (g.T, g.H, g.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
+    qk = capture_qk(params, config, seed=seed, t=t) if same else None
+    rows = method_table(g, kept, qk=qk, block_q=block_q, block_kv=block_kv, sta_tile=sta_tile, svg2=svg2,
+                        svg2_assumed=svg2_assumed)
+    return {"checkpoint": str(checkpoint), "geometry": str(g), "L": g.L, "kept_target": kept, "block_q": block_q,
+            "block_kv": block_kv, "seed": seed, "t": t, "rows": rows, "provenance": provenance("computed"),
+            "costs": False}
+
+
+def format_methods(result: dict) -> str:
+    """:func:`methods_report` as a table and the line saying where and how it was counted."""
+    from svgtpu.report.tables import format_table
+    tiles = f"{result['block_q']}x{result['block_kv']} tiles"
+    if not result["costs"]:
+        return (format_table(result["rows"], ["method", "kept_fraction", "partial_share", "tile_density"])
+                + f"\n({result['geometry']}, {tiles}, {result['provenance']})")
+    table = format_table(result["rows"], ["method", "kept_target", "kept_fraction", "partial_share", "tile_density",
+                                          "attention_ratio"])
+    return table + (f"\n({result['model']} at {result['geometry']} on {result['device']}, {tiles}; tiles "
+                    f"{result['provenance']['tiles']}, attention_ratio {result['provenance']['attention_ratio']})\n"
+                    f"{result['svg2_assumption']}")
+
+
+def format_sweep(result: dict) -> str:
+    """:func:`method_sweep`'s summary as ``svgtpu quality --methods`` prints it."""
+    from svgtpu.report.tables import format_table
+    return format_table(result["summary"], ["variant", "kept_target", "kept_fraction", "psnr_mean", "psnr_min",
+                                            "ssim_mean"]) + f"\n({result['provenance']})"
+
+
+__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "TOY_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk",
+           "check_settings", "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks",
+           "method_sweep", "method_costs", "methods_report", "format_methods", "format_sweep", "pareto_front",
+           "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

@@ -21,11 +21,11 @@ import dataclasses
 import functools
 import math
 import re
-import time
 
-from svgtpu.bench.compile import CompileJob, dit_step_program, first_line, libtpu_available
+from svgtpu.bench.compile import CompileJob, compile_program, dit_step_program, first_line, require_libtpu
 from svgtpu.kernels.common import compiling_for
 from svgtpu.production import PRODUCTION
+from svgtpu.errors import BadInput
 
 MULTIHOST_TARGETS = ("sharded-svg-layer", "sharded-dit-step")
 COLLECTIVES = ("all-to-all", "all-gather", "reduce-scatter", "all-reduce", "collective-permute")
@@ -40,23 +40,21 @@ def topology_name(device: str, topology: str) -> str:
     name = topology if ":" in topology else f"{device}:{topology}"
     chip, dims = name.split(":", 1)
     if chip != device:
-        raise ValueError(f"topology must name a {device} slice like '4x4' or '{device}:4x4x1', got {topology!r}")
+        raise BadInput(f"topology must name a {device} slice like '4x4' or '{device}:4x4x1', got {topology!r}")
     if not re.fullmatch(r"\d+(x\d+){1,2}", dims):
-        raise ValueError(f"topology must look like '4x4' or '{device}:4x4x1', got {topology!r}")
+        raise BadInput(f"topology must look like '4x4' or '{device}:4x4x1', got {topology!r}")
     return f"{chip}:{dims}x1" if dims.count("x") == 1 else name
 
 
 def topology_devices(device: str, topology: str) -> list:
     """All devices of a TPU topology (every host's), for AOT compilation on this machine."""
-    if not libtpu_available():
-        raise ValueError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
-                         '(requirements.txt pins it)')
+    require_libtpu()
     from jax.experimental import topologies
     name = topology_name(device, topology)
     try:
         return list(topologies.get_topology_desc(platform="tpu", topology_name=name).devices)
     except Exception as e:  # libtpu's own words: unknown chip / shape
-        raise ValueError(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
+        raise BadInput(f"topology {name!r} is not one libtpu knows: {first_line(e)}") from None
 
 
 def hlo_collectives(hlo_text: str) -> dict[str, dict]:
@@ -105,11 +103,11 @@ def _svg_layer(mj: MultihostJob, devices):
     data = 2 if n % 2 == 0 else 1
     seq = n // data
     if job.heads % seq:
-        raise ValueError(f"heads = {job.heads} must be divisible by the {seq} chips of the seq axis "
-                         f"({n} chips / CFG {data})")
+        raise BadInput(f"heads = {job.heads} must be divisible by the {seq} chips of the seq axis "
+                       f"({n} chips / CFG {data})")
     g = get_geometry(job.geometry)
     if g.L % seq:
-        raise ValueError(f"sequence length L = {g.L} must be divisible by the seq axis ({seq} chips)")
+        raise BadInput(f"sequence length L = {g.L} must be divisible by the seq axis ({seq} chips)")
     mesh = make_mesh(data=data, heads=1, seq=seq, devices=devices)
     x = jax.ShapeDtypeStruct((2, job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
                              sharding=NamedSharding(mesh, P("data", "heads", "seq")))
@@ -154,10 +152,9 @@ def compile_multihost(mj: MultihostJob, targets=MULTIHOST_TARGETS, progress: boo
     """Compile each target for every chip of ``mj.topology``; per target: compiled or the
     compiler's one-line reason, seconds, the collectives of the compiled program and, for the SVG
     layer, the cost model's assumption next to them (per layer and per denoising step)."""
-    import jax
     for t in targets:
         if t not in MULTIHOST_TARGETS:
-            raise ValueError(f"target must be one of {', '.join(MULTIHOST_TARGETS)}, got {t!r}")
+            raise BadInput(f"target must be one of {', '.join(MULTIHOST_TARGETS)}, got {t!r}")
     devices, chips, hosts = _mesh_devices(mj)
     from svgtpu.costmodel.workload import get_model
     layers = get_model(mj.model).layers
@@ -170,19 +167,16 @@ def compile_multihost(mj: MultihostJob, targets=MULTIHOST_TARGETS, progress: boo
         with compiling_for(mj.job.device):
             try:
                 fn, args, mesh, where, expected = _BUILDERS[target](mj, devices)
-            except ValueError as e:  # a shape the mesh cannot split, or a plan that does not fit
-                rows.append({"target": target, "compiled": False, "reason": str(e), "compile_s": 0.0})
+            except BadInput as e:  # a shape the mesh cannot split, or a plan that does not fit
+                rows.append({"target": target, "compiled": False, "reason": str(e), "refused_by": "svgtpu",
+                             "compile_s": 0.0})
                 continue
-            start = time.perf_counter()
-            try:
-                text = jax.jit(fn).lower(*args).compile().as_text()
-            except Exception as e:  # noqa: BLE001 - the compiler's refusal, reported in one line
-                rows.append({"target": target, "compiled": False, "reason": first_line(e),
-                             "compile_s": time.perf_counter() - start, "mesh": mesh, "geometry": where})
-                continue
-        found = hlo_collectives(text)
-        row = {"target": target, "compiled": True, "reason": None, "compile_s": time.perf_counter() - start,
-               "mesh": mesh, "geometry": where, "collectives": found}
+            compiled, outcome = compile_program(fn, args)
+        row = {"target": target, **outcome, "mesh": mesh, "geometry": where}
+        if compiled is None:
+            rows.append(row)
+            continue
+        found = row["collectives"] = hlo_collectives(compiled.as_text())
         if expected is not None:
             row["model"] = expected
             row["per_step"] = {"layers": layers, "compiled_bytes_per_chip": layers * sum(
@@ -217,5 +211,48 @@ def collective_rows(result: dict) -> list[dict]:
     return rows
 
 
+def format_multihost(result: dict) -> str:
+    """:func:`compile_multihost` as ``svgtpu compile --topology`` prints it: the slice, the collectives
+    compiled next to the model's, and per denoising step the bytes each chip moves."""
+    from svgtpu.report.tables import format_table
+    lines = [f"{result['topology']}: {result['chips']} chips on {result['hosts']} hosts ({result['provenance']}); "
+             f"{result['geometry']}, {result['heads']} heads x {result['head_dim']}, {result['dtype']}, tiles "
+             f"{result['block_q']}x{result['block_kv']}; collectives of one call, bytes of their results on one chip; "
+             "model: svgtpu.costmodel.parallel.ulysses_collectives", format_table(collective_rows(result))]
+    for t in result["targets"]:
+        if t.get("per_step"):
+            lines.append(f"{t['target']} ({t['mesh']}): per denoising step ({t['per_step']['layers']} layers) "
+                         f"{t['per_step']['compiled_bytes_per_chip'] / 1e9:.3g} GB per chip compiled, "
+                         f"{t['per_step']['model_bytes_per_chip'] / 1e9:.3g} GB modeled; matches the model: "
+                         f"{t['matches_model']}")
+    return "\n".join(lines)
+
+
+def compile_command(job: CompileJob, what: str | None = None, topology: str | None = None, heads: int | None = None,
+                    progress: bool = False) -> tuple[dict, str]:
+    """``svgtpu compile``: ``(result, table)`` of the comma-separated targets ``what`` of ``job`` on
+    ``topology`` (default: one host); a multi-host topology compiles the sharded targets
+    (:data:`MULTIHOST_TARGETS`; ``heads``: the model's, default 40), one host the one-chip ones
+    (:data:`svgtpu.bench.compile.TARGETS`; ``heads`` per chip, default 5), never both in one run."""
+    from svgtpu.bench.compile import compile_targets
+    name = topology_name(job.device, topology) if topology else None
+    hosts = len({d.process_index for d in topology_devices(job.device, name)}) if name else 1
+    targets = [t.strip() for t in (what or ",".join(MULTIHOST_TARGETS if hosts > 1 else ("kernel", "svg-layer")))
+               .split(",") if t.strip()]
+    sharded = [t for t in targets if t in MULTIHOST_TARGETS]
+    if sharded and len(sharded) < len(targets):
+        raise BadInput(f"what mixes sharded targets ({', '.join(MULTIHOST_TARGETS)}) with one-chip ones; "
+                       "compile them in two runs")
+    job = dataclasses.replace(job, topology=name, heads=heads or (40 if sharded else 5))
+    job.svg_config()  # validates kept / multiplier / align before any compile
+    if sharded:
+        result = compile_multihost(MultihostJob(job, topology=name or f"{job.device}:4x4x1"), tuple(sharded),
+                                   progress=progress)
+        return result, format_multihost(result)
+    from svgtpu.bench.compile import format_targets
+    result = compile_targets(job, tuple(targets), progress=progress)
+    return result, format_targets(result)
+
+
 __all__ = ["MULTIHOST_TARGETS", "COLLECTIVES", "topology_name", "topology_devices", "hlo_collectives",
-           "MultihostJob", "compile_multihost", "collective_rows"]
+           "MultihostJob", "compile_multihost", "collective_rows", "format_multihost", "compile_command"]

@@ -20,6 +20,7 @@ a pure matmul's flops per bundle can never exceed the true flops per cycle: the 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 #: The lone matmul ``[M, K] @ [K, N]`` (bf16 in, f32 out): one block, no grid.
@@ -56,8 +57,10 @@ def push_gaps(bundles, mxu: str = "mxu0") -> Counter:
     return Counter(b - a for a, b in zip(at, at[1:]))
 
 
+@functools.lru_cache(maxsize=4)
 def probe(device: str = "v6e") -> dict:
-    """The compiled probe of ``device`` (module doc); provenance ``compiled-<device>``."""
+    """The compiled probe of ``device`` (module doc); provenance ``compiled-<device>`` (once per process:
+    the compiler's answer does not change; treat the dict as read-only)."""
     import jax
     import jax.numpy as jnp
 

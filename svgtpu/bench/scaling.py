@@ -16,13 +16,15 @@ import dataclasses
 
 import numpy as np
 
+from svgtpu.errors import BadInput
+
 
 def loglog_fit(L, values) -> dict:
     """``{"exponent", "residuals"}``: the least-squares slope of ``log(values)`` against ``log(L)`` and
     each point's ``log(value) - fitted``."""
     x, y = np.log(np.asarray(L, float)), np.log(np.asarray(values, float))
     if len(x) < 2:
-        raise ValueError(f"a fit needs at least two lengths, got {len(x)}")
+        raise BadInput(f"a fit needs at least two lengths, got {len(x)}")
     slope, intercept = np.polyfit(x, y, 1)
     return {"exponent": float(slope), "residuals": [float(r) for r in y - (slope * x + intercept)]}
 

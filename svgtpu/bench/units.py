@@ -6,11 +6,13 @@ the bundles and divide by how many it takes per cycle: the cycles the unit alone
 largest of them is the unit that *binds*; the schedule's bundle count over it says how well the
 packer overlapped the rest.
 
-- **mxu**: matmul pushes (``vmatmul``) on the busiest MXU (``mxu0``, ``mxu1``, ...) times the push
-  interval: one push carries 16 bf16 rows of at most 256 contraction elements into a 256-column
-  array, and the compiler keeps pushes on one MXU :attr:`Core.push_interval` bundles apart in a steady
-  run (the probe, :mod:`svgtpu.bench.probe`).  A push that fills only part of the array (a contraction
-  or output width of 128, as attention's ``QK^T`` and ``PV`` at ``head_dim`` 128) costs a whole push.
+- **mxu**: the cycles of the matmul pushes (``vmatmul``) on the busiest MXU (``mxu0``, ``mxu1``, ...):
+  one bf16 push carries 16 rows of at most 256 contraction elements into a 256-column array, and the
+  compiler keeps such pushes on one MXU :attr:`Core.push_interval` bundles apart in a steady run (the
+  probe, :mod:`svgtpu.bench.probe`); an f32 push (``vmatmul.*.f32``, a float32 left operand at default
+  precision) carries 8 rows and takes half as long (4 bundles apart in the same probe with an f32
+  operand).  A push that fills only part of the array (a contraction or output width of 128, as
+  attention's ``QK^T`` and ``PV`` at ``head_dim`` 128) costs a whole push.
 - **vector_load** / **vector_store**: ``vld`` / ``vst`` over the slots of each kind in a bundle;
 - **valu**: the other vector arithmetic (``vadd``, ``vmul``, ``vmax``, ``vsel``, compares, ``vpack``,
   ...) over the vector-ALU slots; mask-register logic (``vmand``, ``vmor``, ...) issues in slots of its
@@ -33,6 +35,8 @@ import dataclasses
 import math
 import re
 from collections import Counter
+
+from svgtpu.errors import BadInput
 
 #: The units whose minimum cycles :class:`UnitCycles` carries, in table order.
 UNITS = ("mxu", "vector_load", "vector_store", "valu", "eup", "xlu")
@@ -77,15 +81,17 @@ CORES = {
 def core(device: str) -> Core:
     """The :class:`Core` of ``device`` (``v6e``, ``v7x``); one clear line otherwise."""
     if device not in CORES:
-        raise ValueError(f"device must be one of {', '.join(CORES)} (the TPUs whose schedules we read), got {device!r}")
+        raise BadInput(f"device must be one of {', '.join(CORES)} (the TPUs whose schedules we read), got {device!r}")
     return CORES[device]
 
 
 def slot_of(op: str) -> str:
     """What one scheduled instruction occupies: ``mxu``, ``mxu_other`` (operand prep, weight loads,
     result pops), ``vector_load``, ``vector_store``, ``valu``, ``mask``, ``eup``, ``eup_pop``, ``xlu``,
-    ``xlu_pop`` or ``scalar`` (scalar ALU, branches, DMA, sync)."""
+    ``xlu_pop``, ``scalar`` (scalar ALU, branches, DMA, sync) or ``phi`` (a loop's value merge: no slot)."""
     base = op.split(".")[0]
+    if base in ("vphi", "sphi", "phi"):
+        return "phi"
     if base.startswith("vmatmul"):
         return "mxu"
     if base.startswith(("vmatprep", "vmatpush", "vlatch", "vdwg")) or ".mrf" in op or ".mrb" in op:
@@ -116,6 +122,7 @@ class UnitCounts:
     slots: tuple            # ((kind, count), ...)
     pushes: tuple           # pushes on mxu0, mxu1, ...
     xlu_ops: tuple          # cross-lane ops (and their pops) on xlu0, xlu1, ...
+    push_cycles: tuple = ()  # cycles of the pushes on mxu0, mxu1, ... (bf16: the push interval; f32: half)
 
     def __add__(self, other: UnitCounts) -> UnitCounts:
         def add(a, b):
@@ -123,11 +130,11 @@ class UnitCounts:
             return tuple(x + y for x, y in zip(a + (0,) * (n - len(a)), b + (0,) * (n - len(b))))
         slots = Counter(dict(self.slots)) + Counter(dict(other.slots))
         return UnitCounts(self.bundles + other.bundles, tuple(sorted(slots.items())), add(self.pushes, other.pushes),
-                          add(self.xlu_ops, other.xlu_ops))
+                          add(self.xlu_ops, other.xlu_ops), add(self.push_cycles, other.push_cycles))
 
     def times(self, n: int) -> UnitCounts:
         return UnitCounts(self.bundles * n, tuple((k, c * n) for k, c in self.slots), tuple(p * n for p in self.pushes),
-                          tuple(x * n for x in self.xlu_ops))
+                          tuple(x * n for x in self.xlu_ops), tuple(p * n for p in self.push_cycles))
 
     def count(self, kind: str) -> int:
         return dict(self.slots).get(kind, 0)
@@ -139,7 +146,7 @@ def count_units(bundles, device: str = "v6e") -> UnitCounts:
     ``device``'s :class:`Core` allows."""
     c = core(device)
     limits = dict(c.slots)
-    slots, pushes, xlu = Counter(), Counter(), Counter()
+    slots, pushes, xlu, push_cycles = Counter(), Counter(), Counter(), Counter()
     n = 0
     for ops in bundles:
         n += 1
@@ -151,6 +158,8 @@ def count_units(bundles, device: str = "v6e") -> UnitCounts:
                 unit = _UNIT_ID.search(op)
                 index = int(unit.group(2)) if unit else 0
                 (pushes if kind == "mxu" else xlu)[index] += 1
+                if kind == "mxu":
+                    push_cycles[index] += c.push_interval // 2 if ".f32" in op else c.push_interval
         for kind, count in here.items():
             if kind in limits and count > limits[kind]:
                 raise RuntimeError(f"a {device} bundle packs {count} {kind} instructions, more than the {limits[kind]} "
@@ -159,7 +168,7 @@ def count_units(bundles, device: str = "v6e") -> UnitCounts:
 
     def per_unit(counter):
         return tuple(counter[i] for i in range(max(counter) + 1)) if counter else ()
-    return UnitCounts(n, tuple(sorted(slots.items())), per_unit(pushes), per_unit(xlu))
+    return UnitCounts(n, tuple(sorted(slots.items())), per_unit(pushes), per_unit(xlu), per_unit(push_cycles))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +222,7 @@ def cycles_of(counts: UnitCounts, flops: float | None = None, device: str = "v6e
         return math.ceil(counts.count(kind) / c.slot(kind))
     return UnitCycles(
         device=device, bundles=counts.bundles if bundles is None else bundles,
-        mxu=max(counts.pushes, default=0) * c.push_interval,
+        mxu=max(counts.push_cycles, default=0),
         vector_load=over("vector_load"), vector_store=over("vector_store"), valu=over("valu"),
         eup=max(over("eup"), over("eup_pop")), xlu=max(counts.xlu_ops, default=0),
         roofline=None if flops is None else flops / c.flops_per_cycle,

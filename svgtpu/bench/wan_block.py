@@ -11,7 +11,7 @@ transform, our kernel), at a step and layer past SVG's dense warm-up.
 
 The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtpu.bench.dumps`);
 :mod:`svgtpu.bench.fusions` reads every op's static cycles and role.  Our kernel's cycles are read as
-``bench compiled`` reads a kernel (:func:`svgtpu.bench.compiled.estimate`: per grid step the step
+``bench compiled`` reads a kernel (:func:`svgtpu.bench.estimate.estimate`: per grid step the step
 overhead, init / finish and the body of that step's tile kind, from the kernel's own plan), not as a
 generic program (which would count its full and partial tile bodies at every step).  Results are cached
 in ``build/compiled-wan-block/`` by content: the job, the versions of jax and libtpu and the sources the
@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from svgtpu.errors import BadInput
 from svgtpu.model.config import ModelConfig
 from svgtpu.production import PRODUCTION
 from svgtpu.schedule import DEFAULT_KEPT
@@ -45,7 +46,8 @@ SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
 _SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "bench/wan_block.py", "bench/fusions.py",
-            "bench/compiled.py", "bench/llo.py", "bench/dumps.py", "geometry.py", "recipes.py", "schedule.py")
+            "bench/variants.py", "bench/estimate.py", "bench/llo.py", "bench/dumps.py", "geometry.py", "recipes.py",
+            "schedule.py", "production.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,15 +71,15 @@ class BlockJob:
         if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
             object.__setattr__(self, "model", ModelConfig(**self.model))
         if self.device not in SLICES:
-            raise ValueError(f"device must be one of {', '.join(SLICES)} (the slices compiled for), "
+            raise BadInput(f"device must be one of {', '.join(SLICES)} (the slices compiled for), "
                              f"got {self.device!r}")
         if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+            raise BadInput(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         get_model(self.model), get_geometry(self.resolution), KernelConfig(self.block_q, self.block_kv)
         if not 0 < self.kept < 1:
-            raise ValueError(f"kept must be in the open interval (0, 1), got {self.kept!r}")
+            raise BadInput(f"kept must be in the open interval (0, 1), got {self.kept!r}")
         if self.kernel not in KERNEL_READINGS:
-            raise ValueError(f"kernel must be one of {', '.join(KERNEL_READINGS)}, got {self.kernel!r}")
+            raise BadInput(f"kernel must be one of {', '.join(KERNEL_READINGS)}, got {self.kernel!r}")
 
     @property
     def name(self) -> str:
@@ -132,7 +134,7 @@ def block_program(job: BlockJob, devices, plan: dict):
     model, g = get_model(job.model), get_geometry(job.resolution)
     data, seq = plan["mesh"]["data"], plan["mesh"]["seq"]
     if model.heads % seq or g.L % seq:
-        raise ValueError(f"{job.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
+        raise BadInput(f"{job.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
     mesh = Mesh(np.array(devices).reshape(data, seq), ("data", "seq"))
     block = WanBlock(model)
     shapes = jax.eval_shape(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16),
@@ -167,10 +169,8 @@ def slice_devices(device: str) -> list:
     """Every device of the slice compiled for on ``device`` (:data:`SLICES`), from libtpu's topology."""
     from jax.experimental import topologies
 
-    from svgtpu.bench.compile import libtpu_available
-    if not libtpu_available():
-        raise ValueError('the TPU compiler is not installed: pip install "jax[tpu]==<jax version>" '
-                         '(requirements.txt pins it)')
+    from svgtpu.bench.compile import require_libtpu
+    require_libtpu()
     return list(topologies.get_topology_desc(platform="tpu", topology_name=SLICES[device]["topology"]).devices)
 
 
@@ -201,63 +201,66 @@ def _compile_child(spec: dict, out: str) -> None:
 
 
 def kernel_variant(job: BlockJob, geometry: str | None = None):
-    """Our kernel in ``job``'s block as :mod:`svgtpu.bench.compiled` names a variant (one head, fast path on),
+    """Our kernel in ``job``'s block as :mod:`svgtpu.bench.variants` names a variant (one head, fast path on),
     at ``geometry`` (default: the block's resolution)."""
-    from svgtpu.bench.compiled import Variant
+    from svgtpu.bench.variants import Variant
     from svgtpu.costmodel.workload import get_model
     from svgtpu.kernels.config import KernelConfig
     config = KernelConfig(job.block_q, job.block_kv)
     return Variant("ours", "dense" if job.variant == "dense" else "svg-aligned", geometry or job.resolution,
-                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=get_model(job.model).head_dim)
+                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=get_model(job.model).head_dim,
+                   device=job.device)
 
 
 def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | None = None) -> dict:
-    """Our kernel's cycles in ``job``'s block, read as :func:`svgtpu.bench.compiled.estimate` reads a
+    """Our kernel's cycles in ``job``'s block, read as :func:`svgtpu.bench.estimate.estimate` reads a
     compiled kernel: ``heads`` heads per device, each walking the plan of the block's mask, with
-    ``schedules`` (:class:`~svgtpu.bench.compiled.Schedule` dicts).  Given ``fill`` (the grid loop's
-    iterations beyond its steps), one schedule stands for every plan chunk at any length: its grid loop
-    re-bounded to each chunk's steps (the program is the same but for that bound: its tile bodies, step
-    overhead and once-per-call code do not depend on the sequence length)."""
-    from svgtpu.bench.compiled import estimate, steps_ours
+    ``schedules`` (:class:`~svgtpu.bench.llo.Schedule` dicts).  Given ``fill`` (the grid loop's iterations
+    beyond its steps), one schedule stands for every plan chunk at any length: the program is the same but
+    for its grid loop's bound (its tile bodies, step overhead and once-per-call code do not depend on the
+    sequence length)."""
+    from svgtpu.bench.estimate import estimate
+    from svgtpu.bench.variants import steps_ours
     from svgtpu.geometry import get_geometry
     v = kernel_variant(job)
     calls = [steps * heads for steps in steps_ours(v, job.mask(), get_geometry(job.resolution).L)]
     if fill is not None:
-        schedules = [dict(schedules[0], iterations=len(c) + fill) for c in calls]
+        schedules = [schedules[0]] * len(calls)
     if len(schedules) != len(calls):
         raise RuntimeError(f"{job.name}: {len(schedules)} kernel programs for {len(calls)} plan chunks")
     order = sorted(range(len(calls)), key=lambda i: len(calls[i]))  # pair by grid size, as bench compiled does
     paired = [None] * len(calls)
-    for i, s in zip(order, sorted(schedules, key=lambda s: s["iterations"])):
+    for i, s in zip(order, sorted(schedules, key=lambda s: s["iterations"] or 0)):
         paired[i] = s
-    row = estimate({"schedules": paired, "calls": calls}, v)
+    fills = [fill if fill is not None else s["iterations"] - len(c) for s, c in zip(paired, calls)]
+    row = estimate({"schedules": paired, "fills": fills, "calls": calls}, v)
     return {"cycles": row["cycles"], "steps": row["steps"], "heads": heads, "body_cycles": row["body_cycles"],
-            "overhead_cycles": row["overhead_cycles"], "hbm_bytes": row["hbm_bytes"],
-            "schedule": paired[0], "fill": paired[0]["iterations"] - len(calls[0])}
+            "overhead_cycles": row["overhead_cycles"], "hbm_bytes": row["hbm_bytes"], "schedule": paired[0],
+            "fill": fills[0]}
 
 
 def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
     """Our kernel's schedule from its own compile (``bench compiled``'s cached variant, one head, same tiles
     and mask): at the production resolution for the production tiles (notebook 04 compiles it), else at the
     block's resolution; ``(schedule, fill)``."""
-    from svgtpu.bench.compiled import cached_compile
-    if job.kept != DEFAULT_KEPT or job.device != "v6e":
-        raise ValueError("the kernel's own compile (bench compiled) is v6e at the default kept fraction "
-                         f"({DEFAULT_KEPT}); got {job.device}, kept {job.kept}")
+    from svgtpu.bench.variants import cached_compile
+    if job.kept != DEFAULT_KEPT:
+        raise BadInput(f"the kernel's own compile (bench compiled) is at the default kept fraction ({DEFAULT_KEPT}); "
+                       f"got kept {job.kept}")
     production = (job.block_q, job.block_kv) == (PRODUCTION.block_q, PRODUCTION.block_kv)
     compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution if production else job.resolution))
     if "refused" in compiled:
-        raise ValueError(f"our kernel does not compile for v6e at {job.block_q}x{job.block_kv}: {compiled['refused']}")
-    schedule, steps = compiled["schedules"][0], compiled["calls"][0]
-    return schedule, schedule["iterations"] - len(steps)
+        raise BadInput(f"our kernel does not compile for {job.device} at {job.block_q}x{job.block_kv}: "
+                       f"{compiled['refused']}")
+    return compiled["schedules"][0], compiled["fills"][0]
 
 
 def compile_block(job: BlockJob) -> dict:
     """Compile ``job`` in a child process with the dumps on and read it: cycles per role, our kernel's
     reading, the collectives' bytes per device (or ``{"refused": reason}``)."""
-    from svgtpu.bench.compiled import read_schedule
     from svgtpu.bench.dumps import child_env, final_schedule, run_child
     from svgtpu.bench.fusions import ROLES, read_dump, role_cycles
+    from svgtpu.bench.llo import read_schedule
     from svgtpu.bench.multihost import hlo_collectives
     from svgtpu.costmodel.workload import get_model
     plan = parallel_plan(job)

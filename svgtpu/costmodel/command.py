@@ -15,6 +15,7 @@ from svgtpu.production import PRODUCTION
 from svgtpu.report.claims import REPORTED, reported_json
 from svgtpu.report.tables import format_table
 from svgtpu.schedule import DEFAULT_KEPT
+from svgtpu.errors import BadInput
 
 
 def resolve_slice(chips: str, device: str | None) -> tuple[str, int]:
@@ -22,11 +23,11 @@ def resolve_slice(chips: str, device: str | None) -> tuple[str, int]:
     text = str(chips).strip()
     if text.isdigit():
         if int(text) <= 0:
-            raise ValueError(f"chips must be a positive chip count or a slice name like v7x-8, got {text}")
+            raise BadInput(f"chips must be a positive chip count or a slice name like v7x-8, got {text}")
         return device or PRODUCTION.device, int(text)
     name, n = cm.parse_slice(text)
     if device not in (None, name):
-        raise ValueError(f"--chips {text} names a {name} slice but --device is {device}")
+        raise BadInput(f"--chips {text} names a {name} slice but --device is {device}")
     return name, n
 
 
@@ -89,7 +90,7 @@ def build_setup(args, device=None) -> cm.Setup:
     elif str(args.chips).isdigit():
         chips = int(args.chips)
     else:
-        raise ValueError(f"--chips must be a chip count with a measured device, got {args.chips!r}")
+        raise BadInput(f"--chips must be a chip count with a measured device, got {args.chips!r}")
     if not args.mxu_width_penalty:
         device = dataclasses.replace(device, matmul_tile=None)
     if args.resolution is None and args.model == "toy":

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 
 from svgtpu.report.results import figures_dir
+from svgtpu.errors import BadInput
 
 COMPILED_TILES_NAME = "compiled_tiles.json"
 #: The attention kernels the table covers, and whether each has a mask-free body for full tiles:
@@ -179,8 +180,8 @@ def load_compiled(path: str | os.PathLike) -> CompiledTable:
                               (("jax", data.get("jax")), ("libtpu", data.get("libtpu"))), data.get("command", ""),
                               str(path))
     except (KeyError, TypeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a compiled tile table ({type(e).__name__}: {e}); "
-                         "`svgtpu bench compiled` writes it") from None
+        raise BadInput(f"{path}: not a compiled tile table ({type(e).__name__}: {e}); "
+                       "`svgtpu bench compiled` writes it") from None
     return table
 
 

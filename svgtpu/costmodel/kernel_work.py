@@ -101,16 +101,16 @@ def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute:
 
     from svgtpu.geometry import VideoGeometry
     from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, when_bodies
-    from svgtpu.kernels.block_sparse import block_sparse_attention
+    from svgtpu.kernels.api import block_sparse
+    from svgtpu.kernels.config import KernelConfig
     from svgtpu.masks.core import svg_mask
 
     block_q = 512
     g = VideoGeometry(2, 8, 64)       # F = 512, L = 1024: the band+sink mask has full and partial tiles
     mask = svg_mask(g, 1.0)
     x = jax.ShapeDtypeStruct((1, g.L, head_dim), dtype)
-    fn = lambda q, k, v: block_sparse_attention(  # noqa: E731
-        q, k, v, mask, block_q=block_q, block_kv=block_kv_compute, block_kv_compute=block_kv_compute,
-        fast_path=True, interpret=True)
+    config = KernelConfig(block_q, block_kv_compute, block_kv_compute, fast_path=True)
+    fn = lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic", interpret=True)  # noqa: E731
     bodies = when_bodies(pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr))
     if len(bodies) != 4:
         raise RuntimeError(f"unexpected kernel structure: {len(bodies)} pl.when bodies (init, full, partial, finish)")

@@ -26,6 +26,7 @@ from svgtpu.costmodel.specs import DeviceSpec, get_device
 from svgtpu.costmodel.validate import calibrated_setup
 from svgtpu.geometry import check_positive_int
 from svgtpu.production import PRODUCTION
+from svgtpu.errors import BadInput
 
 #: Data-center network per chip, one direction, bytes/s: a host's NICs shared by its chips.
 #: v6e: "Per-host NIC configuration 4 x 200 Gbps", 8 chips per host, slices up to 256 chips (Cloud
@@ -43,7 +44,7 @@ SPLITS = ("cfg", "sequence")
 def dcn_bandwidth(device: DeviceSpec) -> float:
     """DCN bytes/s per chip, one direction."""
     if device.name not in DCN:
-        raise ValueError(f"device must be one of {', '.join(DCN)} for a DCN figure, got {device.name!r}")
+        raise BadInput(f"device must be one of {', '.join(DCN)} for a DCN figure, got {device.name!r}")
     return DCN[device.name]["bytes_per_s_per_chip"]
 
 
@@ -56,7 +57,7 @@ def dcn_seconds(setup, slices: int, split: str) -> float:
     if slices == 1:
         return 0.0
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise BadInput(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     g, bandwidth = setup.geometry, dcn_bandwidth(setup.device)
     if split == "cfg":
         latent = LATENT_CHANNELS * g.T * 2 * g.H * 2 * g.W * 4   # float32, patch (1, 2, 2) undone

@@ -15,6 +15,7 @@ import math
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.workload import ModelConfig
+from svgtpu.errors import BadInput
 
 #: Slice shapes by chip count: 2D for 4-port chips (v5e, v6e: Cloud TPU docs, "TPU v6e"
 #: configurations v6e-1 1x1 ... v6e-8 2x4 ... v6e-256 16x16), 3D for 6-port chips (v5p: 2x2x1,
@@ -35,8 +36,8 @@ def mesh_shape(device: DeviceSpec, chips: int) -> tuple[int, ...] | None:
         return None
     shapes = MESHES.get(device.ici_ports, {})
     if chips not in shapes:
-        raise ValueError(f"chips must be one of {', '.join(map(str, shapes))} for {device.name} slices "
-                         f"(Cloud TPU slice shapes), got {chips}")
+        raise BadInput(f"chips must be one of {', '.join(map(str, shapes))} for {device.name} slices "
+                       f"(Cloud TPU slice shapes), got {chips}")
     return shapes[chips]
 
 
@@ -58,7 +59,7 @@ def _mesh_links(shape: tuple[int, ...], wrap_at: int) -> tuple[int, float]:
 
 def _check_ici(device: DeviceSpec) -> None:
     if device.ici_bandwidth is None:
-        raise ValueError(f"device {device.name} has no ici_bandwidth; model it on chips=1")
+        raise BadInput(f"device {device.name} has no ici_bandwidth; model it on chips=1")
 
 
 def all_to_all_seconds(bytes_per_chip: float, chips: int, device: DeviceSpec, eff: Efficiency) -> float:

@@ -56,6 +56,7 @@ from svgtpu.recipes import BLOCK_KV, BLOCK_Q
 from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
+from svgtpu.errors import BadInput
 
 #: Switchable terms of a video's time beyond the DiT's ops and self-attention.
 PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "image_encoder", "host")
@@ -113,37 +114,37 @@ class Setup:
         for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
             check_positive_int(field, getattr(self, field))
         if (self.kept is None) == (self.multiplier is None):
-            raise ValueError("give exactly one of kept or multiplier")
+            raise BadInput("give exactly one of kept or multiplier")
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:
-                raise ValueError(f"{field} must be in [0, 1], got {value!r}")
+                raise BadInput(f"{field} must be in [0, 1], got {value!r}")
         if self.weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+            raise BadInput(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
         unknown = set(self.parts) - set(PARTS)
         if unknown:
-            raise ValueError(f"parts must be drawn from {', '.join(PARTS)}, got {sorted(unknown)}")
+            raise BadInput(f"parts must be drawn from {', '.join(PARTS)}, got {sorted(unknown)}")
         object.__setattr__(self, "parts", frozenset(self.parts))
         if self.cfg_split and (not self.cfg or self.chips % 2):
-            raise ValueError(f"cfg_split needs cfg and an even chip count, got cfg={self.cfg}, chips={self.chips}")
+            raise BadInput(f"cfg_split needs cfg and an even chip count, got cfg={self.cfg}, chips={self.chips}")
         if not self.host_seconds_per_step >= 0:
-            raise ValueError(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
+            raise BadInput(f"host_seconds_per_step must be >= 0, got {self.host_seconds_per_step!r}")
         parallel.mesh_shape(self.device, self.chips_per_pass)   # a slice shape exists
         if not isinstance(self.efficiency, Efficiency):
-            raise ValueError("efficiency is required: pass an Efficiency, or build the setup with "
-                             "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
+            raise BadInput("efficiency is required: pass an Efficiency, or build the setup with "
+                           "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
         if not 0 < self.sparse_efficiency <= 1:
-            raise ValueError(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
+            raise BadInput(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
         for field in ("kernel", "dense_kernel"):
             value = getattr(self, field)
             if value is not None and value not in ATTENTION_KERNELS:
-                raise ValueError(f"{field} must be one of {', '.join(ATTENTION_KERNELS)}, got {value!r}")
+                raise BadInput(f"{field} must be one of {', '.join(ATTENTION_KERNELS)}, got {value!r}")
         if self.attention_sharding not in ATTENTION_SHARDINGS:
-            raise ValueError(f"attention_sharding must be one of {', '.join(ATTENTION_SHARDINGS)}, "
-                             f"got {self.attention_sharding!r}")
+            raise BadInput(f"attention_sharding must be one of {', '.join(ATTENTION_SHARDINGS)}, "
+                           f"got {self.attention_sharding!r}")
         if self.image_encoder not in IMAGE_ENCODERS:
-            raise ValueError(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
-                             f"got {self.image_encoder!r}")
+            raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
+                           f"got {self.image_encoder!r}")
 
     @property
     def passes(self) -> int:
@@ -244,7 +245,7 @@ def recipe_fields(recipe) -> dict:
     """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: kept fraction, dense-step and
     dense-layer shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
     if not recipe.known:
-        raise ValueError(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
+        raise BadInput(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
     return {"kept": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
@@ -266,8 +267,8 @@ def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool, kernel: 
     sharding, dense only) every head over each core's query slice."""
     if setup.attention_sharding == "sequence":
         if kind != "dense":
-            raise ValueError("SVG layers are modeled head-parallel (attention_sharding='heads'): its masks and "
-                             "profiling are per head over the whole sequence")
+            raise BadInput("SVG layers are modeled head-parallel (attention_sharding='heads'): its masks and "
+                           "profiling are per head over the whole sequence")
         stats, info = sequence_shard_tiles(setup)
         return setup.model.heads * setup.head_seconds(stats, fast_path=fast_path, kernel=kernel, info=info)
     stats, info = setup.tiles(kind)

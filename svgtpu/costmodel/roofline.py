@@ -11,6 +11,7 @@ import math
 
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.workload import ModelConfig
+from svgtpu.errors import BadInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Efficiency:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if not 0 < value <= 1:
-                raise ValueError(f"Efficiency.{field.name} must be in (0, 1], got {value!r}")
+                raise BadInput(f"Efficiency.{field.name} must be in (0, 1], got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from svgtpu.errors import BadInput
+
 #: TPU vector registers hold 8 sublanes x 128 lanes of 32-bit values (Cloud TPU docs, "TPU v6e":
 #: "a 128x8 vector processing unit (VPU) with 128 lanes x 8 sublanes"; JAX ``pltpu.TpuInfo``).
 VREG_ELEMENTS = 8 * 128
@@ -221,15 +223,15 @@ def parse_slice(name: str) -> tuple[str, int]:
     """``"v7x-8"`` -> ``("v7x", 4)``: a slice name as Cloud TPU writes it, as (device, chips)."""
     match = _SLICE.fullmatch(name.strip())
     if not match:
-        raise ValueError(f"slice must be a TPU accelerator type like v6e-8 or v7x-8 ({', '.join(SLICE_COUNTS)}), "
-                         f"got {name!r}")
+        raise BadInput(f"slice must be a TPU accelerator type like v6e-8 or v7x-8 ({', '.join(SLICE_COUNTS)}), "
+                       f"got {name!r}")
     device, n = match[1], int(match[2])
     if SLICE_COUNTS[device] == "chips":
         return device, n
     cores = DEVICES[device].cores
     if n % cores:
-        raise ValueError(f"slice {name}: {device}-N counts TensorCores, {cores} per chip, so N must be a multiple "
-                         f"of {cores} (Cloud TPU docs), got {n}")
+        raise BadInput(f"slice {name}: {device}-N counts TensorCores, {cores} per chip, so N must be a multiple "
+                       f"of {cores} (Cloud TPU docs), got {n}")
     return device, n // cores
 
 
@@ -240,7 +242,7 @@ def get_device(name: "str | DeviceSpec", compiled=None) -> DeviceSpec:
     if isinstance(name, DeviceSpec):
         return name
     if name not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
+        raise BadInput(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
     probe = compiled.probe(name) if compiled is not None else None
     return with_probe(DEVICES[name], probe) if probe is not None else DEVICES[name]
 

@@ -34,6 +34,7 @@ from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
 from svgtpu.masks.tiles import EMPTY, TileStats, classify
+from svgtpu.errors import BadInput
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
 #: Kernels a head can be priced for: the TPU kernels of the compiled table, and ``flash`` (FlashAttention on
@@ -108,7 +109,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
     cuts inside tiles (``mask_cuts_tiles``; else only the padded keys of the last kv tile are masked),
     and our kernel's grid steps (every non-empty tile, plus one step per empty row)."""
     if kind not in MASK_KINDS:
-        raise ValueError(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
+        raise BadInput(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
     if kind == "dense":
         mask = DenseMask(geometry.L)
         info = {"density": 1.0}
@@ -129,7 +130,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
 def kernel_steps(kernel: str, stats: TileStats, info: dict) -> dict:
     """The grid steps ``kernel`` takes on a mask (module doc): ``computed`` tiles and ``empty`` steps."""
     if kernel not in ATTENTION_KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
+        raise BadInput(f"kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
     computed = stats.full + stats.partial
     if kernel == "ours":
         return {"computed": computed, "empty": info["empty_rows"]}

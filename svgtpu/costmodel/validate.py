@@ -49,6 +49,7 @@ from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
 from svgtpu.recipes import get_recipe
+from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
@@ -183,7 +184,7 @@ class Unreachable(ValueError):
 def calibration_point(family: str) -> PublishedPoint | None:
     """The one calibration point of ``family`` (``None`` for a family without one)."""
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        raise BadInput(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
     if len(calib) > 1:
         raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")

@@ -7,6 +7,7 @@ there); the video's token grid is a preset of :mod:`svgtpu.geometry` (``480p`` .
 
 from __future__ import annotations
 
+from svgtpu.errors import BadInput
 from svgtpu.model.config import MODELS, ModelConfig
 
 MODEL_NAMES = (*MODELS, "toy")
@@ -20,7 +21,7 @@ def get_model(name: "str | ModelConfig") -> ModelConfig:
         from svgtpu.toy.dit import DiTConfig
         return ModelConfig.from_dit(DiTConfig())
     if name not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODEL_NAMES)}, got {name!r}")
+        raise BadInput(f"model must be one of {', '.join(MODEL_NAMES)}, got {name!r}")
     return MODELS[name]
 
 

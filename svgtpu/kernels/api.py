@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import jax
 
+from svgtpu.errors import BadInput
+
 #: The implementations of our block-sparse kernel: Pallas on Mosaic (TPU) and on Triton (GPU).
 IMPLEMENTATIONS = ("mosaic", "triton")
 
@@ -19,17 +21,22 @@ def default_implementation() -> str:
 
 
 def block_sparse(q, k, v, mask, *, config, implementation: str | None = None, interpret=None,
-                 sm_scale: float | None = None):
+                 sm_scale: float | None = None, device: str | None = None):
     """Our block-sparse attention with ``config`` (a :class:`~svgtpu.kernels.config.KernelConfig`) on
-    ``implementation`` (one of :data:`IMPLEMENTATIONS`; ``None``: :func:`default_implementation`)."""
+    ``implementation`` (one of :data:`IMPLEMENTATIONS`; ``None``: :func:`default_implementation`).
+    ``device`` names the TPU generation whose SMEM / VMEM budgets the Mosaic kernel plans for (compiling
+    ahead of time for another chip); the Triton kernel has none."""
     implementation = implementation or default_implementation()
     if implementation == "mosaic":
         from svgtpu.kernels.block_sparse import block_sparse_attention
-        return block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
+        return block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale,
+                                      device=device)
+    if device is not None and implementation == "triton":
+        raise BadInput(f"device names a TPU generation: it applies to implementation mosaic, got triton and {device!r}")
     if implementation == "triton":
         from svgtpu.kernels.gpu import gpu_block_sparse_attention
         return gpu_block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
-    raise ValueError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
+    raise BadInput(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
 
 
 __all__ = ["IMPLEMENTATIONS", "block_sparse", "default_implementation"]

@@ -11,7 +11,8 @@ computed.  Each step runs one of two bodies:
 
 ``fast_path=False`` keeps the traversal but sends every tile through the masked body: the ablation.
 Softmax statistics and the accumulator live in float32 VMEM scratch; bf16 inputs feed the MXU in
-bf16.  A query row with no allowed key gets output **zeros** (its softmax denominator is 0).
+bf16.  A query row with no allowed key gets output **zeros** (its running maximum never rose above
+the masked score, :data:`MASK_VALUE`).
 
 The traversal is the flat, ragged one (not a rectangular grid padded to the longest q row): the
 output block index changes exactly when the q row does, so each output tile is written back once.
@@ -45,10 +46,13 @@ from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolv
                                    resolve_interpret)
 from svgtpu.kernels.config import LANES, KernelConfig  # softmax statistics are lane-replicated: [block_q, LANES]
 from svgtpu.kernels.plan import FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, tile_plan
-from svgtpu.masks.core import Mask
+from svgtpu.masks.core import BandSinkMask, Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 
 LOG2E = math.log2(math.e)
+#: The score of a masked pair: finite (a row maximum is never ``-inf``), far below any real score, and
+#: ``MASK_VALUE - m`` stays finite for every real ``m`` (see :func:`tile_update`).
+MASK_VALUE = -0.5 * float(jnp.finfo(jnp.float32).max)
 #: The most ``block_kv_compute`` chunks of a tile the kernel unrolls (see ``run`` in :func:`_kernel`).
 MAX_UNROLL = 8
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
@@ -65,27 +69,51 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     units; float32 operands use ``Precision.HIGHEST``.
 
     ``m`` and ``l`` are ``[bq, 128]`` lane-replicated float32, ``acc`` is ``[bq, d]`` float32.  Masked
-    scores become ``-inf``; a row that has seen no allowed key yet keeps ``m = -inf`` and is
-    shifted by 0 instead, so it contributes nothing (and no NaN).  A full tile (no mask) needs no
-    such guard: its row maxima are finite.  Returns ``(m, l, acc)``.
+    scores become :data:`MASK_VALUE`, finite, so no row maximum is ever ``-inf`` and no guard is needed
+    (two ops per row and update less than a ``-inf`` mask).  A row that has seen only masked keys so
+    far has ``m = MASK_VALUE`` and collects junk in ``l`` and ``acc``; its first allowed key multiplies
+    the junk by ``alpha = exp2(MASK_VALUE - m) = 0``, and a row that never sees one is written as zeros
+    (``m <= MASK_VALUE`` at the finish).  Returns ``(m, l, acc)``.
     """
     (bq, d), (bkv, _) = q.shape, k.shape
     assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape == (bq, LANES)
     assert acc_prev.shape == (bq, d) and (mask is None or mask.shape[-1] == bkv)
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
-    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision) * (sm_scale * LOG2E)
+    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
+    s = s * (sm_scale * LOG2E)
     if mask is not None:
-        s = jnp.where(mask, s, -jnp.inf)
+        s = jnp.where(mask, s, MASK_VALUE)
     m_next = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
-    shift = m_next
-    if mask is not None:  # full tiles always have a finite row max: no guard needed there
-        shift = jnp.where(m_next == -jnp.inf, 0.0, m_next)
-    p = jnp.exp2(s - jnp.tile(shift, (1, bkv // LANES)))
-    alpha = jnp.exp2(m_prev - shift)
+    p = jnp.exp2(s - jnp.tile(m_next, (1, bkv // LANES)))
+    alpha = jnp.exp2(m_prev - m_next)
     l_next = alpha * l_prev + p.sum(axis=-1, keepdims=True)
     pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
     acc_next = jnp.tile(alpha, (1, -(-d // LANES)))[:, :d] * acc_prev + pv
     return m_next, l_next, acc_next
+
+
+def iota_mask(mask: Mask, q0, rows: int, k_ids, L: int, pad: bool):
+    """``mask.allowed`` of query rows ``q0 .. q0 + rows`` (a column) and the key ids ``k_ids`` (a row),
+    keys ``>= L`` disallowed when ``pad``.
+
+    A band + sink mask takes a short form whose work per score vreg is one subtraction and one
+    compare: the band ``|q - k| <= W`` is the unsigned compare ``q + W - k <= 2W``; padded keys are
+    moved out of every band on the key row; and when the band is wider than the tile's rows
+    (``2W >= rows + 2``) the sink keys are moved onto the tile's middle row, inside the band of every
+    row, so the sink costs nothing per score either (else it is or'ed in).  On the 3024 x 2048 SVG
+    partial tile: 24.2k -> 19.7k static v6e bundles with the finite mask value of :func:`tile_update`."""
+    q_ids = q0 + lax.broadcasted_iota(jnp.int32, (rows, 1), 0)
+    if not isinstance(mask, BandSinkMask):
+        allowed = mask.allowed(q_ids, k_ids)
+        return allowed & (k_ids < L) if pad else allowed
+    sink = k_ids < mask.sink
+    if pad:
+        k_ids = jnp.where(k_ids < L, k_ids, jnp.int32(2 ** 30))  # outside every band and sink
+    fold = mask.sink > 0 and 2 * mask.window >= rows + 2
+    if fold:
+        k_ids = jnp.where(sink, q0 + rows // 2, k_ids)
+    band = ((q_ids + mask.window) - k_ids).astype(jnp.uint32) <= jnp.uint32(2 * mask.window)
+    return band | sink if mask.sink > 0 and not fold else band
 
 
 def _decode(word, kv_bits: int):
@@ -118,6 +146,10 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
+    chunks = block_kv // block_kv_compute
+    # Keys of the last kv tile that are real (< L): a "padding" plan's partial tiles all sit there.
+    tail = L - (-(-L // block_kv) - 1) * block_kv
+
     def chunk_mask(c, chunk, row_clusters):
         """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
         if source == "blocks":
@@ -126,14 +158,10 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
             key_onehot = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[1], block_kv_compute), 0)
                           == kl_ref[:, chunk]).astype(jnp.bfloat16)
             return lax.dot_general(row_clusters, key_onehot, NN_DIMS, preferred_element_type=jnp.float32) > 0
-        k0 = kv_tile * block_kv + c * block_kv_compute
-        k_ids = k0 + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
-        keep = k_ids < L  # padded keys; [1, bkc]
-        if source == "iota":
-            q_ids = (q_tile + row0) * block_q + lax.broadcasted_iota(jnp.int32, (block_q, 1), 0)
-            allowed = mask.allowed(q_ids, k_ids)
-            keep = allowed & keep if L % block_kv else allowed
-        return keep
+        k_ids = kv_tile * block_kv + c * block_kv_compute + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
+        if source == "padding":
+            return k_ids < L  # [1, bkc]
+        return iota_mask(mask, (q_tile + row0) * block_q, block_q, k_ids, L, pad=bool(L % block_kv))
 
     def run(masked: bool):
         row_clusters = None
@@ -142,21 +170,41 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
             row_clusters = lax.dot_general(query_onehot_t.astype(jnp.bfloat16), table_ref[...], TN_DIMS,
                                            preferred_element_type=jnp.float32).astype(jnp.bfloat16)
 
-        def body(c, carry):
-            chunk = pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute)
-            m_ref[...], l_ref[...], acc_ref[...] = tile_update(
-                q_ref[...], k_ref[chunk, :], v_ref[chunk, :], m_ref[...], l_ref[...], acc_ref[...],
-                chunk_mask(c, chunk, row_clusters) if masked else None, sm_scale)
-            return carry
+        q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
 
-        # Unrolled up to MAX_UNROLL chunks: the scheduler then overlaps one chunk's softmax with the
-        # next one's matmuls (a 3024 x 2048 full tile at block_kv_compute 256: 17.5k -> 15.2k static v6e
-        # bundles, svgtpu.bench.compiled; compiled in about a minute).  Beyond that a loop keeps Mosaic's
-        # code and compile time from growing with block_kv / block_kv_compute.  The softmax state stays in
-        # its VMEM scratch between chunks: carried through the loop instead, the [block_q, d] accumulator
-        # (far more than the vector registers) was copied in and out of the loop at every tile.
-        chunks = block_kv // block_kv_compute
-        lax.fori_loop(0, chunks, body, 0, unroll=chunks <= MAX_UNROLL)
+        def update(c, chunk, state, chunk_masked):
+            """One chunk's update: of the carried ``state``, or (``state`` None) through the scratch."""
+            k, v = k_ref[chunk, :], v_ref[chunk, :]
+            mask_c = chunk_mask(c, chunk, row_clusters) if chunk_masked else None
+            if state is not None:
+                return tile_update(q, k, v, *state, mask_c, sm_scale)
+            m_ref[...], l_ref[...], acc_ref[...] = tile_update(q, k, v, m_ref[...], l_ref[...], acc_ref[...],
+                                                               mask_c, sm_scale)
+            return None
+
+        # The full body carries the softmax state from chunk to chunk as values (read from its VMEM
+        # scratch once per tile, written back once); the masked body keeps it in the scratch (static
+        # v6e bundles of the 3024 x 2048 tiles, svgtpu.bench.units: full 15.2k -> 14.2k carried, while
+        # carrying made the SVG-masked body spill more, 20.7k -> 22.5k).  Up to MAX_UNROLL chunks are
+        # unrolled (the scheduler overlaps one chunk's softmax with the next one's matmuls); beyond that
+        # a loop keeps code size and compile time from growing with block_kv / block_kv_compute, with
+        # the state in the scratch (carried through a loop, it is copied in and out at every chunk).
+        if chunks > MAX_UNROLL:
+            lax.fori_loop(0, chunks, lambda c, _: update(
+                c, pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute), None, masked), None)
+            return
+        state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
+        for c in range(chunks):
+            lo, chunk_masked = c * block_kv_compute, masked
+            if masked and source == "padding" and config.fast_path:
+                # a padding plan's partial tiles are its last kv tile: only the chunk that straddles L
+                # needs the mask, and chunks of padded keys alone are skipped
+                if lo >= tail:
+                    continue
+                chunk_masked = lo + block_kv_compute > tail
+            state = update(c, pl.ds(lo, block_kv_compute), state, chunk_masked)
+        if state is not None:
+            m_ref[...], l_ref[...], acc_ref[...] = state
 
     if config.fast_path:
         pl.when(kind == FULL)(lambda: run(masked=False))
@@ -167,7 +215,7 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     @pl.when((flags & LAST) != 0)
     def _finish():
         l = l_ref[...]
-        inv = jnp.where(l == 0.0, 0.0, 1.0 / l)  # rows with no allowed key -> 0
+        inv = jnp.where(m_ref[...] > MASK_VALUE, 1.0 / l, 0.0)  # rows with no allowed key -> 0
         o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 
@@ -282,4 +330,4 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-__all__ = ["block_sparse_attention", "tile_update"]
+__all__ = ["block_sparse_attention", "tile_update", "iota_mask"]

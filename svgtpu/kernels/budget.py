@@ -25,6 +25,7 @@ import dataclasses
 import functools
 
 from svgtpu.kernels.config import LANES, KernelConfig
+from svgtpu.errors import BadInput
 
 #: The TPU generations whose SMEM and VMEM budgets the kernel knows (``costmodel.DEVICES`` is the
 #: cost model's wider list of devices with rates).
@@ -61,7 +62,7 @@ class DeviceMemory:
 def device_memory(device: str) -> DeviceMemory:
     """SMEM / VMEM of ``device`` (:data:`TPU_GENERATIONS`) from JAX's TPU hardware table."""
     if device not in TPU_GENERATIONS:
-        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
+        raise BadInput(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     from jax.experimental.pallas import tpu as pltpu
     chip = {"v5e": pltpu.ChipVersion.TPU_V5E, "v5p": pltpu.ChipVersion.TPU_V5P,
             "v6e": pltpu.ChipVersion.TPU_V6E, "v7x": pltpu.ChipVersion.TPU_7X}[device]
@@ -100,10 +101,10 @@ def check_vmem(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: 
         return device.vmem_budget
     width = fitting_block_kv_compute(config, head_dim, itemsize, mask_blocks, device, extra)
     hint = (f"block_kv_compute={width} fits" if width else "use a smaller block_q or block_kv")
-    raise ValueError(f"tile {config.tile} with block_kv_compute={config.block_kv_compute} needs "
-                     f"{need / 2**20:.1f} MiB of VMEM, over the {device.name} budget of "
-                     f"{device.vmem_budget / 2**20:.0f} MiB ({VMEM_SHARE:.0%} of {device.vmem / 2**20:.0f} MiB): "
-                     f"{hint}")
+    raise BadInput(f"tile {config.tile} with block_kv_compute={config.block_kv_compute} needs "
+                   f"{need / 2**20:.1f} MiB of VMEM, over the {device.name} budget of "
+                   f"{device.vmem_budget / 2**20:.0f} MiB ({VMEM_SHARE:.0%} of {device.vmem / 2**20:.0f} MiB): "
+                   f"{hint}")
 
 
 __all__ = ["TPU_GENERATIONS", "DeviceMemory", "device_memory", "vmem_bytes", "check_vmem", "SMEM_RESERVE"]

@@ -20,6 +20,7 @@ from svgtpu.geometry import round_up
 from svgtpu.kernels.budget import TPU_GENERATIONS
 from svgtpu.kernels.config import DTYPES, KernelConfig
 from svgtpu.masks.core import ArrayMask, Mask
+from svgtpu.errors import BadInput
 
 HEAD_DIMS = (64, 128)
 
@@ -31,18 +32,18 @@ def as_masks(mask, heads: int, L: int) -> Mask | tuple[Mask, ...]:
     """
     if isinstance(mask, Mask):
         if mask.L != L:
-            raise ValueError(f"mask has L={mask.L} but q, k, v have sequence length {L}")
+            raise BadInput(f"mask has L={mask.L} but q, k, v have sequence length {L}")
         return mask
     if isinstance(mask, np.ndarray):
         if mask.dtype != np.bool_:
-            raise ValueError(f"mask array must have dtype bool, got {mask.dtype}")
+            raise BadInput(f"mask array must have dtype bool, got {mask.dtype}")
         if mask.shape == (L, L):
             return ArrayMask(mask)
         if mask.shape == (heads, L, L):
             return tuple(ArrayMask(m) for m in mask)
-        raise ValueError(f"mask array must have shape [L, L]=({L}, {L}) or [heads, L, L]=({heads}, {L}, {L}), "
-                         f"got {mask.shape}")
-    raise ValueError(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
+        raise BadInput(f"mask array must have shape [L, L]=({L}, {L}) or [heads, L, L]=({heads}, {L}, {L}), "
+                       f"got {mask.shape}")
+    raise BadInput(f"mask must be an svgtpu mask object or a numpy bool array, got {type(mask).__name__}")
 
 
 def check_inputs(q, k, v, mask) -> Mask | tuple[Mask, ...]:
@@ -56,18 +57,18 @@ def check_qkv(q, k, v) -> None:
     in :data:`HEAD_DIMS`."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if getattr(x, "ndim", None) != 3:
-            raise ValueError(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
+            raise BadInput(f"{name} must be a [heads, L, d] array, got shape {getattr(x, 'shape', None)}")
         if str(x.dtype) not in DTYPES:
-            raise ValueError(f"{name} dtype must be one of {', '.join(DTYPES)}, got {x.dtype}")
+            raise BadInput(f"{name} dtype must be one of {', '.join(DTYPES)}, got {x.dtype}")
     if not (q.shape == k.shape == v.shape):
-        raise ValueError(f"q, k, v must have the same shape [heads, L, d], got {q.shape}, {k.shape}, {v.shape}")
+        raise BadInput(f"q, k, v must have the same shape [heads, L, d], got {q.shape}, {k.shape}, {v.shape}")
     if not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise BadInput(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     heads, L, d = q.shape
     if heads == 0 or L == 0:
-        raise ValueError(f"q, k, v must have at least one head and one token, got shape {q.shape}")
+        raise BadInput(f"q, k, v must have at least one head and one token, got shape {q.shape}")
     if d not in HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {d}")
+        raise BadInput(f"head_dim must be one of {HEAD_DIMS}, got {d}")
 
 
 #: The TPU generation code is being lowered for ahead of time (``svgtpu compile``), else ``None``.
@@ -108,14 +109,14 @@ def check_sm_scale(sm_scale, head_dim: int) -> float:
         return 1.0 / math.sqrt(head_dim)
     if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
             or sm_scale <= 0:
-        raise ValueError(f"sm_scale must be None (1/sqrt(head_dim)) or a finite positive number, got {sm_scale!r}")
+        raise BadInput(f"sm_scale must be None (1/sqrt(head_dim)) or a finite positive number, got {sm_scale!r}")
     return float(sm_scale)
 
 
 def resolve_device(device: str | None) -> str:
     """``device`` checked against the TPU generations with known budgets, or :func:`default_device`."""
     if device is not None and device not in TPU_GENERATIONS:
-        raise ValueError(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
+        raise BadInput(f"device must be one of {', '.join(TPU_GENERATIONS)}, got {device!r}")
     return device or default_device()
 
 
@@ -136,12 +137,12 @@ def resolve_config(config: KernelConfig | None, block_q, block_kv, block_kv_comp
     """``config`` as given, or one built (and validated) from the loose keyword arguments."""
     if config is not None:
         if not isinstance(config, KernelConfig):
-            raise ValueError(f"config must be a KernelConfig, got {type(config).__name__}")
+            raise BadInput(f"config must be a KernelConfig, got {type(config).__name__}")
         if any(x is not None for x in (block_q, block_kv, block_kv_compute)):
-            raise ValueError("give either config or block_q / block_kv / block_kv_compute, not both")
+            raise BadInput("give either config or block_q / block_kv / block_kv_compute, not both")
         return config
     if block_q is None or block_kv is None:
-        raise ValueError("give config=KernelConfig(...) or both block_q and block_kv")
+        raise BadInput("give config=KernelConfig(...) or both block_q and block_kv")
     return KernelConfig(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, fast_path=fast_path)
 
 

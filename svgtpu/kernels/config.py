@@ -23,6 +23,8 @@ import dataclasses
 
 import numpy as np
 
+from svgtpu.errors import BadInput
+
 LANES = 128
 SUBLANES = 8
 DTYPES = ("float32", "bfloat16")
@@ -30,6 +32,9 @@ DTYPES = ("float32", "bfloat16")
 #: 4 MiB keeps the score, probability and mask temporaries of one update (a few copies of it) well
 #: inside a v5e/v6e core's VMEM next to the double-buffered q, k, v blocks.
 SCORE_BLOCK_BYTES = 4 * 1024 * 1024
+#: Where the block rule is stated, and where the lowering for TPU enforces it (jax 0.10.2).
+MOSAIC_BLOCK_RULE = ("Mosaic's block-shape rule: https://docs.jax.dev/en/latest/pallas/tpu/details.html, "
+                     "'Noteworthy properties and restrictions'; enforced in jax/_src/pallas/mosaic/lowering.py")
 
 
 def _is_int(value) -> bool:
@@ -38,7 +43,7 @@ def _is_int(value) -> bool:
 
 def _check_multiple(name: str, value, quantum: int, why: str) -> int:
     if not _is_int(value) or value <= 0 or value % quantum:
-        raise ValueError(f"{name} must be a positive multiple of {quantum} ({why}), got {value!r}")
+        raise BadInput(f"{name} must be a positive multiple of {quantum} ({why}; {MOSAIC_BLOCK_RULE}), got {value!r}")
     return int(value)
 
 
@@ -50,6 +55,17 @@ def default_block_kv_compute(block_q: int, block_kv: int) -> int:
         if block_kv % width == 0 and block_q * width * 4 <= SCORE_BLOCK_BYTES:
             best = width
     return best
+
+
+def tile_refusal(block_q: int, block_kv: int) -> str | None:
+    """Why our kernel would refuse a ``block_q x block_kv`` tile (:class:`KernelConfig`'s one line,
+    naming Mosaic's rule), or ``None`` when it takes it.  Counting tiles of any size is still
+    legitimate analysis: ``svgtpu tiles`` answers and adds this line."""
+    try:
+        KernelConfig(block_q, block_kv)
+    except BadInput as error:
+        return str(error)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,9 +97,9 @@ class KernelConfig:
         object.__setattr__(self, "block_kv_compute", _check_multiple(
             "block_kv_compute", self.block_kv_compute, LANES, "it is the lane width of one score update"))
         if self.block_kv % self.block_kv_compute:
-            raise ValueError(f"block_kv_compute must divide block_kv={self.block_kv}, got {self.block_kv_compute}")
+            raise BadInput(f"block_kv_compute must divide block_kv={self.block_kv}, got {self.block_kv_compute}")
         if not isinstance(self.fast_path, (bool, np.bool_)):
-            raise ValueError(f"fast_path must be True or False, got {self.fast_path!r}")
+            raise BadInput(f"fast_path must be True or False, got {self.fast_path!r}")
         object.__setattr__(self, "fast_path", bool(self.fast_path))
 
     @property
@@ -92,4 +108,5 @@ class KernelConfig:
         return f"{self.block_q}x{self.block_kv}"
 
 
-__all__ = ["KernelConfig", "default_block_kv_compute", "DTYPES", "SUBLANES", "LANES"]
+__all__ = ["KernelConfig", "default_block_kv_compute", "tile_refusal", "DTYPES", "SUBLANES", "LANES",
+           "MOSAIC_BLOCK_RULE"]

@@ -39,6 +39,7 @@ from svgtpu.kernels.config import LANES, SUBLANES, KernelConfig
 from svgtpu.kernels.dynamic_plan import (block_labels, block_table_kinds, check_traced_align, plan_length,
                                          traced_plan)
 from svgtpu.kernels.plan import PlanChunk, kv_bits_for, smem_array_bytes
+from svgtpu.errors import BadInput
 
 #: The cluster table is zero-padded to multiples of this on both sides before it enters the kernel,
 #: so the two mask matmuls have MXU-shaped operands (bf16 packs 16 rows per vreg).
@@ -70,8 +71,8 @@ def chunk_rows(heads: int, nq: int, nkv: int, steps: int, smem_budget: int) -> i
         return smem_array_bytes(heads * min(steps, rows * nkv))
 
     if smem(1) > smem_budget:
-        raise ValueError(f"one q tile row of the traced plan needs {smem(1)} bytes of SMEM for {heads} heads, over "
-                         f"the budget of {smem_budget}: use a larger block_kv or fewer heads per call")
+        raise BadInput(f"one q tile row of the traced plan needs {smem(1)} bytes of SMEM for {heads} heads, over "
+                       f"the budget of {smem_budget}: use a larger block_kv or fewer heads per call")
     rows = 1
     while rows < nq and smem(rows + 1) <= smem_budget:
         rows += 1
@@ -94,12 +95,12 @@ def _check_table(q_edges, k_edges, table, heads: int) -> None:
     for name, x in (("q_edges", q_edges), ("k_edges", k_edges)):
         if getattr(x, "ndim", None) != 2 or x.shape[0] != heads or x.shape[1] < 2 \
                 or not jnp.issubdtype(x.dtype, jnp.integer):
-            raise ValueError(f"{name} must be an integer [heads={heads}, blocks + 1] array of block edges, "
-                             f"got {getattr(x, 'dtype', None)} {getattr(x, 'shape', None)}")
+            raise BadInput(f"{name} must be an integer [heads={heads}, blocks + 1] array of block edges, "
+                           f"got {getattr(x, 'dtype', None)} {getattr(x, 'shape', None)}")
     expected = (heads, q_edges.shape[1] - 1, k_edges.shape[1] - 1)
     if getattr(table, "dtype", None) != jnp.bool_ or tuple(table.shape) != expected:
-        raise ValueError(f"table must be a bool [heads, q blocks, k blocks] = {expected} array, "
-                         f"got {getattr(table, 'dtype', None)} {getattr(table, 'shape', None)}")
+        raise BadInput(f"table must be a bool [heads, q blocks, k blocks] = {expected} array, "
+                       f"got {getattr(table, 'dtype', None)} {getattr(table, 'shape', None)}")
 
 
 def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None = None,

@@ -31,6 +31,7 @@ from svgtpu.geometry import ceil_div
 from svgtpu.kernels.plan import FIRST, LAST, check_packable, kv_bits_for, noop_word, pack_words
 from svgtpu.masks.core import ALIGN_MODES
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.errors import BadInput
 
 #: Alignment of a block-table mask in data: ``None`` (the exact mask) or a :func:`svgtpu.masks.core.align`
 #: mode (whole tiles, kept by the same rule).
@@ -40,7 +41,7 @@ TRACED_ALIGN = (None,) + ALIGN_MODES
 def check_traced_align(align) -> None:
     """``align`` must be one of :data:`TRACED_ALIGN`."""
     if align not in TRACED_ALIGN:
-        raise ValueError(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {align!r}")
+        raise BadInput(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {align!r}")
 
 
 def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
@@ -50,8 +51,8 @@ def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:
     if max_steps is None:
         return worst
     if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or not nq <= max_steps <= worst:
-        raise ValueError(f"max_steps must be None (the worst case, {worst}) or an integer from {nq} (one step per "
-                         f"q tile row) to {worst} (every tile of the {nq} x {nkv} grid), got {max_steps!r}")
+        raise BadInput(f"max_steps must be None (the worst case, {worst}) or an integer from {nq} (one step per "
+                       f"q tile row) to {worst} (every tile of the {nq} x {nkv} grid), got {max_steps!r}")
     return int(max_steps)
 
 

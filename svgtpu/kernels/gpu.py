@@ -52,6 +52,7 @@ from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, tile_plan
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.errors import BadInput
 
 #: Triton program tiles: powers of two from 16 (``tl.dot`` minimum) to 128 (register file, see above).
 PROGRAM_TILES = (16, 32, 64, 128)
@@ -64,8 +65,8 @@ def default_program_tile(name: str, plan_tile: int, cap: int) -> int:
     """The largest program tile up to ``cap`` dividing ``plan_tile`` (16 for MaxDiffusion's 3024 rows)."""
     fits = [t for t in PROGRAM_TILES if t <= cap and plan_tile % t == 0]
     if not fits:
-        raise ValueError(f"block_{name.removeprefix('gpu_block_')}={plan_tile} must be a multiple of "
-                         f"{PROGRAM_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
+        raise BadInput(f"block_{name.removeprefix('gpu_block_')}={plan_tile} must be a multiple of "
+                       f"{PROGRAM_TILES[0]} on GPU (the smallest Triton tl.dot operand)")
     return fits[-1]
 
 
@@ -75,11 +76,11 @@ def check_program_tile(name: str, value, plan_tile: int) -> int:
         return default_program_tile(name, plan_tile, DEFAULT_GPU_BLOCK_Q if name == "gpu_block_q"
                                     else DEFAULT_GPU_BLOCK_KV)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in PROGRAM_TILES:
-        raise ValueError(
+        raise BadInput(
             f"{name} must be one of {PROGRAM_TILES} (Triton block shapes are powers of two, tl.dot needs "
             f">= 16, and a 128-row float32 accumulator already fills an SM's registers), got {value!r}")
     if plan_tile % value:
-        raise ValueError(f"{name}={value} must divide its plan tile size {plan_tile}")
+        raise BadInput(f"{name}={value} must divide its plan tile size {plan_tile}")
     return int(value)
 
 
@@ -275,9 +276,9 @@ def gpu_block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, blo
     bkc = check_program_tile("gpu_block_kv", gpu_block_kv, config.block_kv)
     warps = (8 if q.shape[-1] >= 128 else 4) if num_warps is None else num_warps
     if warps not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_warps must be one of 1, 2, 4, 8, 16 (Triton), got {num_warps!r}")
+        raise BadInput(f"num_warps must be one of 1, 2, 4, 8, 16 (Triton), got {num_warps!r}")
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-        raise ValueError(f"num_stages must be a positive integer (Triton software pipelining), got {num_stages!r}")
+        raise BadInput(f"num_stages must be a positive integer (Triton software pipelining), got {num_stages!r}")
     if interpret is None:
         interpret = jax.default_backend() != "gpu"
     return _gpu_block_sparse(q, k, v, mask=masks, block_q=config.block_q, block_kv=config.block_kv, bqc=bqc,

@@ -37,6 +37,7 @@ from svgtpu.geometry import round_up
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
+from svgtpu.errors import BadInput
 
 FIRST, LAST = 1, 2
 #: Bit layout of a packed plan word (see the module doc): flags in bits 0-1, kind in bits 2-3.
@@ -162,8 +163,8 @@ def check_packable(L: int, block_q: int, block_kv: int) -> None:
     """One clear line when the tile indices of an ``L x L`` grid do not fit a 31-bit plan word."""
     rows = -(-L // block_q)
     if KV_SHIFT + kv_bits_for(L, block_kv) + max(1, (rows - 1).bit_length()) > 31:
-        raise ValueError(f"tiles {block_q}x{block_kv} at L={L} need {rows} x {-(-L // block_kv)} tiles, too many "
-                         f"to pack a plan step into 31 bits: use larger block_q / block_kv")
+        raise BadInput(f"tiles {block_q}x{block_kv} at L={L} need {rows} x {-(-L // block_kv)} tiles, too many "
+                       f"to pack a plan step into 31 bits: use larger block_q / block_kv")
 
 
 def pack_words(q_tile, kv_tile, kind, flags, kv_bits: int):
@@ -199,8 +200,8 @@ def _chunks(plan: TilePlan, max_bytes: int | None) -> tuple[PlanChunk, ...]:
                 row1 += 1
             need = size(row0, row0 + 1)
             if need > max_bytes:
-                raise ValueError(f"one q tile row of the plan needs {need} bytes of SMEM, over the budget of "
-                                 f"{max_bytes}: use a larger block_kv")
+                raise BadInput(f"one q tile row of the plan needs {need} bytes of SMEM, over the budget of "
+                               f"{max_bytes}: use a larger block_kv")
         else:
             row1 = rows
         bounds.append((row0, row1))
@@ -254,7 +255,7 @@ def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int
     """Build (and cache) the tile plan of ``mask`` (one mask, or a tuple with one per head)."""
     masks = mask if isinstance(mask, tuple) else (mask,)
     if any(m.L != L for m in masks):
-        raise ValueError(f"every mask must have L={L}, got {[m.L for m in masks]}")
+        raise BadInput(f"every mask must have L={L}, got {[m.L for m in masks]}")
     KernelConfig(block_q=block_q, block_kv=block_kv)  # validates the tile sizes
     classes = [classify(m, block_q, block_kv) for m in masks]
     traversals = [_traversal(c.kinds) for c in classes]

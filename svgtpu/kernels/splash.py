@@ -23,11 +23,7 @@ from jax.experimental.pallas.ops.tpu import splash_attention as splash
 from svgtpu.geometry import round_up
 from svgtpu.kernels.common import check_inputs, check_sm_scale, resolve_config, resolve_interpret
 from svgtpu.masks.core import DenseMask, Mask
-
-
-def _rows_with_keys(mask: Mask) -> np.ndarray:
-    """bool ``[L]``: rows that allow at least one key."""
-    return mask.count_grid(np.arange(mask.L + 1), [0, mask.L])[:, 0] > 0
+from svgtpu.errors import BadInput
 
 
 @functools.lru_cache(maxsize=16)
@@ -37,7 +33,7 @@ def _splash_kernel(mask: Mask | tuple[Mask, ...], heads: int, L: int, block_q: i
     ``[heads, L]`` rows-with-keys map."""
     Lp = round_up(L, math.lcm(block_q, block_kv))
     masks = mask if isinstance(mask, tuple) else (mask,) * heads
-    rows = np.stack([_rows_with_keys(m) for m in masks])
+    rows = np.stack([m.rows_with_keys() for m in masks])
     if not rows.any():
         return None, Lp, rows
     converted: dict[Mask, splash.Mask] = {}
@@ -70,8 +66,8 @@ def splash_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_com
     config = resolve_config(None, block_q, block_kv, block_kv_compute, True)
     masks = check_inputs(q, k, v, mask)
     if config.block_q % 128:
-        raise ValueError(f"block_q must be a positive multiple of 128 for Splash (its kernel's rule), "
-                         f"got {config.block_q}")
+        raise BadInput(f"block_q must be a positive multiple of 128 for Splash (its kernel's rule), "
+                       f"got {config.block_q}")
     scale = check_sm_scale(sm_scale, q.shape[-1])
     heads, L, _ = q.shape
     kernel, Lp, rows = _splash_kernel(masks, heads, L, config.block_q, config.block_kv, config.block_kv_compute,

@@ -15,12 +15,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from svgtpu.geometry import round_up
 from svgtpu.kernels.common import check_inputs, check_sm_scale, resolve_config, resolve_interpret
-from svgtpu.kernels.splash import _rows_with_keys
 from svgtpu.masks.core import Mask
+from svgtpu.errors import BadInput
 
 
 @functools.lru_cache(maxsize=16)
@@ -30,7 +29,7 @@ def _tokamax_kernel(mask: Mask, L: int, block_q: int, block_kv: int, block_kv_co
     from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_kernel as lib
     from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as mask_lib
     Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
-    rows = _rows_with_keys(mask)
+    rows = mask.rows_with_keys()
     if not rows.any():
         return None, Lq, Lk, rows
     config = lib.SplashConfig(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute,
@@ -56,7 +55,7 @@ def tokamax_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_co
     config = resolve_config(None, block_q, block_kv, block_kv_compute, True)
     masks = check_inputs(q, k, v, mask)
     if isinstance(masks, tuple):
-        raise ValueError("mask must be one [L, L] mask for every head: tokamax's splash takes a 2-D mask")
+        raise BadInput("mask must be one [L, L] mask for every head: tokamax's splash takes a 2-D mask")
     scale = check_sm_scale(sm_scale, q.shape[-1])
     kernel, Lq, Lk, rows = _tokamax_kernel(masks, q.shape[1], config.block_q, config.block_kv,
                                            config.block_kv_compute, bool(resolve_interpret(interpret)))

@@ -30,11 +30,12 @@ import itertools
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
-from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, Mask, PermutedMask, TileMask, _frame_runs,
-                               _grid_from_cells, _pairs_with_offset_at_most, align, tile_grid, tile_valid_pairs)
+from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns, Mask, PermutedMask, TileMask, align,
+                               tile_grid, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
 from svgtpu.report.claims import REPORTED, rounds_to
+from svgtpu.errors import BadInput
 
 TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
 GEOMETRIES = ("480p", "720p", "1080p", "1440p")
@@ -118,7 +119,7 @@ class UnionMask(Mask):
 
     def __post_init__(self):
         if self.band.L != self.geometry.L:
-            raise ValueError(f"band mask has L={self.band.L} but geometry {self.geometry} has L={self.geometry.L}")
+            raise BadInput(f"band mask has L={self.band.L} but geometry {self.geometry} has L={self.geometry.L}")
 
     @property
     def L(self) -> int:  # type: ignore[override]
@@ -128,25 +129,12 @@ class UnionMask(Mask):
         return self.band.allowed(q, k) | PermutedMask(self.band, self.geometry).allowed(q, k)
 
     def _count_grid(self, q_edges, k_edges):
-        g, sink, w = self.geometry, self.band.sink, self.band.window
-        qs, qb = _frame_runs(q_edges, g.F)
-        ks, kb = _frame_runs(k_edges, g.F)
-        fq, sq0 = (qs[:-1] // g.F)[:, None], (qs[:-1] % g.F)[:, None]
-        sq1 = sq0 + np.diff(qs)[:, None]
-        fk, sk0 = (ks[:-1] // g.F)[None, :], (ks[:-1] % g.F)[None, :]
-        sk1 = sk0 + np.diff(ks)[None, :]
-        df = fq - fk
-        lo_a, hi_a = -w - df * g.F, w - df * g.F                  # frame-major band, in sq - sk
-        lo_b, hi_b = -((w + df) // g.T), (w - df) // g.T          # strided band, in sq - sk
-        cut = np.clip(np.maximum(sink - fk * g.F, -(-(sink - fk) // g.T)), sk0, sk1)   # keys below: a sink
-
-        def pairs(lo, hi):                                         # sq - sk in [lo, hi], keys [cut, sk1)
-            inside = (_pairs_with_offset_at_most(sq0, sq1, cut, sk1, -lo)
-                      - _pairs_with_offset_at_most(sq0, sq1, cut, sk1, -hi - 1))
-            return np.where(lo <= hi, inside, 0)
-
-        union = pairs(lo_a, hi_a) + pairs(lo_b, hi_b) - pairs(np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b))
-        return _grid_from_cells((sq1 - sq0) * (cut - sk0) + union, qb, kb)
+        runs, w = FrameRuns.of(q_edges, k_edges, self.geometry), self.band.window
+        cut = runs.keys_below(np.maximum(runs.sink(self.band.sink), runs.strided_sink(self.band.sink)))  # either sink
+        (lo_a, hi_a), (lo_b, hi_b) = runs.band(w), runs.strided_band(w)
+        union = (runs.pairs(cut, lo_a, hi_a) + runs.pairs(cut, lo_b, hi_b)
+                 - runs.pairs(cut, np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b)))
+        return runs.grid(runs.full(cut) + union)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,9 +282,27 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
             "nearest_by_heads": {h: [r for r in rows if r["heads"] == h][:3] for h in HEADS},
             "space": {"geometries": list(geometries), "tiles": [f"{q}x{k}" for q, k in tiles],
                       "kept_range": list(kept_range), "heads": list(HEADS), "align_modes": list(ALIGN_MODES),
-                      "granularities": list(GRANULARITIES), "temporal_shares": f"k/40, k = 1..40",
+                      "granularities": list(GRANULARITIES), "temporal_shares": "k/40, k = 1..40",
                       "near": near}}
 
 
+def format_search(result: dict) -> str:
+    """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
+    from svgtpu.report.tables import format_table
+    columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
+               "granularity", "align_sink", "before", "after"]
+
+    def table(rows):
+        return format_table([{c: r[c] for c in columns} for r in rows])
+    parts = [f"target {result['target']['before']:.2%} -> {result['target']['after']:.2%}; "
+             f"{result['searched']:,} settings searched, {result['candidates']:,} with an after-share; "
+             f"{len(result['matches'])} match both"]
+    if result["matches"]:
+        parts += ["matches:", table(result["matches"][:20])]
+    parts += ["nearest:", table(result["nearest"]),
+              "nearest with every head on the band (SVG's own masks):", table(result["nearest_by_heads"]["band"])]
+    return "\n".join(parts)
+
+
 __all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats",
-           "band_tile_counts", "combine", "search", "windows_for"]
+           "band_tile_counts", "combine", "format_search", "search", "windows_for"]

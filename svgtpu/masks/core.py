@@ -24,6 +24,7 @@ import hashlib
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.errors import BadInput
 
 #: Granularity of the SVG band width, in tokens (SVG rounds the window up to 128).
 BAND_QUANTUM = 128
@@ -53,7 +54,7 @@ class Mask:
     def to_array(self) -> np.ndarray:
         """The whole ``[L, L]`` bool matrix (for small ``L``: tests and teaching)."""
         if self.L > 32768:
-            raise ValueError(f"to_array() would build a {self.L}x{self.L} matrix; use block() instead")
+            raise BadInput(f"to_array() would build a {self.L}x{self.L} matrix; use block() instead")
         return self.block(0, self.L, 0, self.L)
 
     def count_grid(self, q_edges, k_edges) -> np.ndarray:
@@ -66,13 +67,17 @@ class Mask:
         q_edges = np.minimum(np.asarray(q_edges, dtype=np.int64), self.L)
         k_edges = np.minimum(np.asarray(k_edges, dtype=np.int64), self.L)
         if np.any(np.diff(q_edges) < 0) or np.any(np.diff(k_edges) < 0):
-            raise ValueError("q_edges and k_edges must be non-decreasing")
+            raise BadInput("q_edges and k_edges must be non-decreasing")
         return self._count_grid(q_edges, k_edges)
+
+    def rows_with_keys(self) -> np.ndarray:
+        """bool ``[L]``: the rows that allow at least one key (a row with none returns zeros)."""
+        return self.count_grid(np.arange(self.L + 1), [0, self.L])[:, 0] > 0
 
     def _count_grid(self, q_edges: np.ndarray, k_edges: np.ndarray) -> np.ndarray:
         """Fallback: evaluate the mask block-wise, one row of rectangles at a time (O(L^2))."""
         if float(self.L) ** 2 > 4e9:
-            raise ValueError(
+            raise BadInput(
                 f"{type(self).__name__} has no analytic tile count and L={self.L} is too large to "
                 "count pair by pair; use a smaller geometry")
         out = np.zeros((len(q_edges) - 1, len(k_edges) - 1), dtype=np.int64)
@@ -117,24 +122,24 @@ class DenseMask(Mask):
         return np.diff(q_edges)[:, None] * np.diff(k_edges)[None, :]
 
 
-def _overlap(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def positions_below(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """``float64 [len(edges), n]``: how many positions of block ``i`` (``[starts_i, ends_i)``) lie below each edge."""
     return np.clip(edges[:, None] - starts[None, :], 0, (ends - starts)[None, :]).astype(np.float64)
 
 
-def _grid_from_prefix(total: np.ndarray) -> np.ndarray:
+def grid_from_prefix(total: np.ndarray) -> np.ndarray:
     """Counts of the grid rectangles from ``total[i, j]``, the count below ``(q_edges[i], k_edges[j])``."""
     return total[1:, 1:] - total[:-1, 1:] - total[1:, :-1] + total[:-1, :-1]
 
 
-def _grid_from_cells(cells: np.ndarray, q_at: np.ndarray, k_at: np.ndarray) -> np.ndarray:
+def grid_from_cells(cells: np.ndarray, q_at: np.ndarray, k_at: np.ndarray) -> np.ndarray:
     """Sum ``cells`` (counts of a finer grid) back onto the grid whose edges are fine edges ``q_at`` / ``k_at``."""
     prefix = np.zeros((cells.shape[0] + 1, cells.shape[1] + 1), dtype=np.int64)
     prefix[1:, 1:] = cells.cumsum(0).cumsum(1)
-    return _grid_from_prefix(prefix[q_at[:, None], k_at[None, :]])
+    return grid_from_prefix(prefix[q_at[:, None], k_at[None, :]])
 
 
-def _pairs_with_offset_at_most(q0, q1, k0, k1, c):
+def pairs_with_offset_at_most(q0, q1, k0, k1, c):
     """Number of ``(q, k)`` in ``[q0, q1) x [k0, k1)`` with ``k - q <= c`` (vectorized).
 
     For each row ``q`` the count is ``clip(q + c - k0 + 1, 0, n)`` with ``n = k1 - k0``; summing a
@@ -168,7 +173,7 @@ class BandSinkMask(Mask):
     def __post_init__(self):
         _check_length(self.L)
         if self.sink < 0 or self.window < 0:
-            raise ValueError(f"sink and window must be >= 0, got sink={self.sink}, window={self.window}")
+            raise BadInput(f"sink and window must be >= 0, got sink={self.sink}, window={self.window}")
 
     def allowed(self, q, k):
         d = q - k
@@ -176,8 +181,8 @@ class BandSinkMask(Mask):
 
     def _band(self, q0, q1, k0, k1):
         w = self.window
-        return (_pairs_with_offset_at_most(q0, q1, k0, k1, w)
-                - _pairs_with_offset_at_most(q0, q1, k0, k1, -w - 1))
+        return (pairs_with_offset_at_most(q0, q1, k0, k1, w)
+                - pairs_with_offset_at_most(q0, q1, k0, k1, -w - 1))
 
     def _count_grid(self, q_edges, k_edges):
         q0, q1 = q_edges[:-1, None], q_edges[1:, None]
@@ -196,9 +201,9 @@ class ArrayMask(Mask):
     def __post_init__(self):
         array = np.asarray(self.array)
         if array.ndim != 2 or array.shape[0] != array.shape[1] or array.shape[0] == 0:
-            raise ValueError(f"mask array must be a square [L, L] array, got shape {array.shape}")
+            raise BadInput(f"mask array must be a square [L, L] array, got shape {array.shape}")
         if array.dtype != np.bool_:
-            raise ValueError(f"mask array must have dtype bool, got {array.dtype}")
+            raise BadInput(f"mask array must have dtype bool, got {array.dtype}")
         array = array.copy()
         array.setflags(write=False)
         object.__setattr__(self, "array", array)
@@ -228,7 +233,7 @@ class ArrayMask(Mask):
     def _count_grid(self, q_edges, k_edges):
         cum = np.zeros((self.L + 1, self.L + 1), dtype=np.int64)
         cum[1:, 1:] = self.array.astype(np.int64).cumsum(0).cumsum(1)
-        return _grid_from_prefix(cum[q_edges[:, None], k_edges[None, :]])
+        return grid_from_prefix(cum[q_edges[:, None], k_edges[None, :]])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -249,8 +254,8 @@ class TileMask(Mask):
         tiles = np.asarray(self.tiles, dtype=bool)
         expected = (ceil_div(self.L, self.block_q), ceil_div(self.L, self.block_kv))
         if tiles.shape != expected:
-            raise ValueError(f"tiles must have shape {expected} for L={self.L}, "
-                             f"block_q={self.block_q}, block_kv={self.block_kv}; got {tiles.shape}")
+            raise BadInput(f"tiles must have shape {expected} for L={self.L}, "
+                           f"block_q={self.block_q}, block_kv={self.block_kv}; got {tiles.shape}")
         tiles = tiles.copy()
         tiles.setflags(write=False)
         object.__setattr__(self, "tiles", tiles)
@@ -271,11 +276,11 @@ class TileMask(Mask):
         # tile row i lie below x (and inside L); counts of the grid are differences of that.
         def overlap(edges, block, n):
             starts = np.arange(n, dtype=np.int64) * block
-            return _overlap(edges, starts, np.minimum(starts + block, self.L))
+            return positions_below(edges, starts, np.minimum(starts + block, self.L))
 
         a = overlap(q_edges, self.block_q, self.tiles.shape[0])
         b = overlap(k_edges, self.block_kv, self.tiles.shape[1])
-        return _grid_from_prefix(np.rint(a @ self.tiles.astype(np.float64) @ b.T).astype(np.int64))
+        return grid_from_prefix(np.rint(a @ self.tiles.astype(np.float64) @ b.T).astype(np.int64))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,7 +297,7 @@ class PermutedMask(Mask):
 
     def __post_init__(self):
         if self.base.L != self.geometry.L:
-            raise ValueError(f"base mask has L={self.base.L} but geometry {self.geometry} has L={self.geometry.L}")
+            raise BadInput(f"base mask has L={self.base.L} but geometry {self.geometry} has L={self.geometry.L}")
 
     @property
     def L(self) -> int:  # type: ignore[override]
@@ -309,29 +314,81 @@ class PermutedMask(Mask):
         Inside one query frame ``fq`` and key frame ``fk`` the spatial-major offset is
         ``(sq - sk) * T + (fq - fk)``, so the band is a band in ``sq - sk`` and the sink a prefix of
         key positions ``sk < ceil((sink - fk) / T)``: both have the closed form of
-        :class:`BandSinkMask`.  Cost: (rectangles + frames)^2 per axis pair, never ``L^2``.
+        :class:`BandSinkMask` (:class:`FrameRuns`).  Cost: (rectangles + frames)^2 per axis pair, never ``L^2``.
         """
         if not isinstance(self.base, BandSinkMask):
             return super()._count_grid(q_edges, k_edges)
-        g, sink, w = self.geometry, self.base.sink, self.base.window
-        qs, qb = _frame_runs(q_edges, g.F)
-        ks, kb = _frame_runs(k_edges, g.F)
-        fq, sq0, sq1 = (x[:, None] for x in (qs[:-1] // g.F, qs[:-1] % g.F, qs[:-1] % g.F + np.diff(qs)))
-        fk, sk0 = ks[None, :-1] // g.F, ks[None, :-1] % g.F
-        sk1 = sk0 + np.diff(ks)[None, :]
-        df = fq - fk
-        lo, hi = -((w + df) // g.T), (w - df) // g.T        # lo <= sq - sk <= hi  (lo = ceil((-w - df) / T))
-        sk1_sink = np.maximum(np.minimum(sk1, -(-(sink - fk) // g.T)), sk0)
-
-        def band(k1):
-            inside = (_pairs_with_offset_at_most(sq0, sq1, sk0, k1, -lo)
-                      - _pairs_with_offset_at_most(sq0, sq1, sk0, k1, -hi - 1))
-            return np.maximum(inside, 0)
-
-        return _grid_from_cells((sq1 - sq0) * (sk1_sink - sk0) + band(sk1) - band(sk1_sink), qb, kb)
+        runs = FrameRuns.of(q_edges, k_edges, self.geometry)
+        cut = runs.keys_below(runs.strided_sink(self.base.sink))
+        return runs.grid(runs.full(cut) + runs.pairs(cut, *runs.strided_band(self.base.window)))
 
 
-def _frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
+@dataclasses.dataclass(frozen=True)
+class FrameRuns:
+    """A tile grid over frame-major tokens, cut into cells of one query frame run x one key frame run.
+
+    In a cell, query ``fq * F + sq`` (``sq`` in ``[sq0, sq1)``) and key ``fk * F + sk`` (``sk`` in
+    ``[sk0, sk1)``): a band over frame-major or spatial-major positions is an interval of ``sq - sk``
+    and a sink a prefix of ``sk``, both counted in closed form.  :class:`PermutedMask` and
+    :class:`svgtpu.masks.c3_search.UnionMask` count with it.  Arrays broadcast ``[query runs, key runs]``.
+    """
+
+    geometry: VideoGeometry
+    fq: np.ndarray
+    sq0: np.ndarray
+    sq1: np.ndarray
+    fk: np.ndarray
+    sk0: np.ndarray
+    sk1: np.ndarray
+    q_at: np.ndarray   # per grid edge, its run index (grid_from_cells sums the cells back)
+    k_at: np.ndarray
+
+    @classmethod
+    def of(cls, q_edges, k_edges, geometry: VideoGeometry) -> "FrameRuns":
+        F = geometry.F
+        qs, q_at = frame_runs(q_edges, F)
+        ks, k_at = frame_runs(k_edges, F)
+        return cls(geometry, (qs[:-1] // F)[:, None], (qs[:-1] % F)[:, None], (qs[:-1] % F + np.diff(qs))[:, None],
+                   (ks[:-1] // F)[None, :], (ks[:-1] % F)[None, :], (ks[:-1] % F + np.diff(ks))[None, :], q_at, k_at)
+
+    def band(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)`` of ``sq - sk`` where ``|q - k| <= window`` in frame-major order."""
+        shift = (self.fq - self.fk) * self.geometry.F
+        return -window - shift, window - shift
+
+    def strided_band(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)`` of ``sq - sk`` where ``|q - k| <= window`` in spatial-major order (position ``s T + f``)."""
+        df, T = self.fq - self.fk, self.geometry.T
+        return -((window + df) // T), (window - df) // T
+
+    def sink(self, sink: int) -> np.ndarray:
+        """Keys ``sk`` below this are in a frame-major sink of ``sink`` keys."""
+        return sink - self.fk * self.geometry.F
+
+    def strided_sink(self, sink: int) -> np.ndarray:
+        """Keys ``sk`` below this are in a spatial-major sink of ``sink`` keys (``sk T + fk < sink``)."""
+        return -(-(sink - self.fk) // self.geometry.T)
+
+    def keys_below(self, bound: np.ndarray) -> np.ndarray:
+        """``bound`` clipped to each cell's keys: the first key of the cell not below it."""
+        return np.clip(bound, self.sk0, self.sk1)
+
+    def full(self, cut: np.ndarray) -> np.ndarray:
+        """Pairs of each cell with key ``sk < cut``: all of its rows."""
+        return (self.sq1 - self.sq0) * (cut - self.sk0)
+
+    def pairs(self, k0: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Pairs of each cell with key ``sk`` in ``[k0, sk1)`` and ``lo <= sq - sk <= hi`` (0 where ``lo > hi``)."""
+        inside = (pairs_with_offset_at_most(self.sq0, self.sq1, k0, self.sk1, -lo)
+                  - pairs_with_offset_at_most(self.sq0, self.sq1, k0, self.sk1, -hi - 1))
+        return np.where(lo <= hi, inside, 0)
+
+    def grid(self, cells: np.ndarray) -> np.ndarray:
+        """Per-cell counts summed back onto the tile grid."""
+        return grid_from_cells(cells, self.q_at, self.k_at)
+
+
+def frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
     """Cut ``[edges[0], edges[-1])`` at every edge and frame boundary: run starts (plus the end)
     and, per edge, the index of the first run at or after it."""
     inner = np.arange(ceil_div(int(edges[0]) + 1, F) * F, int(edges[-1]), F, dtype=np.int64)
@@ -344,8 +401,17 @@ def _frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
 def band_window(geometry: VideoGeometry, multiplier: float) -> int:
     """SVG band half-width ``W = ceil(multiplier * F / 128) * 128`` tokens."""
     if not np.isfinite(multiplier) or multiplier <= 0:
-        raise ValueError(f"multiplier must be a positive number, got {multiplier!r}")
+        raise BadInput(f"multiplier must be a positive number, got {multiplier!r}")
     return ceil_div(int(np.ceil(multiplier * geometry.F)), BAND_QUANTUM) * BAND_QUANTUM
+
+
+def check_kept(kept, name: str = "kept") -> float:
+    """``kept``, the fraction of ``(q, k)`` pairs a mask keeps (SVG's ``sparsity``), as a float in the open
+    interval (0, 1); else :class:`BadInput` naming ``name``."""
+    if isinstance(kept, bool) or not isinstance(kept, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(kept) and 0 < kept < 1):
+        raise BadInput(f"{name} must be in the open interval (0, 1) (the fraction of (q, k) pairs kept), got {kept!r}")
+    return float(kept)
 
 
 def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
@@ -358,8 +424,7 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
     multiplier ``W / F`` of the step whose density is closest to the target (the sink alone sets a
     floor of about ``1 / T``).
     """
-    if not np.isfinite(kept) or not 0 < kept < 1:
-        raise ValueError(f"kept must be in the open interval (0, 1), got {kept!r}")
+    kept = check_kept(kept)
     g = geometry
     steps = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1)
     lo, hi = 0, len(steps) - 1
@@ -377,7 +442,7 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
 
 def _resolve_multiplier(geometry, multiplier, kept) -> float:
     if (multiplier is None) == (kept is None):
-        raise ValueError("give exactly one of multiplier or kept")
+        raise BadInput("give exactly one of multiplier or kept")
     return multiplier if multiplier is not None else multiplier_for_kept(geometry, kept)
 
 
@@ -411,7 +476,7 @@ def make_mask(kind: str, geometry, multiplier: float | None = None, *,
         return svg_mask(g, multiplier, kept=kept)
     if kind == "temporal-frame-major":
         return temporal_frame_major_mask(g, multiplier, kept=kept)
-    raise ValueError(f"mask must be one of {', '.join(MASK_KINDS)}, got {kind!r}")
+    raise BadInput(f"mask must be one of {', '.join(MASK_KINDS)}, got {kind!r}")
 
 
 # -- alignment -------------------------------------------------------------------------------
@@ -435,9 +500,9 @@ def tile_grid(L: int, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarr
     block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
     nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
     if nq * nk > MAX_TILES:
-        raise ValueError(f"block_q x block_kv = {block_q} x {block_kv} cuts L = {L} into {nq} x {nk} = "
-                         f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
-                         "(about 85 bytes each): use larger blocks or a smaller geometry")
+        raise BadInput(f"block_q x block_kv = {block_q} x {block_kv} cuts L = {L} into {nq} x {nk} = "
+                       f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
+                       "(about 85 bytes each): use larger blocks or a smaller geometry")
     return tile_edges(L, block_q), tile_edges(L, block_kv)
 
 
@@ -469,7 +534,7 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
     - ``inner``: keep iff ``p == 1`` — a subset; never adds a pair.
     """
     if mode not in ALIGN_MODES:
-        raise ValueError(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
+        raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
     qe, ke = tile_grid(mask.L, block_q, block_kv)
     counts = mask.count_grid(qe, ke)
     valid = tile_valid_pairs(mask.L, qe, ke)
@@ -501,7 +566,7 @@ class MaskDiff:
 def alignment_diff(original: Mask, aligned: TileMask) -> MaskDiff:
     """Count the pairs alignment added and dropped, without materializing either mask."""
     if original.L != aligned.L:
-        raise ValueError(f"masks differ in length: {original.L} vs {aligned.L}")
+        raise BadInput(f"masks differ in length: {original.L} vs {aligned.L}")
     counts = original.count_grid(*tile_grid(aligned.L, aligned.block_q, aligned.block_kv))
     both = int(counts[aligned.tiles].sum())
     n_orig, n_aligned = original.num_allowed(), aligned.num_allowed()

@@ -32,14 +32,15 @@ import hashlib
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.masks.core import (Mask, _frame_runs, _grid_from_cells, _grid_from_prefix, _overlap,
-                          _pairs_with_offset_at_most)
+from svgtpu.errors import BadInput
+from svgtpu.masks.core import (Mask, frame_runs, grid_from_cells, grid_from_prefix, positions_below,
+                          pairs_with_offset_at_most)
 
 
 def _check_edges(name: str, edges, L: int) -> np.ndarray:
     edges = np.asarray(edges, dtype=np.int64).reshape(-1)
     if len(edges) < 2 or edges[0] != 0 or edges[-1] != L or np.any(np.diff(edges) < 0):
-        raise ValueError(f"{name} must be non-decreasing, start at 0 and end at L={L}; got {edges[:8]}...")
+        raise BadInput(f"{name} must be non-decreasing, start at 0 and end at L={L}; got {edges[:8]}...")
     return edges
 
 
@@ -57,9 +58,9 @@ class _BlockStructure(Mask):
 
     def _count_grid(self, q_edges, k_edges):
         # Allowed pairs in [0, x) x [0, y) = a(x) @ table @ b(y)^T with a(x)_i = rows of block i below x.
-        a = _overlap(q_edges, self.q_edges[:-1], self.q_edges[1:])
-        b = _overlap(k_edges, self.k_edges[:-1], self.k_edges[1:])
-        return _grid_from_prefix(np.rint(a @ self.table.astype(np.float64) @ b.T).astype(np.int64))
+        a = positions_below(q_edges, self.q_edges[:-1], self.q_edges[1:])
+        b = positions_below(k_edges, self.k_edges[:-1], self.k_edges[1:])
+        return grid_from_prefix(np.rint(a @ self.table.astype(np.float64) @ b.T).astype(np.int64))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -80,8 +81,8 @@ class BlockMask(_BlockStructure):
         qe, ke = _check_edges("q_edges", self.q_edges, self.L), _check_edges("k_edges", self.k_edges, self.L)
         table = np.asarray(self.table)
         if table.dtype != np.bool_ or table.shape != (len(qe) - 1, len(ke) - 1):
-            raise ValueError(f"table must be bool with shape {(len(qe) - 1, len(ke) - 1)}, "
-                             f"got {table.dtype} {table.shape}")
+            raise BadInput(f"table must be bool with shape {(len(qe) - 1, len(ke) - 1)}, "
+                           f"got {table.dtype} {table.shape}")
         digest = hashlib.sha1()
         for name, arr in (("q_edges", qe), ("k_edges", ke), ("table", table.copy())):
             arr.setflags(write=False)
@@ -106,7 +107,7 @@ def _check_triple(name: str, value) -> tuple[int, int, int]:
     except TypeError:
         triple = ()
     if len(triple) != 3 or any(v <= 0 for v in triple) or any(float(v) != t for v, t in zip(value, triple)):
-        raise ValueError(f"{name} must be three positive integers (frames, rows, columns), got {value!r}")
+        raise BadInput(f"{name} must be three positive integers (frames, rows, columns), got {value!r}")
     return triple
 
 
@@ -216,10 +217,10 @@ class RadialMask(Mask):
         g = get_geometry(self.geometry)
         object.__setattr__(self, "geometry", g)
         if not (isinstance(self.window_fraction, (int, float)) and 0 < self.window_fraction <= 1):
-            raise ValueError(f"window_fraction must be in (0, 1], got {self.window_fraction!r}")
+            raise BadInput(f"window_fraction must be in (0, 1], got {self.window_fraction!r}")
         if isinstance(self.sink_frames, bool) or not isinstance(self.sink_frames, (int, np.integer)) \
                 or not 0 <= self.sink_frames <= g.T:
-            raise ValueError(f"sink_frames must be an integer in [0, T={g.T}], got {self.sink_frames!r}")
+            raise BadInput(f"sink_frames must be an integer in [0, T={g.T}], got {self.sink_frames!r}")
 
     @property
     def L(self) -> int:  # type: ignore[override]
@@ -240,16 +241,16 @@ class RadialMask(Mask):
         # Refine both grids with the frame boundaries so every cell lies in one frame pair, count
         # each cell as a band (or a full sink block) in frame-local coordinates, and sum back.
         F, T = self.geometry.F, self.geometry.T
-        qf, q_at = _frame_runs(q_edges, F)
-        kf, k_at = _frame_runs(k_edges, F)
+        qf, q_at = frame_runs(q_edges, F)
+        kf, k_at = frame_runs(k_edges, F)
         q0, q1, k0, k1 = qf[:-1, None], qf[1:, None], kf[None, :-1], kf[None, 1:]
         fi = np.minimum(q0 // F, T - 1)
         fj = np.minimum(k0 // F, T - 1)
         width, sink = self.frame_windows
         w, s = width[fi, fj], sink[fi, fj]
         a0, a1, b0, b1 = q0 - fi * F, q1 - fi * F, k0 - fj * F, k1 - fj * F
-        band = np.where(w >= 0, _pairs_with_offset_at_most(a0, a1, b0, b1, w)
-                        - _pairs_with_offset_at_most(a0, a1, b0, b1, -w - 1), 0)
-        return _grid_from_cells(np.where(s, (q1 - q0) * (k1 - k0), band), q_at, k_at)
+        band = np.where(w >= 0, pairs_with_offset_at_most(a0, a1, b0, b1, w)
+                        - pairs_with_offset_at_most(a0, a1, b0, b1, -w - 1), 0)
+        return grid_from_cells(np.where(s, (q1 - q0) * (k1 - k0), band), q_at, k_at)
 
 __all__ = ["BlockMask", "STAMask", "RadialMask", "sta_order"]

@@ -18,7 +18,9 @@ import dataclasses
 
 import numpy as np
 
-from svgtpu.masks.core import Mask, tile_grid, tile_valid_lengths
+from svgtpu.errors import BadInput
+from svgtpu.geometry import get_geometry
+from svgtpu.masks.core import Mask, align, alignment_diff, make_mask, tile_grid, tile_valid_lengths
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -91,3 +93,48 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     # padded keys count as masked (a tile holding one is never full); padded query rows do not
     kinds[counts == tile_valid_lengths(mask.L, qe)[:, None] * block_kv] = FULL
     return TileClassification(kinds, block_q, block_kv, mask.L, counts)
+
+
+def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | None = None, kept: float | None = None,
+                recipe: str | None = None, block_q: int, block_kv: int, align_mode: str | None = None) -> dict:
+    """``svgtpu tiles``: the tile kinds of one SVG mask (C3), after tile alignment with ``align_mode``.
+
+    Give at most one of ``multiplier``, ``kept`` or ``recipe`` (a named recipe's kept fraction,
+    :mod:`svgtpu.recipes`); none: multiplier 1.  Any tile size is counted, also one the kernel
+    would refuse (:func:`svgtpu.kernels.config.tile_refusal` says so).
+    """
+    from svgtpu.recipes import get_recipe
+    if sum(x is not None for x in (multiplier, kept, recipe)) > 1:
+        raise BadInput("give at most one of multiplier, kept or recipe")
+    g = get_geometry(geometry)
+    if recipe is not None:
+        kept = get_recipe(recipe).kept
+        if kept is None:
+            raise BadInput(f"recipe {recipe} has an unknown kept fraction: pick one with a number (svgtpu recipes)")
+    if multiplier is None and kept is None:
+        multiplier = 1.0
+    mask = make_mask(kind, g, multiplier, kept=kept)
+    result = {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L, "mask": kind,
+              "multiplier": multiplier, "kept": kept, "window": getattr(getattr(mask, "base", mask), "window", None),
+              "block_q": block_q, "block_kv": block_kv, "align": align_mode}
+    if align_mode:
+        aligned = align(mask, block_q, block_kv, align_mode)
+        result["alignment"] = alignment_diff(mask, aligned).as_dict()
+        mask = aligned
+    result["mask_density"] = mask.density()
+    result.update(classify(mask, block_q, block_kv).stats.as_dict())
+    result["provenance"] = "computed"
+    return result
+
+
+def format_tile_report(result: dict) -> str:
+    """:func:`tile_report` as one table row, and the kernel's refusal of the tile if ``kernel_refusal`` holds one."""
+    from svgtpu.report.tables import format_table
+    table = format_table([{k: result[k] for k in ("geometry", "mask", "align", "block_q", "block_kv", "full",
+                                                  "partial", "empty", "partial_share", "density")}])
+    refusal = result.get("kernel_refusal")
+    return table + (f"\ncounted all the same, but our kernel would refuse this tile: {refusal}" if refusal else "")
+
+
+__all__ = ["EMPTY", "PARTIAL", "FULL", "TileStats", "TileClassification", "classify", "format_tile_report",
+           "tile_report"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from svgtpu.errors import BadInput
 from svgtpu.geometry import WAN_PATCH, check_positive_int
 from svgtpu.recipes import WAN_COMMIT, WAN_REPO, Source
 
@@ -59,14 +60,14 @@ class ModelConfig:
         for field in ("layers", "dim", "heads", "head_dim", "ffn", "text_len", "patch_in", "freq_dim"):
             check_positive_int(f"ModelConfig.{field}", getattr(self, field))
         if self.heads * self.head_dim != self.dim:
-            raise ValueError(f"ModelConfig: heads * head_dim = {self.heads * self.head_dim} != dim {self.dim}")
+            raise BadInput(f"ModelConfig: heads * head_dim = {self.heads * self.head_dim} != dim {self.dim}")
         object.__setattr__(self, "patch", tuple(int(p) for p in self.patch))
         if len(self.patch) != 3 or min(self.patch) <= 0:
-            raise ValueError(f"ModelConfig.patch must be three positive integers (t, h, w), got {self.patch}")
+            raise BadInput(f"ModelConfig.patch must be three positive integers (t, h, w), got {self.patch}")
         if self.qk_norm not in QK_NORMS:
-            raise ValueError(f"ModelConfig.qk_norm must be one of {QK_NORMS}, got {self.qk_norm!r}")
+            raise BadInput(f"ModelConfig.qk_norm must be one of {QK_NORMS}, got {self.qk_norm!r}")
         if not self.eps > 0 or not self.rope_theta > 0:
-            raise ValueError(f"ModelConfig.eps and rope_theta must be positive, got {self.eps}, {self.rope_theta}")
+            raise BadInput(f"ModelConfig.eps and rope_theta must be positive, got {self.eps}, {self.rope_theta}")
 
     @property
     def params(self) -> int:

@@ -32,6 +32,7 @@ import numpy as np
 from einops import rearrange
 
 from svgtpu.attention.base import Attention, dense_attention
+from svgtpu.errors import BadInput
 from svgtpu.geometry import VideoGeometry
 from svgtpu.model.config import ModelConfig
 
@@ -115,9 +116,9 @@ class WanBlock:
 
     def __post_init__(self):
         if not isinstance(self.config, ModelConfig):
-            raise ValueError(f"WanBlock needs a ModelConfig, got {type(self.config).__name__}")
+            raise BadInput(f"WanBlock needs a ModelConfig, got {type(self.config).__name__}")
         if self.config.head_dim % 2:
-            raise ValueError(f"head_dim must be even (RoPE rotates channel pairs), got {self.config.head_dim}")
+            raise BadInput(f"head_dim must be even (RoPE rotates channel pairs), got {self.config.head_dim}")
 
     def init(self, keys: Iterable[jax.Array], dtype=jnp.float32) -> Params:
         """Fresh parameters from the next :attr:`INIT_KEYS` of ``keys``: linear weights normal /
@@ -219,14 +220,14 @@ def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q:
     from svgtpu.kernels.config import KernelConfig
     from svgtpu.masks.core import DenseMask
     if name not in SELF_ATTENTIONS:
-        raise ValueError(f"attention must be one of {', '.join(SELF_ATTENTIONS)}, got {name!r}")
+        raise BadInput(f"attention must be one of {', '.join(SELF_ATTENTIONS)}, got {name!r}")
     if name == "xla":
         return dense_attention
     if name == "svg":
         from svgtpu.attention.backends import attention_backend
         from svgtpu.attention.svg import SVGConfig
         if geometry is None:
-            raise ValueError("attention 'svg' needs the model geometry")
+            raise BadInput("attention 'svg' needs the model geometry")
         config = svg_config or SVGConfig(block_q=block_q, block_kv=block_kv, align="snap")
         return attention_backend("svg", geometry, svg_config=config)
     config = KernelConfig(block_q, block_kv)

@@ -47,6 +47,7 @@ from svgtpu.report.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
 from svgtpu.report.paths import REPO_ROOT
+from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
 #: The paper's appendix: every result of every claim, so the note itself prints each table once.
@@ -513,8 +514,8 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise ValueError(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
-                     f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, "
+                   f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
 _VALUE = re.compile(r"(<!-- svgtpu:value (?P<claim>\w+)\.(?P<name>[\w.-]+?)(?: (?P<field>band|iqr))? -->)"
@@ -616,19 +617,21 @@ def generate(results: str | os.PathLike | None = None,
     """
     path = Path(results) if results is not None else results_path()
     if not targets and path.resolve() != COMMITTED_RESULTS.resolve():
-        raise ValueError(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
-                         f"README, got {path}; name the files to fill to use another results file")
-    data = load_results(path)
+        raise BadInput(f"results must be {COMMITTED_RESULTS.relative_to(REPO_ROOT)} to fill the paper and the "
+                       f"README, got {path}; name the files to fill to use another results file")
+    with user_file("results", path):
+        data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
     report = []
     for target in files:
         if not target.exists():
-            raise ValueError(f"paper target {target} does not exist")
-        text = target.read_text()
-        new, names = fill(text, data, target.resolve(), figures.resolve())
-        if new != text:
-            target.write_text(new)
+            raise BadInput(f"paper target {target} does not exist")
+        with user_file("paper target", target):
+            text = target.read_text()
+            new, names = fill(text, data, target.resolve(), figures.resolve())
+            if new != text:
+                target.write_text(new)
         report.append({"file": str(target), "blocks": len(names), "changed": new != text})
     return report
 

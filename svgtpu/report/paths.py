@@ -22,3 +22,6 @@ def checkout_root() -> Path:
 
 
 REPO_ROOT = checkout_root()
+#: The shipped toy DiT (``svgtpu train`` reproduces it): the default checkpoint of every command and notebook
+#: that samples, found from the package's location, so they work from any working directory.
+CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"

@@ -22,6 +22,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.errors import BadInput
 
 #: Tile-kind colours, used by every tile map (index = tile kind).
 TILE_COLORS = {EMPTY: "#f2f2f2", PARTIAL: "#e6842a", FULL: "#1f5f9e"}
@@ -42,7 +43,7 @@ def method_style(variant: str) -> dict:
     """Matplotlib line/marker keywords for a sparse-method variant (``sta``, ``sta-aligned``, ...)."""
     method = variant.removesuffix("-aligned")
     if method not in METHOD_COLORS:
-        raise ValueError(f"variant must be one of {', '.join(METHOD_COLORS)} (each also -aligned), got {variant!r}")
+        raise BadInput(f"variant must be one of {', '.join(METHOD_COLORS)} (each also -aligned), got {variant!r}")
     aligned = variant.endswith("-aligned")
     color = METHOD_COLORS[method]
     return {"color": color, "marker": METHOD_MARKERS[method], "linestyle": "-" if aligned else "--",
@@ -151,8 +152,8 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
     values = {**_recorded(run), **context}
     missing = sorted(f for f in fields if f.split(".")[0].split("[")[0] not in values)
     if missing:
-        raise ValueError(f"takeaway fields must name recorded claims ({', '.join(sorted(_recorded(run)))}) "
-                         f"or context values, got unknown {', '.join(missing)}")
+        raise BadInput(f"takeaway fields must name recorded claims ({', '.join(sorted(_recorded(run)))}) "
+                       f"or context values, got unknown {', '.join(missing)}")
     text = template.format_map(values)
     if figure is not None and figure in getattr(run, "figures", {}):
         run.figures[figure]["takeaway"] = text

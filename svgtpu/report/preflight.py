@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from svgtpu.bench.compile import CompileJob, compile_targets
+from svgtpu.errors import BadInput
+from svgtpu.bench.compile import CompileJob, compile_targets, require_libtpu
 from svgtpu.bench.multihost import MultihostJob, compile_multihost
 from svgtpu.bench.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
@@ -60,7 +61,7 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
                 job = CompileJob(geometry=err["error_geometry"], device="v6e", topology=ONE_HOST,
                                  config=KernelConfig(err["error_block"], err["error_block"]),
                                  heads=err["error_heads"], head_dim=err["error_head_dim"], align=align)
-            except ValueError as e:  # tiles the TPU kernel refuses (the quick profile's CPU-only 64)
+            except BadInput as e:  # tiles the TPU kernel refuses (the quick profile's CPU-only 64)
                 out.append(Check("03_mask_alignment", what, None, "kernel", error=str(e)))
                 continue
             out.append(Check("03_mask_alignment", what, job, "kernel"))
@@ -104,6 +105,7 @@ def wan_block_checks(profile: str) -> list[Check]:
 
 def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
     """Compile every check of ``profile``; rows with the compiler's verdict, and the failures."""
+    require_libtpu()
     items = checks(profile, dit)
     if progress:
         from tqdm.auto import tqdm
@@ -136,4 +138,14 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
             "passed": not failed}
 
 
-__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "wan_block_checks", "preflight"]
+def format_preflight(result: dict) -> str:
+    """:func:`preflight` as one row per program and the verdict."""
+    from svgtpu.report.tables import format_table
+    table = format_table(result["checks"], ["notebook", "what", "topology", "geometry", "compiled", "compile_s",
+                                            "reason"])
+    return table + (f"\n\npreflight of profile {result['profile']} ({result['provenance']}): "
+                    + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
+
+
+__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "wan_block_checks", "preflight",
+           "format_preflight"]

@@ -26,16 +26,15 @@ import json
 import os
 import sys
 import time
-
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.report.paths import REPO_ROOT
 from pathlib import Path
+
+from svgtpu.errors import BadInput, user_file
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.report.paths import CHECKPOINT, REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
-#: The shipped toy DiT (``svgtpu train`` reproduces it); notebooks 06 and 07 sample from it.
-CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
 #: papermill's kernel draws with the inline backend, so executed copies hold their figures.
@@ -105,7 +104,7 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "04_fast_path_ablation": {"rounds": 7,  # geometry and tiles: the notebook's parameters cell
+        "04_fast_path_ablation": {"rounds": 5,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
         "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
         # sized so that make figures stays within 15 min on 2 cores (the tpu profile runs the full study)
@@ -124,7 +123,8 @@ PROFILES: dict[str, dict[str, dict]] = {
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
         "04_fast_path_ablation": {"geometry": "720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
-                                  "heads": 8, "head_dim": 128},
+                                  "heads": 8, "head_dim": 128, "compiled_tiles": f"{BLOCK_Q}x{BLOCK_KV},512x512",
+                                  "compiled_devices": "v6e,v7x", "compiled_sweep": True},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "kept_fractions": [0.3, 0.5, 0.6, 0.8],
                        "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
@@ -136,9 +136,9 @@ def settings(notebook: str, profile: str, **parameters) -> dict:
     """The sizes ``notebook`` runs at under ``profile``: its ``parameters`` cell values, overridden
     by whatever the profile sets for the same names."""
     if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     if notebook not in PROFILES[profile]:
-        raise ValueError(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
+        raise BadInput(f"notebook must be one of {', '.join(NOTEBOOKS)}, got {notebook!r}")
     # profiles share lists: never hand one out
     return copy.deepcopy({**parameters, **PROFILES[profile][notebook]})
 
@@ -158,7 +158,7 @@ def select(only: list[str] | None) -> list[str]:
         return list(NOTEBOOKS)
     chosen = [n for n in NOTEBOOKS if any(n.startswith(o) or o in n for o in only)]
     if not chosen:
-        raise ValueError(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
+        raise BadInput(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
     return chosen
 
 
@@ -246,10 +246,12 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     from svgtpu.report.results import figures_dir as default_figures_dir
 
     if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+        raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     names = select(only)
     build = Path(build_dir) if build_dir is not None else BUILD_DIR
     figures = default_figures_dir(figures_dir).resolve()
+    with user_file("figures_dir", figures):   # a folder the user named that cannot be made: refused at once
+        figures.mkdir(parents=True, exist_ok=True)
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
@@ -265,10 +267,33 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     return results
 
 
-def summary_rows(results: list[NotebookResult]) -> list[dict]:
-    return [{"notebook": r.notebook, "status": r.status, "seconds": round(r.seconds, 1),
-             "figures": len(r.figures), "error": r.error} for r in results]
+def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
+                  figures_dir: str | os.PathLike | None = None, paper: bool = True) -> dict:
+    """``svgtpu reproduce``: :func:`reproduce`, then with ``paper`` (and into the committed results only,
+    never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`); the failed notebooks
+    are named in ``failed``."""
+    from svgtpu.report.paper import generate
+    from svgtpu.report.results import results_path
+
+    start = time.perf_counter()
+    results = reproduce(profile, only, figures_dir=figures_dir)
+    tables = generate(results_path()) if paper and not figures_dir else []
+    return {"profile": profile, "notebooks": [r.as_dict() for r in results],
+            "failed": [r.notebook for r in results if r.status != "ok"], "results": str(results_path(figures_dir)),
+            "paper": tables, "wall_seconds": time.perf_counter() - start}
 
 
-__all__ = ["NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
-           "run_notebook", "reproduce", "summary_rows"]
+def format_reproduce(result: dict) -> str:
+    """:func:`reproduce_all` as one row per notebook, the wall time and where the results went."""
+    from svgtpu.report.tables import format_table
+    rows = [{"notebook": r["notebook"], "status": r["status"], "seconds": round(r["seconds"], 1),
+             "figures": len(r["figures"]), "error": r["error"]} for r in result["notebooks"]]
+    text = format_table(rows, ["notebook", "status", "seconds", "figures", "error"])
+    text += f"\n\nwall time {result['wall_seconds']:.0f} s; results in {result['results']}"
+    if result["paper"]:
+        text += "; paper tables regenerated in " + ", ".join(p["file"] for p in result["paper"])
+    return text
+
+
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+           "run_notebook", "reproduce", "reproduce_all", "format_reproduce"]

@@ -29,6 +29,7 @@ from typing import Any
 
 from svgtpu.report.claims import CLAIMS, REPORTED
 from svgtpu.report.paths import REPO_ROOT
+from svgtpu.errors import BadInput
 
 #: How a number was made (docs/design.md, "How we measure"); :func:`provenance` derives the label from
 #: the source, never typed by hand.  ``computed``: exact arithmetic (tile counts, op counts);
@@ -113,12 +114,12 @@ def provenance(source: str, *, device: str | None = None, pallas: bool = False,
     ``interpret=False`` was forced (the kernels' own rule, :func:`svgtpu.kernels.common.resolve_interpret`).
     """
     if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        raise BadInput(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     if source == "computed":
         return "computed"
     if source in ("modeled", "compiled"):
         if not device or not re.fullmatch(r"[a-z0-9]+", str(device)):
-            raise ValueError(f"a {source} number needs device, a lower-case name like 'v6e', got {device!r}")
+            raise BadInput(f"a {source} number needs device, a lower-case name like 'v6e', got {device!r}")
         return f"{source}-{device}"
     import jax
 
@@ -141,13 +142,13 @@ def measured_provenance(interpret: bool = True) -> str:
 def check_provenance(provenance: str) -> str:
     if provenance not in PROVENANCES and not re.fullmatch(r"(modeled|compiled|measured-gpu)-[a-z0-9]+",
                                                           str(provenance)):
-        raise ValueError(f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}")
+        raise BadInput(f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}")
     return provenance
 
 
 def check_claim(claim: str) -> str:
     if claim not in CLAIMS:
-        raise ValueError(f"claim must be one of {', '.join(CLAIMS)}, got {claim!r}")
+        raise BadInput(f"claim must be one of {', '.join(CLAIMS)}, got {claim!r}")
     return claim
 
 

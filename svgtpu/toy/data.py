@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from svgtpu.geometry import check_positive_int
+from svgtpu.errors import BadInput
 
 FRAMES, HEIGHT, WIDTH, CHANNELS = 8, 20, 28, 3
 
@@ -65,7 +66,7 @@ def make_video(seed: int, label: int | None = None) -> tuple[np.ndarray, int]:
     drawn = int(rng.integers(NUM_LABELS))
     label = drawn if label is None else int(label)
     if not 0 <= label < NUM_LABELS:
-        raise ValueError(f"label must be in [0, {NUM_LABELS}) ({', '.join(MOTIONS)}), got {label}")
+        raise BadInput(f"label must be in [0, {NUM_LABELS}) ({', '.join(MOTIONS)}), got {label}")
     yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32) + 0.5
     tint = rng.uniform(0.5, 1.0, CHANNELS).astype(np.float32)
     cells = rng.uniform(*BACKGROUND_RANGE, (HEIGHT // BACKGROUND_CELL, WIDTH // BACKGROUND_CELL)).astype(np.float32)

@@ -39,6 +39,8 @@ from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
 from svgtpu.model.config import ModelConfig
 from svgtpu.model.wan import WanBlock, apply_rope, layer_norm, linear, rope_angles, rope_split
+from svgtpu.errors import BadInput
+from svgtpu.report.paths import CHECKPOINT
 
 Params = dict[str, Any]
 
@@ -68,12 +70,12 @@ class DiTConfig:
                      "num_labels", "context_tokens", "freq_dim"):
             check_positive_int(f"DiTConfig.{name}", getattr(self, name))
         if self.head_dim not in (64, 128):
-            raise ValueError(f"DiTConfig.head_dim must be 64 or 128 (kernel head sizes), got {self.head_dim}")
+            raise BadInput(f"DiTConfig.head_dim must be 64 or 128 (kernel head sizes), got {self.head_dim}")
         if len(self.patch) != 3 or min(self.patch) <= 0:
-            raise ValueError(f"DiTConfig.patch must be three positive integers (t, h, w), got {self.patch}")
+            raise BadInput(f"DiTConfig.patch must be three positive integers (t, h, w), got {self.patch}")
         for size, p, name in zip((self.frames, self.height, self.width), self.patch, ("frames", "height", "width")):
             if size % p:
-                raise ValueError(f"DiTConfig.{name}={size} must be a multiple of its patch size {p}")
+                raise BadInput(f"DiTConfig.{name}={size} must be a multiple of its patch size {p}")
 
     @property
     def dim(self) -> int:
@@ -169,7 +171,7 @@ def forward(params: Params, config: DiTConfig, video: jax.Array, t: jax.Array, l
     """
     expected = (config.frames, config.height, config.width, config.channels)
     if video.ndim != 5 or tuple(video.shape[1:]) != expected:
-        raise ValueError(f"video must be [batch, {', '.join(map(str, expected))}], got {tuple(video.shape)}")
+        raise BadInput(f"video must be [batch, {', '.join(map(str, expected))}], got {tuple(video.shape)}")
     key = jax.random.PRNGKey(0) if key is None else key
     D, block = config.dim, WanBlock(config.block)
     x = linear(params["patch_embed"], patchify(video, config))
@@ -231,17 +233,17 @@ def save_checkpoint(path: str, params: Params, config: DiTConfig) -> None:
 def load_checkpoint(path: str) -> tuple[Params, DiTConfig]:
     """``(params, config)`` from a file written by :func:`save_checkpoint`."""
     if not os.path.isfile(path):
-        raise ValueError(f"checkpoint {path} does not exist (the shipped one is checkpoints/toy_dit.npz; "
-                         "`python -m svgtpu train` writes one)")
+        raise BadInput(f"checkpoint {path} does not exist (the shipped one is {CHECKPOINT}; "
+                       "`python -m svgtpu train` writes one)")
     try:
         archive = np.load(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise ValueError(f"checkpoint {path} is not a .npz file written by save_checkpoint") from None
+        raise BadInput(f"checkpoint {path} is not a .npz file written by save_checkpoint") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"checkpoint {path} holds one array, not a .npz file written by save_checkpoint")
+        raise BadInput(f"checkpoint {path} holds one array, not a .npz file written by save_checkpoint")
     with archive:
         if "__config__" not in archive:
-            raise ValueError(f"checkpoint {path} has no __config__ entry: not a toy DiT checkpoint")
+            raise BadInput(f"checkpoint {path} has no __config__ entry: not a toy DiT checkpoint")
         config = DiTConfig.from_json(str(archive["__config__"]))
         params = _unflatten({k: archive[k] for k in archive.files if k != "__config__"})
     return params, config

@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from svgtpu.errors import BadInput
+
 #: The sparse variants of the study: name -> SVGConfig overrides.
 VARIANTS: dict[str, dict] = {
     "svg": {"align": None, "fast_path": True},
@@ -46,7 +48,7 @@ def ssim(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0, windo
     """Mean SSIM of two ``[..., H, W, C]`` image stacks (``dm_pix.ssim`` per image, then averaged)."""
     reference, test = _pair(reference, test)
     if reference.ndim < 3 or min(reference.shape[-3:-1]) < window:
-        raise ValueError(f"images must be [..., H, W, C] with H, W >= window={window}, got {reference.shape}")
+        raise BadInput(f"images must be [..., H, W, C] with H, W >= window={window}, got {reference.shape}")
     images = [x.reshape(-1, *x.shape[-3:]) for x in (reference, test)]
     return float(jnp.mean(pix.ssim(*images, max_val=data_range, filter_size=window, filter_sigma=sigma)))
 
@@ -54,7 +56,7 @@ def ssim(reference: np.ndarray, test: np.ndarray, data_range: float = 2.0, windo
 def _pair(a, b) -> tuple[jax.Array, jax.Array]:
     a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
     if a.shape != b.shape:
-        raise ValueError(f"reference and test must have the same shape, got {a.shape} and {b.shape}")
+        raise BadInput(f"reference and test must have the same shape, got {a.shape} and {b.shape}")
     return a, b
 
 
@@ -85,12 +87,13 @@ def head_kinds(infos: list) -> dict:
 
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
                   shift: float = 1.0, kept: float | None = None, block: int = 128,
-                  variants: dict[str, dict] | None = None, progress: bool = True) -> dict:
+                  variants: dict[str, dict] | None = None, progress: bool = True, first_videos: bool = False) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
     Returns per variant the mean/min PSNR and SSIM against dense, per seed the raw numbers, the
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
-    and the head-kind fractions per layer.
+    and the head-kind fractions per layer; with ``first_videos`` also ``videos``, the first seed's
+    video of dense and of each variant (numpy arrays, not JSON: a figure's, popped before recording).
     """
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.backends import attention_backend
@@ -99,7 +102,7 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
 
     variants = VARIANTS if variants is None else variants
     if not seeds:
-        raise ValueError("seeds must name at least one seed")
+        raise BadInput("seeds must name at least one seed")
     geometry = config.geometry
     svg_configs = {name: SVGConfig(kept=kept, block_q=block, block_kv=block, **overrides)
                    for name, overrides in variants.items()}
@@ -141,7 +144,19 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
             "fast_path_max_abs_diff": fast_path_check,
             "dense_sample_seconds": seconds["dense"] / len(seeds),
             "head_kinds": {name: head_kinds(infos[name])["layers"] for name in variants},
-            "provenance": provenance("measured", pallas=True)}
+            "provenance": provenance("measured", pallas=True),
+            **({"videos": {name: videos[(name, seeds[0])] for name in ("dense", *variants)}} if first_videos else {})}
 
 
-__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study"]
+def format_study(result: dict) -> str:
+    """:func:`quality_study` as ``svgtpu quality`` prints it: the summary, the fast-path check, head kinds."""
+    from svgtpu.report.tables import format_table
+    table = format_table(result["summary"])
+    table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
+        f"{k} {v:.2g}" for k, v in result["fast_path_max_abs_diff"].items())
+    for name in ("svg", "svg-aligned"):
+        table += f"\n\nhead kinds per layer, {name}:\n" + format_table(result["head_kinds"][name])
+    return table + f"\n({result['provenance']})"
+
+
+__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study", "format_study"]

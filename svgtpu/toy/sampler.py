@@ -25,13 +25,14 @@ from svgtpu.attention import sharding
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.toy.dit import DiTConfig, Params, forward
 from svgtpu.geometry import check_positive_int
+from svgtpu.errors import BadInput
 
 
 def time_grid(num_steps: int, shift: float = 1.0) -> np.ndarray:
     """``num_steps + 1`` flow times from 1 down to 0, shifted by ``shift``."""
     check_positive_int("num_steps", num_steps)
     if not (shift > 0 and math.isfinite(shift)):
-        raise ValueError(f"shift must be a positive number, got {shift}")
+        raise BadInput(f"shift must be a positive number, got {shift}")
     t = np.linspace(1.0, 0.0, num_steps + 1)
     return shift * t / (1.0 + (shift - 1.0) * t)
 
@@ -67,9 +68,9 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
     """
     labels = jnp.asarray(np.asarray(labels, np.int32).reshape(-1))
     if labels.size == 0 or int(labels.min()) < 0 or int(labels.max()) > config.num_labels:
-        raise ValueError(f"labels must be in [0, {config.num_labels}] ({config.num_labels} = null), got {labels}")
+        raise BadInput(f"labels must be in [0, {config.num_labels}] ({config.num_labels} = null), got {labels}")
     if not math.isfinite(guidance):
-        raise ValueError(f"guidance must be a finite number, got {guidance}")
+        raise BadInput(f"guidance must be a finite number, got {guidance}")
     ts = time_grid(num_steps, shift)
     noise_key, attention_key = jax.random.split(jax.random.PRNGKey(seed))
     x = jax.random.normal(noise_key, (labels.shape[0], config.frames, config.height, config.width,
@@ -77,7 +78,7 @@ def sample(params: Params, config: DiTConfig, labels, *, seed: int = 0, num_step
     put = lambda value: value  # noqa: E731
     if mesh is not None:
         if with_info:
-            raise ValueError("with_info is not supported with a mesh (per-head infos are not sharded)")
+            raise BadInput("with_info is not supported with a mesh (per-head infos are not sharded)")
         attention = sharding.sharded_backend(attention, mesh)
         # every host holds the same inputs; they enter the (possibly multi-process) mesh replicated
         put = lambda value: jax.tree.map(functools.partial(sharding.global_array,  # noqa: E731
@@ -122,13 +123,20 @@ def contact_sheet(videos: np.ndarray, scale: int = 4, gap: int = 1) -> np.ndarra
     return sheet
 
 
+def _gif_path(path: str) -> None:
+    """Refuse (:class:`BadInput`) a path that is no ``.gif`` or whose folder cannot be made."""
+    from svgtpu.errors import user_file
+    if not str(path).endswith(".gif"):
+        raise BadInput(f"out must be a .gif path, got {path!r}")
+    with user_file("out", path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> tuple[str, str]:
     """Write an animated GIF (videos side by side) at ``path`` and a contact-sheet PNG next to it."""
     from PIL import Image
 
-    if not path.endswith(".gif"):
-        raise ValueError(f"out must be a .gif path, got {path!r}")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _gif_path(path)
     pixels = to_uint8(videos).repeat(scale, axis=2).repeat(scale, axis=3)
     B, T, H, W, C = pixels.shape
     frames = [Image.fromarray(np.concatenate([np.pad(pixels[b, f], ((0, 0), (0, 1 if b < B - 1 else 0), (0, 0)),
@@ -140,4 +148,77 @@ def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> t
     return path, sheet_path
 
 
-__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "save_video"]
+# -- svgtpu generate ---------------------------------------------------------------------------
+
+def check_generate(attention: str, *, align: str | None = None, kept: float | None = None, devices: int = 1,
+                   out: str | None = None) -> None:
+    """The option rules of :func:`generate`, checked before any work (and before a launcher starts
+    processes): ``align`` and ``kept`` shape SVG's mask (``kept`` SVG's only), SVG2 runs on one device,
+    ``out`` is a ``.gif`` whose folder can be made."""
+    from svgtpu.attention.backends import ATTENTION_BACKENDS
+    from svgtpu.masks.core import check_kept
+    if attention not in ATTENTION_BACKENDS:
+        raise BadInput(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {attention!r}")
+    if kept is not None:
+        check_kept(kept)
+        if attention != "svg":
+            raise BadInput(f"kept sets SVG's kept fraction: it needs attention svg, got {attention}")
+    if align and attention not in ("svg", "svg2"):
+        raise BadInput(f"align needs attention svg or svg2, got {attention}")
+    if attention == "svg2" and devices > 1:
+        raise BadInput("devices must be 1 with attention svg2 (its per-layer warm-start state is not sharded)")
+    if out is not None:
+        _gif_path(out)
+
+
+def generate(checkpoint, *, attention: str = "dense", align: str | None = None, kept: float | None = None,
+             seed: int = 0, steps: int = 20, guidance: float = 3.0, shift: float = 1.0, labels=None,
+             out: str = "video.gif", devices: int = 1) -> dict:
+    """``svgtpu generate``: sample one video per motion label (default: all) from the toy DiT at
+    ``checkpoint`` with the ``attention`` backend, sharded over ``devices`` (with ``jax.distributed`` up,
+    the devices of every process); process 0 writes the GIF and its contact sheet."""
+    from svgtpu.attention.backends import attention_backend
+    from svgtpu.attention.sharding import mesh_for_model
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.attention.svg2 import SVG2Config
+    from svgtpu.errors import user_file
+    from svgtpu.report.results import provenance
+    from svgtpu.toy.data import MOTIONS
+    from svgtpu.toy.dit import load_checkpoint
+    import time
+
+    check_generate(attention, align=align, kept=kept, devices=devices, out=out)
+    params, config = load_checkpoint(str(checkpoint))
+    labels = list(range(config.num_labels)) if labels is None else list(labels)
+    backend = attention_backend(attention, config.geometry,
+                                svg_config=SVGConfig(kept=kept, align=align) if attention == "svg" else None,
+                                svg2_config=SVG2Config(align=align) if attention == "svg2" else None)
+    mesh = mesh_for_model(devices, config.heads) if devices > 1 else None
+    start = time.perf_counter()
+    video = sample(params, config, labels, seed=seed, num_steps=steps, guidance=guidance, shift=shift,
+                   attention=backend, mesh=mesh)
+    seconds = time.perf_counter() - start
+    gif = png = None
+    if jax.process_index() == 0:   # one writer
+        with user_file("out", out):
+            gif, png = save_video(video, out)
+    return {"checkpoint": str(checkpoint), "attention": attention, "align": align, "seed": seed, "steps": steps,
+            "guidance": guidance, "shift": shift, "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
+            "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
+            "devices": devices, "mesh": dict(mesh.shape) if mesh is not None else None,
+            "processes": jax.process_count(), "process_index": jax.process_index(), "video": video_statistics(video),
+            "provenance": provenance("measured", pallas=attention != "dense")}
+
+
+def format_generate(result: dict) -> str:
+    """:func:`generate`'s result (or a launcher's, with ``launcher``) as one table row."""
+    from svgtpu.report.tables import format_table
+    table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
+        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
+    launcher = result.get("launcher")
+    return table + (f"\n({launcher['processes']} processes on localhost, {launcher['wall_seconds']:.1f} s)"
+                    if launcher else "")
+
+
+__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "save_video",
+           "check_generate", "format_generate", "generate"]

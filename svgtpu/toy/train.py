@@ -24,6 +24,7 @@ from svgtpu.toy import data
 from svgtpu.toy.dit import DiTConfig, Params, count_params, forward, init_params, save_checkpoint
 from svgtpu.geometry import check_positive_int
 from svgtpu.report.results import provenance
+from svgtpu.errors import BadInput
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
 CONFIGS: dict[str, DiTConfig] = {
@@ -34,7 +35,7 @@ CONFIGS: dict[str, DiTConfig] = {
 
 def get_config(name: str) -> DiTConfig:
     if name not in CONFIGS:
-        raise ValueError(f"config must be one of {', '.join(CONFIGS)}, got {name!r}")
+        raise BadInput(f"config must be one of {', '.join(CONFIGS)}, got {name!r}")
     return CONFIGS[name]
 
 
@@ -68,11 +69,11 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
     check_positive_int("steps", steps)
     check_positive_int("batch_size", batch_size)
     if not 0.0 <= label_dropout < 1.0:
-        raise ValueError(f"label_dropout must be in [0, 1), got {label_dropout}")
+        raise BadInput(f"label_dropout must be in [0, 1), got {label_dropout}")
     if not (lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number, got {lr}")
+        raise BadInput(f"lr must be a positive number, got {lr}")
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer (steps), got {warmup!r}")
+        raise BadInput(f"warmup must be a non-negative integer (steps), got {warmup!r}")
     key = jax.random.PRNGKey(seed)
     key, init_key = jax.random.split(key)
     params = init_params(config, init_key) if init is None else init
@@ -131,4 +132,30 @@ def save_training(path: str, params: Params, config: DiTConfig, history: dict, *
     return record
 
 
-__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train", "save_training"]
+def train_and_save(config_name: str, out: str, *, steps: int, seed: int = 0, batch_size: int = 4, lr: float = 5e-4,
+                   warmup: int = 50, init: str | None = None, command: str | None = None) -> dict:
+    """``svgtpu train``: train the ``config_name`` model (going on from the checkpoint ``init``, whose
+    model it must be) and save it at ``out`` with its record (:func:`save_training`)."""
+    from svgtpu.errors import user_file
+    from svgtpu.toy.dit import load_checkpoint
+    config, params = get_config(config_name), None
+    with user_file("out", out):   # before the work: a folder that cannot be made is refused at once
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    if init:
+        params, init_config = load_checkpoint(init)
+        if init_config != config:
+            raise BadInput(f"init checkpoint {init} is not a {config_name!r} model")
+    params, history = train(config, steps=steps, seed=seed, batch_size=batch_size, lr=lr, warmup=warmup, init=params)
+    with user_file("out", out):
+        return save_training(out, params, config, history, config_name=config_name, init=init, command=command)
+
+
+def format_training(record: dict) -> str:
+    """:func:`train_and_save`'s record as one table row."""
+    from svgtpu.report.tables import format_table
+    return format_table([{k: record[k] for k in ("config", "params", "steps", "batch_size", "first_loss", "final_loss",
+                                                  "wall_s", "checkpoint_bytes")}])
+
+
+__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train", "save_training", "train_and_save",
+           "format_training"]
