@@ -184,7 +184,7 @@ def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="cpu", choices=list(PROFILES),
                    help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
-                   help=f"run only these notebooks, by number or name ({', '.join(n[:2] for n in NOTEBOOKS)})")
+                   help=f"run only these notebooks, by number or name ({', '.join(n.split('_')[0] for n in NOTEBOOKS)})")
     p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
     p.add_argument("--no-paper", action="store_true",
                    help="do not regenerate the paper's tables afterwards (never done with --figures-dir)")
