@@ -76,14 +76,28 @@ def test_mse_equals_float64_reference_with_all_rows(fields, monkeypatch):
     g = GEOMETRIES[1]
     rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((3, g.L, 16)) * 1.5 for _ in range(3))
+    monkeypatch.setattr(profiling, "sampled_rows", lambda key, L, r: jnp.arange(L))  # every row, each once
     mask = SVGConfig(**fields).mask(g)
     kinds, mse = classify_heads(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), g, mask,
-                                jax.random.PRNGKey(0), num_rows=g.L, return_mse=True)  # all rows: order is moot
+                                jax.random.PRNGKey(0), num_rows=g.L, return_mse=True)
     exact = masked_attention(q, k, v)
     want = np.stack([((masked_attention(q, k, v, m.to_array()) - exact) ** 2).mean(axis=(1, 2))
                      for m in (mask, PermutedMask(mask, g))], axis=-1)
     np.testing.assert_allclose(np.asarray(mse), want, rtol=2e-3, atol=1e-7)
     np.testing.assert_array_equal(np.asarray(kinds), want.argmin(-1))
+
+
+def test_rows_are_drawn_uniformly_with_replacement_as_svg_draws_them():
+    """SVG's sample_mse draws its rows with torch.randint: uniform over [0, L), repeats allowed."""
+    L, r = 10, 64
+    rows = np.concatenate([np.asarray(profiling.sampled_rows(jax.random.PRNGKey(s), L, r)) for s in range(50)])
+    assert rows.min() >= 0 and rows.max() < L
+    counts = np.bincount(rows, minlength=L)
+    print("row counts over 50 draws of 64 from 10:", counts.tolist())
+    assert len(np.unique(rows[:r])) < r                       # 64 draws from 10: repeats
+    assert (np.abs(counts / counts.sum() - 1 / L) < 0.02).all()  # 3,200 draws: each row within 2 points of 10 %
+    np.testing.assert_array_equal(profiling.sampled_rows(jax.random.PRNGKey(1), L, r),
+                                  profiling.sampled_rows(jax.random.PRNGKey(1), L, r))
 
 
 def _shapes(jaxpr):

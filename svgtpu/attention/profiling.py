@@ -76,14 +76,22 @@ def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.A
     return jnp.where(jnp.any(allowed, axis=-1, keepdims=True), probs, 0.0) @ v
 
 
+def sampled_rows(key: jax.Array, L: int, r: int) -> jax.Array:
+    """``r`` query rows in ``[0, L)``, uniform and with replacement, as SVG draws them (``torch.randint`` in
+    ``sample_mse``: svg-project/Sparse-VideoGen, svg/models/wan/attention.py @
+    19c2662a0789eb11dde152a71a459f8f94f3c0fc).  Without replacement is a sort of ``L`` keys: 20 s more of
+    libtpu's v6e compile of one 1440p profiling, 150 s more of the 1440p SVG Wan block."""
+    return jax.random.randint(key, (r,), 0, L)
+
+
 def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeometry, mask: Mask,
                    key: jax.Array, *, num_rows: int = DEFAULT_PROFILE_ROWS, return_mse: bool = False):
     """Per-head kind, ``int32 [..., heads]``: 0 = spatial, 1 = temporal (lower sampled MSE wins).
 
     ``q, k, v`` are ``[heads, L, d]`` or ``[batch, heads, L, d]`` in frame-major order; ``mask`` is
     the spatial (frame-major) mask, the temporal candidate is ``PermutedMask(mask, geometry)``.  The
-    same ``num_rows`` rows (at most ``L``, drawn without replacement with ``key``) are used for
-    every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
+    same ``num_rows`` rows (at most ``L``, drawn uniformly with replacement with ``key``, as SVG does) are
+    used for every head.  With ``return_mse`` also returns the MSEs, ``float32 [..., heads, 2]``
     (spatial, temporal).  Jit-friendly: the result is data, its shape depends only on the inputs.
     Heads are processed in chunks of at most :data:`PROFILE_CHUNK_BYTES` of working memory.
     """
@@ -98,7 +106,7 @@ def classify_heads(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeom
         raise BadInput(f"mask length {mask.L} does not match geometry {geometry} (L={geometry.L})")
     spatial = mask
     r = min(num_rows, L)
-    rows = jax.random.choice(key, L, shape=(r,), replace=False)
+    rows = sampled_rows(key, L, r)
     allowed = [candidate_rows(m, rows) for m in (spatial, PermutedMask(spatial, geometry))]
 
     def head_mse(qkv):
@@ -199,5 +207,5 @@ def format_planted(result: dict) -> str:
     return table + f"\naccuracy {result['accuracy']:.4f} over {result['heads_profiled']} heads ({result['provenance']})"
 
 
-__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "candidate_rows", "classify_heads", "format_planted",
+__all__ = ["SPATIAL", "TEMPORAL", "HEAD_KINDS", "PROFILE_CHUNK_BYTES", "candidate_rows", "classify_heads", "sampled_rows", "format_planted",
            "planted_heads", "planted_report", "profile_planted"]

@@ -335,7 +335,7 @@ def cached_compile_block(job: BlockJob) -> dict:
 
 def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
     """:func:`cached_compile_block` of every job, in the order given, ``workers`` child compiles at once (each
-    a few GB), the longest first (SVG before dense: its profiling compiles for minutes; then by tokens), so the
+    a few GB), the longest first (SVG before dense, then by tokens), so the
     last to start is a short one."""
     import concurrent.futures
 

@@ -98,26 +98,24 @@ PROFILES: dict[str, dict[str, dict]] = {
         **_COMPUTED_ONLY,
         # compiled blocks on v6e: dense at 720p, dense and SVG at 1440p, our kernel read from its own compile
         # (notebook 04's); the tpu profile compiles the whole set with the kernel in the block
-        "05_quadratic_scaling": {"toy_repeats": 9, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP,
+        "05_quadratic_scaling": {"toy_repeats": 5, "toy_frames": [2, 4, 8, 16], "sweep": _SWEEP,
                                  **_WAN_BLOCKS, "blocks": [["720p", "v6e", "dense"], ["1440p", "v6e"]],
                                  "block_kernel": "own-compile"},
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
-        "04_fast_path_ablation": {"rounds": 5,  # geometry and tiles: the notebook's parameters cell
+        "04_fast_path_ablation": {"rounds": 3,  # geometry and tiles: the notebook's parameters cell
                                   "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
-        "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 3},
-        # sized so that make figures stays within 15 min on 2 cores (the tpu profile runs the full study)
+        "06_end_to_end_speedup": {"seeds": [0, 1], "steps": 10, "repeats": 2},
+        # sized so that make figures stays within 10 min on 2 idle cores (the tpu profile runs the full study)
         "07_quality": {"seeds": [0, 1], "steps": 10, "kept_fractions": [0.3, 0.6], "variants": _QUALITY_VARIANTS,
-                       "method_variants": _METHOD_VARIANTS, "method_kept": [0.2, 0.3], "method_seeds": [0],
+                       "method_variants": _METHOD_VARIANTS, "method_kept": [0.3], "method_seeds": [0],
                        "method_steps": 10},
     },
     "tpu": {
         **_COMPUTED_ONLY,
         "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP, **_WAN_BLOCKS,
-                                 # v7x's SVG block only at 720p: our profiling's sampling without replacement
-                                 # sorts L keys, a program libtpu takes over half an hour to compile for v7x
-                                 "blocks": [["720p", "v6e"], ["1440p", "v6e"], ["720p", "v7x"], ["1440p", "v7x", "dense"]],
+                                 "blocks": [["720p", "v6e"], ["1440p", "v6e"], ["720p", "v7x"], ["1440p", "v7x"]],
                                  "block_kernel": "in-block"},
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
