@@ -36,9 +36,8 @@ from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, TIL
 #: tile (:mod:`svgtpu.recipes` cites both).
 TILES = tuple((t.block_q, t.block_kv) for t in (MAXDIFFUSION_V6E_TILE, MAXDIFFUSION_DEFAULT_TILE))
 DEVICES = ("v6e", "v7x")
-#: Child compiles at once (each a process of 3-4 GB), at most 4: libtpu keeps about two cores busy per compile (a 1440p Wan block here: 93 s of CPU
-#: in 52 s), so two at once on two cores take longer than one after the other (three blocks: 161 s vs 146 s).
-COMPILE_WORKERS = max(1, min(4, (os.cpu_count() or 1) // 2))
+#: Compiles run at once (each a child process of about 3-4 GB): the cores, at most 4.
+COMPILE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 #: The ``block_kv_compute`` the recipes give Splash at their tiles (MaxDiffusion's: 1024 at 3024 x 2048):
 #: the baselines run at it; other tiles use our default.
 MAXDIFFUSION_KV_COMPUTE = {(t.block_q, t.block_kv): t.block_kv_compute for t in TILE_RECIPES.values()}

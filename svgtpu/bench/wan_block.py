@@ -333,17 +333,16 @@ def cached_compile_block(job: BlockJob) -> dict:
     return result
 
 
-def compile_blocks(jobs, workers: int | None = None, progress: bool = False) -> list[dict]:
-    """:func:`cached_compile_block` of every job, in the order given, ``workers`` child compiles at once
-    (default :data:`~svgtpu.bench.compiled.COMPILE_WORKERS`), the longest first (SVG before dense, then by
-    tokens), so the last to start is a short one."""
+def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
+    """:func:`cached_compile_block` of every job, in the order given, ``workers`` child compiles at once (each
+    a few GB), the longest first (SVG before dense, then by tokens), so the
+    last to start is a short one."""
     import concurrent.futures
 
     from svgtpu.geometry import get_geometry
     jobs = list(jobs)
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].variant != "svg", -get_geometry(jobs[i].resolution).L))
-    from svgtpu.bench.compiled import COMPILE_WORKERS
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers or COMPILE_WORKERS)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(cached_compile_block, jobs[i]): i for i in order}
         done = concurrent.futures.as_completed(futures)
         if progress:
