@@ -114,7 +114,7 @@ PROBE_KEYS = {"device": str, "mxus_per_core": int, "mxu_columns": int, "flops_pe
               "provenance": str}
 TILE_KEYS = {"device": str, "kernel": str, "resolution": str, "L": int, "block_q": int, "block_kv": int,
              "head_dim": int, "dtype": str, "roofline_tile": NUMBER, "hbm_bytes_per_step": int, "provenance": str}
-CYCLE_KEYS = ("full", "padding_partial", "mask_partial", "empty_step", "step_overhead", "init_finish")
+CYCLE_KEYS = ("full", "padding_partial", "mask_partial", "masked", "empty_step", "step_overhead", "init_finish")
 
 
 def check_tile_table(table: dict) -> None:
@@ -136,6 +136,7 @@ def check_tile_table(table: dict) -> None:
             assert tile[key] is None or (isinstance(tile[key], int) and tile[key] >= 0), (key, tile[key])
         if any(tile[key] is None for key in ("full", "padding_partial", "mask_partial")):
             assert tile.get("refused") or tile["kernel"] == "splash", tile
+        assert (tile["masked"] is None) == (tile["kernel"] != "ours" or bool(tile.get("refused"))), tile
         kinds.add((tile["device"], tile["kernel"]))
     assert {(d, k) for d, _ in kinds for k in ("ours", "splash", "tokamax")} == kinds
 

@@ -121,7 +121,7 @@ def ratios(rows: dict) -> dict:
 
 #: Which compiled variant shows which body: (kernel, body, variant name, body index).
 BODIES = (("ours", "full", "ours-dense-fast", 0), ("ours", "padding_partial", "ours-dense-fast", 1),
-          ("ours", "mask_partial", "ours-svg-fast", 1),
+          ("ours", "mask_partial", "ours-svg-fast", 1), ("ours", "masked", "ours-dense-nofast", 0),
           ("splash", "full", "splash-dense@unpadded", 0), ("splash", "padding_partial", "splash-dense", 0),
           ("splash", "mask_partial", "splash-svg", 0),
           ("tokamax", "full", "tokamax-dense", 0), ("tokamax", "padding_partial", "tokamax-dense", 1),
@@ -168,7 +168,7 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
                dtype: str = "bfloat16") -> list[dict]:
     """The compiled tile costs the cost model reads, one entry per kernel (``figures/compiled_tiles.json``,
     schema in ``tests/test_compiled.py``): static cycles of the full, padding-partial and mask-partial
-    bodies, of an empty step (``None`` where empty tiles take no step), of the per-step code and of a
+    bodies, of ours with the fast path off (``masked``), of an empty step (``None`` where empty tiles take no step), of the per-step code and of a
     row's init + finish; the roofline cycles of one tile and the HBM bytes of a step."""
     from svgtpu.bench.units import core
     from svgtpu.geometry import get_geometry
@@ -184,6 +184,8 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
             entry[body] = r["bundles"]
             if r["bundles"] is None:
                 refused.append(f"{body}: {r['refused']}")
+        # the body of every tile with the fast path off (only ours can turn it off)
+        entry["masked"] = bodies[(kernel, "masked")]["bundles"] if (kernel, "masked") in bodies else None
         if "schedules" in source:
             s = source["schedules"][0]
             entry.update(empty_step=s["overhead"] if kernel == "splash" else None, step_overhead=s["overhead"],

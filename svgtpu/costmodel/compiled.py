@@ -7,7 +7,8 @@ schedules and writes one file (provenance ``compiled-v6e`` / ``compiled-v7x``) w
   cycle, and the clock the published peak implies (``peak / (cores x flops per cycle)``), with sources;
 - ``tiles``, per device, kernel (``ours``, ``splash``, ``tokamax``) and tile shape: the static cycles
   of a full tile body, a tile masked only by the padded keys of the last kv tile (``padding_partial``),
-  a tile the mask cuts (``mask_partial``), a grid step that skips its body (``empty_step``), the code
+  a tile the mask cuts (``mask_partial``), the one body every tile runs when a kernel's fast path is
+  off and the mask cuts no tile (``masked``: the mask read in the kernel on all of a tile's keys), a grid step that skips its body (``empty_step``), the code
   every grid step runs (``step_overhead``) and a q row's init + finish (``init_finish``); the MXU
   roofline of one tile and the HBM bytes a step moves.  A value is ``null`` where the kernel has no
   such body, or ``{"refused": reason}`` where the compiler refused it.
@@ -37,7 +38,7 @@ COMPILED_TILES_NAME = "compiled_tiles.json"
 KERNELS = ("ours", "splash", "tokamax")
 HAS_FAST_PATH = {"ours": True, "splash": False, "tokamax": True}
 #: Tile fields in cycles: a body, a step, a row.
-CYCLE_FIELDS = ("full", "padding_partial", "mask_partial", "empty_step", "step_overhead", "init_finish")
+CYCLE_FIELDS = ("full", "padding_partial", "mask_partial", "masked", "empty_step", "step_overhead", "init_finish")
 
 
 def _cycles(value, where: str):
@@ -99,6 +100,7 @@ class CompiledTile:
     full: float | None
     padding_partial: float | None
     mask_partial: float | None
+    masked: float | None
     empty_step: float | None
     step_overhead: float | None
     init_finish: float | None
@@ -122,6 +124,14 @@ class CompiledTile:
     def partial_body(self, mask_cuts_tiles: bool) -> float:
         """The body a partial tile runs: one the mask cuts, or one masked only by the padded keys."""
         return self.mask_partial if mask_cuts_tiles else self.padding_partial
+
+    def masked_body(self, mask_cuts_tiles: bool) -> float:
+        """The body every tile runs with the fast path off: one the mask cuts, else the masked body of a
+        whole tile (tables without ``masked`` were written when that was the padding-partial body: our
+        kernel now skips the padded key chunks of the last kv tile, so its padding-partial body is shorter)."""
+        if mask_cuts_tiles:
+            return self.mask_partial
+        return self.masked if self.masked is not None else self.padding_partial
 
 
 @dataclasses.dataclass(frozen=True)

@@ -146,8 +146,9 @@ def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: dict, *, fa
     """Static cycles of one head of ``tile.kernel`` over a mask with tile counts ``stats`` (module doc).
 
     A partial tile runs the body of a tile the mask cuts when the mask cuts inside tiles, else the body
-    masked only by padded keys.  With a fast path (and ``fast_path``) full tiles run the full body;
-    without one, every tile runs the partial body once the mask has a partial tile (Splash).  Every grid
+    masked only by padded keys.  With a fast path (and ``fast_path``) full tiles run the full body; with
+    the fast path turned off every tile runs the kernel's masked body; a kernel without one runs the partial
+    body on every tile once the mask has a partial tile (Splash).  Every grid
     step adds the step overhead (a skipped one its ``empty_step``), every q row its init and finish.
     Returns the parts and ``total``; ``roofline``: the computed tiles at the MXU roofline.
     """
@@ -155,6 +156,8 @@ def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: dict, *, fa
     partial_body = tile.partial_body(info["mask_cuts_tiles"])
     if fast_path and HAS_FAST_PATH[tile.kernel]:
         bodies = stats.full * tile.full + stats.partial * partial_body
+    elif HAS_FAST_PATH[tile.kernel]:  # its fast path turned off: every tile runs the one masked body
+        bodies = (stats.full + stats.partial) * tile.masked_body(info["mask_cuts_tiles"])
     else:
         bodies = (stats.full + stats.partial) * (partial_body if stats.partial else tile.full)
     parts = {"bodies": bodies,
