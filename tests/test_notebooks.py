@@ -237,6 +237,8 @@ def test_committed_notebooks_are_clean_and_parameterized(notebook):
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and 'profile = "cpu"' in tagged[0].source and "figures_dir = None" in tagged[0].source
     assert nb.cells[0].cell_type == "markdown"                      # the why comes before the how
+    assert nb.cells[0].source.startswith("# ")                      # one title, the one the browser test reads
+    assert nb.metadata.kernelspec.name == "svgtpu"                  # the kernel make install registers
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, "commit notebooks without outputs"
