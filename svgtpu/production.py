@@ -31,7 +31,7 @@ class ProductionSetup:
     resolution: str = "1440p"        # a :data:`svgtpu.geometry.PRESETS` name
     device: str = "v6e"              # a :data:`svgtpu.costmodel.DEVICES` name
     chips: int = 8                   # chips of the slice (v6e: one TensorCore each)
-    block_q: int = BLOCK_Q           # MaxDiffusion's Wan tiles on v6e (cited in svgtpu.recipes)
+    block_q: int = BLOCK_Q           # MaxDiffusion's Wan tiles on v6e, block_q a lane multiple (svgtpu.recipes)
     block_kv: int = BLOCK_KV
     recipe: str = DEFAULT_RECIPE.name
 
@@ -42,7 +42,7 @@ class ProductionSetup:
 
     @property
     def tiles(self) -> str:
-        """``3024×2048``."""
+        """``3072×2048``."""
         return f"{self.block_q}×{self.block_kv}"
 
     def label(self, resolution: str | None = None) -> str:

@@ -83,11 +83,13 @@ def test_block_table_kinds_equal_the_host_classification_and_alignment(align_mod
         assert (labels[L:] == 9).all()  # padding: no block
 
 
-@pytest.mark.parametrize("dtype,align_mode,fast_path", [("float32", None, True), ("bfloat16", None, False),
-                                                        ("float32", "snap", False), ("bfloat16", "snap", True)])
-def test_block_table_attention_equals_float64_under_the_same_mask(dtype, align_mode, fast_path):
+@pytest.mark.parametrize("dtype,align_mode,fast_path,layout", [
+    ("float32", None, True, "query-major"), ("bfloat16", None, False, "query-major"),
+    ("float32", "snap", False, "query-major"), ("bfloat16", "snap", True, "query-major"),
+    ("float32", None, True, "key-major"), ("bfloat16", "snap", False, "key-major")])
+def test_block_table_attention_equals_float64_under_the_same_mask(dtype, align_mode, fast_path, layout):
     seed = 29
-    print("seed", seed, dtype, align_mode, fast_path)
+    print("seed", seed, dtype, align_mode, fast_path, layout)
     rng = np.random.default_rng(seed)
     heads, L = 3, 300
     q, k, v = (jnp.asarray(rng.normal(size=(heads, L, 64)), dtype) for _ in range(3))
@@ -95,7 +97,7 @@ def test_block_table_attention_equals_float64_under_the_same_mask(dtype, align_m
     table = rng.random((heads, 6, 10)) < 0.4
     table[0, 2] = False  # a query block with no key: its rows give zeros
     out, info = block_table_attention(q, k, v, jnp.asarray(qe), jnp.asarray(ke), jnp.asarray(table),
-                                      align=align_mode, block_q=128, block_kv=128, fast_path=fast_path)
+                                      align=align_mode, config=KernelConfig(128, 128, fast_path=fast_path, layout=layout))
     masks = [BlockMask(L, qe[h], ke[h], table[h]) for h in range(heads)]
     if align_mode:
         masks = [align(m, 128, 128, align_mode) for m in masks]

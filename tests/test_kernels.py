@@ -94,6 +94,77 @@ def test_block_sparse_matches_float64_reference(case, fast_path):
     assert relative_error(out, ref) <= TOLERANCE[dtype]
 
 
+# -- the key-major layout: scores [block_kv_compute, block_q], statistics [8, block_q] -------------
+
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute); block_q a
+# multiple of 128 (both layouts take it); 384 runs a 256-query strip and a 128-query one (block_sparse.STRIP)
+LAYOUT_CASES = [
+    ("layouts-dense-padded-chunks", lambda L: DenseMask(L), 2, 420, 128, "bfloat16", 128, 256, 128),
+    ("layouts-svg-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 384, 128, None),
+    ("layouts-band-sink-bf16", lambda L: BandSinkMask(L, 40, 50), 2, 530, 128, "bfloat16", 384, 256, 128),
+    ("layouts-aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 128),
+    ("layouts-per-head-blocks", lambda L: per_head_masks(L, 5), 3, 400, 64, "float32", 256, 128, None),
+    ("layouts-many-chunks", lambda L: BandSinkMask(L, 300, 20), 1, 1100, 64, "bfloat16", 256, 1024, 128),
+]
+
+
+@pytest.mark.parametrize("layout", ["query-major", "key-major"])
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "nofast"])
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=[c[0] for c in LAYOUT_CASES])
+def test_both_layouts_match_float64_reference(case, fast_path, layout):
+    """Both layouts against float64 (natural exp) on the same seeded inputs: iota, padding and block
+    masks, non-tile-multiple lengths, several heads, both dtypes, 8 unrolled chunks of 128 keys."""
+    name, build, heads, L, d, dtype, bq, bkv, bkc = case
+    seed = zlib.crc32(name.encode())
+    print("seed", seed)
+    mask = build(L)
+    q, k, v = random_qkv(seed, heads, L, d, dtype)
+    ref = numpy_attention(q, k, v, mask_array(mask, heads, L))
+    out = block_sparse_attention(q, k, v, mask, config=KernelConfig(bq, bkv, bkc, fast_path, layout))
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert relative_error(out, ref) <= TOLERANCE[dtype]
+
+
+def test_key_major_tile_update_is_the_transposed_update():
+    """One tile by hand: two chunks through ``tile_update_key_major`` give float64 attention, and its
+    state is the query-major state transposed (m, l one row per query instead of 128 lanes)."""
+    from svgtpu.kernels.block_sparse import MASK_VALUE, tile_update, tile_update_key_major
+    seed = 41
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    bq, bkv, d = 256, 128, 64
+    q, k, v = (jnp.asarray(rng.standard_normal((n, d)), jnp.float32) for n in (bq, 2 * bkv, 2 * bkv))
+    allowed = rng.random((bq, 2 * bkv)) < 0.6
+    allowed[:3] = False  # queries with no key: m stays at the masked score
+    scale = 1 / np.sqrt(d)
+    km = (jnp.full((8, bq), -jnp.inf), jnp.zeros((8, bq)), jnp.zeros((d, bq)))
+    qm = (jnp.full((bq, 128), -jnp.inf), jnp.zeros((bq, 128)), jnp.zeros((bq, d)))
+    for c in range(2):
+        keys = slice(c * bkv, (c + 1) * bkv)
+        km = tile_update_key_major(q, k[keys], v[keys], *km, jnp.asarray(allowed[:, keys].T), scale)
+        qm = tile_update(q, k[keys], v[keys], *qm, jnp.asarray(allowed[:, keys]), scale)
+    m, l, acc = (np.asarray(x, np.float64) for x in km)
+    assert (m == m[:1]).all() and (l == l[:1]).all()  # eight equal rows
+    np.testing.assert_allclose(m[0], np.asarray(qm[0])[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(acc.T, np.asarray(qm[2]), rtol=1e-5, atol=1e-5)
+    rows = m[0] > MASK_VALUE
+    assert not rows[:3].any() and rows[3:].all()
+    out = acc.T[rows] / l[0, rows, None]
+    ref = numpy_attention(q[None], k[None], v[None], allowed[None])[0]
+    assert np.abs(out - ref[rows]).max() / np.abs(ref).max() <= TOLERANCE["float32"]
+
+
+def test_key_major_needs_lane_multiple_block_q():
+    with pytest.raises(ValueError, match=r"block_q must be a positive multiple of 128 \(with layout='key-major'.*"
+                                         r"Mosaic's block-shape rule"):
+        KernelConfig(3024, 2048, layout="key-major")
+    with pytest.raises(ValueError, match="layout must be one of query-major, key-major"):
+        KernelConfig(3072, 2048, layout="row-major")
+    # the default: key-major wherever block_q allows it
+    assert KernelConfig(3024, 2048).layout == "query-major" and KernelConfig(3072, 2048).layout == "key-major"
+    assert KernelConfig(136, 128).layout == "query-major" and KernelConfig(128, 128).layout == "key-major"
+
+
 def test_temporal_heads_via_layout_transform():
     """Temporal heads: permute to spatial-major, run the band mask, permute back == strided mask."""
     g = GEOM_TEMPORAL
@@ -196,14 +267,14 @@ def test_tpu_interpreter_with_pipeline_semantics():
     assert relative_error(out, numpy_attention(q, k, v, masks)) <= TOLERANCE["float32"]
 
 
+@pytest.mark.parametrize("layout", ["query-major", "key-major"])
 @pytest.mark.parametrize("fast_path", [True, False])
-def test_lowers_for_tpu(fast_path):
+def test_lowers_for_tpu(fast_path, layout):
     """Pallas' Mosaic (TPU) lowering accepts the kernel for iota- and block-masked plans."""
     x = jax.ShapeDtypeStruct((2, 300, 128), jnp.bfloat16)
+    config = KernelConfig(128, 256, 128, fast_path, layout)
     for mask in (BandSinkMask(300, 40, 60), np.random.default_rng(0).random((300, 300)) < 0.3):
-        f = jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, mask, block_q=128, block_kv=256,
-                                                           block_kv_compute=128, fast_path=fast_path,
-                                                           interpret=False))
+        f = jax.jit(lambda q, k, v: block_sparse_attention(q, k, v, mask, config=config, interpret=False))
         text = jax.export.export(f, platforms=["tpu"])(x, x, x).mlir_module()
         assert "tpu_custom_call" in text
 
@@ -356,8 +427,9 @@ def test_bf16_scores_are_scaled_in_float32():
     q, k = (jnp.asarray(x * 10, "bfloat16") for x in (q, k))
     v = jnp.asarray(v, "bfloat16")
     mask = BandSinkMask(L, 16, 100)
-    out = block_sparse_attention(q, k, v, mask, block_q=128, block_kv=128)
-    assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["bfloat16"]
+    for layout in ("query-major", "key-major"):
+        out = block_sparse_attention(q, k, v, mask, config=KernelConfig(128, 128, layout=layout))
+        assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["bfloat16"]
 
 
 def test_splash_wrapper_switches_dtype_and_handles_an_empty_mask():

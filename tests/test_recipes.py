@@ -70,7 +70,9 @@ def test_schedule_defaults_are_the_default_recipe_script_by_hand():
     assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, n) for n in (50, 40, 4)] == [10, 8, 0]
     assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, n) for n in (40, 30, 100)] == [1, 0, 3]
     assert schedule.warmup_count(0.29, 100) == 29         # 0.29 * 100 is 28.999999999999996 in floating point
-    assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3024, 2048)
+    # our production tile: MaxDiffusion's with block_q rounded up to a lane multiple (key-major body)
+    assert (recipes.MAXDIFFUSION_V6E_TILE.block_q, recipes.MAXDIFFUSION_V6E_TILE.block_kv) == (3024, 2048)
+    assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3072, 2048)
 
 
 def test_bad_recipe_name():

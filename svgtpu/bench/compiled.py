@@ -30,11 +30,11 @@ from svgtpu.errors import BadInput
 from svgtpu.bench.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
 from svgtpu.geometry import parse_tiles
 from svgtpu.production import PRODUCTION
-from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, TILES as TILE_RECIPES
+from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, PRODUCTION_TILE, TILES as TILE_RECIPES
 
-#: The tiles compared: MaxDiffusion's Wan tiles for v6e (the production tile) and its default square
-#: tile (:mod:`svgtpu.recipes` cites both).
-TILES = tuple((t.block_q, t.block_kv) for t in (MAXDIFFUSION_V6E_TILE, MAXDIFFUSION_DEFAULT_TILE))
+#: The tiles compared: the production tile (MaxDiffusion's Wan tile for v6e, block_q a lane multiple) and
+#: MaxDiffusion's default square tile (:mod:`svgtpu.recipes` cites both).
+TILES = tuple((t.block_q, t.block_kv) for t in (PRODUCTION_TILE, MAXDIFFUSION_DEFAULT_TILE))
 DEVICES = ("v6e", "v7x")
 #: Compiles run at once (each a child process of about 3-4 GB): the cores, at most 4.
 COMPILE_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -43,18 +43,37 @@ COMPILE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 MAXDIFFUSION_KV_COMPUTE = {(t.block_q, t.block_kv): t.block_kv_compute for t in TILE_RECIPES.values()}
 #: The baselines' ``block_kv_compute`` swept (``--sweep``), at the production tile.
 SWEEP_KV_COMPUTE = (512, 1024, 2048)
-#: A dense grid whose length both production tiles divide (L = 387,072 = lcm(3024, 2048)): the libraries
+#: A dense grid whose length both production tiles divide (L = 387,072 = lcm(3024, 2048), a multiple of
+#: 3072 too): the libraries
 #: get a full mask there, no padded block, so their unmasked tile body shows.
 UNPADDED_GEOMETRY = "21x96x192"
 
 
+def theirs_kv_compute(block_q: int, block_kv: int) -> int:
+    """The libraries' ``block_kv_compute``: the recipe's at its tile, else that of a recipe with the
+    same ``block_kv`` (MaxDiffusion's 1024 at 3024 x 2048 for our 3072 x 2048), else our default."""
+    from svgtpu.kernels.config import default_block_kv_compute
+    same_kv = [kc for (_, bkv), kc in MAXDIFFUSION_KV_COMPUTE.items() if bkv == block_kv and kc <= block_kv]
+    return MAXDIFFUSION_KV_COMPUTE.get((block_q, block_kv), same_kv[0] if same_kv else
+                                       default_block_kv_compute(block_q, block_kv))
+
+
+def other_layouts(block_q: int) -> tuple[str, ...]:
+    """Our layouts other than the default one that a ``block_q`` tile allows (compared beside it)."""
+    from svgtpu.kernels.config import LAYOUTS, default_layout, tile_refusal
+    return tuple(lay for lay in LAYOUTS if lay != default_layout(block_q) and tile_refusal(block_q, 128, lay) is None)
+
+
 def variants(geometry: str, block_q: int, block_kv: int, device: str = "v6e") -> list[Variant]:
-    """Ours on dense, SVG and aligned SVG, fast path on and off; Splash and tokamax on the same masks."""
+    """Ours (default layout) on dense, SVG and aligned SVG, fast path on and off, and our other layout
+    with the fast path (its full and partial bodies, its whole kernel); Splash and tokamax on the same masks."""
     from svgtpu.kernels.config import default_block_kv_compute
     ours_kc = default_block_kv_compute(block_q, block_kv)
-    theirs_kc = MAXDIFFUSION_KV_COMPUTE.get((block_q, block_kv), ours_kc)
+    theirs_kc = theirs_kv_compute(block_q, block_kv)
     out = [Variant("ours", m, geometry, block_q, block_kv, ours_kc, fast, device=device)
            for m in MASKS for fast in (True, False)]
+    out += [Variant("ours", m, geometry, block_q, block_kv, ours_kc, True, device=device, layout=lay)
+            for lay in other_layouts(block_q) for m in MASKS]
     return out + [Variant(k, m, geometry, block_q, block_kv, theirs_kc, device=device)
                   for k in ("splash", "tokamax") for m in MASKS]
 
@@ -63,7 +82,7 @@ def extra_variants(block_q: int, block_kv: int, device: str, sweep: bool) -> lis
     """The extra compiles at the production tile: JAX Splash at an unpadded length (its unmasked body: at
     a padded one it masks every block; the cost model needs it), and with ``sweep`` the libraries'
     ``block_kv_compute`` sweep on the aligned mask at the production geometry."""
-    theirs_kc = MAXDIFFUSION_KV_COMPUTE.get((block_q, block_kv), block_kv)
+    theirs_kc = theirs_kv_compute(block_q, block_kv)
     out = [Variant("splash", "dense", UNPADDED_GEOMETRY, block_q, block_kv, theirs_kc, device=device)]
     if sweep:
         out += [Variant(k, "svg-aligned", PRODUCTION.resolution, block_q, block_kv, kc, device=device)
@@ -71,9 +90,22 @@ def extra_variants(block_q: int, block_kv: int, device: str, sweep: bool) -> lis
     return out
 
 
+def push_bound_factor(layout: str, head_dim: int, block_q: int, device: str = "v6e") -> float:
+    """The MXU pushes a layout needs per tile over those of the full-fill roofline: the mean fill of
+    its two matmuls.  ``q k^T`` contracts ``head_dim`` (one push per 16 rows whatever the contraction
+    up to the array's width: ``columns / head_dim`` times the full-fill pushes below it, either
+    layout); the PV product's output width is ``head_dim`` query-major (``p v``) but ``block_q``
+    key-major (``v^T p``).  At d = 128 on a 256-wide array: 2.0 query-major, 1.5 key-major."""
+    from svgtpu.bench.units import core
+    columns = core(device).mxu_columns
+    qk = columns / min(head_dim, columns)
+    pv = columns / min(head_dim if layout == "query-major" else block_q, columns)
+    return (qk + pv) / 2
+
+
 def roofline(v: Variant) -> dict:
     """Flops of the tiles ``v``'s mask keeps (real rows and keys), their cycles at the MXU's full-fill
-    peak, and the MXU bound (pushes: ``256 / head_dim`` times the roofline below a 256-wide head)."""
+    peak, and the MXU bound of ``v``'s layout (its pushes: :func:`push_bound_factor` times the roofline)."""
     import numpy as np
 
     from svgtpu.bench.units import core
@@ -85,9 +117,9 @@ def roofline(v: Variant) -> dict:
     pairs = float((rows[:, None] * cols[None, :] * (kinds != EMPTY)).sum())
     c = core(v.device)
     flops = 4 * v.head_dim * pairs
-    fill = max(1, c.mxu_columns // v.head_dim)
+    fill = push_bound_factor(v.kernel_layout, v.head_dim, v.block_q, v.device)
     return {"flops": flops, "roofline_cycles": flops / c.flops_per_cycle,
-            "mxu_bound_cycles": fill * flops / c.flops_per_cycle,
+            "mxu_bound_cycles": fill * flops / c.flops_per_cycle, "layout": v.kernel_layout,
             "tile_density": float((kinds != EMPTY).mean())}
 
 
@@ -113,13 +145,21 @@ def ratios(rows: dict) -> dict:
             for what in ("roofline", "mxu_bound"):
                 out[f"{mask}: {label} / {what.replace('_', ' ')}"] = \
                     c[name] / r[f"{what}_cycles"] if name in c and r.get(f"{what}_cycles") else None
+        for name in sorted(n for n in rows if n.startswith(f"{ours}-")):  # our other layouts
+            layout = name[len(ours) + 1:]
+            out[f"{mask}: ours {layout} / ours"] = over(name, ours)
+            for what in ("roofline", "mxu_bound"):
+                r = rows[name]
+                out[f"{mask}: ours {layout} / {what.replace('_', ' ')}"] = \
+                    c[name] / r[f"{what}_cycles"] if name in c and r.get(f"{what}_cycles") else None
         out[f"{mask}: step-overhead share"] = ref.get("overhead_share")
     return out
 
 
 # -- tile bodies ------------------------------------------------------------------------------
 
-#: Which compiled variant shows which body: (kernel, body, variant name, body index).
+#: Which compiled variant shows which body: (kernel, body, variant name, body index); ours in its
+#: default layout (:func:`bodies` adds its other layouts).
 BODIES = (("ours", "full", "ours-dense-fast", 0), ("ours", "padding_partial", "ours-dense-fast", 1),
           ("ours", "mask_partial", "ours-svg-fast", 1), ("ours", "masked", "ours-dense-nofast", 0),
           ("splash", "full", "splash-dense@unpadded", 0), ("splash", "padding_partial", "splash-dense", 0),
@@ -128,16 +168,31 @@ BODIES = (("ours", "full", "ours-dense-fast", 0), ("ours", "padding_partial", "o
           ("tokamax", "mask_partial", "tokamax-svg", 1))
 
 
+def bodies(block_q: int) -> tuple:
+    """:data:`BODIES` and the full and partial bodies of our other layouts at ``block_q`` (fast path on):
+    ``(kernel, body, variant name, body index, layout)``."""
+    from svgtpu.kernels.config import default_layout
+    ours = default_layout(block_q)
+    out = tuple((k, b, n, i, ours if k == "ours" else "query-major") for k, b, n, i in BODIES)
+    for lay in other_layouts(block_q):
+        out += (("ours", "full", f"ours-dense-fast-{lay}", 0, lay),
+                ("ours", "padding_partial", f"ours-dense-fast-{lay}", 1, lay),
+                ("ours", "mask_partial", f"ours-svg-fast-{lay}", 1, lay))
+    return out
+
+
 def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_dim: int = 128) -> list[dict]:
-    """One row per tile body of :data:`BODIES` (``compiled``: cached compile by variant name): static
+    """One row per tile body of :func:`bodies` (``compiled``: cached compile by variant name): static
     bundles, the roofline cycles of one tile, the fewest cycles each unit needs, the binding unit, the
-    MXU's busy share and its share of peak, and the HBM bytes a step of that kind fetches."""
+    MXU's busy share (``mxu_busy``: the layout's push bound over the bundles) and its share of the
+    full-fill peak (``peak_share``: the roofline over the bundles), the MXU pushes and the HBM bytes a
+    step of that kind fetches."""
     from svgtpu.bench.units import UNITS, UnitCounts, core, cycles_of
     flops = 4 * block_q * block_kv * head_dim
     out = []
-    for kernel, body, name, index in BODIES:
+    for kernel, body, name, index, layout in bodies(block_q):
         result = compiled.get(name)
-        row = {"device": device, "kernel": kernel, "body": body, "variant": name}
+        row = {"device": device, "kernel": kernel, "layout": layout, "body": body, "variant": name}
         if result is None or "refused" in result:
             out.append({**row, "bundles": None, "refused": (result or {}).get(
                 "refused", "not compiled (only at the production tile)")})
@@ -154,6 +209,8 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
         fetched = block_bytes(Variant(kernel, "dense", "", block_q, block_kv, block_q, device=device))["kv"]
         out.append({**row, "bundles": u.bundles, "roofline": u.roofline, **{k: getattr(u, k) for k in UNITS},
                     "binding": u.binding(), "mxu_busy": u.mxu_share, "peak_share": u.peak_share,
+                    "pushes": sum(counts.pushes), "eup_ops": counts.count("eup"),
+                    "xlu_ops": counts.count("xlu") + counts.count("xlu_pop"), "stores": counts.count("vector_store"),
                     "hbm_bytes_per_step": fetched,
                     "hbm_cycles_per_step": fetched / _bytes_per_cycle(device), "flops_per_cycle": core(device).flops_per_cycle})
     return out
@@ -169,15 +226,20 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
     """The compiled tile costs the cost model reads, one entry per kernel (``figures/compiled_tiles.json``,
     schema in ``tests/test_compiled.py``): static cycles of the full, padding-partial and mask-partial
     bodies, of ours with the fast path off (``masked``), of an empty step (``None`` where empty tiles take no step), of the per-step code and of a
-    row's init + finish; the roofline cycles of one tile and the HBM bytes of a step."""
+    row's init + finish; the roofline cycles of one tile and the HBM bytes of a step.  Ours is its
+    default layout at the tile (``layout``; the other layout's bodies are in :func:`unit_table` only)."""
     from svgtpu.bench.units import core
     from svgtpu.geometry import get_geometry
-    bodies = {(r["kernel"], r["body"]): r for r in unit_table(compiled, device, block_q, block_kv, head_dim)}
+    from svgtpu.kernels.config import default_layout
+    ours_layout = default_layout(block_q)
+    bodies = {(r["kernel"], r["body"]): r for r in unit_table(compiled, device, block_q, block_kv, head_dim)
+              if r["kernel"] != "ours" or r["layout"] == ours_layout}
     out = []
     for kernel in KERNELS:
         source = compiled.get(f"{kernel}-dense" + ("-fast" if kernel == "ours" else ""), {})
         entry = {"device": device, "kernel": kernel, "resolution": resolution, "L": get_geometry(resolution).L,
-                 "block_q": block_q, "block_kv": block_kv, "head_dim": head_dim, "dtype": dtype}
+                 "block_q": block_q, "block_kv": block_kv, "head_dim": head_dim, "dtype": dtype,
+                 "layout": ours_layout if kernel == "ours" else "query-major"}
         refused = []
         for body in ("full", "padding_partial", "mask_partial"):
             r = bodies[(kernel, body)]
@@ -302,6 +364,7 @@ def run_command(args):
         raise BadInput(str(e)) from None
     rows = [{"tiles": f"{r['block_q']}x{r['block_kv']}", "variant": r["variant"], "kv_compute": r["block_kv_compute"],
              "steps": r["steps"], "cycles": r["cycles"], "over_roofline": round(r["cycles"] / r["roofline_cycles"], 3),
+             "over_push_bound": round(r["cycles"] / r["mxu_bound_cycles"], 3),
              "overhead_share": round(r["overhead_share"], 4), "hbm_MB": round(r["hbm_bytes"] / 1e6, 1),
              "us": round(r["seconds"] * 1e6, 1)}
             if r["compiled"] else {"tiles": f"{r['block_q']}x{r['block_kv']}", "variant": r["variant"],
@@ -311,15 +374,19 @@ def run_command(args):
     head = (f"{result['geometry']}, one head, bf16, d=128 [{result['provenance']}; jax {v['jax']}, libtpu {v['libtpu']}, "
             f"tokamax {v['tokamax']}]; cycles = static bundles of the whole kernel (not latency: no memory stall is "
             f"in them); time: {result['rule']}")
-    units = [{"tiles": f"{t['block_q']}x{t['block_kv']}", **{k: (round(x, 3) if isinstance(x, float) else x)
-                                                             for k, x in u.items() if k not in ("device", "flops_per_cycle")}}
+    labels = {"mxu_busy": "push_bound_share", "peak_share": "roofline_share"}  # the two denominators
+    units = [{"tiles": f"{t['block_q']}x{t['block_kv']}",
+              **{labels.get(k, k): (round(x, 3) if isinstance(x, float) else x)
+                 for k, x in u.items() if k not in ("device", "flops_per_cycle", "hbm_cycles_per_step")}}
              for t in result["tiles"] for u in t["units"]]
     ratio_rows = [{"tiles": f"{t['block_q']}x{t['block_kv']}", "ratio": k, "value": None if x is None else round(x, 3)}
                   for t in result["tiles"] for k, x in t["ratios"].items()]
-    return result, "\n\n".join([head, format_table(rows), "tile bodies (static bundles, fewest cycles per unit):",
+    return result, "\n\n".join([head, format_table(rows), "tile bodies (static bundles, fewest cycles per unit; "
+                                "push_bound_share = the layout's MXU push cycles / bundles, roofline_share = "
+                                "the tile's flops at the full-fill peak / bundles):",
                                 format_table(units), format_table(ratio_rows)])
 
 
-__all__ = ["TILES", "DEVICES", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
+__all__ = ["TILES", "DEVICES", "theirs_kv_compute", "other_layouts", "bodies", "push_bound_factor", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
            "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "ratios", "unit_table", "tile_table", "bench_compiled",
            "run_command"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.kernels.config import default_layout
 
 KERNELS = ("ours", "splash", "tokamax")
 MASKS = ("dense", "svg", "svg-aligned")
@@ -53,11 +54,24 @@ class Variant:
     head_dim: int = 128
     dtype: str = "bfloat16"
     device: str = "v6e"
+    layout: str | None = None  # ours: None is the kernel's default for the tile (KernelConfig)
 
     @property
     def name(self) -> str:
+        """``ours-svg-fast`` (our default layout for the tile), ``ours-svg-fast-query-major`` (the other
+        one, named), ``splash-svg``."""
         tail = "" if self.kernel != "ours" else ("-fast" if self.fast_path else "-nofast")
+        if self.kernel == "ours" and self.layout is not None and self.layout != default_layout(self.block_q):
+            tail += f"-{self.layout}"
         return f"{self.kernel}-{self.mask}{tail}"
+
+    @property
+    def kernel_layout(self) -> str:
+        """How the kernel lays a tile's scores: ours as configured, the libraries ``query-major``
+        (``q k^T``, then ``p v``)."""
+        if self.kernel != "ours":
+            return "query-major"
+        return self.layout or default_layout(self.block_q)
 
 
 def mask_of(v: Variant):
@@ -289,7 +303,7 @@ def _compile_child(spec: dict, out: str) -> None:
     device = jax.sharding.SingleDeviceSharding(topology_device(v.device))
     dtype = jnp.dtype(v.dtype)
     if v.kernel == "ours":
-        config = KernelConfig(v.block_q, v.block_kv, v.block_kv_compute, v.fast_path)
+        config = KernelConfig(v.block_q, v.block_kv, v.block_kv_compute, v.fast_path, v.layout)
         x = jax.ShapeDtypeStruct((1, g.L, v.head_dim), dtype, sharding=device)
         fn, args = (lambda q, k, vv: block_sparse(q, k, vv, mask, config=config, implementation="mosaic",
                                                   device=v.device)), (x, x, x)

@@ -11,7 +11,30 @@ computed.  Each step runs one of two bodies:
 
 ``fast_path=False`` keeps the traversal but sends every tile through the masked body: the ablation.
 Softmax statistics and the accumulator live in float32 VMEM scratch; bf16 inputs feed the MXU in
-bf16.  A query row with no allowed key gets output **zeros** (its running maximum never rose above
+bf16.
+
+Two layouts of a tile's scores (``KernelConfig.layout``; key-major wherever ``block_q`` is a multiple
+of 128, :func:`~svgtpu.kernels.config.default_layout`):
+
+- **query-major** (:func:`tile_update`): scores ``q k^T`` ``[block_q, bkc]``, ``acc += p v``
+  ``[block_q, d]``, the row statistics ``m``, ``l`` replicated over 128 lanes ``[block_q, 128]``.
+  At ``d = 128`` both matmuls half-fill the 256-wide MXU: ``q k^T`` contracts over 128, ``p v``
+  has 128 output columns.
+- **key-major** (:func:`tile_update_key_major`): scores ``k q^T`` ``[bkc, block_q]`` (K the left
+  operand), ``acc += v^T p`` ``[d, block_q]``.  The PV product's output width is now the query
+  block, not ``d``, so it fills the MXU: 25 % fewer pushes per tile at ``d = 128`` (the QK product
+  still contracts over 128 of 256: the full-fill ceiling is 2/3).  The per-query statistics are
+  compact ``[8, block_q]`` rows (one vreg per 128 queries): the maximum over keys runs down the
+  sublanes, element-wise across vregs, instead of a cross-lane reduction per row, and the rescale is
+  one exponential per 128 queries instead of one per query row and lane; the sum over keys comes out
+  of the PV matmul itself (a block of ones under ``v^T``).  The tile runs as updates of 256 queries
+  x ``bkc`` keys, every chunk unrolled, the scores issued ahead of the softmax they feed (the MXU
+  works in program order: see ``run_key_major`` in :func:`_kernel` for the static bundles of each
+  step of that design).  The accumulator is transposed back to ``[block_q, d]`` once per q row, when
+  the output block is written.  ``block_q`` is the lane dimension of the scores, statistics and
+  accumulator there, so a multiple of 128 (Mosaic's block-shape rule, :mod:`svgtpu.kernels.config`).
+
+Both layouts exponentiate with ``exp2``, ``log2(e)`` folded into the float32 score scale.  A query row with no allowed key gets output **zeros** (its running maximum never rose above
 the masked score, :data:`MASK_VALUE`).
 
 The traversal is the flat, ragged one (not a rectangular grid padded to the longest q row): the
@@ -44,7 +67,7 @@ from jax.experimental.pallas import tpu as pltpu
 from svgtpu.kernels.budget import check_vmem, device_memory
 from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolve_config, resolve_device,
                                    resolve_interpret)
-from svgtpu.kernels.config import LANES, KernelConfig  # softmax statistics are lane-replicated: [block_q, LANES]
+from svgtpu.kernels.config import LANES, SUBLANES, KernelConfig
 from svgtpu.kernels.plan import FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, tile_plan
 from svgtpu.masks.core import BandSinkMask, Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
@@ -53,8 +76,11 @@ LOG2E = math.log2(math.e)
 #: The score of a masked pair: finite (a row maximum is never ``-inf``), far below any real score, and
 #: ``MASK_VALUE - m`` stays finite for every real ``m`` (see :func:`tile_update`).
 MASK_VALUE = -0.5 * float(jnp.finfo(jnp.float32).max)
-#: The most ``block_kv_compute`` chunks of a tile the kernel unrolls (see ``run`` in :func:`_kernel`).
-MAX_UNROLL = 8
+#: Queries per strip of the key-major body: the MXU's width, so each strip's matmuls fill it (a
+#: multiple of 128; a tile's last strip may be narrower).
+STRIP = 256
+#: Updates whose scores ``k q^T`` the key-major body issues ahead of the softmax they feed (module doc).
+LOOKAHEAD = 6
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
@@ -92,9 +118,55 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     return m_next, l_next, acc_next
 
 
-def iota_mask(mask: Mask, q0, rows: int, k_ids, L: int, pad: bool):
-    """``mask.allowed`` of query rows ``q0 .. q0 + rows`` (a column) and the key ids ``k_ids`` (a row),
-    keys ``>= L`` disallowed when ``pad``.
+def tile_update_key_major(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
+    """:func:`tile_update` key-major: scores ``s = k q^T`` of shape ``[bkv, bq]``, ``acc = v^T p``.
+
+    ``m`` and ``l`` are ``[8, bq]`` float32 (eight equal rows: one vreg per 128 queries), ``acc`` is
+    ``[d, bq]`` float32.  The maximum over keys runs down the sublanes: element-wise across vregs plus
+    one short in-vreg reduction per 128 queries; the sum over keys comes out of the PV matmul
+    (:func:`softmax_update_key_major`); the rescale ``alpha`` is one exponential per 128 queries.  ``v^T p`` has output width ``bq`` (a multiple of 128, e.g. 3072),
+    so the PV matmul fills the MXU's 256 columns where ``p v`` fills ``d = 128`` of them.  Scale,
+    base 2 and masked scores as in :func:`tile_update`.  Returns ``(m, l, acc)``."""
+    return softmax_update_key_major(key_major_scores(q, k, mask, sm_scale), values_with_ones(v), m_prev, l_prev,
+                                    acc_prev)
+
+
+def key_major_scores(q, k, mask=None, sm_scale=1.0):
+    """The first half of :func:`tile_update_key_major`: float32 scores ``k q^T * sm_scale * log2(e)``,
+    ``[bkv, bq]``, masked ones set to :data:`MASK_VALUE`.  (Folding the scale into bf16 ``q`` instead
+    would save the multiply per score but rounds ``q``: 0.096 relative error where the bf16 bound is
+    0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``.)"""
+    precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
+    s = lax.dot_general(k, q, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
+    s = s * (sm_scale * LOG2E)
+    return s if mask is None else jnp.where(mask, s, MASK_VALUE)
+
+
+def values_with_ones(v):
+    """``[v^T; 1]``, ``[d + 16, bkv]``: ``v`` ``[bkv, d]`` transposed, 16 rows of ones under it (one
+    packed bf16 vreg high)."""
+    return jnp.concatenate([v.T, jnp.ones((16, v.shape[0]), v.dtype)], axis=0)
+
+
+def softmax_update_key_major(s, vt, m_prev, l_prev, acc_prev):
+    """The second half of :func:`tile_update_key_major`: the online-softmax step on base-2 scores ``s``
+    ``[bkv, bq]`` with ``vt`` = :func:`values_with_ones` of the chunk's values.  One matmul gives both
+    ``v^T p`` (rows ``:d``) and the sums of ``p`` over keys (the ones rows): ``l`` costs one more MXU
+    push per 256 queries (9 instead of 8 at d = 128) instead of a vector add per score vreg, and it
+    sums the very bf16 ``p`` the numerator uses."""
+    (bkv, bq), d = s.shape, acc_prev.shape[0]
+    assert vt.shape == (d + 16, bkv) and m_prev.shape == l_prev.shape == (SUBLANES, bq) and acc_prev.shape == (d, bq)
+    precision = lax.Precision.HIGHEST if vt.dtype == jnp.float32 else None
+    m_next = jnp.maximum(m_prev, s.max(axis=0, keepdims=True))
+    p = jnp.exp2(s - m_next[:1])
+    alpha = jnp.exp2(m_prev - m_next)
+    pv = lax.dot_general(vt, p.astype(vt.dtype), NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
+    return m_next, alpha * l_prev + pv[d:d + SUBLANES], alpha[:1] * acc_prev + pv[:d]
+
+
+def iota_mask(mask: Mask, q0, rows: int, k_ids, L: int, pad: bool, key_major: bool = False):
+    """``mask.allowed`` of query rows ``q0 .. q0 + rows`` (a column; a row when ``key_major``) and the
+    key ids ``k_ids`` (a row; a column when ``key_major``), keys ``>= L`` disallowed when ``pad``.
 
     A band + sink mask takes a short form whose work per score vreg is one subtraction and one
     compare: the band ``|q - k| <= W`` is the unsigned compare ``q + W - k <= 2W``; padded keys are
@@ -102,7 +174,8 @@ def iota_mask(mask: Mask, q0, rows: int, k_ids, L: int, pad: bool):
     (``2W >= rows + 2``) the sink keys are moved onto the tile's middle row, inside the band of every
     row, so the sink costs nothing per score either (else it is or'ed in).  On the 3024 x 2048 SVG
     partial tile: 24.2k -> 19.7k static v6e bundles with the finite mask value of :func:`tile_update`."""
-    q_ids = q0 + lax.broadcasted_iota(jnp.int32, (rows, 1), 0)
+    q_ids = q0 + (lax.broadcasted_iota(jnp.int32, (1, rows), 1) if key_major
+                  else lax.broadcasted_iota(jnp.int32, (rows, 1), 0))
     if not isinstance(mask, BandSinkMask):
         allowed = mask.allowed(q_ids, k_ids)
         return allowed & (k_ids < L) if pad else allowed
@@ -125,6 +198,7 @@ def _decode(word, kv_bits: int):
 def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
             config: KernelConfig, sm_scale: float, per_head: bool):
     block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
+    key_major = config.layout == "key-major"
     mask_ref = ql_ref = kl_ref = table_ref = None
     if source == "blocks":
         _, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, acc_ref = refs
@@ -133,10 +207,11 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     else:
         q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref = refs
     d = q_ref.shape[-1]
-    assert q_ref.shape == o_ref.shape == acc_ref.shape == (block_q, d), (q_ref.shape, o_ref.shape)
+    assert q_ref.shape == o_ref.shape == (block_q, d), (q_ref.shape, o_ref.shape)
     assert k_ref.shape == v_ref.shape == (block_kv, d), (k_ref.shape, v_ref.shape)
-    assert m_ref.shape == l_ref.shape == (block_q, LANES)
-    assert mask_ref is None or mask_ref.shape == (block_q, block_kv)
+    stats = (SUBLANES, block_q) if key_major else (block_q, LANES)
+    assert m_ref.shape == l_ref.shape == stats and acc_ref.shape == ((d, block_q) if key_major else (block_q, d))
+    assert mask_ref is None or mask_ref.shape == ((block_kv, block_q) if key_major else (block_q, block_kv))
     step = (pl.program_id(0) * steps if per_head else 0) + pl.program_id(1)
     q_tile, kv_tile, kind, flags = _decode(words_ref[step], kv_bits)
 
@@ -150,73 +225,121 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     # Keys of the last kv tile that are real (< L): a "padding" plan's partial tiles all sit there.
     tail = L - (-(-L // block_kv) - 1) * block_kv
 
-    def chunk_mask(c, chunk, row_clusters):
-        """bool mask of kv chunk ``c``; ids are a column and a row, broadcast by the comparisons."""
+    def chunk_mask(lo, chunk, row_clusters, q_lo: int, width: int):
+        """bool mask of the kv chunk at ``lo`` and the queries ``q_lo .. q_lo + width`` of the tile,
+        oriented as the scores; ids are a column and a row, broadcast by the comparisons."""
+        cols = slice(q_lo, q_lo + width)
         if source == "blocks":
-            return mask_ref[:, chunk] != 0
-        if source == "clusters":  # [bq, Ck] @ onehot(key labels)^T [Ck, bkc]: counts 0 / 1, exact in bf16
+            return (mask_ref[chunk, cols] if key_major else mask_ref[:, chunk]) != 0
+        if source == "clusters":  # onehot(key labels) against the kept clusters: counts 0 / 1, exact in bf16
             key_onehot = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[1], block_kv_compute), 0)
                           == kl_ref[:, chunk]).astype(jnp.bfloat16)
+            if key_major:  # [bkc, Ck] @ clusters^T [Ck, width]
+                return lax.dot_general(key_onehot, row_clusters[:, cols], TN_DIMS,
+                                       preferred_element_type=jnp.float32) > 0
             return lax.dot_general(row_clusters, key_onehot, NN_DIMS, preferred_element_type=jnp.float32) > 0
-        k_ids = kv_tile * block_kv + c * block_kv_compute + lax.broadcasted_iota(jnp.int32, (1, block_kv_compute), 1)
+        shape, axis = ((block_kv_compute, 1), 0) if key_major else ((1, block_kv_compute), 1)
+        k_ids = kv_tile * block_kv + lo + lax.broadcasted_iota(jnp.int32, shape, axis)
         if source == "padding":
-            return k_ids < L  # [1, bkc]
-        return iota_mask(mask, (q_tile + row0) * block_q, block_q, k_ids, L, pad=bool(L % block_kv))
+            return k_ids < L
+        return iota_mask(mask, (q_tile + row0) * block_q + q_lo, width, k_ids, L, pad=bool(L % block_kv),
+                         key_major=key_major)
 
-    def run(masked: bool):
-        row_clusters = None
-        if masked and source == "clusters":  # the kept key clusters of each row: onehot(q labels) @ table
-            query_onehot_t = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[0], block_q), 0) == ql_ref[...])
-            row_clusters = lax.dot_general(query_onehot_t.astype(jnp.bfloat16), table_ref[...], TN_DIMS,
-                                           preferred_element_type=jnp.float32).astype(jnp.bfloat16)
-
-        q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
-
-        def update(c, chunk, state, chunk_masked):
-            """One chunk's update: of the carried ``state``, or (``state`` None) through the scratch."""
-            k, v = k_ref[chunk, :], v_ref[chunk, :]
-            mask_c = chunk_mask(c, chunk, row_clusters) if chunk_masked else None
-            if state is not None:
-                return tile_update(q, k, v, *state, mask_c, sm_scale)
-            m_ref[...], l_ref[...], acc_ref[...] = tile_update(q, k, v, m_ref[...], l_ref[...], acc_ref[...],
-                                                               mask_c, sm_scale)
-            return None
-
-        # The full body carries the softmax state from chunk to chunk as values (read from its VMEM
-        # scratch once per tile, written back once); the masked body keeps it in the scratch (static
-        # v6e bundles of the 3024 x 2048 tiles, svgtpu.bench.units: full 15.2k -> 14.2k carried, while
-        # carrying made the SVG-masked body spill more, 20.7k -> 22.5k).  Up to MAX_UNROLL chunks are
-        # unrolled (the scheduler overlaps one chunk's softmax with the next one's matmuls); beyond that
-        # a loop keeps code size and compile time from growing with block_kv / block_kv_compute, with
-        # the state in the scratch (carried through a loop, it is copied in and out at every chunk).
-        if chunks > MAX_UNROLL:
-            lax.fori_loop(0, chunks, lambda c, _: update(
-                c, pl.ds(pl.multiple_of(c * block_kv_compute, block_kv_compute), block_kv_compute), None, masked), None)
-            return
-        state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
+    def kv_chunks(masked: bool):
+        """``(lo, masked)`` of each kv chunk a body runs.  A padding plan's partial tiles are its last
+        kv tile: only the chunk that straddles L needs the mask, chunks of padded keys alone are skipped."""
+        out = []
         for c in range(chunks):
-            lo, chunk_masked = c * block_kv_compute, masked
+            lo = c * block_kv_compute
             if masked and source == "padding" and config.fast_path:
-                # a padding plan's partial tiles are its last kv tile: only the chunk that straddles L
-                # needs the mask, and chunks of padded keys alone are skipped
                 if lo >= tail:
                     continue
-                chunk_masked = lo + block_kv_compute > tail
-            state = update(c, pl.ds(lo, block_kv_compute), state, chunk_masked)
+                out.append((lo, lo + block_kv_compute > tail))
+            else:
+                out.append((lo, masked))
+        return out
+
+    def row_clusters_of(masked: bool):
+        """The kept key clusters of each query (``clusters`` source): onehot(q labels) @ table,
+        ``[bq, Ck]`` query-major, its transpose ``[Ck, bq]`` key-major."""
+        if not (masked and source == "clusters"):
+            return None
+        query_onehot_t = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[0], block_q), 0)
+                          == ql_ref[...]).astype(jnp.bfloat16)
+        product = ((table_ref[...], query_onehot_t) if key_major else (query_onehot_t, table_ref[...]))
+        return lax.dot_general(*product, TN_DIMS, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
+
+    def run(masked: bool):
+        """Query-major: one pass over the kv chunks, each update on the whole ``[bq, bkc]`` score block.
+        Every chunk is unrolled: a straight-line body is what the scheduler overlaps (one chunk's
+        softmax with the next one's matmuls) and what the static schedule shows.  The full body carries
+        the softmax state from chunk to chunk as values (read from its VMEM scratch once per tile,
+        written back once); the masked body keeps it in the scratch (static v6e bundles of the 3024 x
+        2048 tiles, svgtpu.bench.units: full 15.2k -> 14.2k carried, while carrying made the SVG-masked
+        body spill more, 20.7k -> 22.5k).  (A loop over more than 8 chunks, with the state in the
+        scratch, made the 3328 x 2816 / 256 body 26.8k bundles where straight-line code is 21.3k.)"""
+        row_clusters = row_clusters_of(masked)
+        q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
+        state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
+        for lo, chunk_masked in kv_chunks(masked):
+            chunk = pl.ds(lo, block_kv_compute)
+            mask_c = chunk_mask(lo, chunk, row_clusters, 0, block_q) if chunk_masked else None
+            prev = state if state is not None else (m_ref[...], l_ref[...], acc_ref[...])
+            new = tile_update(q, k_ref[chunk, :], v_ref[chunk, :], *prev, mask_c, sm_scale)
+            if state is not None:
+                state = new
+            else:
+                m_ref[...], l_ref[...], acc_ref[...] = new
         if state is not None:
             m_ref[...], l_ref[...], acc_ref[...] = state
 
+    def run_key_major(masked: bool):
+        """Key-major: the tile as updates of :data:`STRIP` queries x ``block_kv_compute`` keys, chunk
+        by chunk, the strips of a chunk side by side (independent: each has its own columns of the
+        statistics and accumulator scratch).  Straight-line code whose MXU work the compiler keeps in
+        program order, so the scores of update ``i + LOOKAHEAD`` are issued before the softmax and
+        ``v^T p`` of update ``i``: the MXU computes them while the vector units and the EUP work on
+        update ``i``.  Static v6e bundles of the full 3072 x 2048 / 256 body (bf16, d 128), by design
+        step: the whole ``[256, 3072]`` score block per chunk 14,781; strips of 256 issued in order
+        35,862 (each strip's ``v^T p`` waits on its own softmax); scores issued 4 updates ahead 13,375;
+        the sums of ``p`` on the MXU (:func:`softmax_update_key_major`) 11,964; ``[v^T; 1]`` built once
+        per chunk 11,849; 6 ahead 11,721 (8: 12,386, spills)."""
+        row_clusters = row_clusters_of(masked)
+        strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
+        items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
+
+        def scores(item):
+            lo, chunk_masked, q_lo, width = item
+            chunk = pl.ds(lo, block_kv_compute)
+            mask_c = chunk_mask(lo, chunk, row_clusters, q_lo, width) if chunk_masked else None
+            return key_major_scores(q_ref[pl.ds(q_lo, width), :], k_ref[chunk, :], mask_c, sm_scale)
+
+        ahead = [scores(item) for item in items[:LOOKAHEAD]]
+        values = {}  # [v^T; 1] of the current chunk
+        for i, (lo, _, q_lo, width) in enumerate(items):
+            if i + LOOKAHEAD < len(items):
+                ahead.append(scores(items[i + LOOKAHEAD]))
+            if lo not in values:
+                values = {lo: values_with_ones(v_ref[pl.ds(lo, block_kv_compute), :])}
+            cols = pl.ds(q_lo, width)
+            m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols] = softmax_update_key_major(
+                ahead.pop(0), values[lo], m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols])
+
+    body = run_key_major if key_major else run
     if config.fast_path:
-        pl.when(kind == FULL)(lambda: run(masked=False))
-        pl.when(kind == PARTIAL)(lambda: run(masked=True))
+        pl.when(kind == FULL)(lambda: body(masked=False))
+        pl.when(kind == PARTIAL)(lambda: body(masked=True))
     else:
-        pl.when(kind != EMPTY)(lambda: run(masked=True))
+        pl.when(kind != EMPTY)(lambda: body(masked=True))
 
     @pl.when((flags & LAST) != 0)
     def _finish():
         l = l_ref[...]
-        inv = jnp.where(m_ref[...] > MASK_VALUE, 1.0 / l, 0.0)  # rows with no allowed key -> 0
-        o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
+        inv = jnp.where(m_ref[...] > MASK_VALUE, 1.0 / l, 0.0)  # queries with no allowed key -> 0
+        if key_major:  # [d, bq] -> [bq, d] once per q row
+            o_ref[...] = (acc_ref[...] * inv[:1]).T.astype(o_ref.dtype)
+        else:
+            o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
 
 
 def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
@@ -230,6 +353,7 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
     heads, _, d = q.shape
     bq, bkv = config.block_q, config.block_kv
     steps, row0 = chunk.steps, chunk.row0
+    key_major = config.layout == "key-major"
 
     def flat(h, s):  # index of grid step (h, s) in the head-major plan arrays
         return (h * steps if per_head else 0) + s
@@ -253,10 +377,13 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
     in_specs = [pl.BlockSpec((None, bq, d), q_map), pl.BlockSpec((None, bkv, d), kv_map),
                 pl.BlockSpec((None, bkv, d), kv_map)]
     operands = [q, k, v]
-    if source == "blocks":
+    if source == "blocks":  # [n, bq, bkv] blocks; key-major reads them transposed, [n, bkv, bq]
         prefetch.append(chunk.block_index)
         in_specs.append(pl.BlockSpec(
-            (None, bq, bkv), lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
+            (None, bkv, bq) if key_major else (None, bq, bkv),
+            lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
+        if key_major:
+            mask_operands = (jnp.swapaxes(mask_operands[0], 1, 2),)
     elif source == "clusters":
         cq, ck = mask_operands[2].shape[1:]
         def query_labels_map(h, s, words_ref, *_):
@@ -268,6 +395,7 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
         in_specs += [pl.BlockSpec((None, None, 1, bq), query_labels_map), pl.BlockSpec((None, 1, bkv), key_labels_map),
                      pl.BlockSpec((None, cq, ck), lambda h, *_: (h, 0, 0))]
     operands += list(mask_operands)
+    stats = (SUBLANES, bq) if key_major else (bq, LANES)  # m and l: compact rows, or lane-replicated
     kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,
                                steps=steps, config=config, sm_scale=sm_scale, per_head=per_head)
     return pl.pallas_call(
@@ -277,8 +405,8 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
             grid=(heads, steps),
             in_specs=in_specs,
             out_specs=pl.BlockSpec((None, bq, d), out_map),
-            scratch_shapes=[pltpu.VMEM((bq, LANES), jnp.float32), pltpu.VMEM((bq, LANES), jnp.float32),
-                            pltpu.VMEM((bq, d), jnp.float32)]),
+            scratch_shapes=[pltpu.VMEM(stats, jnp.float32), pltpu.VMEM(stats, jnp.float32),
+                            pltpu.VMEM((d, bq) if key_major else (bq, d), jnp.float32)]),
         out_shape=jax.ShapeDtypeStruct((heads, (chunk.row1 - row0) * bq, d), q.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"),
                                              vmem_limit_bytes=vmem_limit),

@@ -15,6 +15,10 @@ here is the same for both dtypes.  In this kernel:
   ``[block_q, block_kv]`` and of the mask blocks: a multiple of 128.
 - ``block_kv_compute`` is the kv width of one online-softmax update (it feeds the MXU and sets the
   size of the float32 score temporaries in VMEM): a multiple of 128 dividing ``block_kv``.
+- ``layout`` is how a tile's scores lie (:data:`LAYOUTS`).  ``query-major``: scores ``[block_q,
+  block_kv_compute]``, queries on sublanes.  ``key-major``: scores ``[block_kv_compute, block_q]``,
+  the softmax statistics ``[8, block_q]`` and the output block ``[d, block_q]``: there ``block_q`` is
+  a **lane** dimension, so a multiple of 128 (3024 is not; 3072 = 24 x 128 is).
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from svgtpu.errors import BadInput
 LANES = 128
 SUBLANES = 8
 DTYPES = ("float32", "bfloat16")
+#: How a tile's scores lie in the kernel (:mod:`svgtpu.kernels.block_sparse` explains both).
+LAYOUTS = ("query-major", "key-major")
+
+
+def default_layout(block_q: int) -> str:
+    """The layout a tile gets unless told: ``key-major`` (fewer MXU pushes, compact statistics: the
+    faster body, ``docs/compiled_schedule.md``) wherever ``block_q`` is a multiple of 128, else
+    ``query-major``, the only one such a ``block_q`` allows."""
+    return "key-major" if block_q % LANES == 0 else "query-major"
 #: The f32 score block ``[block_q, block_kv_compute]`` the default ``block_kv_compute`` aims for:
 #: 4 MiB keeps the score, probability and mask temporaries of one update (a few copies of it) well
 #: inside a v5e/v6e core's VMEM next to the double-buffered q, k, v blocks.
@@ -57,12 +70,12 @@ def default_block_kv_compute(block_q: int, block_kv: int) -> int:
     return best
 
 
-def tile_refusal(block_q: int, block_kv: int) -> str | None:
-    """Why our kernel would refuse a ``block_q x block_kv`` tile (:class:`KernelConfig`'s one line,
-    naming Mosaic's rule), or ``None`` when it takes it.  Counting tiles of any size is still
-    legitimate analysis: ``svgtpu tiles`` answers and adds this line."""
+def tile_refusal(block_q: int, block_kv: int, layout: str | None = None) -> str | None:
+    """Why our kernel would refuse a ``block_q x block_kv`` tile in ``layout`` (``None``: its default)
+    (:class:`KernelConfig`'s one line, naming Mosaic's rule), or ``None`` when it takes it.  Counting
+    tiles of any size is still legitimate analysis: ``svgtpu tiles`` answers and adds this line."""
     try:
-        KernelConfig(block_q, block_kv)
+        KernelConfig(block_q, block_kv, layout=layout)
     except BadInput as error:
         return str(error)
     return None
@@ -75,20 +88,30 @@ class KernelConfig:
     ``block_q``: q rows per tile, a multiple of 8;
     ``block_kv``: keys per tile, a multiple of 128; ``block_kv_compute``: keys per online-softmax
     update, a multiple of 128 dividing ``block_kv`` (``None``: :func:`default_block_kv_compute`);
-    ``fast_path``: mask-free body for full tiles (``False`` is the C4 ablation).  The rules and
-    their source are in the module docstring.  Frozen and hashable, so it can be a static argument.
+    ``fast_path``: mask-free body for full tiles (``False`` is the C4 ablation); ``layout``: one of
+    :data:`LAYOUTS` (``key-major`` needs ``block_q`` a multiple of 128; ``None``: :func:`default_layout`).  The rules and their source
+    are in the module docstring.  Frozen and hashable, so it can be a static argument.
     """
 
     block_q: int = 512
     block_kv: int = 512
     block_kv_compute: int | None = None
     fast_path: bool = True
+    layout: str | None = None
 
     def __post_init__(self):
+        if self.layout is not None and self.layout not in LAYOUTS:
+            raise BadInput(f"layout must be one of {', '.join(LAYOUTS)} (or None: the default), got {self.layout!r}")
         object.__setattr__(self, "block_q", _check_multiple(
             "block_q", self.block_q, SUBLANES,
             f"it is the sublane dimension of the q block: Mosaic tiles blocks by {SUBLANES} sublanes x "
             f"{LANES} lanes"))
+        if self.layout is None:
+            object.__setattr__(self, "layout", default_layout(self.block_q))
+        if self.layout == "key-major":
+            _check_multiple("block_q", self.block_q, LANES,
+                            "with layout='key-major' it is the lane dimension of the scores, the softmax "
+                            f"statistics and the output block: TPU vregs have {LANES} lanes")
         object.__setattr__(self, "block_kv", _check_multiple(
             "block_kv", self.block_kv, LANES,
             f"it is the lane dimension of the score and mask blocks: TPU vregs have {LANES} lanes"))
@@ -108,5 +131,5 @@ class KernelConfig:
         return f"{self.block_q}x{self.block_kv}"
 
 
-__all__ = ["KernelConfig", "default_block_kv_compute", "tile_refusal", "DTYPES", "SUBLANES", "LANES",
+__all__ = ["KernelConfig", "default_block_kv_compute", "default_layout", "tile_refusal", "DTYPES", "LAYOUTS", "SUBLANES", "LANES",
            "MOSAIC_BLOCK_RULE"]
