@@ -98,12 +98,31 @@ def test_library_masks_hand_over_our_masks_block_by_block():
 def test_roofline_counts_the_kept_tiles_real_pairs():
     from svgtpu.bench.compiled import roofline
     # L = 8704 = 17 x 512: dense keeps every pair; 4 x d flop per pair at 524,288 flop a cycle; d = 128
-    # fills half the MXU's 256 columns, so the pushes take twice the roofline
-    r = roofline(_variant("ours", "dense", "8x32x34"))
+    # fills half the MXU's 256 columns in QK (either layout) and in p v (query-major), so the pushes take
+    # twice the roofline query-major and 1.5 times key-major (v^T p is 512 wide: full)
+    r = roofline(_variant("ours", "dense", "8x32x34", layout="query-major"))
     assert r["flops"] == 4 * 128 * 8704 ** 2 and r["roofline_cycles"] == r["flops"] / 524288
     assert r["mxu_bound_cycles"] == 2 * r["roofline_cycles"] and r["tile_density"] == 1.0
+    key_major = roofline(_variant("ours", "dense", "8x32x34"))  # the default at block_q 512
+    assert key_major["layout"] == "key-major" and key_major["mxu_bound_cycles"] == 1.5 * r["roofline_cycles"]
+    assert roofline(_variant("splash", "dense", "8x32x34"))["mxu_bound_cycles"] == r["mxu_bound_cycles"]
     padded = roofline(_variant("ours", "dense", "1x10x100"))  # L = 1000: tiles of 512 and 488 rows / keys
     assert padded["flops"] == 4 * 128 * 1000 ** 2
+
+
+def test_both_layouts_are_compared_where_the_tile_allows_them():
+    """No compile: which variants and bodies the comparison holds, and each layout's push bound by hand
+    (pushes per 16 rows; QK contracts over d, PV is d wide query-major, block_q wide key-major)."""
+    from svgtpu.bench.compiled import bodies, push_bound_factor, variants
+    names = {v.name: v.kernel_layout for v in variants("8x32x34", 512, 512)}
+    assert names["ours-svg-fast"] == "key-major" and names["ours-svg-fast-query-major"] == "query-major"
+    assert "ours-svg-nofast-query-major" not in names and names["splash-svg"] == "query-major"
+    assert not any(n.endswith("-key-major") for v in [variants("8x32x34", 3024, 2048)] for n in (x.name for x in v))
+    assert {(b[1], b[4]) for b in bodies(512) if b[0] == "ours"} >= {("full", "query-major"), ("full", "key-major"),
+                                                                   ("mask_partial", "query-major")}
+    assert (push_bound_factor("query-major", 128, 3072), push_bound_factor("key-major", 128, 3072)) == (2.0, 1.5)
+    assert (push_bound_factor("query-major", 64, 512), push_bound_factor("key-major", 64, 512)) == (4.0, 2.5)
+    assert push_bound_factor("key-major", 128, 128) == 2.0  # a 128-wide q block half-fills PV too
 
 
 # -- the tile table file: its schema, read without the package ------------------------------------
