@@ -132,11 +132,17 @@ def test_each_verdict_rule_can_fail():
     assert paper.judge("interval", 2.0, 1.95, (1.9, 2.1))[0] == "reproduced"         # 10 % wide
     assert paper.judge("interval", 2.0, 1.69, (1.4, 2.2))[0] == "consistent"         # 40 % wide
     verdict, why = paper.judge("interval", 2.0, 1.69, (1.9, 2.1))
-    assert verdict == "contradicted" and "outside" in why and "1.69" in why
+    assert verdict == "contradicted: our evidence puts it higher than reported" and "outside" in why and "1.69" in why
+    # the direction, in the claim's words: a speedup above the reported one is faster, one below slower
+    assert paper.judge("interval", 2.0, 1.69, (1.9, 2.1), sense=("faster", "slower"), ours="our model")[0] == \
+        "contradicted: our model puts it faster than reported"
+    below = paper.judge("interval", 1.5, 1.69, (1.4, 1.6), sense=("faster", "slower"))[0]
+    assert below == "contradicted: our evidence puts it slower than reported"
     # lower bound ("over 16 min"): wholly above, straddling, wholly below
     assert paper.judge("lower bound", 30.0, 16.0, (20.0, 40.0))[0] == "reproduced"
     assert paper.judge("lower bound", 30.0, 16.0, (10.0, 40.0))[0] == "consistent"
-    assert paper.judge("lower bound", 12.0, 16.0, (10.0, 14.0))[0] == "contradicted"
+    assert paper.judge("lower bound", 12.0, 16.0, (10.0, 14.0))[0] == \
+        "contradicted: our evidence puts it lower than reported"
     # direction: a ratio above 1 holds the direction, anything else contradicts it
     assert paper.judge("direction", 1.2)[0] == "direction only"
     assert paper.judge("direction", 0.95)[0] == "contradicted"
@@ -165,15 +171,17 @@ def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
     speedup = rows["1440p end-to-end speedup"]
     assert (speedup["verdict"], speedup["rule"]) == ("consistent", "interval")          # 1.69 in a 35 % wide interval
     assert "recipe A" in speedup["why"] and "recipe B" not in speedup["why"]
-    assert rows["minutes saved per video"]["verdict"] == "contradicted"                 # the interval tops out below 16
-    assert rows["self-attention share at 1440p"]["verdict"] == "contradicted"            # 0.882 < 0.9
+    assert rows["minutes saved per video"]["verdict"] == "contradicted: our model puts it lower than reported"  # < 16
+    assert rows["self-attention share at 1440p"]["verdict"] == "contradicted: our model puts it higher than reported"
     assert "compiled Wan block's share: not yet measured" in rows["self-attention share at 1440p"]["why"]
     assert rows["partial tiles before -> after alignment"]["verdict"] == "not testable here"
     assert rows["mask-free fast path lowers latency"]["verdict"] == "direction only"
-    assert rows["attention cost quadratic in resolution"]["verdict"] == "contradicted"   # |1.7 - 2| > 0.05
+    assert rows["attention cost quadratic in resolution"]["verdict"] == \
+        "contradicted: our evidence puts it lower than reported"                           # 1.7 + 0.05 < 2
     assert rows["the same, toy DiT timed on this CPU (secondary)"]["verdict"] == "consistent"
     summary = paper.verdict_summary(data)
     assert summary.startswith("Does it reproduce? Consistent: C1 1440p end-to-end speedup; C5 the same")
+    assert "C2 self-attention share at 1440p (our model puts it higher than reported)" in summary
     # a row whose evidence is missing renders "not yet", never a verdict
     empty = {r["claim"]: r["verdict"] for r in paper.verdicts(results.empty_results())}
     assert set(empty.values()) == {paper.NOT_YET_VERDICT}
