@@ -42,6 +42,17 @@ def test_generated_numbers_match_the_results_file(path):
     assert regenerated == text, f"{path.name} is stale: run `python -m svgtpu paper`"
 
 
+def test_the_readme_first_screen_says_what_it_is_how_to_run_it_and_the_verdicts():
+    """Issue 39: a newcomer's first 30 lines hold the two commands (with their limits), that no TPU ran anything,
+    and the start of the generated verdicts, before any explanation of provenance labels."""
+    head = "\n".join(paper.README.read_text().splitlines()[:30])
+    for needed in ("`svgtpu` is a", "No TPU ran anything here", "make figures", "make test", "10 minutes",
+                   "<!-- svgtpu:begin verdict-summary -->", "<!-- svgtpu:begin verdicts -->"):
+        assert needed in head, f"README's first 30 lines lack {needed!r}"
+    assert head.index("make figures") < head.index("<!-- svgtpu:begin verdicts -->")
+    assert "measured-cpu-interpret" not in head   # the provenance labels come after the verdicts
+
+
 def test_a_hand_typed_number_of_ours_is_caught():
     text = ("A back-of-envelope check: about 8e18 FLOPs at 45–50 % utilization is 37–40 minutes dense, "
             "and the write-up's 1.69x would save about 16 of them; our mask leaves 23.5 % partial tiles.")
