@@ -22,7 +22,7 @@ import re
 import time
 
 from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
-from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.config import KernelConfig, check_blocks_cover
 from svgtpu.kernels.common import HEAD_DIMS, compiling_for
 from svgtpu.kernels.plan import tile_plan
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
@@ -144,9 +144,9 @@ class CompileJob:
     multiplier: float | None = None
     align: str | None = None
 
-    def __post_init__(self):  # one line on a bad geometry or head size, before any compile
+    def __post_init__(self):  # one line on a bad geometry, block or head size, before any compile
         from svgtpu.geometry import get_geometry
-        get_geometry(self.geometry)
+        check_blocks_cover(self.config.block_q, self.config.block_kv, get_geometry(self.geometry).L)
         if self.head_dim not in HEAD_DIMS:
             raise BadInput(f"head_dim must be one of {HEAD_DIMS} (the kernel's head sizes), got {self.head_dim!r}")
 

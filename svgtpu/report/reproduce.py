@@ -30,10 +30,9 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT
+from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
