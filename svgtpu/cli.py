@@ -391,7 +391,7 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                         "or a Cloud TPU slice name such as v6e-8 or v7x-8 (" + ", ".join(
                             f"{d}-N counts {c}" for d, c in SLICE_COUNTS.items()) + f"; v7x-8 is 4 chips); default "
                         f"{PRODUCTION.chips}")
-    p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
+    p.add_argument("--steps", type=positive_int, default=PRODUCTION.steps, help=f"denoising steps (default {PRODUCTION.steps})")
     p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
                    help="classifier-free guidance: 2 transformer passes per step")
     p.add_argument("--cfg-split", action="store_true", help="run the two CFG passes at once on two halves of the slice")

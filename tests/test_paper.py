@@ -131,6 +131,19 @@ def test_gpu_and_validation_sections_render_before_any_such_run(tmp_path):
     assert "1.21x" in paper.render("gpu", data, tmp_path / "p.md", tmp_path)
     validation = paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
     assert "0.93x" in validation and "| wan-a100 | -0.07 |" in validation
+    # the documented `compiled` marker: only the compiled-* results, by claim
+    compiled = paper.render("compiled", data, tmp_path / "p.md", tmp_path)
+    assert "llo_masking_ops_full" in compiled and "validation_wan_a100" not in compiled and "**C4**" in compiled
+    assert "not yet measured" in paper.render("compiled", results.empty_results(), tmp_path / "p.md", tmp_path).lower()
+
+
+def test_the_verdict_thresholds_in_docs_are_the_codes():
+    """docs/verdicts.md states each threshold by its name and value; the values are the code's."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "verdicts.md").read_text()
+    assert f"`NARROW` = {paper.NARROW:.0%}".replace("%", " %") in text
+    assert f"(high − low) / value ≤ {paper.NARROW:.2f}" in text
+    assert f"`EFFECT_FACTOR` = {paper.EFFECT_FACTOR:g}" in text
+    assert f"`EXPONENT_TOLERANCE` = {paper.EXPONENT_TOLERANCE:g}" in text
 
 
 def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):

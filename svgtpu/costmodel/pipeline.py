@@ -52,7 +52,7 @@ from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.facts.claims import reported_json
 from svgtpu.facts.results import provenance
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.production import PRODUCTION
 from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
@@ -82,11 +82,11 @@ class Setup:
     model: ModelConfig
     geometry: VideoGeometry
     device: DeviceSpec
-    chips: int = 8
-    steps: int = 50
-    cfg: bool = True
-    block_q: int = BLOCK_Q            # MaxDiffusion's Wan block sizes on v6e (svgtpu.recipes.PRODUCTION_TILE)
-    block_kv: int = BLOCK_KV
+    chips: int = PRODUCTION.chips     # the production setup's (svgtpu.production) unless given
+    steps: int = PRODUCTION.steps
+    cfg: bool = PRODUCTION.cfg
+    block_q: int = PRODUCTION.block_q
+    block_kv: int = PRODUCTION.block_kv
     # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
     kept: float | None = DEFAULT_KEPT   # kept fraction; or give multiplier
     multiplier: float | None = None

@@ -75,8 +75,8 @@ KNOBS = (
          "decided by the data at run time"),
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost where no compiled table prices the "
          "kernel (assumption, no public figure)", applies=_prior_attention),
-    Knob("efficiency.vector_scale", 0.5, 1.0, "without a compiled probe the clock is a prior (one MAC per MXU cell "
-         "per cycle); at two, the clock and so the VPU and EUP rates halve",
+    Knob("efficiency.vector_scale", 0.5, 1.0, "a TPU whose MXU no compiled probe shows (v5e, v5p) has a prior clock (one MAC per "
+         "MXU cell per cycle); at two, the clock and so the VPU and EUP rates halve",
          applies=lambda s: s.device.family == "tpu" and not s.device.clock_source.startswith("compiled")),
 )
 

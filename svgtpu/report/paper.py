@@ -275,6 +275,16 @@ def gpu_table(figures: Path) -> str:
     return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS_NAME}` holds no result._"
 
 
+def compiled_table(data: dict) -> str:
+    """Every result counted in a program the real TPU compiler built (provenance ``compiled-*``), per claim."""
+    blocks = []
+    for claim, entries in data["claims"].items():
+        found = {n: e for n, e in entries.items() if str(e.get("provenance", "")).startswith("compiled-")}
+        if found:
+            blocks.append(f"**{claim}**\n\n" + claim_details({"claims": {claim: found}}, claim))
+    return "\n\n".join(blocks) or f"_{NOT_YET.capitalize()}: no compiled result yet._"
+
+
 def entries_table(data: dict, claim: str, prefix: str, *, keep: bool = True) -> str:
     """The results of ``claim`` whose names start with ``prefix`` (``keep=False``: all the others, for a
     section whose ``entries`` block shows those elsewhere), as :func:`claim_details` shows them."""
@@ -513,6 +523,8 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return claims_table(data)
     if name == "environment":
         return environment_table(data)
+    if name == "compiled":
+        return compiled_table(data)
     if name == "gpu":
         return gpu_table(figures)
     if name in CLAIMS:
