@@ -391,6 +391,10 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate", action="store_true",
                    help="predicted vs published measured Wan generation times: independent points apart from those "
                         "sharing a calibration point's setting")
+    p.add_argument("--policy", metavar="NAME|FILE.yml",
+                   help="a MaxDiffusion SVG policy on v6e-8: maxdiffusion-conservative, maxdiffusion-moderate, "
+                        "maxdiffusion-aggressive, or a MaxDiffusion YAML whose svg_* keys give it (keys it lacks: "
+                        "base_wan_27b.yml's Wan 2.2 T2V, 720x1280, 81 frames, 40 steps)")
     p.add_argument("--sparse-evidence", action="store_true",
                    help="where the central sparse-layer efficiency comes from (the compiled schedule, SVG's extra work) "
                         "and what SVG's published GPU runs imply (a scenario)")

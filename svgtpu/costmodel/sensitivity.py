@@ -24,7 +24,10 @@ import math
 from typing import Any, Callable
 
 from svgtpu.costmodel.pipeline import Setup, model_video, video_seconds
-from svgtpu.costmodel.validate import Unreachable, fit_efficiency
+from svgtpu.costmodel.policy import WAN_OWN_FLOW_SHIFT, ExpertSplit, get_policy
+from svgtpu.costmodel.sparse_layers import RunSetting
+from svgtpu.costmodel.validate import (Unreachable, family_stretch, fit_efficiency,
+                                      fit_sparse_stretch, maxdiffusion_rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Knob:
     def get(self, setup: Setup):
         if self.path == "attention_over_matmul":
             return setup.efficiency.attention / setup.efficiency.matmul
-        head, _, tail = self.path.partition(".")
+        head, _, tail = self.path.split(":")[0].partition(".")   # "field: which evidence" names one field's reading
         value = getattr(setup, head)
         return getattr(value, tail) if tail else value
 
@@ -80,6 +83,41 @@ KNOBS = (
          applies=lambda s: s.device.family == "tpu" and not s.device.clock_source.startswith("compiled")),
 )
 
+def _stretch_knob(path: str, ends: tuple[float, float], why: str) -> Knob:
+    return Knob(path, min(ends), max(ends), why,
+                set=lambda setup, value: dataclasses.replace(setup, sparse_stretch=value))
+
+
+@functools.lru_cache(maxsize=8)
+def _stretch_evidence(family: str, compiled) -> tuple[tuple[str, tuple[float, float], str], ...]:
+    """The sparse stretch under each other reading of the sparse-layer evidence: ``(name, ends, why)``."""
+    central = family_stretch(family, compiled)["stretch"]
+    moderate = get_policy("maxdiffusion-moderate")[0]
+    as_ours = fit_sparse_stretch(family, compiled, setting=RunSetting(dense_kernel="ours"))["stretch"]
+    wan_shift = fit_sparse_stretch(family, compiled, policy=dataclasses.replace(
+        moderate, split=ExpertSplit(WAN_OWN_FLOW_SHIFT)))["stretch"]
+    needs = [r["stretch_this_run_needs"] for r in maxdiffusion_rows(compiled)
+             if r["role"] == "validation" and r["stretch_this_run_needs"] is not None]
+    return (("sparse_stretch: dense calls' kernel", (central, as_ours),
+             "the calibration choice: MaxDiffusion's fixed-M dense body priced at 3/4 of the compiled online-softmax "
+             "body (central) or at the whole body, the stretch refitted to the moderate run"),
+            ("sparse_stretch: expert split", (central, wan_shift),
+             f"flow shift 5.0 (base_wan_27b.yml, central) or Wan's own {WAN_OWN_FLOW_SHIFT:g} (t2v_A14B): which expert "
+             "runs each sparse step, the stretch refitted to the moderate run"),
+            ("sparse_stretch: validation residual", (min(needs + [central]), max(needs + [central])),
+             "the stretch MaxDiffusion's conservative and aggressive runs would each need (validation rows, never "
+             "fitted): the fit's residual"))
+
+
+def sparse_knobs(setup: Setup) -> tuple[Knob, ...]:
+    """The spread of the sparse-layer evidence as knobs (:func:`_stretch_evidence`), for a setup whose sparse
+    stretch is its family's calibrated one; none otherwise (no SVG calibration point, no compiled table)."""
+    fit = family_stretch(setup.device.family, setup.compiled)
+    if fit["calibrated_on"] is None or abs(setup.sparse_stretch - fit["stretch"]) > 1e-12:
+        return ()
+    return tuple(_stretch_knob(*row) for row in _stretch_evidence(setup.device.family, setup.compiled))
+
+
 #: Headline quantities the interval and tornado are computed for.
 QUANTITIES = ("attention_share", "attention_share_end_to_end", "communication_share", "dense_minutes",
               "svg_minutes", "speedup", "saved_minutes")
@@ -110,9 +148,12 @@ def at_knob(setup: Setup, knob: Knob, value) -> Setup:
                                                                        attention=fitted.attention))
 
 
-def sensitivity(setup: Setup, knobs: tuple[Knob, ...] = KNOBS) -> dict:
-    """The tornado (per knob: each quantity at both ends, the calibration refitted) and the interval per quantity."""
-    central = _quantities(model_video(setup))
+def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_result: dict | None = None) -> dict:
+    """The tornado (per knob: each quantity at both ends, the calibration refitted) and the interval per quantity.
+    ``knobs``: default :data:`KNOBS` and the sparse-layer evidence (:func:`sparse_knobs`); ``central_result``:
+    ``model_video(setup)`` when the caller has it already."""
+    knobs = KNOBS + sparse_knobs(setup) if knobs is None else knobs
+    central = _quantities(central_result or model_video(setup))
     tornado, unreachable = [], []
     for knob in knobs:
         if not knob.applies(setup):
@@ -161,4 +202,4 @@ def speedup_surface(setup: Setup, sparse_efficiencies, dense_step_shares) -> lis
             for w in dense_step_shares for e in sparse_efficiencies]
 
 
-__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows", "speedup_surface"]
+__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows", "speedup_surface"]
