@@ -41,7 +41,8 @@ import math
 import numpy as np
 
 from svgtpu.costmodel import parallel
-from svgtpu.costmodel.pipeline import Setup, forward_breakdown, stage_seconds, svg_overhead_seconds
+from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds
+from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
@@ -200,8 +201,8 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
                 switches: Switches = Switches()) -> dict:
     """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
     pass, host time, and the attention calls (one CFG pass per data-parallel group)."""
-    breakdown = forward_breakdown(setup)
-    other = sum(v for k, v in breakdown.items() if k not in ("self_attention", "communication", "weight_gather"))
+    other = sum(op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass)
+                for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
     host = stage_seconds(setup)["host"]
     passes = math.ceil(setup.passes / setting.data)             # CFG passes one data group runs in turn
     layers, steps = setup.model.layers, setup.steps

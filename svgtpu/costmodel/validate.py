@@ -50,7 +50,7 @@ from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, r
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
-from svgtpu.recipes import get_recipe
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q, get_recipe
 from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
@@ -375,6 +375,17 @@ def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
     return out
 
 
+def pricing(point: PublishedPoint, setup: Setup) -> str:
+    """How ``point``'s attention is priced: flash priors (GPU), the setup's own (TPU), or for MaxDiffusion's SVG
+    runs the compiled production-tile rows per score (:mod:`~svgtpu.costmodel.sparse_layers`)."""
+    if setup.device.is_gpu:
+        return "priors (flash)"
+    if point.maxdiffusion_svg:
+        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype)
+        return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
+    return setup.attention_pricing()
+
+
 def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
     """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), the
     published speedup over its same-node dense control, the modeled one at the calibrated sparse stretch, and
@@ -422,7 +433,7 @@ def validate(compiled=AUTO) -> dict:
                      "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
                      "calibration_related": related, "independent": p.role == "validation" and related is None,
-                     "attention_pricing": setup.attention_pricing() if not setup.device.is_gpu else "priors (flash)",
+                     "attention_pricing": pricing(p, setup),
                      "clock_source": setup.device.clock_source or None,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
