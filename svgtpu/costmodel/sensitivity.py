@@ -41,6 +41,7 @@ class Knob:
     why: str
     applies: Callable[[Setup], bool] = lambda setup: True
     set: Callable[[Setup, Any], Setup] | None = None
+    refit: bool = True      # False: the knob cannot move the dense calibration run (nothing to refit)
 
     def get(self, setup: Setup):
         if self.path == "attention_over_matmul":
@@ -84,8 +85,11 @@ KNOBS = (
 )
 
 def _stretch_knob(path: str, ends: tuple[float, float], why: str) -> Knob:
-    return Knob(path, min(ends), max(ends), why,
-                set=lambda setup, value: dataclasses.replace(setup, sparse_stretch=value))
+    return Knob(path, min(ends), max(ends), why, set=_with_stretch, refit=False)   # dense runs have no sparse layer
+
+
+def _with_stretch(setup: Setup, value: float) -> Setup:
+    return dataclasses.replace(setup, sparse_stretch=value)
 
 
 @functools.lru_cache(maxsize=8)
@@ -139,6 +143,8 @@ def at_knob(setup: Setup, knob: Knob, value) -> Setup:
     """``setup`` with ``knob`` at ``value`` and the efficiency refitted: the calibration fit (matmul and
     attention) replaced, the knob's own change kept."""
     changed = knob.apply(setup, value)
+    if not knob.refit:
+        return changed
     fit = _refit(setup.device.family, setup.compiled, knob, value)
     if fit["fitted"] is None:       # nothing to refit (a family without a calibration point)
         return changed
