@@ -147,3 +147,25 @@ def test_cli_policy_by_name_and_by_yaml(tmp_path, capsys, monkeypatch):
     assert len(err) == 1 and "svg_low_noise_density" in err[0]
     assert main(["costmodel", "--policy", "no-such-policy"]) == 2
     assert math.isfinite(named["flops_saved"]) and named["tiles"]
+
+
+def test_paper_block_sets_ours_beside_theirs(table):
+    from svgtpu.report.paper import against_tpu_table
+
+    result = against_tpu(table)
+    assert "not yet" in against_tpu_table({"claims": {}}).lower()
+    p = "modeled-v6e"
+    entries = {"tpu_blind": {"value": result["blind"]["rows"], "kept": result["blind"]["kept"], "provenance": p},
+               "tpu_runs": {"value": result["rows"], "provenance": p},
+               "tpu_sparse_stretch": {"value": result["stretch"]["stretch"], "provenance": p},
+               "tpu_dense_control_error": {"value": result["dense_control"]["error"], "provenance": p,
+                                           **{k: result["dense_control"][k] for k in ("predicted_s", "published_s")}},
+               "tpu_gap": {"value": result["gap"]["terms"], "provenance": p,
+                           "static_speedup": result["gap"]["static_speedup"],
+                           "measured_speedup": result["gap"]["measured_speedup"]}}
+    text = against_tpu_table({"claims": {"C1": entries}})
+    rows = [line for line in text.splitlines() if line.startswith("| maxdiffusion-")]
+    assert len(rows) == 3
+    moderate = next(r for r in result["rows"] if r["policy"] == "maxdiffusion-moderate")
+    assert f"{moderate['published_speedup']:.3f}x" in text and "calibration" in text and "153.37" in text
+    assert f"{result['stretch']['stretch']:.3f}" in text

@@ -295,7 +295,7 @@ def against_tpu_table(data: dict) -> str:
     rows = []
     if dense:
         rows.append(["dense denoising (fixed-M splash), s", f"{dense['published_s']:.2f}", "—",
-                     f"{dense['predicted_s']:.1f}", f"{100 * dense['error']:+.1f} %", "validation"])
+                     f"{dense['predicted_s']:.1f}", f"{100 * dense['value']:+.1f} %", "validation"])
     for r in runs["value"]:
         rows.append([f"{r['policy']} speedup", f"{r['published_speedup']:.3f}x",
                      f"{ours['speedup']:.2f}x" if r["policy"].endswith("moderate") else "—",
