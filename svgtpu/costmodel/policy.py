@@ -249,13 +249,12 @@ def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
     :data:`BASE_WAN_27B`).  ``video``: height, width, num_frames, num_inference_steps, cfg."""
     if not isinstance(config, Mapping):
         raise BadInput(f"{name} must be a mapping of MaxDiffusion config keys, got {type(config).__name__}")
-    get = lambda key, default: config.get(key, default) if config.get(key) is not None else default  # noqa: E731
+    get = lambda key, default: config[key] if config.get(key) is not None else default  # noqa: E731
     video = {k: get(k, v) for k, v in BASE_WAN_27B.items()}
     for key in ("height", "width", "num_frames", "num_inference_steps"):
         if isinstance(video[key], bool) or not isinstance(video[key], int) or video[key] <= 0:
             raise BadInput(f"{key} must be a positive integer, got {video[key]!r}")
-    steps = video["num_inference_steps"]
-    layers = int(get("svg_num_layers", WAN22_LAYERS))
+    steps, layers = video["num_inference_steps"], WAN22_LAYERS
 
     def window(kind: str, n: int) -> tuple[int, int]:
         start, end = get(f"svg_active_start_{kind}", -1), get(f"svg_active_end_{kind}", -1)
@@ -292,20 +291,25 @@ def read_yaml(path: str | Path) -> tuple[Policy, dict, dict]:
 POLICY_NAMES = ("maxdiffusion-conservative", "maxdiffusion-moderate", "maxdiffusion-aggressive")
 
 
-@functools.lru_cache(maxsize=8)
 def get_policy(name: str) -> tuple[Policy, dict]:
     """``(policy, video)`` of a named policy (:data:`POLICY_NAMES`), on base_wan_27b.yml's video."""
-    from svgtpu.costmodel.workload import get_model
-
     if name not in POLICY_NAMES:
         raise BadInput(f"--policy must be one of {', '.join(POLICY_NAMES)} or a MaxDiffusion YAML file, got {name!r}")
+    policy, video = _named_policy(name)
+    return policy, dict(video)
+
+
+@functools.lru_cache(maxsize=8)
+def _named_policy(name: str) -> tuple[Policy, tuple]:
+    from svgtpu.costmodel.workload import get_model
+
     moderate, video = from_config(MODERATE_KEYS, "maxdiffusion-moderate")
     moderate = dataclasses.replace(moderate, source=f"published in full: {SVG_DOCS.cite()}")
     if name == "maxdiffusion-moderate":
-        return moderate, video
+        return moderate, tuple(video.items())
     geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
     return scaled_policy(moderate, PUBLISHED_FLOPS_SAVED[name], name, get_model("wan2.2-a14b"), geometry,
-                         video["num_inference_steps"]), video
+                         video["num_inference_steps"]), tuple(video.items())
 
 
 __all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",

@@ -125,18 +125,14 @@ def _row(setup: Setup, kernel: str):
     return setup.compiled.tile(setup.device.name, kernel, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype)[0]
 
 
-def _context_shape(setting: RunSetting, n: int) -> tuple[int, ...]:
-    """The physical layout of ``n`` chips of one context group: a line along the slice's long side."""
-    return (1, n)
-
-
 def _a2a(setup: Setup, setting: RunSetting, n: int) -> float:
     """Four Ulysses all-to-alls (Q, K, V in, O out) among ``n`` chips of the context group."""
     if n == 1:
         return 0.0
     shard = setup.geometry.L / setting.context * setup.model.dim * setup.dtype_bytes
+    # the context axis runs along the slice's long side (data 2 x context 4 on a 2 x 4 v6e-8): a line of chips
     return parallel.ULYSSES_ALL_TO_ALLS * parallel.all_to_all_seconds(shard, n, setup.device, setup.efficiency,
-                                                                      shape=_context_shape(setting, n))
+                                                                      shape=(1, n))
 
 
 def dense_call(setup: Setup, setting: RunSetting, switches: Switches = Switches()) -> dict[str, float]:
