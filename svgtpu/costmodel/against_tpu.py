@@ -31,7 +31,8 @@ def blind_prediction(compiled=AUTO) -> dict:
     policy, video = get_policy("maxdiffusion-moderate")
     geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"], "720p")
     calls = policy.calls(video["num_inference_steps"], 40)["sparse"]
-    kept = sum(n * kept_pairs(geometry, d, policy.band_rule, policy.anchor) for d, n in calls.items()) / sum(calls.values())
+    kept = sum(n * kept_pairs(geometry, d, policy.band_rule, policy.anchor) for d, n in calls.items())
+    kept /= sum(calls.values())
     steps = video["num_inference_steps"]
     rows = []
     for kernel in BLIND_KERNELS:
@@ -40,7 +41,8 @@ def blind_prediction(compiled=AUTO) -> dict:
                                  kernel=kernel, sparse_stretch=1.0,
                                  parts=frozenset(PARTS) - {"text_encoder", "vae_decode", "image_encoder"})
         r = model_video(setup)
-        rows.append({"kernel": kernel, "speedup": r["speedup"], "dense_s": r["dense_seconds"], "svg_s": r["svg_seconds"]})
+        rows.append({"kernel": kernel, "speedup": r["speedup"], "dense_s": r["dense_seconds"],
+                     "svg_s": r["svg_seconds"]})
     return {"kept": kept, "rows": rows,
             "call": "calibrated_setup('wan2.2-a14b', '720p', 'v6e', steps=40, warmup_steps=11/40, warmup_layers=1/40, "
                     f"kept={kept:.3f}, sparse_stretch=1), text encoder and VAE excluded"}

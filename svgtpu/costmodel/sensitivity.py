@@ -208,4 +208,5 @@ def speedup_surface(setup: Setup, sparse_efficiencies, dense_step_shares) -> lis
             for w in dense_step_shares for e in sparse_efficiencies]
 
 
-__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows", "speedup_surface"]
+__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows",
+           "speedup_surface"]

@@ -124,7 +124,8 @@ class PublishedPoint:
 
     @property
     def maxdiffusion_svg(self) -> bool:
-        """A run of MaxDiffusion's SVG setting (fixed-M dense calls): priced by :mod:`~svgtpu.costmodel.sparse_layers`."""
+        """A run of MaxDiffusion's SVG setting (fixed-M dense calls), priced by
+        :mod:`~svgtpu.costmodel.sparse_layers`."""
         return self.kernel == "fixed-m"
 
     @property
@@ -155,7 +156,8 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     if device.is_gpu:
         kernel, work, (block_q, block_kv) = "flash", FLASH, (GPU_TILE, GPU_TILE)
     elif point.maxdiffusion_svg:   # sparse_layers prices its calls; the setup carries the slice and the ops
-        kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (RunSetting().sparse_block_q, RunSetting().sparse_block_kv)
+        setting = RunSetting()
+        kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (setting.sparse_block_q, setting.sparse_block_kv)
     else:
         kernel, work, (block_q, block_kv) = point.kernel, None, parse_tiles(point.tile, "tile")[0]
     parts = {"communication", "weight_gather"}
@@ -252,7 +254,8 @@ def family_efficiency(family: str, compiled=AUTO) -> dict:
 
 def run_policy(point: PublishedPoint, efficiency: Efficiency, compiled, stretch: float, policy=None,
                setting: RunSetting | None = None, switches: Switches | None = None) -> dict:
-    """The modeled dense and SVG denoising of a MaxDiffusion SVG ``point`` (:func:`~svgtpu.costmodel.sparse_layers.speedup`),
+    """The modeled dense and SVG denoising of a MaxDiffusion SVG ``point``
+    (:func:`~svgtpu.costmodel.sparse_layers.speedup`),
     with its policy (or ``policy``), the sparse stretch ``stretch``, and ``setting`` (default the docs')."""
     setting = setting or RunSetting()
     setup = dataclasses.replace(run_setup(point_setup(point, efficiency, compiled), setting), sparse_stretch=stretch)
@@ -275,7 +278,8 @@ def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | N
     f = lambda x: run_policy(point, efficiency, compiled, x, policy, setting, switches)["speedup"]  # noqa: E731
     stretch = _solve(f, target, 0.2, 20.0)
     if stretch is None:
-        raise Unreachable(f"SVG calibration point {point.id}: no sparse stretch in [0.2, 20] gives speedup {target:.3f}")
+        raise Unreachable(f"SVG calibration point {point.id}: no sparse stretch in [0.2, 20] gives speedup "
+                          f"{target:.3f}")
     return {"stretch": stretch, "calibrated_on": point.id, "speedup": target}
 
 
@@ -381,7 +385,8 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     if setup.device.is_gpu:
         return "priors (flash)"
     if point.maxdiffusion_svg:
-        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype)
+        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim,
+                                    setup.dtype)
         return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
     return setup.attention_pricing()
 
