@@ -67,6 +67,9 @@ def test_policy_windows_calls_and_bad_input():
                 {"svg_active_start_layer": 5, "svg_active_end_layer": 2}):
         with pytest.raises(BadInput, match="svg_"):
             pol.from_config({**pol.MODERATE_KEYS, **bad})
+    # the flow shift is a field: Wan's own 12.0 hands more sparse steps to the high-noise expert
+    wan = pol.from_config({**pol.MODERATE_KEYS, "flow_shift": 12.0})[0].calls(40, 40)["sparse"]
+    assert wan[0.5] == sum(pol.ExpertSplit(12.0).high_noise(40)[11:40]) * 39 > calls["sparse"][0.5]
     # a config without svg_* keys: MaxDiffusion's defaults (every step and layer, one density for both experts)
     policy, video = pol.from_config({})
     assert policy.steps == (0, 40) and policy.layers == (0, 40) and policy.densities == (0.25, 0.25)
