@@ -52,7 +52,8 @@ from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fiel
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
 from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, SPLIT as SENSITIVITY_SPLIT, Knob,
-                                          at_knob, sensitivity, sparse_knobs, speedup_surface, tornado_rows)
+                                          at_knob, sensitivity, sparse_knobs, speedup_surface, stretch_as_efficiency,
+                                          tornado_rows)
 from svgtpu.costmodel.policy import POLICY_NAMES, Policy, get_policy
 from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, family_stretch,
                                       fit_efficiency, fit_sparse_stretch, maxdiffusion_rows, predict_seconds,
@@ -77,7 +78,7 @@ __all__ = [
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
     "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "at_knob", "sensitivity", "sparse_knobs",
-    "tornado_rows", "POLICY_NAMES", "Policy", "get_policy", "family_stretch", "fit_sparse_stretch",
+    "tornado_rows", "stretch_as_efficiency", "POLICY_NAMES", "Policy", "get_policy", "family_stretch", "fit_sparse_stretch",
     "maxdiffusion_rows", "against_tpu", "blind_prediction",
     "speedup_surface",
     "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "fit_efficiency", "calibrated_setup",

@@ -23,7 +23,7 @@ import functools
 import math
 from typing import Any, Callable
 
-from svgtpu.costmodel.pipeline import Setup, model_video, video_seconds
+from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.policy import WAN_OWN_FLOW_SHIFT, ExpertSplit, get_policy
 from svgtpu.costmodel.sparse_layers import RunSetting
 from svgtpu.costmodel.validate import (Unreachable, family_stretch, fit_efficiency,
@@ -199,14 +199,23 @@ def tornado_rows(result: dict, quantity: str = "speedup") -> list[dict]:
 
 def speedup_surface(setup: Setup, sparse_efficiencies, dense_step_shares) -> list[dict]:
     """The end-to-end speedup (aligned SVG mask, fast path) over a grid of ``Setup.sparse_efficiency``
-    x ``Setup.warmup_steps`` (the dense-step share), everything else as in ``setup``: the recipe lever
-    and the scenario lever side by side (the dense run depends on neither)."""
+    x ``Setup.warmup_steps`` (the dense-step share), everything else as in ``setup`` but the sparse layers
+    as compiled (stretch 1: the efficiency axis is the whole sparse layer's share of its compiled time; the
+    setup's stretch sits on it at :func:`stretch_as_efficiency`): the recipe lever and the scenario lever side
+    by side (the dense run depends on neither)."""
     dense = video_seconds(setup, "dense", True)
     return [{"sparse_efficiency": e, "dense_step_share": w,
-             "speedup": dense / video_seconds(dataclasses.replace(setup, sparse_efficiency=e, warmup_steps=w),
-                                              "svg-aligned", True)}
+             "speedup": dense / video_seconds(dataclasses.replace(setup, sparse_efficiency=e, warmup_steps=w,
+                                                                  sparse_stretch=1.0), "svg-aligned", True)}
             for w in dense_step_shares for e in sparse_efficiencies]
 
 
+def stretch_as_efficiency(setup: Setup) -> float:
+    """The sparse efficiency (on the compiled sparse layer) that ``setup``'s sparse stretch amounts to: the
+    compiled sparse layer's time over the stretched one's, times ``setup.sparse_efficiency``."""
+    return (sparse_layer_efficiency(setup)
+            / sparse_layer_efficiency(dataclasses.replace(setup, sparse_stretch=1.0, sparse_efficiency=1.0)))
+
+
 __all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows",
-           "speedup_surface"]
+           "speedup_surface", "stretch_as_efficiency"]

@@ -119,7 +119,8 @@ CLAIM_ROWS = [
     ClaimRow("C1", "compiled_block_ratio_1440p", "SVG / dense static cycles of one compiled Wan 2.1 14B block, 1440p "
              "(the DiT side of C1 without warm-up)"),
     ClaimRow("C1", "central_sparse_efficiency", "the central sparse-layer efficiency: dense layer x density over the "
-             "modeled sparse layer (the compiled kernel and SVG's profiling and layout transform)"),
+             "modeled sparse layer (the compiled kernel stretched as MaxDiffusion's TPU runs imply, and SVG's profiling "
+             "and layout transform)"),
     ClaimRow("C2", "compiled_attention_share_1440p", f"self-attention share of one compiled Wan block's static cycles, "
              f"{PRODUCTION.resolution}", "{}", compare_to="attention_share_1440p"),
     ClaimRow("C2", "compiled_attention_share_720p", "the same at 720p"),
