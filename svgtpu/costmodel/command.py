@@ -15,8 +15,8 @@ from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.production import PRODUCTION
-from svgtpu.report.tables import format_table
-from svgtpu.schedule import DEFAULT_KEPT
+from svgtpu.facts.tables import format_table
+from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.errors import BadInput
 
 
@@ -216,7 +216,7 @@ def policy_command(args) -> tuple[dict, str]:
                                  + format_table(tile_rows)])
 
 
-def run_command(args, device=None) -> tuple[dict, str]:
+def costmodel_command(args, device=None) -> tuple[dict, str]:
     """``svgtpu costmodel``: the mode the arguments ask for (``device``: a measured spec for ``--device cpu``)."""
     if getattr(args, "policy", None):
         return policy_command(args)
@@ -231,4 +231,4 @@ def run_command(args, device=None) -> tuple[dict, str]:
 
 
 __all__ = ["resolve_slice", "compiled_table", "build_setup", "validate_command", "sparse_evidence_command",
-           "model_command", "sweep_command", "policy_command", "run_command"]
+           "model_command", "sweep_command", "policy_command", "costmodel_command"]
