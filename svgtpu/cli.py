@@ -410,6 +410,10 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate", action="store_true",
                    help="predicted vs published measured Wan generation times: independent points apart from those "
                         "sharing a calibration point's setting")
+    p.add_argument("--policy", metavar="NAME|FILE.yml",
+                   help="a MaxDiffusion SVG policy on v6e-8: maxdiffusion-conservative, maxdiffusion-moderate, "
+                        "maxdiffusion-aggressive, or a MaxDiffusion YAML whose svg_* keys give it (keys it lacks: "
+                        "base_wan_27b.yml's Wan 2.2 T2V, 720x1280, 81 frames, 40 steps)")
     p.add_argument("--sparse-evidence", action="store_true",
                    help="where the central sparse-layer efficiency comes from (the compiled schedule, SVG's extra work) "
                         "and what SVG's published GPU runs imply (a scenario)")
@@ -434,10 +438,11 @@ def _check_costmodel(args) -> None:
     """What the command would otherwise ignore or fail on deep inside, refused before any work: two modes at
     once (each mode runs alone), a ``--compiled-tiles`` file that is not there."""
     modes = [flag for flag, given in (("--validate", args.validate), ("--sparse-evidence", args.sparse_evidence),
-                                      (f"--sweep {args.sweep}", args.sweep)) if given]
+                                      (f"--sweep {args.sweep}", args.sweep), (f"--policy {args.policy}", args.policy))
+             if given]
     if len(modes) > 1:
-        raise BadInput(f"give at most one of --validate, --sparse-evidence or --sweep (each is a mode of its own), "
-                       f"got {' '.join(modes)}")
+        raise BadInput(f"give at most one of --validate, --sparse-evidence, --sweep or --policy (each is a mode of its "
+                       f"own), got {' '.join(modes)}")
     path = args.compiled_tiles
     if path not in (None, "none") and not Path(path).is_file():
         raise BadInput(f"--compiled-tiles must be a compiled tile table file (notebook 04 writes "

@@ -98,7 +98,9 @@ def test_tiles_table_and_sparsity_alias(capsys):
     (["paper", "--results", "/proc/self", "paper.md"], "results /proc/self"),     # a folder, not a file
     # refused before any work (issue 39): each was a traceback, a progress bar or a silent answer
     (["costmodel", "--compiled-tiles", "/nonexistent.json"], "--compiled-tiles must be"),
-    (["costmodel", "--validate", "--sweep", "chips"], "give at most one of --validate, --sparse-evidence or --sweep"),
+    (["costmodel", "--validate", "--sweep", "chips"],
+     "give at most one of --validate, --sparse-evidence, --sweep or --policy"),
+    (["costmodel", "--validate", "--policy", "maxdiffusion-moderate"], "give at most one of"),
     (["costmodel", "--sparse-evidence", "--sweep", "resolution"], "got --sparse-evidence --sweep resolution"),
     (["c3-search", "--geometries", "abc"], "--geometries must be one of 480p"),   # one line: no progress bar
     (["explore", "--block-q", "1000000"], "block_q must be at most 302,400"),     # 1440p: L = 302,400

@@ -275,8 +275,9 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     assert len(points) >= 4
     for p in points:
         assert p.source.startswith("https://") and p.what and p.seconds > 0
-    for family in cm.FAMILIES:
-        assert sum(p.role == "calibration" and p.family == family for p in points) <= 1
+    for family in cm.FAMILIES:   # at most one dense and one SVG calibration point each
+        for variant in ("dense", "svg"):
+            assert sum(p.role == "calibration" and p.family == family and p.variant == variant for p in points) <= 1
     gpu = cm.family_efficiency("hopper")
     calib = next(p for p in points if p.id == gpu["calibrated_on"])
     assert cm.predict_seconds(calib, gpu["efficiency"]) == pytest.approx(calib.seconds, rel=1e-6)
@@ -367,7 +368,11 @@ def test_scenario_rows_are_choices_around_the_central_setup(table):
         if r["group"] == "recipe":   # a recipe never touches the dense run
             assert r["dense_minutes"] == pytest.approx(central["dense_minutes"])
     assert {r["kernel"] for r in rows if r["group"] == "kernel"} >= {"splash", "tokamax"}
-    assert [r["sparse_efficiency"] for r in rows if r["group"] == "sparse layers"] == [low, high]
+    sparse_rows = [r for r in rows if r["group"] == "sparse layers"]
+    # the sparse layers as compiled (stretch 1) beside the TPU-calibrated central, then the GPU-implied scenario
+    assert setup.sparse_stretch > 1 and [(r["sparse_stretch"], r["sparse_efficiency"]) for r in sparse_rows] == \
+        [(1.0, 1.0), (1.0, low), (1.0, high)]   # the GPU scenario replaces the TPU's evidence
+    assert sparse_rows[0]["speedup"] > rows[0]["speedup"]     # the stretch only slows the sparse layers
     baseline = next(r for r in rows if r["dense_kernel"] == "splash" and r["kernel"] == "ours")
     assert baseline["dense_minutes"] > central["dense_minutes"]    # JAX Splash masks every tile of the padded mask
     assert all(r["attention_pricing"].startswith("compiled") for r in rows)
@@ -408,7 +413,7 @@ def test_cli_json_contract(capsys):
     assert main(["costmodel", "--resolution", "720p", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("attention_share", "attention_share_end_to_end", "dense_seconds", "svg_seconds", "speedup",
-                "saved_seconds", "contributions", "chain", "sensitivity", "reported", "stage_seconds", "memory"):
+                "saved_seconds", "contributions", "chain", "sensitivity", "stage_seconds", "memory"):
         assert key in out
     assert out["provenance"] == "modeled-v6e" and out["chips"] == 8 and out["cfg"] is True
     assert out["device_spec"]["matmul_tile"] == 256 and out["mesh"] == [2, 4]
