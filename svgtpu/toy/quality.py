@@ -3,7 +3,8 @@
 SVG measures quality by generating the same video twice -- same noise, same seed -- once with
 dense attention and once sparse, and comparing the decoded videos.  We do the same with the
 shipped toy DiT (whose "decoded video" is its pixel output) for SVG with and without tile
-alignment, and check that the mask-free fast path leaves outputs unchanged.
+alignment (snap, inner, and balanced: the unaligned mask's kept pairs), and check that the mask-free fast path
+leaves outputs unchanged.
 
 PSNR and SSIM come from DeepMind's ``dm-pix`` (in JAX, float32): ``PSNR = 10 log10(R^2 / MSE)``
 over all pixels, and SSIM of Wang et al. (2004) with an 11x11 Gaussian window (sigma 1.5, "valid"
@@ -30,6 +31,8 @@ VARIANTS: dict[str, dict] = {
     "svg-aligned-no-fast-path": {"align": "snap", "fast_path": False},
     # snap keeps the mask's size only roughly; inner never adds tokens: the two bracket the unaligned mask
     "svg-aligned-inner": {"align": "inner", "fast_path": True},
+    # budget-preserving: as many pairs as the unaligned mask, to within half a tile (aligned vs unaligned at equal pairs)
+    "svg-aligned-balanced": {"align": "balanced-global", "fast_path": True},
 }
 
 
