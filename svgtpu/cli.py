@@ -324,6 +324,9 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p, f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT",
+                   help="the SVG variants to sample (default: all of svgtpu.toy.quality.VARIANTS; e.g. svg svg-aligned "
+                        "svg-aligned-balanced: aligned vs unaligned at equal kept pairs)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
                         f"the kept fractions --kept-fractions (default: --kept, else {DEFAULT_KEPT})")
@@ -346,8 +349,12 @@ def run_quality(args):
         result = method_sweep(params, config, variants=args.methods,
                               kept_fractions=args.kept_fractions or [args.kept or DEFAULT_KEPT], **common)
         return {**result, "checkpoint": str(args.checkpoint)}, format_sweep(result)
-    from svgtpu.toy.quality import format_study, quality_study
-    result = quality_study(params, config, kept=args.kept, **common)
+    from svgtpu.toy.quality import VARIANTS, format_study, quality_study
+    unknown = [v for v in args.variants or () if v not in VARIANTS]
+    if unknown:
+        raise BadInput(f"--variants must be among {', '.join(VARIANTS)}, got {', '.join(unknown)}")
+    variants = {v: VARIANTS[v] for v in args.variants} if args.variants else None
+    result = quality_study(params, config, kept=args.kept, variants=variants, **common)
     return {**result, "checkpoint": str(args.checkpoint)}, format_study(result)
 
 

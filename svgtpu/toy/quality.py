@@ -157,7 +157,7 @@ def format_study(result: dict) -> str:
     table = format_table(result["summary"])
     table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
         f"{k} {v:.2g}" for k, v in result["fast_path_max_abs_diff"].items())
-    for name in ("svg", "svg-aligned"):
+    for name in [n for n in ("svg", "svg-aligned") if n in result["head_kinds"]]:
         table += f"\n\nhead kinds per layer, {name}:\n" + format_table(result["head_kinds"][name])
     return table + f"\n({result['provenance']})"
 
