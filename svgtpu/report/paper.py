@@ -130,8 +130,8 @@ CLAIM_ROWS = [
              "quadratic"),
     ClaimRow("Q", "psnr_aligned", "PSNR of snap-aligned SVG vs dense video, toy DiT (snapping changes the kept pairs: "
              "not at the unaligned row's density)"),
-    ClaimRow("Q", "psnr_aligned_balanced", "PSNR of balanced-aligned SVG vs dense video, toy DiT (global budget: "
-             "the unaligned mask's kept pairs to within half a tile)"),
+    ClaimRow("Q", "psnr_aligned_balanced", "PSNR of balanced-aligned SVG vs dense video, toy DiT (a budget per q "
+             "tile row: the unaligned mask's kept pairs to within half a tile)"),
     ClaimRow("Q", "psnr_unaligned", "PSNR of SVG vs dense video, toy DiT (equal kept pairs with the balanced row, "
              "not with the snap row)"),
     ClaimRow("Q", "psnr_gap_aligned_equal_pairs", "PSNR of unaligned minus balanced-aligned SVG, toy DiT: aligned vs "

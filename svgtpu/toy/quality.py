@@ -31,8 +31,11 @@ VARIANTS: dict[str, dict] = {
     "svg-aligned-no-fast-path": {"align": "snap", "fast_path": False},
     # snap keeps the mask's size only roughly; inner never adds tokens: the two bracket the unaligned mask
     "svg-aligned-inner": {"align": "inner", "fast_path": True},
-    # budget-preserving: as many pairs as the unaligned mask, to within half a tile (aligned vs unaligned at equal pairs)
-    "svg-aligned-balanced": {"align": "balanced-global", "fast_path": True},
+    # budget-preserving: as many pairs as the unaligned mask, to within half a tile (aligned vs unaligned at equal
+    # pairs); per q tile row, so every row of queries keeps its share (one global budget lets the rows that rank
+    # first on ties take it: on the toy's grid the last rows lose their band neighbours)
+    "svg-aligned-balanced": {"align": "balanced-row", "fast_path": True},
+    "svg-aligned-balanced-global": {"align": "balanced-global", "fast_path": True},
 }
 
 
