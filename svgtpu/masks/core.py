@@ -559,8 +559,8 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
     - ``balanced-global`` / ``balanced-row``: budget-preserving rounding (:func:`balanced_keep`): every
       tile with ``p == 1`` kept, every boundary tile (``0 < p < 1``) ranked by ``p`` and a prefix kept
       whose valid pairs come closest to the pairs the mask allows in all boundary tiles (of the grid, or
-      of each q tile row), so the aligned mask executes as many pairs as the mask allows, to within
-      half a tile (per row, for ``balanced-row``).
+      of each q tile row with each row's miss carried to the next), so the aligned mask executes as many
+      pairs as the mask allows, to within half a tile.
     """
     if mode not in ALIGN_MODES:
         raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
@@ -590,7 +590,7 @@ def balanced_keep(counts: np.ndarray, valid: np.ndarray, *, per_row: bool = Fals
     (MaxDiffusion's also round padded and sink-plus-band tiles whose pairs are all allowed).
     ``per_row``: one budget per q tile row instead of one for the grid; with ``carry`` each row's
     budget also takes the pairs the rows above it missed or overshot, so the grid's total stays
-    within half a tile of the mask's (without it, row errors of one sign add up: +4 % at 720p).
+    within half a tile of the mask's (without it, row errors of one sign add up: ``svgtpu align-pairs``).
 
     The ranking and prefix rule are MaxDiffusion's ``global_balanced`` / ``row_balanced`` policies
     (``select_boundary_tiles`` in ``src/maxdiffusion/kernels/custom_svg_balanced_rounding_attention.py``
