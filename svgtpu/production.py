@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from svgtpu.geometry import format_tile
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
 
 
@@ -42,8 +43,8 @@ class ProductionSetup:
 
     @property
     def tiles(self) -> str:
-        """``3024×2048``."""
-        return f"{self.block_q}×{self.block_kv}"
+        """``3024x2048`` (:func:`svgtpu.geometry.parse_tiles` reads it back: ``--tiles`` takes it)."""
+        return format_tile(self.block_q, self.block_kv)
 
     def label(self, resolution: str | None = None) -> str:
         """``Wan 2.1 14B 1440p, v6e-8`` (at another ``resolution`` if given)."""

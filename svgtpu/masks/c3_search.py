@@ -1,7 +1,7 @@
 """Which settings give the write-up's C3 numbers?  An exhaustive, analytic search.
 
 The write-up reports that 27.55 % of the computed tiles were partial before aligning the SVG masks
-to tiles and 2.22 % after (:data:`svgtpu.report.claims.REPORTED`), without saying for which mask,
+to tiles and 2.22 % after (:data:`svgtpu.facts.claims.REPORTED`), without saying for which mask,
 resolution or tile.  This module counts both shares, exactly, over every setting of
 
 - the resolution (Wan's 81-frame token grids, :data:`svgtpu.geometry.PRESETS`), the tile
@@ -42,7 +42,7 @@ from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRun
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import (MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE,
                             MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE)
-from svgtpu.report.claims import REPORTED, rounds_to
+from svgtpu.facts.claims import REPORTED, rounds_to
 from svgtpu.errors import BadInput
 
 TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
@@ -398,7 +398,7 @@ def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSIO
 
 def format_search(result: dict) -> str:
     """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
                "granularity", "align_sink", "before", "after"]
 
@@ -416,7 +416,7 @@ def format_search(result: dict) -> str:
 
 def format_maxdiffusion_search(result: dict) -> str:
     """:func:`maxdiffusion_search`'s result as ``svgtpu c3-search`` prints it: both countings' matches and nearest."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     columns = ["geometry", "density", "kept", "block_q", "block_kv", "sink", "policy", "before", "after",
                "ours_before", "ours_after", "pair_error"]
 

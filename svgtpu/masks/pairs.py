@@ -60,7 +60,7 @@ def pair_accounting(geometries=GEOMETRIES, tiles=TILES, *, kept=KEPT, densities=
 
 def format_pair_accounting(result: dict) -> str:
     """:func:`pair_accounting` as ``svgtpu align-pairs`` prints it: one line per setting and tile, a column per mode."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = {}
     for r in result["rows"]:
         line = table.setdefault((r["geometry"], r["setting"], r["block_q"], r["block_kv"]), {

@@ -43,10 +43,10 @@ import re
 from pathlib import Path
 
 from svgtpu.production import PRODUCTION
-from svgtpu.report.results import (
+from svgtpu.facts.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
-from svgtpu.report.paths import REPO_ROOT
+from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
@@ -67,7 +67,7 @@ class ClaimRow:
     """One row of the claims table: the results entry ``claim/name`` next to the write-up.
 
     ``reported`` is the write-up's wording; ``{}`` in it is filled with ``REPORTED[claim, compare_to]``
-    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.report.results.REPORTED`.
+    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.facts.results.REPORTED`.
     """
 
     claim: str
@@ -306,13 +306,16 @@ EFFECT_FACTOR = 0.5
 RULES = ("interval", "lower bound", "direction", "effect")
 
 
-def judge(rule: str, value, reported=None, interval=None) -> tuple[str, str]:
+def judge(rule: str, value, reported=None, interval=None, *, sense: tuple[str, str] = ("higher", "lower"),
+          ours: str = "our evidence") -> tuple[str, str]:
     """The verdict of one claim and the reason in numbers (docs/verdicts.md states each rule).
 
     - ``interval``: ``reported`` inside ``interval`` (of ours, central ``value``): *reproduced* if the
-      interval is at most :data:`NARROW` of ``value`` wide, else *consistent*; outside: *contradicted*;
+      interval is at most :data:`NARROW` of ``value`` wide, else *consistent*; outside: *contradicted*,
+      with the direction (``"contradicted: our model puts it faster than reported"``: ``ours`` names the
+      evidence, ``sense`` the words for above and below the reported value);
     - ``lower bound``: ``reported`` is a floor the write-up claims ("over 16 minutes"): ``interval`` wholly
-      above it *reproduced*, straddling it *consistent*, wholly below *contradicted*;
+      above it *reproduced*, straddling it *consistent*, wholly below *contradicted* (with the direction);
     - ``direction``: no number claimed; ``value`` is ours without / with the claimed change at the
       production setting: above 1 *direction only* (the direction holds), else *contradicted*;
     - ``effect``: the claimed numbers belong to an unpublished setting; ``value`` = (before, after) of ours:
@@ -325,7 +328,9 @@ def judge(rule: str, value, reported=None, interval=None) -> tuple[str, str]:
         narrow = width <= NARROW
         words = f"ours {value:.3g} in [{low:.3g}, {high:.3g}], {width:.0%} of it wide ({'≤' if narrow else '>'} {NARROW:.0%})"
         if not low <= reported <= high:
-            return "contradicted", f"the reported {reported:g} lies outside: {words}"
+            word = sense[0] if low > reported else sense[1]
+            return (f"contradicted: {ours} puts it {word} than reported",
+                    f"the reported {reported:g} lies outside: {words}")
         return ("reproduced" if narrow else "consistent"), f"the reported {reported:g} lies inside: {words}"
     if rule == "lower bound":
         low, high = interval
@@ -334,7 +339,8 @@ def judge(rule: str, value, reported=None, interval=None) -> tuple[str, str]:
             return "reproduced", f"over {reported:g} holds across our interval: {words}"
         if high > reported:
             return "consistent", f"our interval straddles {reported:g}: {words}"
-        return "contradicted", f"our whole interval lies below {reported:g}: {words}"
+        return (f"contradicted: {ours} puts it {sense[1]} than reported",
+                f"our whole interval lies below {reported:g}: {words}")
     if rule == "direction":
         holds = value > 1
         return (("direction only" if holds else "contradicted"),
@@ -385,7 +391,8 @@ def _c1_speedup(data):
     if entry is None or not _interval(entry):
         return None
     reported = REPORTED["C1", "speedup"]
-    verdict, why = judge("interval", entry["value"], reported, _interval(entry))
+    verdict, why = judge("interval", entry["value"], reported, _interval(entry), sense=("faster", "slower"),
+                         ours="our model")
     return entry, verdict, (f"central scenario ({entry.get('mask', 'SVG')}), interval of the unknown constants with "
                             f"the calibration refitted; {why}.{_scenarios_containing(data, reported)}")
 
@@ -394,7 +401,8 @@ def _c1_minutes(data):
     entry = _entry(data, "C1.minutes_saved")
     if entry is None or not _interval(entry):
         return None
-    verdict, why = judge("lower bound", entry["value"], REPORTED["C1", "minutes_saved"], _interval(entry))
+    verdict, why = judge("lower bound", entry["value"], REPORTED["C1", "minutes_saved"], _interval(entry),
+                         ours="our model")
     return entry, verdict, (f"{why}; at {REPORTED['C1', 'speedup']:g}x, saving over {REPORTED['C1', 'minutes_saved']:g} "
                             f"min means the dense run took at least {saved_minutes_floor():.1f} min.")
 
@@ -403,7 +411,8 @@ def _c2(data):
     entry = _entry(data, "C2.attention_share_1440p")
     if entry is None or not _interval(entry):
         return None
-    verdict, why = judge("interval", entry["value"], REPORTED["C2", "attention_share_1440p"], _interval(entry))
+    verdict, why = judge("interval", entry["value"], REPORTED["C2", "attention_share_1440p"], _interval(entry),
+                         ours="our model")
     compiled = _entry(data, "C2.compiled_attention_share_1440p")
     extra = (f" The compiled Wan block's static-cycle share: {_ours(compiled)} `{compiled['provenance']}`."
              if compiled else " The compiled Wan block's share: not yet measured.")
@@ -491,8 +500,9 @@ def verdict_summary(data: dict) -> str:
     """One sentence per verdict: the claims it covers (rules: docs/verdicts.md)."""
     rows = verdicts(data)
     parts = []
-    for verdict in (*VERDICTS, NOT_YET_VERDICT):
-        names = [r["claim"] for r in rows if r["verdict"] == verdict]
+    for verdict in (*VERDICTS, NOT_YET_VERDICT):   # a contradiction says its direction after the claim
+        names = [r["claim"] + (f" ({direction})" if direction else "")
+                 for r in rows for category, _, direction in [r["verdict"].partition(": ")] if category == verdict]
         if names:
             parts.append(f"{verdict}: {'; '.join(names)}")
     return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + " (rules: docs/verdicts.md)."
@@ -628,14 +638,21 @@ def generate(results: str | os.PathLike | None = None,
         data = load_results(path)
     figures = path.parent
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
-    report = []
+    filled = []   # every file filled before any is written: a refused one leaves all as they were
     for target in files:
         if not target.exists():
             raise BadInput(f"paper target {target} does not exist")
         with user_file("paper target", target):
             text = target.read_text()
-            new, names = fill(text, data, target.resolve(), figures.resolve())
-            if new != text:
+        new, names = fill(text, data, target.resolve(), figures.resolve())
+        if not names:
+            raise BadInput(f"paper target {target} has no svgtpu markers (<!-- svgtpu:begin NAME --> ... <!-- svgtpu:end "
+                           "NAME --> or <!-- svgtpu:value CLAIM.NAME --> ... <!-- /svgtpu -->): nothing to fill")
+        filled.append((target, text, new, names))
+    report = []
+    for target, text, new, names in filled:
+        if new != text:
+            with user_file("paper target", target):
                 target.write_text(new)
         report.append({"file": str(target), "blocks": len(names), "changed": new != text})
     return report
