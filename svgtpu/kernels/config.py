@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.geometry import format_tile, round_up
 
 LANES = 128
 SUBLANES = 8
@@ -81,6 +82,17 @@ def tile_refusal(block_q: int, block_kv: int, layout: str | None = None) -> str 
     return None
 
 
+def check_blocks_cover(block_q: int, block_kv: int, L: int) -> None:
+    """Refuse a block longer than the sequence of ``L`` tokens padded to the block rule (``block_q`` to a
+    multiple of 8 rows, ``block_kv`` of 128 keys): one such block already covers every token, and a longer
+    one adds only padding.  Checked before any counting or compile (``tiles``, ``explore``, ``compile``)."""
+    for name, block, quantum in (("block_q", block_q, SUBLANES), ("block_kv", block_kv, LANES)):
+        most = round_up(L, quantum)
+        if block > most:
+            raise BadInput(f"{name} must be at most {most:,} (the sequence, L = {L:,} tokens, padded to a multiple "
+                           f"of {quantum}: one block covers it), got {block:,}")
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelConfig:
     """Tile sizes and the fast-path switch of :func:`~svgtpu.kernels.block_sparse_attention`.
@@ -128,8 +140,8 @@ class KernelConfig:
     @property
     def tile(self) -> str:
         """``"3024x2048"``."""
-        return f"{self.block_q}x{self.block_kv}"
+        return format_tile(self.block_q, self.block_kv)
 
 
-__all__ = ["KernelConfig", "default_block_kv_compute", "default_layout", "tile_refusal", "DTYPES", "LAYOUTS", "SUBLANES", "LANES",
-           "MOSAIC_BLOCK_RULE"]
+__all__ = ["KernelConfig", "default_block_kv_compute", "default_layout", "tile_refusal", "check_blocks_cover", "DTYPES",
+           "LAYOUTS", "SUBLANES", "LANES", "MOSAIC_BLOCK_RULE"]

@@ -1,13 +1,13 @@
 """C4 from the real compiler: ours vs JAX Splash vs tokamax, whole kernel and tile body by tile body.
 
 Every kernel is compiled ahead of time for a TPU (v6e, or v7x as ``tpu7x:2x2x1``) on this CPU
-(:mod:`svgtpu.bench.variants`, cached), its schedule read as a program (:mod:`svgtpu.bench.llo`) and
-applied to every grid step of its own plan (:mod:`svgtpu.bench.estimate`).  Three tables come out:
+(:mod:`svgtpu.compiler.variants`, cached), its schedule read as a program (:mod:`svgtpu.compiler.llo`) and
+applied to every grid step of its own plan (:mod:`svgtpu.compiler.estimate`).  Three tables come out:
 
 - **whole kernels**: static cycles per head, step-overhead share, HBM bytes and a time band, for
   ours on the dense, SVG and aligned SVG masks (fast path on and off) and both libraries on the same
   masks; the **ratios** between them, each next to the **roofline** (the flops of the tiles the mask
-  keeps, real rows and keys, at the MXU's full-fill peak, :mod:`svgtpu.bench.units`) and the **MXU
+  keeps, real rows and keys, at the MXU's full-fill peak, :mod:`svgtpu.compiler.units`) and the **MXU
   bound** (the pushes those tiles need: at ``head_dim`` 128 each push fills half the 256-wide array,
   so twice the roofline).  "Sparse overhead vs our dense" is ours on a mask over our dense kernel
   times the mask's tile density (the ratio this package called "ours / ideal");
@@ -25,9 +25,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 
-from svgtpu.bench.estimate import block_bytes, estimate
+from svgtpu.compiler.estimate import block_bytes, estimate
 from svgtpu.errors import BadInput
-from svgtpu.bench.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
+from svgtpu.compiler.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
 from svgtpu.geometry import parse_tiles
 from svgtpu.production import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, PRODUCTION_TILE, TILES as TILE_RECIPES
@@ -96,7 +96,7 @@ def push_bound_factor(layout: str, head_dim: int, block_q: int, device: str = "v
     up to the array's width: ``columns / head_dim`` times the full-fill pushes below it, either
     layout); the PV product's output width is ``head_dim`` query-major (``p v``) but ``block_q``
     key-major (``v^T p``).  At d = 128 on a 256-wide array: 2.0 query-major, 1.5 key-major."""
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     columns = core(device).mxu_columns
     qk = columns / min(head_dim, columns)
     pv = columns / min(head_dim if layout == "query-major" else block_q, columns)
@@ -108,7 +108,7 @@ def roofline(v: Variant) -> dict:
     peak, and the MXU bound of ``v``'s layout (its pushes: :func:`push_bound_factor` times the roofline)."""
     import numpy as np
 
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     from svgtpu.masks.tiles import EMPTY, classify
     g, mask = mask_of(v)
     kinds = classify(mask, v.block_q, v.block_kv).kinds
@@ -187,7 +187,7 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
     MXU's busy share (``mxu_busy``: the layout's push bound over the bundles) and its share of the
     full-fill peak (``peak_share``: the roofline over the bundles), the MXU pushes and the HBM bytes a
     step of that kind fetches."""
-    from svgtpu.bench.units import UNITS, UnitCounts, core, cycles_of
+    from svgtpu.compiler.units import UNITS, UnitCounts, core, cycles_of
     flops = 4 * block_q * block_kv * head_dim
     out = []
     for kernel, body, name, index, layout in bodies(block_q):
@@ -217,18 +217,18 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
 
 
 def _bytes_per_cycle(device: str) -> float:
-    from svgtpu.bench.estimate import clock_hz, core_bandwidth
+    from svgtpu.compiler.estimate import clock_hz, core_bandwidth
     return core_bandwidth(device) / clock_hz(device)
 
 
 def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolution: str, head_dim: int = 128,
                dtype: str = "bfloat16") -> list[dict]:
     """The compiled tile costs the cost model reads, one entry per kernel (``figures/compiled_tiles.json``,
-    schema in ``tests/test_compiled.py``): static cycles of the full, padding-partial and mask-partial
+    schema in ``tests/test_tile_table.py``): static cycles of the full, padding-partial and mask-partial
     bodies, of ours with the fast path off (``masked``), of an empty step (``None`` where empty tiles take no step), of the per-step code and of a
     row's init + finish; the roofline cycles of one tile and the HBM bytes of a step.  Ours is its
     default layout at the tile (``layout``; the other layout's bodies are in :func:`unit_table` only)."""
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.config import default_layout
     ours_layout = default_layout(block_q)
@@ -270,8 +270,8 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
 
 def _compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
     # each compile is a child process of its own: COMPILE_WORKERS run at once; variants that share a
-    # program (svgtpu.bench.variants) wait for its one compile through the cache
-    from svgtpu.bench.variants import program_key
+    # program (svgtpu.compiler.variants) wait for its one compile through the cache
+    from svgtpu.compiler.variants import program_key
     seen, first, rest = set(), [], []
     for v in todo:
         key = program_key(v)
@@ -292,8 +292,8 @@ def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device
     """Every variant of :func:`variants` at each tile size and the :func:`extra_variants` (Splash's
     unmasked body; with ``sweep`` the libraries' ``block_kv_compute`` sweep), compiled for ``device``
     (cached), estimated, with :func:`ratios`, the :func:`unit_table` and the :func:`tile_table`."""
-    from svgtpu.bench.compile import topology_device
-    from svgtpu.bench.dumps import versions
+    from svgtpu.compiler.compile import topology_device
+    from svgtpu.compiler.dumps import versions
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.config import KernelConfig
     get_geometry(geometry)
@@ -342,9 +342,9 @@ TILE_TABLE_COMMAND = "svgtpu reproduce --only 04 --profile cpu"
 
 def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
     """The content of :data:`TILE_TABLE_FILE` from :func:`bench_compiled` results (one per device)
-    and :func:`svgtpu.bench.probe.probe` readings: the versions, the command, the probes and every
+    and :func:`svgtpu.compiler.probe.probe` readings: the versions, the command, the probes and every
     tile entry of the production tile."""
-    from svgtpu.bench.dumps import versions
+    from svgtpu.compiler.dumps import versions
     v = versions()
     tiles = [e for r in results for t in r["tiles"] if (t["block_q"], t["block_kv"]) == TILES[0] for e in t["tile_table"]]
     return {"jax": v["jax"], "libtpu": v["libtpu"], "tokamax": v["tokamax"], "command": TILE_TABLE_COMMAND,
@@ -353,9 +353,9 @@ def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
             "probe": probes, "tiles": tiles}
 
 
-def run_command(args):
+def bench_compiled_command(args):
     """``svgtpu bench compiled``: ``(result, table)``."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     device = getattr(args, "device", None) or "v6e"
     try:
         result = bench_compiled(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"),
@@ -389,4 +389,4 @@ def run_command(args):
 
 __all__ = ["TILES", "DEVICES", "theirs_kv_compute", "other_layouts", "bodies", "push_bound_factor", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
            "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "ratios", "unit_table", "tile_table", "bench_compiled",
-           "run_command"]
+           "bench_compiled_command"]

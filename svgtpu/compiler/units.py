@@ -1,6 +1,6 @@
 """What bounds a static VLIW schedule: the fewest cycles each unit of a TensorCore needs for it.
 
-A ``final_bundles`` schedule (:mod:`svgtpu.bench.llo`) issues one bundle per cycle; each bundle
+A ``final_bundles`` schedule (:mod:`svgtpu.compiler.llo`) issues one bundle per cycle; each bundle
 holds the instructions of several units side by side.  For each unit we count its instructions in
 the bundles and divide by how many it takes per cycle: the cycles the unit alone would need.  The
 largest of them is the unit that *binds*; the schedule's bundle count over it says how well the
@@ -9,7 +9,7 @@ packer overlapped the rest.
 - **mxu**: the cycles of the matmul pushes (``vmatmul``) on the busiest MXU (``mxu0``, ``mxu1``, ...):
   one bf16 push carries 16 rows of at most 256 contraction elements into a 256-column array, and the
   compiler keeps such pushes on one MXU :attr:`Core.push_interval` bundles apart in a steady run (the
-  probe, :mod:`svgtpu.bench.probe`); an f32 push (``vmatmul.*.f32``, a float32 left operand at default
+  probe, :mod:`svgtpu.compiler.probe`); an f32 push (``vmatmul.*.f32``, a float32 left operand at default
   precision) carries 8 rows and takes half as long (4 bundles apart in the same probe with an f32
   operand).  A push that fills only part of the array (a contraction or output width of 128, as
   attention's ``QK^T`` and ``PV`` at ``head_dim`` 128) costs a whole push.
@@ -36,6 +36,7 @@ import math
 import re
 from collections import Counter
 
+from svgtpu.costmodel.specs import DEVICES, Mxu
 from svgtpu.errors import BadInput
 
 #: The units whose minimum cycles :class:`UnitCycles` carries, in table order.
@@ -47,35 +48,39 @@ _EUP_OPS = ("vpow2", "vexp", "vrcp", "vrsqrt", "vtanh", "vlog2", "vsigmoid")
 
 @dataclasses.dataclass(frozen=True)
 class Core:
-    """One TensorCore as its static schedules show it: MXUs (count and columns from JAX's
-    ``pltpu.get_tpu_info_for_chip``, checked against the schedule by the probe), the push interval
-    and the issue slots per bundle of each vector unit (read off compiled probes)."""
+    """One TensorCore as its static schedules show it: its MXUs (the device spec's one definition,
+    :class:`svgtpu.costmodel.specs.Mxu`, checked against the schedule by the probe) and the issue slots
+    per bundle of each vector unit (read off compiled probes)."""
 
     device: str
-    mxus: int
-    mxu_columns: int
-    push_interval: int      # bundles between pushes on one MXU in a steady run
-    push_rows: int          # bf16 rows one push carries (probe: flops per push / (2 x columns^2))
+    mxu: Mxu
     slots: tuple            # ((kind, most per bundle), ...) for vector_load, vector_store, valu, mask, eup, eup_pop
+
+    @property
+    def mxus(self) -> int:
+        return self.mxu.count
+
+    @property
+    def mxu_columns(self) -> int:
+        return self.mxu.columns
+
+    @property
+    def push_interval(self) -> int:
+        """Bundles between pushes on one MXU in a steady run."""
+        return self.mxu.push_interval
 
     @property
     def flops_per_cycle(self) -> int:
         """bf16 flops one core's MXUs retire per cycle at full fill."""
-        return self.mxus * self.push_rows * self.mxu_columns ** 2 * 2 // self.push_interval
+        return self.mxu.flops_per_cycle
 
     def slot(self, kind: str) -> int:
         return dict(self.slots)[kind]
 
 
 _SLOTS = (("vector_load", 3), ("vector_store", 2), ("valu", 4), ("mask", 2), ("eup", 1), ("eup_pop", 1))
-#: v6e (libtpu 0.0.42.1): pushes 8 bundles apart on each of ``mxu0``/``mxu1`` in a steady matmul,
-#: 2,097,152 flop each (16 rows x 256 x 256 x 2).  v7x: the same MXUs and slots; its schedule lets
-#: pushes that accumulate in the MXU result buffer queue 2 bundles apart, which no clock at the
-#: published peak allows, so its push interval is taken as v6e's (the probe records both readings).
-CORES = {
-    "v6e": Core("v6e", mxus=2, mxu_columns=256, push_interval=8, push_rows=16, slots=_SLOTS),
-    "v7x": Core("v7x", mxus=2, mxu_columns=256, push_interval=8, push_rows=16, slots=_SLOTS),
-}
+#: The TPUs whose schedules we read: their MXUs from the device spec, the same slots (v6e and v7x).
+CORES = {device: Core(device, mxu=DEVICES[device].mxu, slots=_SLOTS) for device in ("v6e", "v7x")}
 
 
 def core(device: str) -> Core:
@@ -142,7 +147,7 @@ class UnitCounts:
 
 def count_units(bundles, device: str = "v6e") -> UnitCounts:
     """:class:`UnitCounts` of ``bundles`` (each a sequence of instruction names, as
-    :func:`svgtpu.bench.llo.parse_bundles` gives them); refuses a bundle that packs more of a kind than
+    :func:`svgtpu.compiler.llo.parse_bundles` gives them); refuses a bundle that packs more of a kind than
     ``device``'s :class:`Core` allows."""
     c = core(device)
     limits = dict(c.slots)
@@ -163,7 +168,7 @@ def count_units(bundles, device: str = "v6e") -> UnitCounts:
         for kind, count in here.items():
             if kind in limits and count > limits[kind]:
                 raise RuntimeError(f"a {device} bundle packs {count} {kind} instructions, more than the {limits[kind]} "
-                                   f"svgtpu.bench.units.CORES allows: the slot table is wrong ({' ;; '.join(ops)})")
+                                   f"svgtpu.compiler.units.CORES allows: the slot table is wrong ({' ;; '.join(ops)})")
         slots.update(here)
 
     def per_unit(counter):
@@ -231,7 +236,7 @@ def cycles_of(counts: UnitCounts, flops: float | None = None, device: str = "v6e
 
 def unit_cycles(bundles, flops: float | None = None, device: str = "v6e") -> UnitCycles:
     """The :class:`UnitCycles` of ``bundles`` (each a sequence of instruction names, as
-    :func:`svgtpu.bench.llo.parse_bundles` gives them) on ``device``; ``flops`` gives the roofline."""
+    :func:`svgtpu.compiler.llo.parse_bundles` gives them) on ``device``; ``flops`` gives the roofline."""
     return cycles_of(count_units(bundles, device), flops, device)
 
 
@@ -241,10 +246,10 @@ def kernel_unit_cycles(fn, *args, device: str = "v6e", flops: float | None = Non
     :class:`UnitCycles` of each kernel's whole static program, by kernel name (every bundle once:
     a grid loop's body counts once).  ``flops`` sets the roofline when there is one kernel.  Small
     kernels take seconds; needs libtpu."""
-    from svgtpu.bench.dumps import kernel_schedules
+    from svgtpu.compiler.dumps import kernel_schedules
     core(device)
     schedules = kernel_schedules(fn, *args, device=device)
-    from svgtpu.bench.llo import parse_bundles
+    from svgtpu.compiler.llo import parse_bundles
     return {name: unit_cycles(parse_bundles(text), flops if len(schedules) == 1 else None, device)
             for name, text in schedules.items()}
 

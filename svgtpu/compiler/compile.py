@@ -11,7 +11,7 @@ Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``s
 whole :func:`~svgtpu.attention.svg.svg_attention`: profiling, layout transform, kernel),
 ``svg2-layer`` (one warm-started :func:`~svgtpu.attention.svg2.svg2_attention`: k-means, permutation, the
 traced plan and the data-mask kernel, with the production cluster counts of
-:data:`svgtpu.bench.methods.COST_SETTING`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
+:data:`svgtpu.attention.svg2.WAN_CLUSTERS`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
 geometry).
 """
 
@@ -22,10 +22,10 @@ import re
 import time
 
 from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
-from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.config import KernelConfig, check_blocks_cover
 from svgtpu.kernels.common import HEAD_DIMS, compiling_for
 from svgtpu.kernels.plan import tile_plan
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.production import PRODUCTION
 from svgtpu.tpu_env import package_version
 from svgtpu.errors import BadInput
 
@@ -134,7 +134,7 @@ class CompileJob:
     """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
 
     geometry: str = "720p"
-    config: KernelConfig = KernelConfig(block_q=BLOCK_Q, block_kv=BLOCK_KV)
+    config: KernelConfig = KernelConfig(block_q=PRODUCTION.block_q, block_kv=PRODUCTION.block_kv)
     device: str = "v6e"
     topology: str | None = None
     dtype: str = "bfloat16"
@@ -144,9 +144,9 @@ class CompileJob:
     multiplier: float | None = None
     align: str | None = None
 
-    def __post_init__(self):  # one line on a bad geometry or head size, before any compile
+    def __post_init__(self):  # one line on a bad geometry, block or head size, before any compile
         from svgtpu.geometry import get_geometry
-        get_geometry(self.geometry)
+        check_blocks_cover(self.config.block_q, self.config.block_kv, get_geometry(self.geometry).L)
         if self.head_dim not in HEAD_DIMS:
             raise BadInput(f"head_dim must be one of {HEAD_DIMS} (the kernel's head sizes), got {self.head_dim!r}")
 
@@ -194,11 +194,9 @@ def _svg_layer_target(job: CompileJob, dev):
     sharding = jax.sharding.SingleDeviceSharding(dev)
     x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype), sharding=sharding)
     key = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=sharding)
-    num_steps = 50  # the last step and layer are past SVG's dense warm-up: the sparse path compiles
 
-    def fn(q, k, v, key):
-        return svg_attention(q, k, v, g, svg, key=key, step=num_steps - 1, num_steps=num_steps,
-                             layer=39, num_layers=40)
+    def fn(q, k, v, key):  # a call past SVG's dense warm-up: the sparse path compiles
+        return svg_attention(q, k, v, g, svg, key=key, **PRODUCTION.sparse_call())
     return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.head_dim, job.dtype), str(g)
 
 
@@ -242,10 +240,9 @@ def _svg2_layer_target(job: CompileJob, dev):
     import jax.numpy as jnp
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.dynamic import cluster_vmem_bytes, plan_facts
-    from svgtpu.bench.methods import COST_SETTING
-    from svgtpu.attention.svg2 import SVG2Config, SVG2State, svg2_attention
+    from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, SVG2State, svg2_attention
     g = get_geometry(job.geometry)
-    svg2 = SVG2Config(q_clusters=COST_SETTING["q_clusters"], k_clusters=COST_SETTING["k_clusters"],
+    svg2 = SVG2Config(**WAN_CLUSTERS,
                       block_q=job.config.block_q, block_kv=job.config.block_kv, align=job.align,
                       fast_path=job.config.fast_path)
     sharding = jax.sharding.SingleDeviceSharding(dev)
@@ -302,7 +299,7 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
 
 def format_targets(result: dict) -> str:
     """:func:`compile_targets` as ``svgtpu compile`` prints it: the setting and budgets, one row per target."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
                "vmem_bytes", "reason"]
     head = (f"{result['topology']} ({result['provenance']}): tiles {result['block_q']}x{result['block_kv']}, "
