@@ -158,7 +158,7 @@ def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
     from svgtpu.bench.methods import method_costs
 
     result = method_costs([0.45, 0.2, 0.3], variants=["svg", "svg-aligned"], progress=False)
-    assert result["geometry"].startswith("1440p") and (result["block_q"], result["block_kv"]) == (3024, 2048)
+    assert result["geometry"].startswith("1440p") and (result["block_q"], result["block_kv"]) == (3072, 2048)
     for name in ("svg", "svg-aligned"):
         mine = [r for r in result["rows"] if r["method"] == name]
         assert [r["kept_target"] for r in mine] == [0.2, 0.3, 0.45]
