@@ -276,8 +276,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
-    p.add_argument("--out", default="checkpoints/toy_dit.npz", help="checkpoint .npz; the loss curve goes "
-                   "next to it as <name>.loss.json")
+    p.add_argument("--out", default=str(CHECKPOINT), help="checkpoint .npz (default: the shipped checkpoint of this "
+                   "checkout, whatever the working directory); the loss curve goes next to it as <name>.loss.json")
 
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
