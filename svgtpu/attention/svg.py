@@ -68,7 +68,7 @@ class SVGConfig:
     - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
       them (block_q a multiple of 8, block_kv a multiple of 128).  The default
       128 x 128 runs at any geometry: at 1440p its plan outgrows SMEM and the kernel splits it
-      into q-row chunks; the production tile is MaxDiffusion's (:data:`svgtpu.recipes.PRODUCTION_TILE`).  ``block_kv_compute``:
+      into q-row chunks; the production tile is MaxDiffusion's with block_q a lane multiple (:data:`svgtpu.recipes.PRODUCTION_TILE`).  ``block_kv_compute``:
       keys per online-softmax update (``None``: the kernel's default for the tile).
     - ``align``: ``None`` or a :func:`svgtpu.masks.core.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
