@@ -28,7 +28,7 @@ import functools
 
 import numpy as np
 
-from svgtpu.costmodel.compiled import HAS_FAST_PATH, KERNELS, CompiledTile
+from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTile
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
@@ -36,11 +36,12 @@ from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
 from svgtpu.masks.tiles import EMPTY, TileStats, classify
 from svgtpu.errors import BadInput
+from svgtpu.facts.kernels import kernel_names
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
-#: Kernels a head can be priced for: the TPU kernels of the compiled table, and ``flash`` (FlashAttention on
-#: a GPU: concurrent thread blocks, no grid-step cost, no steps for empty rows).
-ATTENTION_KERNELS = (*KERNELS, "flash")
+#: Kernels a head can be priced for (:data:`svgtpu.facts.kernels.KERNELS`): the TPU kernels of the compiled table,
+#: and ``flash`` (FlashAttention on a GPU: concurrent thread blocks, no grid-step cost, no steps for empty rows).
+ATTENTION_KERNELS = kernel_names(modeled=True)
 
 
 def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, block_q: int,
