@@ -19,10 +19,10 @@ from typing import Callable
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.production import PRODUCTION
 from svgtpu.recipes import DEFAULT_RECIPE
-from svgtpu.report.claims import REPORTED
-from svgtpu.report.paths import CHECKPOINT
-from svgtpu.report.tables import format_table
-from svgtpu.schedule import DEFAULT_KEPT, DEFAULT_PROFILE_ROWS
+from svgtpu.facts.claims import REPORTED
+from svgtpu.facts.paths import CHECKPOINT
+from svgtpu.facts.tables import format_table
+from svgtpu.warmup import DEFAULT_KEPT, DEFAULT_PROFILE_ROWS
 
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 #: Commands made of subcommands (``bench kernels``, ``bench ops``, ...), with their help.
@@ -62,7 +62,7 @@ def run_info(args):
     import jax
     import numpy as np
 
-    from svgtpu.report.results import environment
+    from svgtpu.facts.results import environment
     result = {**environment(), "numpy": np.__version__, "devices": [str(d) for d in jax.devices()],
               "device_count": jax.device_count()}
     return result, "\n".join(f"{k:>12}: {v}" for k, v in result.items())
@@ -164,7 +164,7 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
 def run_profile_heads(args):
     from svgtpu.attention.profiling import format_planted, planted_report
     from svgtpu.attention.svg import SVGConfig
-    from svgtpu.bench.kernels import bench_profiling, format_profiling
+    from svgtpu.bench.kernel_timing import bench_profiling, format_profiling
 
     config = SVGConfig(multiplier=args.multiplier, kept=args.kept, num_sampled_rows=args.rows,
                        block_q=args.block_q, block_kv=args.block_kv, align=args.align, kernel=args.kernel)
@@ -413,7 +413,7 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
 def run_costmodel(args):
-    from svgtpu.costmodel.command import run_command
+    from svgtpu.costmodel.command import costmodel_command
 
     if args.device == "cpu" and args.model == "toy" and not args.validate:
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
@@ -424,8 +424,8 @@ def run_costmodel(args):
         return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
     if args.device == "cpu" and not args.validate:
         from svgtpu.bench.cpu import calibrate_cpu
-        return run_command(args, device=calibrate_cpu())
-    return run_command(args)
+        return costmodel_command(args, device=calibrate_cpu())
+    return costmodel_command(args)
 
 
 # -- svgtpu bench kernels | ops | compiled | gpu ---------------------------------------------
@@ -463,7 +463,7 @@ def _kernel_setting(args) -> dict:
 @command("bench kernels", "interleaved interpret-mode timings of the attention variants (ours, Splash, tokamax)",
          _bench_kernels_arguments)
 def run_bench_kernels(args):
-    from svgtpu.bench.kernels import bench_kernels, format_kernels
+    from svgtpu.bench.kernel_timing import bench_kernels, format_kernels
     result = bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, repeats=args.repeats, seed=args.seed,
                            **_kernel_setting(args))
     return result, format_kernels(result)
@@ -471,10 +471,10 @@ def run_bench_kernels(args):
 
 @command("bench ops", "vector ops per tile kind in the kernel's jaxpr, and its tile plans", _bench_ops_arguments)
 def run_bench_ops(args):
-    from svgtpu.bench.kernels import bench_ops, format_ops
+    from svgtpu.bench.kernel_timing import bench_ops, format_ops
     result = bench_ops(args.geometry, **_kernel_setting(args))
     if args.compiled:
-        from svgtpu.bench.llo import compiled_ops
+        from svgtpu.compiler.llo import compiled_ops
         result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **_kernel_setting(args))
     return result, format_ops(result)
 
@@ -493,8 +493,8 @@ def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
          "each tile body unit by unit, every ratio next to the roofline",
          _bench_compiled_arguments)
 def run_bench_compiled(args):
-    from svgtpu.bench.compiled import run_command
-    return run_command(args)
+    from svgtpu.compiler.tile_table import bench_compiled_command
+    return bench_compiled_command(args)
 
 
 def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
@@ -515,8 +515,8 @@ def run_bench_gpu(args):
 # -- svgtpu compile ---------------------------------------------------------------------------
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.bench.compile import TARGETS
-    from svgtpu.bench.multihost import MULTIHOST_TARGETS
+    from svgtpu.compiler.compile import TARGETS
+    from svgtpu.compiler.multihost import MULTIHOST_TARGETS
     from svgtpu.kernels.budget import TPU_GENERATIONS
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
@@ -540,10 +540,10 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
 def run_compile(args):
     """``(result, table, exit status)``; 1 when anything was refused."""
     if args.what == "wan-block":
-        from svgtpu.bench.wan_block import run_command
-        return run_command(args)
-    from svgtpu.bench.compile import CompileJob
-    from svgtpu.bench.multihost import compile_command
+        from svgtpu.compiler.wan_block import wan_block_command
+        return wan_block_command(args)
+    from svgtpu.compiler.compile import CompileJob
+    from svgtpu.compiler.multihost import compile_command
     from svgtpu.kernels import KernelConfig
 
     job = CompileJob(geometry=args.geometry, device=args.device, dtype=args.dtype, head_dim=args.head_dim,

@@ -35,7 +35,7 @@ from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
                                multiplier_for_kept)
 from svgtpu.production import PRODUCTION
-from svgtpu.schedule import DEFAULT_KEPT
+from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 from svgtpu.errors import BadInput
 

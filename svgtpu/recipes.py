@@ -14,7 +14,7 @@ A :class:`Recipe` is what one of SVG's own Wan 2.1 scripts runs: the kept fracti
 The write-up we reproduce names no recipe: :data:`RECIPES` holds it as ``write-up`` with every
 number ``None`` (unknown).  The package's default (:data:`DEFAULT_RECIPE`) is SVG's own current
 T2V-14B 720p script (kept fraction 0.3, the first 20 % of steps, ``floor(0.03 x 40)`` layers);
-:mod:`svgtpu.schedule` takes its defaults from it.  The SVG1 recipes differ (kept 0.25, 30 % or 35 %
+:mod:`svgtpu.warmup` takes its defaults from it.  The SVG1 recipes differ (kept 0.25, 30 % or 35 %
 of the steps dense): the cost model's sensitivity spans them.  No JAX here: the cost model and
 the CLI import this.
 """
@@ -107,7 +107,7 @@ class Recipe:
     """One SVG run as a script gives it.  ``None`` numbers are unknown (the write-up's recipe).
 
     ``dense_step_share`` and ``dense_layer_share`` are what the package's schedule takes
-    (:func:`svgtpu.schedule.warmup_count` of them gives the script's counts): the script's own
+    (:func:`svgtpu.warmup.warmup_count` of them gives the script's counts): the script's own
     fractions under the ``step`` rule (they carry over to other step and layer counts as the script
     would), the counts' shares under the ``timestep`` rule.
     """
@@ -281,7 +281,7 @@ def recipes_report(name: str | None = None) -> dict:
 
 def format_recipes(result: dict) -> str:
     """:func:`recipes_report` as a table, then each recipe's sources and the tiles'."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
 
     def known(value, text=None):
         return "unknown" if value is None else (text if text is not None else value)

@@ -13,8 +13,8 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from svgtpu.bench.aot import compile_report, compile_reports, describe, unit_table
-from svgtpu.bench.compile import libtpu_available
+from svgtpu.compiler.aot import compile_report, compile_reports, describe, unit_table
+from svgtpu.compiler.compile import libtpu_available
 from svgtpu.kernels import lessons
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")

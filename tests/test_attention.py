@@ -84,7 +84,7 @@ def test_warmup_count_follows_svg_fractions():
 
 
 def test_layer_calls_count_the_schedule_by_brute_force():
-    from svgtpu.schedule import layer_calls
+    from svgtpu.warmup import layer_calls
     for steps, layers, ds, dl in ((50, 40, 10, 1), (4, 4, 0, 0), (7, 3, 7, 2), (10, 5, 2, 5)):
         dense = sum(step < ds or layer < dl for step in range(steps) for layer in range(layers))
         assert layer_calls(steps, layers, ds, dl) == (dense, steps * layers - dense)

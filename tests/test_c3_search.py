@@ -6,7 +6,7 @@ import pytest
 from svgtpu.geometry import get_geometry
 from svgtpu.masks import ArrayMask, BandSinkMask, PermutedMask, TileStats, classify
 from svgtpu.masks.c3_search import Setting, after_shares, aligned_stats, band_tile_counts, combine, search
-from svgtpu.report.claims import rounds_to
+from svgtpu.facts.claims import rounds_to
 
 
 def brute_stats(allowed: np.ndarray, bq: int, bkv: int) -> tuple[int, int]:

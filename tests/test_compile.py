@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from svgtpu.bench.compile import CompileJob, compile_fn, compile_targets, libtpu_available, topology_device
+from svgtpu.compiler.compile import CompileJob, compile_fn, compile_targets, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, block_sparse_attention
 from svgtpu.kernels.common import compiling_for
 from svgtpu.masks.core import BandSinkMask
@@ -63,7 +63,7 @@ def test_a_scalar_prefetch_plan_over_smem_is_refused_by_the_compiler(capsys):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from svgtpu.bench.aot import compile_report
+    from svgtpu.compiler.aot import compile_report
     from svgtpu.kernels import device_memory
 
     def planned_copy(words, x):
@@ -114,7 +114,7 @@ def test_compile_command_exit_status(capsys):
 
 
 def test_llo_parsers_on_a_hand_written_dump():
-    from svgtpu.bench.llo import region_bundles, top_level_regions
+    from svgtpu.compiler.llo import region_bundles, top_level_regions
     llo = """module {
   func.func @block_sparse_attention(%arg0: i32) {
     %0 = llo.constant 1 : i32
@@ -140,7 +140,7 @@ def test_llo_parsers_on_a_hand_written_dump():
 def test_bundle_slots_on_a_hand_written_schedule():
     from collections import Counter
 
-    from svgtpu.bench.llo import bundle_unit, region_slots
+    from svgtpu.compiler.llo import bundle_unit, region_slots
     schedule = "\n".join([
         "= key", "     0   :  { %s1 = smov 0 }",
         "   0x1 PF: > { %p2 = scmp.ne.s32.totalorder %s3, 2 }",
@@ -158,7 +158,7 @@ def test_bundle_slots_on_a_hand_written_schedule():
 
 def test_compiled_full_tile_body_has_no_compares_with_the_fast_path():
     """C4 as libtpu builds it: the full body holds no vcmp/vselect; the partial body does."""
-    from svgtpu.bench.llo import compiled_tile_counts
+    from svgtpu.compiler.llo import compiled_tile_counts
     spec = dict(geometry="4x8x16", mask="svg", multiplier=1.0, block_q=128, block_kv=128, block_kv_compute=128,
                 head_dim=128, dtype="bfloat16", fast_path=True)
     full, partial = compiled_tile_counts(spec)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from float64_reference import masked_attention, relative_error
 
-from svgtpu.bench.compile import compile_fn, libtpu_available, topology_device
+from svgtpu.compiler.compile import compile_fn, libtpu_available, topology_device
 from svgtpu.kernels import KernelConfig, tile_plan
 from svgtpu.kernels.dynamic import block_table_attention, chunk_rows, plan_facts
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, plan_length, traced_plan

@@ -1,4 +1,4 @@
-"""The reader of whole compiled programs (:mod:`svgtpu.bench.fusions`), checked on programs small enough
+"""The reader of whole compiled programs (:mod:`svgtpu.compiler.fusions`), checked on programs small enough
 to compile in seconds for v6e: what a static count covers (a loop body once: proved on a lone matmul at
 two sizes), a matmul's cycles against its FLOPs at the MXU rate, deduplicated programs, and roles from
 named scopes.  Needs libtpu."""
@@ -9,17 +9,17 @@ import sys
 
 import pytest
 
-from svgtpu.bench import fusions
-from svgtpu.bench.compile import libtpu_available
-from svgtpu.bench.dumps import child_env
-from svgtpu.bench.units import core
+from svgtpu.compiler import fusions
+from svgtpu.compiler.compile import libtpu_available
+from svgtpu.compiler.dumps import child_env
+from svgtpu.compiler.units import core
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs the TPU compiler (libtpu)")
 
 #: A child process: compile ``body`` (a function of bf16 arrays of ``shapes``) for one v6e core.
 CHILD = """
 import jax, jax.numpy as jnp
-from svgtpu.bench.compile import topology_device
+from svgtpu.compiler.compile import topology_device
 device = jax.sharding.SingleDeviceSharding(topology_device("v6e"))
 args = [jax.ShapeDtypeStruct(s, jnp.bfloat16, sharding=device) for s in {shapes}]
 def body(*x):
@@ -42,7 +42,7 @@ def test_a_static_count_is_one_loop_body_and_the_matmul_runs_near_the_mxu_rate(t
     cycles grow with the FLOPs.  Against the formula's 2 MXUs x 256^2 MACs x 2 flop per cycle (JAX's
     tpu_info: 2 MXUs of 256 on v6e), v6e's schedule issues a 16-row push per MXU every 8 bundles, twice
     that rate: the large matmul comes out between 1.6x and 2x the formula (never above 2x), and the
-    iterations the larger one adds run at >= 85 % of the core's rate (:func:`svgtpu.bench.units.core`)."""
+    iterations the larger one adds run at >= 85 % of the core's rate (:func:`svgtpu.compiler.units.core`)."""
     from jax.experimental.pallas import tpu as pltpu
     info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion.TPU_V6E, 1)
     formula = info.num_mxus * info.mxu_column_size ** 2 * 2

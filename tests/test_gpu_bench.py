@@ -7,7 +7,7 @@ import pytest
 
 from svgtpu.bench import gpu as gpu_bench
 from svgtpu.cli import main
-from svgtpu.report.results import load_results
+from svgtpu.facts.results import load_results
 
 
 def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):

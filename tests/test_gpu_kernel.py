@@ -122,7 +122,7 @@ def _equations(jaxpr):
 def test_full_tile_loop_carries_no_masking_ops(mask):
     """C4 on GPU, from the kernel's own jaxpr: of the two kv loops of a program, the full-tile one has
     no compare, select or iota and loads no mask; the partial-tile one has them."""
-    from svgtpu.bench.kernels import MASKING
+    from svgtpu.bench.kernel_timing import MASKING
     x = jnp.ones((1, 300, 64), jnp.float32)
     jaxpr = jax.make_jaxpr(lambda q, k, v: gpu_block_sparse_attention(q, k, v, mask, block_q=128, block_kv=128))(
         x, x, x)

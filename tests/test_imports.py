@@ -16,17 +16,18 @@ PACKAGE = Path(svgtpu.__file__).parent
 #: ``svgtpu`` itself (its ``__init__``: the version, quiet libtpu) is the bottom; a name matches the
 #: longest entry it equals or starts with (``entry.``).
 LAYERS = [
-    {"svgtpu", "svgtpu.errors", "svgtpu.geometry", "svgtpu.schedule", "svgtpu.recipes", "svgtpu.production", "svgtpu.tpu_env", "svgtpu.masks",
-     "svgtpu.report.tables", "svgtpu.report.paths", "svgtpu.report.claims",
+    {"svgtpu", "svgtpu.errors", "svgtpu.tpu_env", "svgtpu.facts"},
+    {"svgtpu.geometry", "svgtpu.recipes", "svgtpu.production", "svgtpu.warmup", "svgtpu.launch",
      "svgtpu.model.config"},
+    {"svgtpu.masks"},
     {"svgtpu.kernels"},
     {"svgtpu.attention"},
     {"svgtpu.model"},
-    {"svgtpu.report.results", "svgtpu.report.plots"},
     {"svgtpu.toy"},
     {"svgtpu.costmodel"},
-    {"svgtpu.bench", "svgtpu.launch"},
-    {"svgtpu.report.paper", "svgtpu.report.reproduce", "svgtpu.report"},
+    {"svgtpu.compiler"},
+    {"svgtpu.bench"},
+    {"svgtpu.report"},
     {"svgtpu.explore", "svgtpu.cli", "svgtpu.__main__"},
 ]
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from svgtpu.bench.compile import libtpu_available
-from svgtpu.bench.multihost import hlo_collectives, topology_name
+from svgtpu.compiler.compile import libtpu_available
+from svgtpu.compiler.multihost import hlo_collectives, topology_name
 from svgtpu.cli import main
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from svgtpu.report import plots
 from svgtpu.report import reproduce
-from svgtpu.report.results import NotebookRun, check_provenance, figures_dir, load_results
+from svgtpu.facts.results import NotebookRun, check_provenance, figures_dir, load_results
 
 #: What each notebook must leave behind: figure names and result entries per claim.
 EXPECTED = {
@@ -137,7 +137,7 @@ def frame_major(array, g):
 def _check_03(claims):
     from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import svg_mask
-    from svgtpu.schedule import DEFAULT_KEPT
+    from svgtpu.warmup import DEFAULT_KEPT
     from test_masks_tiles import brute_kinds
     c3 = claims["C3"]
     # the layout table: tile kinds of the band and of the same mask in frame-major order, tile by tile from the array

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from svgtpu.report import paper
-from svgtpu.report import results
+from svgtpu.facts import results
 
 NOTEBOOKS = sorted(paper.NOTEBOOKS.glob("*.ipynb"))
 

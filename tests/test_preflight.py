@@ -2,7 +2,7 @@
 
 import pytest
 
-from svgtpu.bench.compile import libtpu_available
+from svgtpu.compiler.compile import libtpu_available
 from svgtpu.report.preflight import checks, preflight
 
 

@@ -1,14 +1,14 @@
-"""The compiled MXU/clock probe (svgtpu.bench.probe): what the v6e schedule says about the MXUs."""
+"""The compiled MXU/clock probe (svgtpu.compiler.probe): what the v6e schedule says about the MXUs."""
 
 import pytest
 
-from svgtpu.bench.compile import libtpu_available
+from svgtpu.compiler.compile import libtpu_available
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 
 
 def test_v6e_probe_reads_two_mxus_at_eight_bundles_a_push():
-    from svgtpu.bench.probe import MATMUL, probe
+    from svgtpu.compiler.probe import MATMUL, probe
     from svgtpu.costmodel.specs import DEVICES
     p = probe("v6e")
     m, k, n = MATMUL

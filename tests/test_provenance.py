@@ -3,7 +3,8 @@
 import jax
 import pytest
 
-from svgtpu.report import results
+from svgtpu.facts import results
+from svgtpu.kernels.common import resolve_interpret
 
 
 def test_labels_follow_the_source_backend_and_execution_mode():
@@ -12,9 +13,10 @@ def test_labels_follow_the_source_backend_and_execution_mode():
     assert results.provenance("modeled", device="v6e") == "modeled-v6e"
     assert results.provenance("compiled", device="v6e") == "compiled-v6e"
     assert results.provenance("measured") == "measured-cpu"                       # plain XLA
-    assert results.provenance("measured", pallas=True) == "measured-cpu-interpret"  # our kernels, interpret
-    assert results.provenance("measured", pallas=True, interpret=False) == "measured-cpu"
-    assert results.measured_provenance(interpret=False) == "measured-cpu"
+    assert results.provenance("measured", interpret=True) == "measured-cpu-interpret"  # our kernels, interpret
+    # the caller resolves the kernels' mode: off a TPU, None means interpret
+    assert results.provenance("measured", interpret=resolve_interpret(None)) == "measured-cpu-interpret"
+    assert results.provenance("measured", interpret=resolve_interpret(False)) == "measured-cpu"
     for label in ("computed", "modeled-v6e", "compiled-v6e", "measured-cpu", "measured-cpu-interpret"):
         assert results.check_provenance(label) == label
 
@@ -24,9 +26,9 @@ def test_a_gpu_backend_is_labelled_with_its_device(monkeypatch):
         device_kind = "NVIDIA H200"
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(jax, "devices", lambda *a: [H200()])
-    assert results.provenance("measured", pallas=True) == "measured-gpu-h200"
+    assert results.provenance("measured", interpret=True) == "measured-gpu-h200"
     monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
-    assert results.provenance("measured", pallas=True) == "measured-tpu"
+    assert results.provenance("measured", interpret=True) == "measured-tpu"
 
 
 @pytest.mark.parametrize("kwargs, word", [

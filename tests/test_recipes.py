@@ -2,7 +2,7 @@
 
 import pytest
 
-from svgtpu import recipes, schedule
+from svgtpu import recipes, warmup
 from svgtpu.recipes import DEFAULT_RECIPE, RECIPES, SVG1_TIMES_FP_COMMENT, FlowSchedule, get_recipe
 
 
@@ -38,8 +38,8 @@ def test_recipes_counts():
     assert (t2v.kept, t2v.dense_steps, t2v.dense_layers, t2v.num_sampled_rows) == (0.25, 15, 1, 64)
     assert t2v.dense_step_share == 0.3 and t2v.dense_layer_share == 1 / 40
     for recipe in (r for r in RECIPES.values() if r.known):   # the shares give back the script's counts
-        assert schedule.warmup_count(recipe.dense_step_share, recipe.steps) == recipe.dense_steps
-        assert schedule.warmup_count(recipe.dense_layer_share, recipe.layers) == recipe.dense_layers
+        assert warmup.warmup_count(recipe.dense_step_share, recipe.steps) == recipe.dense_steps
+        assert warmup.warmup_count(recipe.dense_layer_share, recipe.layers) == recipe.dense_layers
     assert RECIPES["svg1-i2v-14b-720p"].dense_steps == 14            # 35 % of 40
     head = RECIPES["svg-head-t2v-14b-720p"]                           # floor(0.2 * 50), floor(0.03 * 40)
     assert (head.kept, head.dense_steps, head.dense_layers) == (0.3, 10, 1)
@@ -63,13 +63,13 @@ def test_schedule_defaults_are_the_default_recipe_script_by_hand():
     floor(first_layers_fp * layers)) on Wan 2.1 14B's 40 layers; MaxDiffusion's base_wan_14b.yml @7cfb8801
     ("# Use on v6e": block_q 3024, block_kv 2048)."""
     assert DEFAULT_RECIPE.name == "svg-head-t2v-14b-720p"
-    assert (schedule.DEFAULT_KEPT, schedule.DEFAULT_PROFILE_ROWS) == (0.3, 64)
-    assert (schedule.DEFAULT_WARMUP_STEP_FRACTION, schedule.DEFAULT_WARMUP_LAYER_FRACTION) == (0.2, 0.03)
+    assert (warmup.DEFAULT_KEPT, warmup.DEFAULT_PROFILE_ROWS) == (0.3, 64)
+    assert (warmup.DEFAULT_WARMUP_STEP_FRACTION, warmup.DEFAULT_WARMUP_LAYER_FRACTION) == (0.2, 0.03)
     # floor(0.2 * 50) = 10, floor(0.2 * 40) = 8, floor(0.2 * 4) = 0 steps; floor(0.03 * 40) = floor(1.2) = 1,
     # floor(0.03 * 30) = 0, floor(0.03 * 100) = 3 layers
-    assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_STEP_FRACTION, n) for n in (50, 40, 4)] == [10, 8, 0]
-    assert [schedule.warmup_count(schedule.DEFAULT_WARMUP_LAYER_FRACTION, n) for n in (40, 30, 100)] == [1, 0, 3]
-    assert schedule.warmup_count(0.29, 100) == 29         # 0.29 * 100 is 28.999999999999996 in floating point
+    assert [warmup.warmup_count(warmup.DEFAULT_WARMUP_STEP_FRACTION, n) for n in (50, 40, 4)] == [10, 8, 0]
+    assert [warmup.warmup_count(warmup.DEFAULT_WARMUP_LAYER_FRACTION, n) for n in (40, 30, 100)] == [1, 0, 3]
+    assert warmup.warmup_count(0.29, 100) == 29         # 0.29 * 100 is 28.999999999999996 in floating point
     assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3024, 2048)
 
 

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 from svgtpu import cli  # noqa: E402
 from svgtpu.report import paper
 from svgtpu.report import reproduce
-from svgtpu.report import results
+from svgtpu.facts import results
 
 
 def _run(tmp_path, notebook="03_mask_alignment", profile="quick"):

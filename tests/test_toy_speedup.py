@@ -6,7 +6,7 @@ import pytest
 from float64_reference import masked_attention, relative_error
 
 from svgtpu.attention.svg import SVGConfig
-from svgtpu.bench.kernels import kernel_dense_attention
+from svgtpu.bench.kernel_timing import kernel_dense_attention
 from svgtpu.bench.timing import paired_ratio, paired_ratio_iqr
 
 SEED = 1234

@@ -1,11 +1,11 @@
-"""The per-unit reading of a static schedule (svgtpu.bench.units): a hand-countable body, and a lone
+"""The per-unit reading of a static schedule (svgtpu.compiler.units): a hand-countable body, and a lone
 matmul compiled for v6e whose MXU cycles must equal its flops over the MXU's full-fill peak."""
 
 import pytest
 
-from svgtpu.bench.compile import libtpu_available
-from svgtpu.bench.llo import parse_bundles
-from svgtpu.bench.units import UNITS, count_units, cycles_of, slot_of, unit_cycles
+from svgtpu.compiler.compile import libtpu_available
+from svgtpu.compiler.llo import parse_bundles
+from svgtpu.compiler.units import UNITS, count_units, cycles_of, slot_of, unit_cycles
 
 SCHEDULE = "\n".join([
     "= control target key start", "PF: predicated region fallthrough", "= control target key end", "",
@@ -70,7 +70,7 @@ def test_lone_matmul_is_mxu_bound_at_its_flops():
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
 
-    from svgtpu.bench.units import CORES, kernel_unit_cycles
+    from svgtpu.compiler.units import CORES, kernel_unit_cycles
 
     def matmul(x_ref, y_ref, o_ref):
         o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)

@@ -1,17 +1,17 @@
-"""One Wan block compiled for a TPU slice and read by role (:mod:`svgtpu.bench.wan_block`), at a tiny shape
+"""One Wan block compiled for a TPU slice and read by role (:mod:`svgtpu.compiler.wan_block`), at a tiny shape
 that compiles in seconds (the production block takes minutes: ``svgtpu compile --what wan-block``): its
 roles, its collectives against the cost model's Ulysses count, our kernel inside the block against the
-kernel's own compile, the cost model's split, and C5's fits (:mod:`svgtpu.bench.scaling`)."""
+kernel's own compile, the cost model's split, and C5's fits (:mod:`svgtpu.compiler.scaling`)."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
-from svgtpu.bench import wan_block as wb
-from svgtpu.bench.compile import libtpu_available
-from svgtpu.bench.fusions import ROLES
-from svgtpu.bench.scaling import bootstrap_exponent, kernel_sweep, loglog_fit
+from svgtpu.compiler import wan_block as wb
+from svgtpu.compiler.compile import libtpu_available
+from svgtpu.compiler.fusions import ROLES
+from svgtpu.compiler.scaling import bootstrap_exponent, kernel_sweep, loglog_fit
 from svgtpu.cli import main
 from svgtpu.model.config import ModelConfig
 
@@ -52,7 +52,7 @@ def test_our_kernel_in_the_block_reads_as_its_own_compile_does(dense):
     kernel compiled inside the block; its step overhead lacks the few cycles a head axis adds, so re-bounded
     to the block's heads and plan it gives the block's kernel cycles within 2 % at these 128-wide tiles
     (a step of a 3024 x 2048 tile is thousands of times longer than that difference)."""
-    from svgtpu.bench.variants import compile_program
+    from svgtpu.compiler.variants import compile_program
     [alone] = compile_program(wb.kernel_variant(JOB))["calls"]
     schedule, inside = alone["schedule"], dense["kernel"]["schedule"]
     assert (schedule["bodies"], schedule["init"], schedule["finish"]) == (inside["bodies"], inside["init"],

@@ -16,7 +16,7 @@ from svgtpu.geometry import VideoGeometry
 from svgtpu.kernels import KernelConfig, splash_attention
 from svgtpu.kernels.api import block_sparse
 from svgtpu.masks.core import DenseMask, Mask
-from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION
+from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION
 from svgtpu.errors import BadInput
 
 #: The self-attention choices of the toy DiT (:func:`attention_backend`).
@@ -61,7 +61,7 @@ def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 
 
     ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
     mask's order (STA: :func:`svgtpu.masks.families.sta_order`) and back.  Dense warm-up steps and
-    layers follow the default recipe's schedule (:data:`svgtpu.schedule.DEFAULT_WARMUP_STEP_FRACTION`,
+    layers follow the default recipe's schedule (:data:`svgtpu.warmup.DEFAULT_WARMUP_STEP_FRACTION`,
     :func:`svgtpu.attention.base.with_warmup`) and run the same kernel on a dense mask, as SVG's
     own backend does.
     """

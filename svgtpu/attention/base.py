@@ -1,7 +1,7 @@
 """What every self-attention backend shares: the call signature, plain dense attention, and SVG's
 dense warm-up, written once.
 
-SVG runs the first steps and the first layers of every step dense (:func:`svgtpu.schedule.warmup_count`
+SVG runs the first steps and the first layers of every step dense (:func:`svgtpu.warmup.warmup_count`
 counts them).  :func:`with_warmup` makes that decision for every sparse backend (SVG, SVG2, one
 static mask): in Python when ``step`` and ``layer`` are Python ints, so only one branch is traced,
 else as a runtime ``lax.cond``, so one compiled program serves every step and layer.  Each backend
@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.schedule import warmup_count
+from svgtpu.warmup import warmup_count
 from svgtpu.errors import BadInput
 
 #: A self-attention backend: ``attention(q, k, v, *, layer, step, num_steps, num_layers, key)``.

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from einops import rearrange
 
-from svgtpu.schedule import DEFAULT_PROFILE_ROWS
+from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks.core import Mask, PermutedMask, TileMask
 from svgtpu.errors import BadInput
@@ -201,7 +201,7 @@ def planted_report(geometry: str, config, seeds: Sequence[int], *, heads: int = 
 
 def format_planted(result: dict) -> str:
     """:func:`planted_report` as a confusion table and the accuracy."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = format_table([{"planted": planted, **{f"predicted {k}": n for k, n in row.items()}}
                           for planted, row in result["confusion"].items()])
     return table + f"\naccuracy {result['accuracy']:.4f} over {result['heads_profiled']} heads ({result['provenance']})"

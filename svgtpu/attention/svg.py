@@ -3,7 +3,7 @@
 Per call (one denoising step of one layer):
 
 1. **Dense warm-up.**  The first ``warmup_step_fraction`` of the steps and the first
-   ``warmup_layer_fraction`` of the layers run dense attention (defaults: the default recipe's, :mod:`svgtpu.schedule`):
+   ``warmup_layer_fraction`` of the layers run dense attention (defaults: the default recipe's, :mod:`svgtpu.warmup`):
    step ``i`` is a warm-up step iff ``i < floor(fraction * num_steps)`` (step 0 is the noisiest),
    and the same for layers, as SVG's ``wan_t2v_inference.py`` counts them (:func:`warmup_count`;
    the decision: :func:`svgtpu.attention.base.with_warmup`).  Dense runs through the configured
@@ -36,9 +36,9 @@ from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
 from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, check_kept, multiplier_for_kept, svg_mask
 from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
-from svgtpu.schedule import DEFAULT_PROFILE_ROWS
+from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.errors import BadInput
-from svgtpu.schedule import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
+from svgtpu.warmup import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                              warmup_count)
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).

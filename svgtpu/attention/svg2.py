@@ -52,10 +52,13 @@ from svgtpu.kernels.common import resolve_interpret
 from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
-from svgtpu.schedule import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
+from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 from svgtpu.errors import BadInput
 
 KERNELS = ("ours", "reference")
+
+#: SVG2's query and key cluster counts for Wan, used wherever a setting stands for SVG2 at production scale.
+WAN_CLUSTERS = {"q_clusters": 100, "k_clusters": 500}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -424,7 +427,7 @@ def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: flo
     key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel, all inside the jitted step.
 
     Batch and heads are merged; the first ``warmup_step_fraction`` of steps and
-    ``warmup_layer_fraction`` of layers (default: :data:`svgtpu.schedule.DEFAULT_WARMUP_STEP_FRACTION` and
+    ``warmup_layer_fraction`` of layers (default: :data:`svgtpu.warmup.DEFAULT_WARMUP_STEP_FRACTION` and
     ``DEFAULT_WARMUP_LAYER_FRACTION``, as for SVG) run our kernel on a dense mask
     (:func:`svgtpu.attention.base.with_warmup`).  Each layer's centroids are kept in ``jax`` mutable arrays between calls:
     the first sparse step of a video seeds k-means++ (key ``seed + layer``), later steps warm-start

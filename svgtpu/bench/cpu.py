@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from svgtpu.costmodel import XLA_UNFUSED, DeviceSpec, Efficiency, ModelConfig, Setup, forward_breakdown
-from svgtpu.report.results import provenance
+from svgtpu.facts.results import provenance
 from svgtpu.bench.timing import interleaved_times, paired_ratio
 
 

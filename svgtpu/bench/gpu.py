@@ -48,13 +48,14 @@ from svgtpu.bench.timing import paired_ratio
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
+from svgtpu.kernels.common import resolve_interpret
 from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
-from svgtpu.report.results import provenance
-from svgtpu.schedule import DEFAULT_KEPT, layer_calls
+from svgtpu.facts.results import provenance
+from svgtpu.warmup import DEFAULT_KEPT, layer_calls
 
 #: Wan 2.1 14B, the same config the cost model predicts it with (:func:`modeled_block`).
 WAN14B = MODELS["wan2.1-14b"]
@@ -430,7 +431,7 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
                        f"use --smoke to run the same code at tiny shapes here")
     interpret = jax.default_backend() != "gpu"
     budget = Budget(sizes.budget_s)
-    result = {"provenance": provenance("measured", pallas=True), "device": jax.devices()[0].device_kind,
+    result = {"provenance": provenance("measured", interpret=resolve_interpret(None)), "device": jax.devices()[0].device_kind,
               "backend": jax.default_backend(), "jax": jax.__version__, "smoke": smoke, "profile": sizes.profile,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,

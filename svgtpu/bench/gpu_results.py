@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from svgtpu.report.results import GPU_RESULTS_NAME, NotebookRun, figures_dir, write_results
-from svgtpu.report.tables import format_table
+from svgtpu.facts.results import GPU_RESULTS_NAME, NotebookRun, figures_dir, write_results
+from svgtpu.facts.tables import format_table
 
 #: The results file's notebook name for the GPU run.
 NOTEBOOK = "gpu-bench"

@@ -26,9 +26,10 @@ from svgtpu.geometry import VideoGeometry
 from svgtpu.production import PRODUCTION
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
-from svgtpu.attention.svg2 import SVG2Config, Selection, block_masks, select
+from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, Selection, block_masks, select
 from svgtpu.masks.tiles import EMPTY, classify
 from svgtpu.errors import BadInput
+from svgtpu.kernels.common import resolve_interpret
 
 METHODS = ("svg", "svg2", "sta", "radial")
 #: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
@@ -262,15 +263,14 @@ def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | No
 #: cluster there, assumed clusters (:func:`svg2_assumed_masks`) in SVG2's counts for Wan.
 COST_SETTING = {"model": PRODUCTION.model, "geometry": PRODUCTION.resolution, "device": PRODUCTION.device,
                 "block_q": PRODUCTION.block_q, "block_kv": PRODUCTION.block_kv,
-                "sta_tile": (6, 8, 8), "q_clusters": 100, "k_clusters": 500}
+                "sta_tile": (6, 8, 8), **WAN_CLUSTERS}
 
 
 def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING["model"],
                  geometry: str | VideoGeometry = COST_SETTING["geometry"], device: str = COST_SETTING["device"],
                  block_q: int = COST_SETTING["block_q"], block_kv: int = COST_SETTING["block_kv"],
                  sta_tile: tuple[int, int, int] = COST_SETTING["sta_tile"],
-                 svg2: SVG2Config = SVG2Config(q_clusters=COST_SETTING["q_clusters"],
-                                               k_clusters=COST_SETTING["k_clusters"]),
+                 svg2: SVG2Config = SVG2Config(**WAN_CLUSTERS),
                  progress: bool = True) -> dict:
     """Each variant matched to each kept fraction at a production geometry: tile statistics and the
     cost model's attention-time ratio, sparse / dense seconds of one head on one TensorCore (our
@@ -280,7 +280,7 @@ def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING
     from svgtpu import costmodel as cm
     from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import DenseMask
-    from svgtpu.report.results import provenance
+    from svgtpu.facts.results import provenance
 
     kept_fractions = check_kept_fractions(kept_fractions)
     _check_variants(variants)
@@ -346,7 +346,7 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
     mean and min PSNR and SSIM over seeds.
     """
     from svgtpu.toy.quality import psnr, ssim
-    from svgtpu.report.results import provenance
+    from svgtpu.facts.results import provenance
     from svgtpu.toy.sampler import sample
 
     _check_variants(variants)
@@ -384,7 +384,7 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
                         **knob})
     return {"kept_targets": kept_fractions, "seeds": list(seeds), "num_steps": num_steps, "guidance": guidance,
             "shift": shift, "block": block, "sta_tile": list(sta_tile), "geometry": str(config.geometry),
-            "summary": summary, "per_seed": rows, "provenance": provenance("measured", pallas=True)}
+            "summary": summary, "per_seed": rows, "provenance": provenance("measured", interpret=resolve_interpret(None))}
 
 
 def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
@@ -410,7 +410,7 @@ def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: st
     only); with ``costs``, :func:`method_costs` at :data:`COST_SETTING`.  ``None`` settings take the
     defaults of :data:`TOY_SETTING` / :data:`COST_SETTING`."""
     from svgtpu.geometry import get_geometry
-    from svgtpu.report.results import provenance
+    from svgtpu.facts.results import provenance
     defaults = COST_SETTING if costs else TOY_SETTING
     block_q, block_kv = block_q or defaults["block_q"], block_kv or defaults["block_kv"]
     sta_tile = check_settings(kept, defaults["sta_tile"] if sta_tile is None else sta_tile)
@@ -433,7 +433,7 @@ def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: st
 
 def format_methods(result: dict) -> str:
     """:func:`methods_report` as a table and the line saying where and how it was counted."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     tiles = f"{result['block_q']}x{result['block_kv']} tiles"
     if not result["costs"]:
         return (format_table(result["rows"], ["method", "kept_fraction", "partial_share", "tile_density"])
@@ -447,7 +447,7 @@ def format_methods(result: dict) -> str:
 
 def format_sweep(result: dict) -> str:
     """:func:`method_sweep`'s summary as ``svgtpu quality --methods`` prints it."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     return format_table(result["summary"], ["variant", "kept_target", "kept_fraction", "psnr_mean", "psnr_min",
                                             "ssim_mean"]) + f"\n({result['provenance']})"
 

@@ -12,9 +12,9 @@ import dataclasses
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled
 from svgtpu.production import PRODUCTION
-from svgtpu.report.claims import REPORTED, reported_json
-from svgtpu.report.tables import format_table
-from svgtpu.schedule import DEFAULT_KEPT
+from svgtpu.facts.claims import REPORTED, reported_json
+from svgtpu.facts.tables import format_table
+from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.errors import BadInput
 
 
@@ -164,7 +164,7 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
     return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
 
 
-def run_command(args, device=None) -> tuple[dict, str]:
+def costmodel_command(args, device=None) -> tuple[dict, str]:
     """``svgtpu costmodel``: the mode the arguments ask for (``device``: a measured spec for ``--device cpu``)."""
     if args.validate:
         return validate_command(compiled_table(args.compiled_tiles))
@@ -177,4 +177,4 @@ def run_command(args, device=None) -> tuple[dict, str]:
 
 
 __all__ = ["resolve_slice", "compiled_table", "build_setup", "validate_command", "sparse_evidence_command",
-           "model_command", "sweep_command", "run_command"]
+           "model_command", "sweep_command", "costmodel_command"]

@@ -27,7 +27,7 @@ import json
 import os
 from pathlib import Path
 
-from svgtpu.report.results import figures_dir
+from svgtpu.facts.results import figures_dir
 from svgtpu.errors import BadInput
 
 COMPILED_TILES_NAME = "compiled_tiles.json"

@@ -50,10 +50,10 @@ from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_secon
                                          compiled_head_seconds, kernel_steps, mask_tiles)
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.report.claims import reported_json
-from svgtpu.report.results import provenance
+from svgtpu.facts.claims import reported_json
+from svgtpu.facts.results import provenance
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.schedule import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
+from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
 from svgtpu.errors import BadInput

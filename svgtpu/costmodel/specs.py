@@ -15,7 +15,7 @@ Where the clock comes from is said on every spec (``DeviceSpec.clock_source``):
   ``tpu_info`` lists ``num_mxus=2`` for both; Google's v6e page: two MXUs per TensorCore), and the
   compiled schedules use ``mxu0`` and ``mxu1`` only.
 
-The vector issue widths are read off compiled v6e schedules (``svgtpu.bench.units``): bundles hold up
+The vector issue widths are read off compiled v6e schedules (``svgtpu.compiler.units``): bundles hold up
 to four vector-ALU ops, and ``vpow2`` (the exp) issues in back-to-back bundles, one vreg a cycle.
 """
 
@@ -30,7 +30,7 @@ from svgtpu.errors import BadInput
 #: "a 128x8 vector processing unit (VPU) with 128 lanes x 8 sublanes"; JAX ``pltpu.TpuInfo``).
 VREG_ELEMENTS = 8 * 128
 #: Vector-ALU ops one bundle issues: four in the compiled v6e schedules of our kernel (the unit reader
-#: of ``svgtpu.bench.units`` refuses a schedule that packs more); the earlier prior of two (Hot Chips 32,
+#: of ``svgtpu.compiler.units`` refuses a schedule that packs more); the earlier prior of two (Hot Chips 32,
 #: TPUv2/v3) is contradicted by those schedules.
 VALU_SLOTS = 4
 #: Cycles between two EUP pushes (exp via ``vpow2``, rsqrt, reciprocal): 1, back-to-back ``vpow2`` in the

@@ -25,7 +25,7 @@ Precision: scores are scaled by ``sm_scale`` in float32 inside the tile update (
 first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST``: on TPU the default
 precision runs float32 matmuls as one bf16 pass, i.e. bf16 accuracy; HIGHEST emulates float32 with
 several passes (the compiled v6e kernel holds many times the MXU instructions of the bf16 one:
-``svgtpu.bench.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
+``svgtpu.compiler.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
 accumulation.  The tolerances the tests hold interpret mode to (1e-5 relative for float32 inputs,
 2e-2 for bfloat16, against float64) are what a TPU should give too; no TPU has checked that yet.
 """
@@ -184,7 +184,7 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
 
         # The full body carries the softmax state from chunk to chunk as values (read from its VMEM
         # scratch once per tile, written back once); the masked body keeps it in the scratch (static
-        # v6e bundles of the 3024 x 2048 tiles, svgtpu.bench.units: full 15.2k -> 14.2k carried, while
+        # v6e bundles of the 3024 x 2048 tiles, svgtpu.compiler.units: full 15.2k -> 14.2k carried, while
         # carrying made the SVG-masked body spill more, 20.7k -> 22.5k).  Up to MAX_UNROLL chunks are
         # unrolled (the scheduler overlaps one chunk's softmax with the next one's matmuls); beyond that
         # a loop keeps code size and compile time from growing with block_kv / block_kv_compute, with

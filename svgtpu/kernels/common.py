@@ -78,7 +78,7 @@ AOT_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("svgtpu_
 @contextlib.contextmanager
 def compiling_for(device: str):
     """Inside this block kernels lower for TPU ``device`` (Mosaic, not interpret mode), whatever the
-    local backend: what :mod:`svgtpu.bench.compile` needs to compile whole layers ahead of time."""
+    local backend: what :mod:`svgtpu.compiler.compile` needs to compile whole layers ahead of time."""
     token = AOT_TARGET.set(device)
     try:
         yield

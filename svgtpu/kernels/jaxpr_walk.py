@@ -1,6 +1,6 @@
 """Walking a traced program: the nested jaxprs of an equation and the body of a Pallas kernel.
 
-The vector-op counts of C4 (:mod:`svgtpu.bench.kernels`) and the cost model's per-score kernel work
+The vector-op counts of C4 (:mod:`svgtpu.bench.kernel_timing`) and the cost model's per-score kernel work
 (:mod:`svgtpu.costmodel.kernel_work`) both read the jaxpr of our kernel's body; this is the one
 place that knows how to find it.
 """

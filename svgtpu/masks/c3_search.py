@@ -1,7 +1,7 @@
 """Which settings give the write-up's C3 numbers?  An exhaustive, analytic search.
 
 The write-up reports that 27.55 % of the computed tiles were partial before aligning the SVG masks
-to tiles and 2.22 % after (:data:`svgtpu.report.claims.REPORTED`), without saying for which mask,
+to tiles and 2.22 % after (:data:`svgtpu.facts.claims.REPORTED`), without saying for which mask,
 resolution or tile.  This module counts both shares, exactly, over every setting of
 
 - the resolution (Wan's 81-frame token grids, :data:`svgtpu.geometry.PRESETS`), the tile
@@ -34,7 +34,7 @@ from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRun
                                tile_grid, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
-from svgtpu.report.claims import REPORTED, rounds_to
+from svgtpu.facts.claims import REPORTED, rounds_to
 from svgtpu.errors import BadInput
 
 TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
@@ -288,7 +288,7 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
 
 def format_search(result: dict) -> str:
     """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
                "granularity", "align_sink", "before", "after"]
 

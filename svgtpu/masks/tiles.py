@@ -129,7 +129,7 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
 
 def format_tile_report(result: dict) -> str:
     """:func:`tile_report` as one table row, and the kernel's refusal of the tile if ``kernel_refusal`` holds one."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = format_table([{k: result[k] for k in ("geometry", "mask", "align", "block_q", "block_kv", "full",
                                                   "partial", "empty", "partial_share", "density")}])
     refusal = result.get("kernel_refusal")

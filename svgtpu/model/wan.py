@@ -15,7 +15,7 @@ gives the ones the benchmarks compare: XLA, Splash, tokamax and our kernel dense
 the SVG plan).  Dtypes: matmuls take the weights' dtype (bfloat16 for Wan, float32 for the toy), norms,
 modulation and residual adds run in float32 and return to the residual stream's dtype (Wan keeps its
 stream in float32).  Every part runs under a ``jax.named_scope`` (:data:`SCOPES`), so a compiled program
-says which op belongs to which part (:mod:`svgtpu.bench.fusions` reads them).
+says which op belongs to which part (:mod:`svgtpu.compiler.fusions` reads them).
 
 Parameters are a plain dict of arrays; the toy's names are the shipped checkpoint's.
 """

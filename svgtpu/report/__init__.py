@@ -1,8 +1,11 @@
-"""From measurements to the page: the claims, the results file, figures, the notebooks and the paper.
+"""Products: from the results file to the page: figures, the notebooks run, the paper, the preflight.
 
-- :mod:`~svgtpu.report.claims`: the write-up's claims and reported numbers, defined once;
-- :mod:`~svgtpu.report.results`: the results file and the provenance of every number;
+The top floor below the commands: it may import every layer; nothing but ``cli`` and ``explore`` imports
+it (:mod:`svgtpu.facts` draws the floors).  The facts it cites (claims, results, paths) are
+:mod:`svgtpu.facts`.
+
 - :mod:`~svgtpu.report.plots`: one figure style, provenance on every figure;
-- :mod:`~svgtpu.report.reproduce`: the notebooks through papermill; :mod:`~svgtpu.report.paper`: the
-  paper's and README's generated blocks.
+- :mod:`~svgtpu.report.reproduce`: the notebooks through papermill;
+- :mod:`~svgtpu.report.paper`: the paper's and README's generated blocks;
+- :mod:`~svgtpu.report.preflight`: the tpu profile's compiles, checked before a long run.
 """

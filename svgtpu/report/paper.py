@@ -43,10 +43,10 @@ import re
 from pathlib import Path
 
 from svgtpu.production import PRODUCTION
-from svgtpu.report.results import (
+from svgtpu.facts.results import (
     CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
 )
-from svgtpu.report.paths import REPO_ROOT
+from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
@@ -67,7 +67,7 @@ class ClaimRow:
     """One row of the claims table: the results entry ``claim/name`` next to the write-up.
 
     ``reported`` is the write-up's wording; ``{}`` in it is filled with ``REPORTED[claim, compare_to]``
-    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.report.results.REPORTED`.
+    (default ``name``), so the write-up's numbers are stated once, in :data:`svgtpu.facts.results.REPORTED`.
     """
 
     claim: str

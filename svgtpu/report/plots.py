@@ -60,7 +60,7 @@ def set_style() -> None:
 
 def provenance_footer(fig, provenance: str, profile: str, note: str = "") -> None:
     """A small grey line under the figure: provenance, profile, versions (and a note)."""
-    from svgtpu.report.results import check_provenance, environment
+    from svgtpu.facts.results import check_provenance, environment
     env = environment()
     text = (f"{check_provenance(provenance)} · profile {profile} · svgtpu {env['svgtpu']} · "
             f"jax {env['jax']} ({env['backend']})")
@@ -142,7 +142,7 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
     """Show the one-sentence takeaway of a figure, its numbers filled in from the recorded results.
 
     ``template`` is a format string whose fields name recorded values as ``{C3.partial_share_after:.2%}``
-    (``run`` is the notebook's :class:`~svgtpu.report.results.NotebookRun` or a loaded results dict); other
+    (``run`` is the notebook's :class:`~svgtpu.facts.results.NotebookRun` or a loaded results dict); other
     fields come from ``context`` (values the notebook computed with the package).  So a sentence
     never holds a number typed by hand.  When ``figure`` names a figure saved by ``run``, the
     sentence is stored with it in the results file (``figures[figure]["takeaway"]``).  Displayed as

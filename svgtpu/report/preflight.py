@@ -10,7 +10,7 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
   heads at notebook 04's geometry (CFG x Ulysses), and the shipped toy DiT's step as
   ``svgtpu generate --distributed --devices 6`` runs it;
 - the slices of notebook 05: one Wan 2.1 block per resolution and device of the profile, dense and SVG,
-  as :mod:`svgtpu.bench.wan_block` compiles it (cached in ``build/``, so the notebook reuses the compiles).
+  as :mod:`svgtpu.compiler.wan_block` compiles it (cached in ``build/``, so the notebook reuses the compiles).
 
 A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
 see: run-time errors, speed, and anything outside these programs (the host loop, file output).
@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 
 from svgtpu.errors import BadInput
-from svgtpu.bench.compile import CompileJob, compile_targets, require_libtpu
-from svgtpu.bench.multihost import MultihostJob, compile_multihost
-from svgtpu.bench.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
+from svgtpu.compiler.compile import CompileJob, compile_targets, require_libtpu
+from svgtpu.compiler.multihost import MultihostJob, compile_multihost
+from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.report.reproduce import settings
 
@@ -140,7 +140,7 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
 
 def format_preflight(result: dict) -> str:
     """:func:`preflight` as one row per program and the verdict."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = format_table(result["checks"], ["notebook", "what", "topology", "geometry", "compiled", "compile_s",
                                             "reason"])
     return table + (f"\n\npreflight of profile {result['profile']} ({result['provenance']}): "

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.report.paths import CHECKPOINT, REPO_ROOT
+from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
@@ -54,7 +54,7 @@ _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-f
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
-# 05's compiled Wan blocks (svgtpu.bench.wan_block): the model, its tiles, the blocks ([resolution, device,
+# 05's compiled Wan blocks (svgtpu.compiler.wan_block): the model, its tiles, the blocks ([resolution, device,
 # variants...]; no variant: dense and SVG), where our kernel's cycles come from, and the resolutions of C5's
 # compiled-cycles sweep.  quick: a tiny block of the same code in seconds.
 _WAN_BLOCKS = {"block_model": "wan2.1-14b", "block_tiles": [BLOCK_Q, BLOCK_KV], "c5_resolutions": _SWEEP}
@@ -144,7 +144,7 @@ def settings(notebook: str, profile: str, **parameters) -> dict:
 def output_dir(figures_dir: str | os.PathLike | None = None, update_figures: bool = False) -> Path:
     """Where a notebook writes: ``figures_dir`` when given (``svgtpu reproduce`` passes it), the
     committed ``figures/`` when ``update_figures``, else :data:`SCRATCH_DIR`."""
-    from svgtpu.report.results import figures_dir as committed_figures_dir
+    from svgtpu.facts.results import figures_dir as committed_figures_dir
     if figures_dir is not None:
         return Path(figures_dir)
     return committed_figures_dir() if update_figures else SCRATCH_DIR
@@ -241,7 +241,7 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     """Run the selected notebooks under ``profile``; results go to ``figures_dir``."""
     from tqdm.auto import tqdm
 
-    from svgtpu.report.results import figures_dir as default_figures_dir
+    from svgtpu.facts.results import figures_dir as default_figures_dir
 
     if profile not in PROFILES:
         raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
@@ -271,7 +271,7 @@ def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
     never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`); the failed notebooks
     are named in ``failed``."""
     from svgtpu.report.paper import generate
-    from svgtpu.report.results import results_path
+    from svgtpu.facts.results import results_path
 
     start = time.perf_counter()
     results = reproduce(profile, only, figures_dir=figures_dir)
@@ -283,7 +283,7 @@ def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
 
 def format_reproduce(result: dict) -> str:
     """:func:`reproduce_all` as one row per notebook, the wall time and where the results went."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     rows = [{"notebook": r["notebook"], "status": r["status"], "seconds": round(r["seconds"], 1),
              "figures": len(r["figures"]), "error": r["error"]} for r in result["notebooks"]]
     text = format_table(rows, ["notebook", "status", "seconds", "figures", "error"])

@@ -40,7 +40,7 @@ from svgtpu.geometry import VideoGeometry, check_positive_int
 from svgtpu.model.config import ModelConfig
 from svgtpu.model.wan import WanBlock, apply_rope, layer_norm, linear, rope_angles, rope_split
 from svgtpu.errors import BadInput
-from svgtpu.report.paths import CHECKPOINT
+from svgtpu.facts.paths import CHECKPOINT
 
 Params = dict[str, Any]
 

@@ -97,7 +97,8 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     """
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.backends import attention_backend
-    from svgtpu.report.results import provenance
+    from svgtpu.facts.results import provenance
+    from svgtpu.kernels.common import resolve_interpret
     from svgtpu.toy.sampler import sample
 
     variants = VARIANTS if variants is None else variants
@@ -144,13 +145,13 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
             "fast_path_max_abs_diff": fast_path_check,
             "dense_sample_seconds": seconds["dense"] / len(seeds),
             "head_kinds": {name: head_kinds(infos[name])["layers"] for name in variants},
-            "provenance": provenance("measured", pallas=True),
+            "provenance": provenance("measured", interpret=resolve_interpret(None)),
             **({"videos": {name: videos[(name, seeds[0])] for name in ("dense", *variants)}} if first_videos else {})}
 
 
 def format_study(result: dict) -> str:
     """:func:`quality_study` as ``svgtpu quality`` prints it: the summary, the fast-path check, head kinds."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = format_table(result["summary"])
     table += "\n\nfast path on vs off, max |difference|: " + ", ".join(
         f"{k} {v:.2g}" for k, v in result["fast_path_max_abs_diff"].items())

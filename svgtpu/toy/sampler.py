@@ -182,7 +182,8 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.svg2 import SVG2Config
     from svgtpu.errors import user_file
-    from svgtpu.report.results import provenance
+    from svgtpu.facts.results import provenance
+    from svgtpu.kernels.common import resolve_interpret
     from svgtpu.toy.data import MOTIONS
     from svgtpu.toy.dit import load_checkpoint
     import time
@@ -207,12 +208,12 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
             "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
             "devices": devices, "mesh": dict(mesh.shape) if mesh is not None else None,
             "processes": jax.process_count(), "process_index": jax.process_index(), "video": video_statistics(video),
-            "provenance": provenance("measured", pallas=attention != "dense")}
+            "provenance": provenance("measured", interpret=attention != "dense" and resolve_interpret(None))}
 
 
 def format_generate(result: dict) -> str:
     """:func:`generate`'s result (or a launcher's, with ``launcher``) as one table row."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
         "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
     launcher = result.get("launcher")

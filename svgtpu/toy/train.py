@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from svgtpu.toy import data
 from svgtpu.toy.dit import DiTConfig, Params, count_params, forward, init_params, save_checkpoint
 from svgtpu.geometry import check_positive_int
-from svgtpu.report.results import provenance
+from svgtpu.facts.results import provenance
 from svgtpu.errors import BadInput
 
 #: Named model sizes.  ``toy`` is the shipped checkpoint; ``tiny`` is for tests.
@@ -152,7 +152,7 @@ def train_and_save(config_name: str, out: str, *, steps: int, seed: int = 0, bat
 
 def format_training(record: dict) -> str:
     """:func:`train_and_save`'s record as one table row."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     return format_table([{k: record[k] for k in ("config", "params", "steps", "batch_size", "first_loss", "final_loss",
                                                   "wall_s", "checkpoint_bytes")}])
 

@@ -1,6 +1,6 @@
 """What bounds a static VLIW schedule: the fewest cycles each unit of a TensorCore needs for it.
 
-A ``final_bundles`` schedule (:mod:`svgtpu.bench.llo`) issues one bundle per cycle; each bundle
+A ``final_bundles`` schedule (:mod:`svgtpu.compiler.llo`) issues one bundle per cycle; each bundle
 holds the instructions of several units side by side.  For each unit we count its instructions in
 the bundles and divide by how many it takes per cycle: the cycles the unit alone would need.  The
 largest of them is the unit that *binds*; the schedule's bundle count over it says how well the
@@ -9,7 +9,7 @@ packer overlapped the rest.
 - **mxu**: the cycles of the matmul pushes (``vmatmul``) on the busiest MXU (``mxu0``, ``mxu1``, ...):
   one bf16 push carries 16 rows of at most 256 contraction elements into a 256-column array, and the
   compiler keeps such pushes on one MXU :attr:`Core.push_interval` bundles apart in a steady run (the
-  probe, :mod:`svgtpu.bench.probe`); an f32 push (``vmatmul.*.f32``, a float32 left operand at default
+  probe, :mod:`svgtpu.compiler.probe`); an f32 push (``vmatmul.*.f32``, a float32 left operand at default
   precision) carries 8 rows and takes half as long (4 bundles apart in the same probe with an f32
   operand).  A push that fills only part of the array (a contraction or output width of 128, as
   attention's ``QK^T`` and ``PV`` at ``head_dim`` 128) costs a whole push.
@@ -142,7 +142,7 @@ class UnitCounts:
 
 def count_units(bundles, device: str = "v6e") -> UnitCounts:
     """:class:`UnitCounts` of ``bundles`` (each a sequence of instruction names, as
-    :func:`svgtpu.bench.llo.parse_bundles` gives them); refuses a bundle that packs more of a kind than
+    :func:`svgtpu.compiler.llo.parse_bundles` gives them); refuses a bundle that packs more of a kind than
     ``device``'s :class:`Core` allows."""
     c = core(device)
     limits = dict(c.slots)
@@ -163,7 +163,7 @@ def count_units(bundles, device: str = "v6e") -> UnitCounts:
         for kind, count in here.items():
             if kind in limits and count > limits[kind]:
                 raise RuntimeError(f"a {device} bundle packs {count} {kind} instructions, more than the {limits[kind]} "
-                                   f"svgtpu.bench.units.CORES allows: the slot table is wrong ({' ;; '.join(ops)})")
+                                   f"svgtpu.compiler.units.CORES allows: the slot table is wrong ({' ;; '.join(ops)})")
         slots.update(here)
 
     def per_unit(counter):
@@ -231,7 +231,7 @@ def cycles_of(counts: UnitCounts, flops: float | None = None, device: str = "v6e
 
 def unit_cycles(bundles, flops: float | None = None, device: str = "v6e") -> UnitCycles:
     """The :class:`UnitCycles` of ``bundles`` (each a sequence of instruction names, as
-    :func:`svgtpu.bench.llo.parse_bundles` gives them) on ``device``; ``flops`` gives the roofline."""
+    :func:`svgtpu.compiler.llo.parse_bundles` gives them) on ``device``; ``flops`` gives the roofline."""
     return cycles_of(count_units(bundles, device), flops, device)
 
 
@@ -241,10 +241,10 @@ def kernel_unit_cycles(fn, *args, device: str = "v6e", flops: float | None = Non
     :class:`UnitCycles` of each kernel's whole static program, by kernel name (every bundle once:
     a grid loop's body counts once).  ``flops`` sets the roofline when there is one kernel.  Small
     kernels take seconds; needs libtpu."""
-    from svgtpu.bench.dumps import kernel_schedules
+    from svgtpu.compiler.dumps import kernel_schedules
     core(device)
     schedules = kernel_schedules(fn, *args, device=device)
-    from svgtpu.bench.llo import parse_bundles
+    from svgtpu.compiler.llo import parse_bundles
     return {name: unit_cycles(parse_bundles(text), flops if len(schedules) == 1 else None, device)
             for name, text in schedules.items()}
 

@@ -2,7 +2,7 @@
 
 - :func:`kernel_sweep`: per resolution, the FLOPs our kernel computes (its tiles, padding included:
   ``tiles x block_q x block_kv x 4 x head_dim``) and its static cycles, read from one compiled schedule of
-  the kernel re-bounded to each resolution's plan (:func:`svgtpu.bench.wan_block.kernel_cycles`): the
+  the kernel re-bounded to each resolution's plan (:func:`svgtpu.compiler.wan_block.kernel_cycles`): the
   program is the same at every length but for its grid loop's bound.
 - :func:`loglog_fit`: the exponent ``k`` of ``cost ~ L^k`` by least squares on log-log axes, with each
   point's residual (how far it sits off the line, in log units).
@@ -43,7 +43,7 @@ def bootstrap_exponent(L, rounds, *, n: int = 2000, seed: int = 0, level: float 
 def kernel_sweep(job, schedule: dict, fill: int, resolutions) -> list[dict]:
     """Per resolution: ``L``, the kernel's grid steps and computed FLOPs for one head, and its static
     cycles for one head, from ``schedule`` (one compiled schedule of ``job``'s kernel, with its ``fill``)."""
-    from svgtpu.bench.wan_block import kernel_cycles
+    from svgtpu.compiler.wan_block import kernel_cycles
     from svgtpu.costmodel.workload import get_model
     from svgtpu.geometry import get_geometry
     head_dim = get_model(job.model).head_dim

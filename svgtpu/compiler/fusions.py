@@ -4,7 +4,7 @@ by its loops' trip counts, and by the part of the model it belongs to.
 libtpu compiles a jitted program into a *top-level program* (``TLP``) that calls one LLO program per
 HLO op it runs: fusions (matmuls with what XLA fused around them), Pallas kernels (custom calls),
 collectives, copies.  With ``--xla_jf_dump_to=DIR --xla_jf_dump_llo_text=true`` (set in
-``LIBTPU_INIT_ARGS`` before JAX starts: :func:`svgtpu.bench.dumps.child_env`) it writes, per program,
+``LIBTPU_INIT_ARGS`` before JAX starts: :func:`svgtpu.compiler.dumps.child_env`) it writes, per program,
 ``<id>-<op name>-NN-final_bundles.txt``, the static VLIW schedule (one line per bundle, one bundle per
 issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module reads them:
 
@@ -13,7 +13,7 @@ issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module re
   branch's predicate (``scmp.ge ... N /* loop exit test */``); every bundle is counted once per
   iteration of every loop whose span holds it.  A static count covers a loop body *once* (the lone
   matmul of ``tests/test_fusions.py`` proves it: its bundles hold one pass of a loop whose trip count
-  makes the whole matmul, at the MXU rate of :func:`svgtpu.bench.units.core`).  Predicated regions count
+  makes the whole matmul, at the MXU rate of :func:`svgtpu.compiler.units.core`).  Predicated regions count
   as run (an upper bound of a few bundles per region); a loop whose bound is held in a register (a
   dynamic trip count) counts once and is reported.
 - **how often each op runs**: once per call in the top-level program, times the trip counts of the
@@ -28,7 +28,7 @@ issue cycle), next to ``TLP-hlo.txt``, the scheduled HLO module.  This module re
   its matmul or kernel when it has one: the op that dominates its cycles), mapped to a role
   (:data:`ROLES`) by :func:`role_of`; collectives by opcode.
 - **what crosses the chips**: the collectives' bytes from the compiled HLO
-  (:func:`svgtpu.bench.multihost.hlo_collectives`).
+  (:func:`svgtpu.compiler.multihost.hlo_collectives`).
 
 Static bundles are issue cycles before any stall: time spent waiting on HBM, on the other chips
 (collectives run at ICI speed, not at their few hundred issue cycles) or on the host is outside them.
@@ -43,7 +43,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from svgtpu.bench.llo import bundle_lines
+from svgtpu.compiler.llo import bundle_lines
 
 #: The parts of a transformer block a cycle is attributed to.
 ROLES = ("self-attention", "projections", "cross-attention", "ffn", "norms/modulation", "collectives", "other")

@@ -3,12 +3,12 @@
 For the teaching notebooks: a student's kernel runs in interpret mode on any machine, and
 :func:`compile_report` then hands the same function to the real TPU compiler (libtpu, on this CPU) for
 one core of a TPU — refused, in the compiler's own words, or accepted, with the static schedule of each
-Pallas kernel in it read per unit (:mod:`svgtpu.bench.units`): the bundles the compiler issues (one per
+Pallas kernel in it read per unit (:mod:`svgtpu.compiler.units`): the bundles the compiler issues (one per
 cycle) and the fewest cycles the MXU, the vector loads, the vector stores, the vector ALUs, the
 transcendental unit (EUP) and the cross-lane unit (XLU) need for the kernel's instructions.  The unit
 needing the most *binds*: a faster kernel must give it less to do.  Nothing is executed.
 
-The schedules come from a child compile with libtpu's dumps on (:mod:`svgtpu.bench.dumps`); starting
+The schedules come from a child compile with libtpu's dumps on (:mod:`svgtpu.compiler.dumps`); starting
 that child costs seconds, so :func:`compile_reports` compiles several functions in one child (a
 block-size sweep).  A schedule is the program text: a loop body (a grid step, a ``fori_loop``) counts
 once, and both sides of a ``pl.when`` count.  Provenance ``compiled-<device>``.
@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from svgtpu.bench.compile import libtpu_available, refusal
+from svgtpu.compiler.compile import libtpu_available, refusal
 
 #: What a schedule holds when its grid is split between the two TensorCores of a megacore (v5p, grid axes
 #: marked ``parallel``): a check of the megacore barrier both cores pass (libtpu 0.0.42.1).  With every axis
@@ -43,7 +43,7 @@ def _compile_exports(paths: list[str], device: str, folder: str) -> None:
     move what libtpu dumped into ``folder/<i>`` and, on a refusal, write its words to ``folder/<i>.refused``."""
     import jax
 
-    from svgtpu.bench.compile import topology_device
+    from svgtpu.compiler.compile import topology_device
     sharding = jax.sharding.SingleDeviceSharding(topology_device(device))
     dump = Path(folder, "jf")
     for i, path in enumerate(paths):
@@ -65,15 +65,15 @@ def compile_reports(jobs: dict, device: str = "v6e") -> dict[str, dict]:
     ``jobs``: ``{label: (fn, examples)}`` or ``{label: (fn, examples, flops)}``; ``examples`` are arrays or
     ``jax.ShapeDtypeStruct``s (only shapes and dtypes are used), ``flops`` one grid step's matmul flops
     (for the roofline).  Per label: ``{"compiled": True, "device", "kernels": {name: UnitCycles}, "core_split":
-    {name: bool}}`` (units ``None`` on a TPU :mod:`svgtpu.bench.units` has no table for; ``core_split``: the
+    {name: bool}}`` (units ``None`` on a TPU :mod:`svgtpu.compiler.units` has no table for; ``core_split``: the
     grid is split between two cores, :data:`CORE_SPLIT`) or
     ``{"compiled": False, "device", "reason"}``; without libtpu ``compiled`` is ``None``.
     """
     import jax
 
-    from svgtpu.bench.dumps import child_env, custom_call_names, final_schedule, run_child
-    from svgtpu.bench.llo import parse_bundles
-    from svgtpu.bench.units import CORES, unit_cycles
+    from svgtpu.compiler.dumps import child_env, custom_call_names, final_schedule, run_child
+    from svgtpu.compiler.llo import parse_bundles
+    from svgtpu.compiler.units import CORES, unit_cycles
     from svgtpu.kernels.common import compiling_for
     if not libtpu_available():
         return {label: {"compiled": None, "reason": "libtpu not installed", "device": device} for label in jobs}
@@ -93,7 +93,7 @@ def compile_reports(jobs: dict, device: str = "v6e") -> dict[str, dict]:
             for i, (exported, *_) in enumerate(exports.values()):
                 paths.append(str(Path(tmp, f"{i}.bin")))
                 Path(paths[-1]).write_bytes(exported.serialize())
-            code = f"import svgtpu.bench.aot as m; m._compile_exports({paths!r}, {device!r}, {tmp!r})"
+            code = f"import svgtpu.compiler.aot as m; m._compile_exports({paths!r}, {device!r}, {tmp!r})"
             run_child(code, child_env(Path(tmp, "jf")), f"{len(paths)} function(s) for {device}")
             for i, (label, (_, *flops)) in enumerate(exports.items()):
                 refused = Path(tmp, f"{i}.refused")
@@ -126,7 +126,7 @@ def describe(label: str, result: dict) -> str:
         kernel = f"kernel {name}: " if len(result["kernels"]) > 1 else ""
         split = "; the grid is split between two cores (megacore)" if result["core_split"][name] else ""
         if u is None:
-            lines.append(f"  {kernel}(svgtpu.bench.units has no slot table for {result['device']}){split}")
+            lines.append(f"  {kernel}(svgtpu.compiler.units has no slot table for {result['device']}){split}")
             continue
         units = ", ".join(f"{UNIT_NAMES[k]} {getattr(u, k):,}" for k in UNIT_NAMES)
         roofline = f"; the MXU at full fill: {u.roofline:,.0f}" if u.roofline is not None else ""

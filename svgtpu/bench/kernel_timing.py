@@ -29,10 +29,10 @@ from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodie
 from svgtpu.kernels import splash_attention, tile_plan
 from svgtpu.kernels.api import block_sparse
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.kernels.common import as_masks
+from svgtpu.kernels.common import as_masks, resolve_interpret
 from svgtpu.kernels.tokamax import tokamax_attention
 from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_mask
-from svgtpu.report.results import provenance
+from svgtpu.facts.results import provenance
 from svgtpu.masks.tiles import classify
 from svgtpu.bench.timing import interleaved_times, paired_ratio, paired_ratio_iqr
 from svgtpu.errors import BadInput
@@ -117,7 +117,7 @@ def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: in
     aligned = align(svg_mask(g, multiplier), block_q, block_kv, "snap")
     by_name = {row["variant"]: row for row in rows}
     return {
-        "provenance": provenance("measured", pallas=True, interpret=interpret),
+        "provenance": provenance("measured", interpret=resolve_interpret(interpret)),
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
@@ -313,7 +313,7 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
         **{f"{name}_s": float(np.median(values)) for name, values in times.items()},
         "profile_over_kernel": paired_ratio(times, "profile", "kernel"),
         "profile_over_svg_sparse": paired_ratio(times, "profile", "svg_sparse"),
-        "provenance": provenance("measured", pallas=True),
+        "provenance": provenance("measured", interpret=resolve_interpret(None)),
         "flop_ratio": 8 * rows * g.L / (4 * visited), "flop_ratio_provenance": "computed",
     }
 
@@ -322,7 +322,7 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
 
 def format_kernels(result: dict) -> str:
     """:func:`bench_kernels` as ``svgtpu bench kernels`` prints it: the setting, one row per variant, the headline."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     rows = [{k: r[k] for k in ("variant", "median_s", "ratio_to_ours_dense", "density", "partial_share",
                                "overhead_vs_ideal", "grid_steps_per_head", "masked_steps_per_head")}
             for r in result["variants"]]
@@ -335,8 +335,8 @@ def format_kernels(result: dict) -> str:
 
 
 def format_ops(result: dict) -> str:
-    """:func:`bench_ops` (with ``compiled``: :func:`svgtpu.bench.llo.compiled_ops` too) as tables."""
-    from svgtpu.report.tables import format_table
+    """:func:`bench_ops` (with ``compiled``: :func:`svgtpu.compiler.llo.compiled_ops` too) as tables."""
+    from svgtpu.facts.tables import format_table
     rows = [{k: r[k] for k in ("mask", "mask_source", "fast_path", "tile", "matmul_ops", "vector_ops",
                                "masking_ops", "mask_block_loads", "vector_elements", "masking_elements")}
             for r in result["rows"]]
@@ -353,7 +353,7 @@ def format_ops(result: dict) -> str:
 
 def format_profiling(timing: dict) -> str:
     """:func:`bench_profiling` as one table row."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     return format_table([{k: timing[k] for k in (
         "L", "heads", "profile_s", "kernel_s", "svg_sparse_s", "profile_over_kernel", "profile_over_svg_sparse",
         "flop_ratio", "provenance")}])

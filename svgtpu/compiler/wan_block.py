@@ -9,9 +9,9 @@ replicas do not fit).  Self-attention is our kernel at the production tiles, den
 VideoGen with the default recipe's kept fraction snapped to the tiles (``svg``: online profiling, layout
 transform, our kernel), at a step and layer past SVG's dense warm-up.
 
-The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtpu.bench.dumps`);
-:mod:`svgtpu.bench.fusions` reads every op's static cycles and role.  Our kernel's cycles are read as
-``bench compiled`` reads a kernel (:func:`svgtpu.bench.estimate.estimate`: per grid step the step
+The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtpu.compiler.dumps`);
+:mod:`svgtpu.compiler.fusions` reads every op's static cycles and role.  Our kernel's cycles are read as
+``bench compiled`` reads a kernel (:func:`svgtpu.compiler.estimate.estimate`: per grid step the step
 overhead, init / finish and the body of that step's tile kind, from the kernel's own plan), not as a
 generic program (which would count its full and partial tile bodies at every step).  Results are cached
 in ``build/compiled-wan-block/`` by content: the job, the versions of jax and libtpu and the sources the
@@ -30,7 +30,7 @@ from pathlib import Path
 from svgtpu.errors import BadInput
 from svgtpu.model.config import ModelConfig
 from svgtpu.production import PRODUCTION
-from svgtpu.schedule import DEFAULT_KEPT
+from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.tpu_env import package_version
 
 #: The slices compiled for: a TPU generation -> its libtpu topology and the chips the cost model counts.
@@ -45,9 +45,9 @@ KERNEL_READINGS = ("in-block", "own-compile")
 SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
-_SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "bench/wan_block.py", "bench/fusions.py",
-            "bench/variants.py", "bench/estimate.py", "bench/llo.py", "bench/dumps.py", "geometry.py", "recipes.py",
-            "schedule.py", "production.py")
+_SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "compiler/wan_block.py", "compiler/fusions.py",
+            "compiler/variants.py", "compiler/estimate.py", "compiler/llo.py", "compiler/dumps.py", "geometry.py", "recipes.py",
+            "warmup.py", "production.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +169,7 @@ def slice_devices(device: str) -> list:
     """Every device of the slice compiled for on ``device`` (:data:`SLICES`), from libtpu's topology."""
     from jax.experimental import topologies
 
-    from svgtpu.bench.compile import require_libtpu
+    from svgtpu.compiler.compile import require_libtpu
     require_libtpu()
     return list(topologies.get_topology_desc(platform="tpu", topology_name=SLICES[device]["topology"]).devices)
 
@@ -180,7 +180,7 @@ def _compile_child(spec: dict, out: str) -> None:
 
     import jax
 
-    from svgtpu.bench.compile import first_line
+    from svgtpu.compiler.compile import first_line
     from svgtpu.kernels.common import compiling_for
     job = BlockJob(**spec["job"])
     if job.kernel == "own-compile":  # this process compiles the program around the kernel (KERNEL_READINGS)
@@ -201,9 +201,9 @@ def _compile_child(spec: dict, out: str) -> None:
 
 
 def kernel_variant(job: BlockJob, geometry: str | None = None):
-    """Our kernel in ``job``'s block as :mod:`svgtpu.bench.variants` names a variant (one head, fast path on),
+    """Our kernel in ``job``'s block as :mod:`svgtpu.compiler.variants` names a variant (one head, fast path on),
     at ``geometry`` (default: the block's resolution)."""
-    from svgtpu.bench.variants import Variant
+    from svgtpu.compiler.variants import Variant
     from svgtpu.costmodel.workload import get_model
     from svgtpu.kernels.config import KernelConfig
     config = KernelConfig(job.block_q, job.block_kv)
@@ -213,14 +213,14 @@ def kernel_variant(job: BlockJob, geometry: str | None = None):
 
 
 def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | None = None) -> dict:
-    """Our kernel's cycles in ``job``'s block, read as :func:`svgtpu.bench.estimate.estimate` reads a
+    """Our kernel's cycles in ``job``'s block, read as :func:`svgtpu.compiler.estimate.estimate` reads a
     compiled kernel: ``heads`` heads per device, each walking the plan of the block's mask, with
-    ``schedules`` (:class:`~svgtpu.bench.llo.Schedule` dicts).  Given ``fill`` (the grid loop's iterations
+    ``schedules`` (:class:`~svgtpu.compiler.llo.Schedule` dicts).  Given ``fill`` (the grid loop's iterations
     beyond its steps), one schedule stands for every plan chunk at any length: the program is the same but
     for its grid loop's bound (its tile bodies, step overhead and once-per-call code do not depend on the
     sequence length)."""
-    from svgtpu.bench.estimate import estimate
-    from svgtpu.bench.variants import steps_ours
+    from svgtpu.compiler.estimate import estimate
+    from svgtpu.compiler.variants import steps_ours
     from svgtpu.geometry import get_geometry
     v = kernel_variant(job)
     calls = [steps * heads for steps in steps_ours(v, job.mask(), get_geometry(job.resolution).L)]
@@ -243,7 +243,7 @@ def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
     """Our kernel's schedule from its own compile (``bench compiled``'s cached variant, one head, same tiles
     and mask): at the production resolution for the production tiles (notebook 04 compiles it), else at the
     block's resolution; ``(schedule, fill)``."""
-    from svgtpu.bench.variants import cached_compile
+    from svgtpu.compiler.variants import cached_compile
     if job.kept != DEFAULT_KEPT:
         raise BadInput(f"the kernel's own compile (bench compiled) is at the default kept fraction ({DEFAULT_KEPT}); "
                        f"got kept {job.kept}")
@@ -258,16 +258,16 @@ def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
 def compile_block(job: BlockJob) -> dict:
     """Compile ``job`` in a child process with the dumps on and read it: cycles per role, our kernel's
     reading, the collectives' bytes per device (or ``{"refused": reason}``)."""
-    from svgtpu.bench.dumps import child_env, final_schedule, run_child
-    from svgtpu.bench.fusions import ROLES, read_dump, role_cycles
-    from svgtpu.bench.llo import read_schedule
-    from svgtpu.bench.multihost import hlo_collectives
+    from svgtpu.compiler.dumps import child_env, final_schedule, run_child
+    from svgtpu.compiler.fusions import ROLES, read_dump, role_cycles
+    from svgtpu.compiler.llo import read_schedule
+    from svgtpu.compiler.multihost import hlo_collectives
     from svgtpu.costmodel.workload import get_model
     plan = parallel_plan(job)
     spec = {"job": dataclasses.asdict(job), "plan": plan}
     with tempfile.TemporaryDirectory() as tmp:
         jf, out = Path(tmp, "jf"), Path(tmp, "facts.json")
-        code = (f"import json, svgtpu.bench.wan_block as m; "
+        code = (f"import json, svgtpu.compiler.wan_block as m; "
                 f"m._compile_child(json.loads({json.dumps(json.dumps(spec))}), {str(out)!r})")
         done = run_child(code, child_env(jf), job.name)
         if done.returncode:
@@ -321,7 +321,7 @@ def cache_key(job: BlockJob) -> str:
 
 def cached_compile_block(job: BlockJob) -> dict:
     """:func:`compile_block`, cached in ``build/compiled-wan-block/<name>-<content key>.json``."""
-    from svgtpu.report.paths import REPO_ROOT
+    from svgtpu.facts.paths import REPO_ROOT
     path = Path(REPO_ROOT, "build", "compiled-wan-block", f"{job.name}-{cache_key(job)}.json")
     if path.exists():
         return json.loads(path.read_text())
@@ -353,7 +353,7 @@ def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]
 
 
 #: The cost model's ops (:func:`svgtpu.costmodel.forward_breakdown`) by the role their compiled
-#: counterpart has (:data:`svgtpu.bench.fusions.ROLES`); patch embedding and head are outside a block.
+#: counterpart has (:data:`svgtpu.compiler.fusions.ROLES`); patch embedding and head are outside a block.
 MODELED_ROLES = {"qkv_proj": "projections", "o_proj": "projections", "cross_q_proj": "cross-attention",
                  "cross_kv_proj": "cross-attention", "cross_attention": "cross-attention",
                  "cross_o_proj": "cross-attention", "norm_cross": "cross-attention", "ffn_in": "ffn", "ffn_out": "ffn",
@@ -368,7 +368,7 @@ def modeled_block(job: BlockJob) -> dict:
     block's self-attention the model's sparse layer (kernel tiles, profiling, layout transform, its
     sparse efficiency) without warm-up.  Provenance ``modeled-<device>``."""
     from svgtpu import costmodel
-    from svgtpu.bench.fusions import ROLES
+    from svgtpu.compiler.fusions import ROLES
     plan = parallel_plan(job)
     setup = costmodel.calibrated_setup(job.model, job.resolution, job.device, chips=plan["chips"],
                                        cfg_split=plan["cfg_split"], block_q=job.block_q, block_kv=job.block_kv,
@@ -390,16 +390,16 @@ def modeled_block(job: BlockJob) -> dict:
 
 def role_rows(results: list[dict]) -> list[dict]:
     """One row per (block, role): resolution, device, variant, role, static cycles and share of the block."""
-    from svgtpu.bench.fusions import ROLES
+    from svgtpu.compiler.fusions import ROLES
     return [{"resolution": r["job"]["resolution"], "device": r["job"]["device"], "variant": r["job"]["variant"],
              "role": role, "cycles": r["roles"][role]["cycles"], "share": r["roles"][role]["share"]}
             for r in results if "roles" in r for role in ROLES]
 
 
-def run_command(args):
+def wan_block_command(args):
     """``svgtpu compile --what wan-block``: dense and SVG blocks at ``--geometry`` (a resolution) for
     ``--device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     kept = args.kept if args.kept is not None else DEFAULT_KEPT
     jobs = [BlockJob(args.geometry.removeprefix("wan-"), args.device, variant, block_q=args.block_q,
                      block_kv=args.block_kv, kept=kept) for variant in VARIANTS]
@@ -428,4 +428,4 @@ def run_command(args):
 __all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SPARSE_CALL", "SCHEMA", "MODELED_ROLES", "BlockJob",
            "parallel_plan", "block_program", "slice_devices", "kernel_variant", "kernel_cycles", "own_compile_schedule",
            "compile_block", "cache_key", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
-           "run_command"]
+           "wan_block_command"]

@@ -27,8 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from svgtpu.report.claims import CLAIMS, REPORTED
-from svgtpu.report.paths import REPO_ROOT
+from svgtpu.facts.claims import CLAIMS, REPORTED
+from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.errors import BadInput
 
 #: How a number was made (docs/design.md, "How we measure"); :func:`provenance` derives the label from
@@ -104,14 +104,13 @@ def environment() -> dict:
             "python": platform.python_version()}
 
 
-def provenance(source: str, *, device: str | None = None, pallas: bool = False,
-               interpret: bool | None = None) -> str:
+def provenance(source: str, *, device: str | None = None, interpret: bool = False) -> str:
     """The provenance label of a number, from where it came from (the one place labels are made).
 
     ``source``: ``computed`` (exact arithmetic), ``modeled`` or ``compiled`` (need ``device``, e.g.
     ``v6e``), or ``measured`` (timed now, on ``jax.default_backend()``).  For ``measured``,
-    ``pallas=True`` says our Pallas kernels ran: off a TPU they run in interpret mode unless
-    ``interpret=False`` was forced (the kernels' own rule, :func:`svgtpu.kernels.common.resolve_interpret`).
+    ``interpret=True`` says our Pallas kernels ran in interpret mode; the caller resolves it
+    (:func:`svgtpu.kernels.common.resolve_interpret`), so the facts never import a kernel.
     """
     if source not in SOURCES:
         raise BadInput(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
@@ -123,20 +122,13 @@ def provenance(source: str, *, device: str | None = None, pallas: bool = False,
         return f"{source}-{device}"
     import jax
 
-    from svgtpu.kernels.common import resolve_interpret
     backend = jax.default_backend()
     if backend == "tpu":
         return "measured-tpu"
     if backend == "gpu":
         kind = device or jax.devices()[0].device_kind.split()[-1]   # "NVIDIA H200" -> "h200"
         return f"measured-gpu-{kind.lower()}"
-    return "measured-cpu-interpret" if pallas and resolve_interpret(interpret) else "measured-cpu"
-
-
-def measured_provenance(interpret: bool = True) -> str:
-    """``provenance("measured", pallas=interpret)``: a timing taken now, with our Pallas kernels
-    (``interpret=True``, interpret mode off a TPU) or plain XLA (``interpret=False``)."""
-    return provenance("measured", pallas=interpret)
+    return "measured-cpu-interpret" if interpret else "measured-cpu"
 
 
 def check_provenance(provenance: str) -> str:
@@ -236,5 +228,5 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
 
 
 __all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "figures_dir",
-           "results_path", "load_results", "write_results", "environment", "provenance", "measured_provenance",
+           "results_path", "load_results", "write_results", "environment", "provenance",
            "check_provenance", "NotebookRun", "entry"]

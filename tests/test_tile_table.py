@@ -1,4 +1,4 @@
-"""The whole-kernel static estimate (svgtpu.bench.compiled, .variants, .estimate) on kernels whose
+"""The whole-kernel static estimate (svgtpu.compiler.tile_table, .variants, .estimate) on kernels whose
 answer is known, and the tile table file the cost model reads.
 
 Compiles run libtpu ahead of time on the CPU (seconds each at these sizes) and are cached in
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from svgtpu.bench.compile import libtpu_available
+from svgtpu.compiler.compile import libtpu_available
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 
@@ -16,13 +16,13 @@ SMALL = dict(block_q=512, block_kv=512, block_kv_compute=512)
 
 
 def _variant(kernel, mask, geometry, **kw):
-    from svgtpu.bench.variants import Variant
+    from svgtpu.compiler.variants import Variant
     return Variant(kernel, mask, geometry, **{**SMALL, **kw})
 
 
 def _estimate(kernel, mask, geometry, **kw):
-    from svgtpu.bench.estimate import estimate
-    from svgtpu.bench.variants import cached_compile
+    from svgtpu.compiler.estimate import estimate
+    from svgtpu.compiler.variants import cached_compile
     v = _variant(kernel, mask, geometry, **kw)
     return estimate(cached_compile(v), v)
 
@@ -47,7 +47,7 @@ def test_all_empty_plan_costs_only_step_overhead():
 
 
 def test_tile_bodies_match_the_llo_reader():
-    from svgtpu.bench.llo import compiled_tile_counts
+    from svgtpu.compiler.llo import compiled_tile_counts
     rows = compiled_tile_counts({"geometry": "8x32x34", "mask": "svg", "multiplier": 1.0, "head_dim": 128,
                                  "dtype": "bfloat16", "fast_path": True, **SMALL})
     llo = {r["tile"]: r["bundles"] for r in rows}
@@ -61,10 +61,10 @@ def test_tile_bodies_match_the_llo_reader():
 
 def test_dense_and_aligned_masks_share_one_program():
     """Variants that differ only in the plan compile to the same bodies and per-step code: compiled
-    separately here, they agree, so the comparison compiles one of them (svgtpu.bench.variants)."""
+    separately here, they agree, so the comparison compiles one of them (svgtpu.compiler.variants)."""
     import dataclasses
 
-    from svgtpu.bench.variants import compile_program, program_key
+    from svgtpu.compiler.variants import compile_program, program_key
     for kernel in ("ours", "splash"):
         dense, aligned = _variant(kernel, "dense", "8x20x34"), _variant(kernel, "svg-aligned", "8x20x34")
         assert program_key(dense) == program_key(aligned)
@@ -82,7 +82,7 @@ def test_library_masks_hand_over_our_masks_block_by_block():
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as jax_masks
     from tokamax._src.ops.experimental.tpu.splash_attention import splash_attention_mask as tokamax_masks
 
-    from svgtpu.bench.variants import library_mask
+    from svgtpu.compiler.variants import library_mask
     from svgtpu.masks.core import BandSinkMask, align
     band = BandSinkMask(300, 40, 50)
     for mask in (band, align(band, 128, 128)):
@@ -96,7 +96,7 @@ def test_library_masks_hand_over_our_masks_block_by_block():
 
 
 def test_roofline_counts_the_kept_tiles_real_pairs():
-    from svgtpu.bench.compiled import roofline
+    from svgtpu.compiler.tile_table import roofline
     # L = 8704 = 17 x 512: dense keeps every pair; 4 x d flop per pair at 524,288 flop a cycle; d = 128
     # fills half the MXU's 256 columns, so the pushes take twice the roofline
     r = roofline(_variant("ours", "dense", "8x32x34"))
@@ -142,11 +142,11 @@ def check_tile_table(table: dict) -> None:
 
 
 def test_tile_table_file_matches_its_schema(tmp_path):
-    from svgtpu.bench.compiled import bench_compiled, tile_table_file
-    from svgtpu.bench.probe import probe
+    from svgtpu.compiler.tile_table import bench_compiled, tile_table_file
+    from svgtpu.compiler.probe import probe
     result = bench_compiled("8x32x34", [(512, 512)])
     # the small tile stands in for the production one here
-    from svgtpu.bench import compiled
+    from svgtpu.compiler import tile_table as compiled
     entries = result["tiles"][0]["tile_table"]
     table = {**tile_table_file([], [probe("v6e")]), "tiles": entries}
     path = tmp_path / compiled.TILE_TABLE_FILE
@@ -157,7 +157,7 @@ def test_tile_table_file_matches_its_schema(tmp_path):
 
 
 def test_committed_tile_table_matches_its_schema():
-    from svgtpu.report.results import figures_dir
+    from svgtpu.facts.results import figures_dir
     path = figures_dir() / "compiled_tiles.json"
     if not path.exists():
         pytest.skip("figures/compiled_tiles.json not written yet (notebook 04 writes it)")

@@ -1,9 +1,9 @@
 """The kernels compared on the compiled schedule: ours, JAX's Splash and tokamax, as compiled variants.
 
 A :class:`Variant` is one kernel on one mask at one tile size for one TPU (v6e, v7x).  Compiling it
-(in a child process, :mod:`svgtpu.bench.dumps`) gives the final schedule of each of its
-``pallas_call``\\s, read by :func:`svgtpu.bench.llo.read_schedule`, with the instruction counts of each
-tile body by unit (:mod:`svgtpu.bench.units`); the kernel's own plan gives its grid **steps** (which
+(in a child process, :mod:`svgtpu.compiler.dumps`) gives the final schedule of each of its
+``pallas_call``\\s, read by :func:`svgtpu.compiler.llo.read_schedule`, with the instruction counts of each
+tile body by unit (:mod:`svgtpu.compiler.units`); the kernel's own plan gives its grid **steps** (which
 body each runs, whether it opens or closes its row, the blocks it reads).
 
 Several variants are one **program**: the compiled code depends on the mask only through how the
@@ -12,7 +12,7 @@ kernel gets it.  Ours on the dense and on the tile-aligned mask both mask only p
 loop's bound differs; JAX's Splash and tokamax read both as materialized partial blocks.  Such
 variants share one compile (:func:`program_key`); the steps of each come from its own plan, and the
 grid loop's extra pipeline iterations (its fill) are the compiled program's.
-``tests/test_compiled.py`` checks that sharing on a small grid.
+``tests/test_tile_table.py`` checks that sharing on a small grid.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ MASKS = ("dense", "svg", "svg-aligned")
 OUR_SOURCES = ("kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py", "kernels/plan.py",
                "kernels/config.py")
 #: This module and the schedule readers: every key hashes them.
-READER_SOURCES = ("bench/variants.py", "bench/llo.py", "bench/units.py")
+READER_SOURCES = ("compiler/variants.py", "compiler/llo.py", "compiler/units.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,7 +267,7 @@ def program_kind(v: Variant) -> str:
 
 def program_key(v: Variant) -> str:
     """The content key of the program ``v`` compiles to (variants with one key share one compile)."""
-    from svgtpu.bench.dumps import cache_key
+    from svgtpu.compiler.dumps import cache_key
     fields = {k: val for k, val in dataclasses.asdict(v).items() if k != "mask"}
     return cache_key({**fields, "program": program_kind(v)},
                      READER_SOURCES + (OUR_SOURCES if v.kernel == "ours" else ()))
@@ -279,7 +279,7 @@ def _compile_child(spec: dict, out: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    from svgtpu.bench.compile import compile_fn, topology_device
+    from svgtpu.compiler.compile import compile_fn, topology_device
     from svgtpu.geometry import round_up
     from svgtpu.kernels import KernelConfig
     from svgtpu.kernels.api import block_sparse
@@ -315,15 +315,15 @@ def _kernel_files(jf: Path, kernel: str) -> list[str]:
 
 
 def compile_program(v: Variant) -> dict:
-    """Compile ``v`` in a child process: per ``pallas_call`` its :class:`~svgtpu.bench.llo.Schedule`
+    """Compile ``v`` in a child process: per ``pallas_call`` its :class:`~svgtpu.compiler.llo.Schedule`
     (as a dict), the fill of its grid loop (iterations beyond the steps of ``v``) and the
-    :class:`~svgtpu.bench.units.UnitCounts` of each tile body; or ``{"refused": <the compiler's words>}``."""
-    from svgtpu.bench.dumps import child_env, run_child
-    from svgtpu.bench.llo import parse_bundles, read_schedule
-    from svgtpu.bench.units import count_units
+    :class:`~svgtpu.compiler.units.UnitCounts` of each tile body; or ``{"refused": <the compiler's words>}``."""
+    from svgtpu.compiler.dumps import child_env, run_child
+    from svgtpu.compiler.llo import parse_bundles, read_schedule
+    from svgtpu.compiler.units import count_units
     with tempfile.TemporaryDirectory() as tmp:
         jf, out = Path(tmp, "jf"), Path(tmp, "steps.json")
-        code = (f"import json, svgtpu.bench.variants as m; "
+        code = (f"import json, svgtpu.compiler.variants as m; "
                 f"m._compile_child(json.loads({json.dumps(json.dumps(dataclasses.asdict(v)))}), {str(out)!r})")
         done = run_child(code, child_env(jf), f"{v.name} for {v.device}")
         if done.returncode:
@@ -354,10 +354,10 @@ def compile_program(v: Variant) -> dict:
 
 def cached_compile(v: Variant) -> dict:
     """``{"schedules", "fills", "body_units", "calls"}`` of ``v`` (or ``{"refused": ...}``): its program
-    compiled once per :func:`program_key` and cached (:func:`svgtpu.bench.dumps.cached`), its steps
+    compiled once per :func:`program_key` and cached (:func:`svgtpu.compiler.dumps.cached`), its steps
     from its own plan (those of the variant compiled come with the compile; others are cached too:
     a library's mask info at 1440p takes a while)."""
-    from svgtpu.bench.dumps import cache_key, cached
+    from svgtpu.compiler.dumps import cache_key, cached
     program = cached(v.device, f"{v.geometry}-{v.block_q}x{v.block_kv}-{v.kernel}-program", program_key(v),
                      lambda: compile_program(v))
     if "refused" in program:

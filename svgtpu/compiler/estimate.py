@@ -1,7 +1,7 @@
 """The whole kernel from its compiled schedule: static cycles, HBM bytes and a time band per call.
 
 Per grid step: ``cycles = overhead + [first] init + [last] finish + body(kind)`` (the parts of
-:class:`svgtpu.bench.llo.Schedule`); the grid loop's extra pipeline iterations cost the overhead; the
+:class:`svgtpu.compiler.llo.Schedule`); the grid loop's extra pipeline iterations cost the overhead; the
 code before and after the loop is counted once per call.  The **HBM bytes** of each step: a q block
 when the q block index changes, k and v blocks when the kv block index changes, a mask block (int8)
 when the mask-block index changes, the output block when a row finishes (Pallas' pipeline fetches a
@@ -10,7 +10,7 @@ block only when its index changes between consecutive steps).
 **Static bundles are not latency**: they are the compiler's cycles before any stall on memory.  The
 time band takes, per step, ``max(compute, memory)`` -- the steady state of a double-buffered pipeline
 whose next fetch overlaps the current step's compute -- with the clock the probe derives
-(:mod:`svgtpu.bench.probe`: the published peak over the flops per cycle the schedule shows) and one
+(:mod:`svgtpu.compiler.probe`: the published peak over the flops per cycle the schedule shows) and one
 core's share of the chip's HBM bandwidth (:data:`svgtpu.costmodel.specs.DEVICES`).
 """
 
@@ -25,7 +25,7 @@ PIPELINE_FILL = 2
 
 def clock_hz(device: str) -> float:
     """The clock the published bf16 peak implies at the flops per cycle the schedule shows."""
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     from svgtpu.costmodel.specs import DEVICES
     spec = DEVICES[device]
     return spec.matmul_flops / spec.cores / core(device).flops_per_cycle
@@ -58,7 +58,7 @@ def step_bytes(steps: list[list], v) -> list[int]:
 
 def estimate(compiled: dict, v) -> dict:
     """Static cycles per head (clock-free), the step-overhead share, HBM bytes and the time band of one
-    compiled variant (:func:`svgtpu.bench.variants.cached_compile`'s result)."""
+    compiled variant (:func:`svgtpu.compiler.variants.cached_compile`'s result)."""
     clock, bandwidth = clock_hz(v.device), core_bandwidth(v.device)
     compute = overhead = once = 0
     per_step: list[tuple[int, int]] = []

@@ -22,7 +22,7 @@ import functools
 import math
 import re
 
-from svgtpu.bench.compile import CompileJob, compile_program, dit_step_program, first_line, require_libtpu
+from svgtpu.compiler.compile import CompileJob, compile_program, dit_step_program, first_line, require_libtpu
 from svgtpu.kernels.common import compiling_for
 from svgtpu.production import PRODUCTION
 from svgtpu.errors import BadInput
@@ -214,7 +214,7 @@ def collective_rows(result: dict) -> list[dict]:
 def format_multihost(result: dict) -> str:
     """:func:`compile_multihost` as ``svgtpu compile --topology`` prints it: the slice, the collectives
     compiled next to the model's, and per denoising step the bytes each chip moves."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     lines = [f"{result['topology']}: {result['chips']} chips on {result['hosts']} hosts ({result['provenance']}); "
              f"{result['geometry']}, {result['heads']} heads x {result['head_dim']}, {result['dtype']}, tiles "
              f"{result['block_q']}x{result['block_kv']}; collectives of one call, bytes of their results on one chip; "
@@ -233,8 +233,8 @@ def compile_command(job: CompileJob, what: str | None = None, topology: str | No
     """``svgtpu compile``: ``(result, table)`` of the comma-separated targets ``what`` of ``job`` on
     ``topology`` (default: one host); a multi-host topology compiles the sharded targets
     (:data:`MULTIHOST_TARGETS`; ``heads``: the model's, default 40), one host the one-chip ones
-    (:data:`svgtpu.bench.compile.TARGETS`; ``heads`` per chip, default 5), never both in one run."""
-    from svgtpu.bench.compile import compile_targets
+    (:data:`svgtpu.compiler.compile.TARGETS`; ``heads`` per chip, default 5), never both in one run."""
+    from svgtpu.compiler.compile import compile_targets
     name = topology_name(job.device, topology) if topology else None
     hosts = len({d.process_index for d in topology_devices(job.device, name)}) if name else 1
     targets = [t.strip() for t in (what or ",".join(MULTIHOST_TARGETS if hosts > 1 else ("kernel", "svg-layer")))
@@ -249,7 +249,7 @@ def compile_command(job: CompileJob, what: str | None = None, topology: str | No
         result = compile_multihost(MultihostJob(job, topology=name or f"{job.device}:4x4x1"), tuple(sharded),
                                    progress=progress)
         return result, format_multihost(result)
-    from svgtpu.bench.compile import format_targets
+    from svgtpu.compiler.compile import format_targets
     result = compile_targets(job, tuple(targets), progress=progress)
     return result, format_targets(result)
 

@@ -1,13 +1,13 @@
 """C4 from the real compiler: ours vs JAX Splash vs tokamax, whole kernel and tile body by tile body.
 
 Every kernel is compiled ahead of time for a TPU (v6e, or v7x as ``tpu7x:2x2x1``) on this CPU
-(:mod:`svgtpu.bench.variants`, cached), its schedule read as a program (:mod:`svgtpu.bench.llo`) and
-applied to every grid step of its own plan (:mod:`svgtpu.bench.estimate`).  Three tables come out:
+(:mod:`svgtpu.compiler.variants`, cached), its schedule read as a program (:mod:`svgtpu.compiler.llo`) and
+applied to every grid step of its own plan (:mod:`svgtpu.compiler.estimate`).  Three tables come out:
 
 - **whole kernels**: static cycles per head, step-overhead share, HBM bytes and a time band, for
   ours on the dense, SVG and aligned SVG masks (fast path on and off) and both libraries on the same
   masks; the **ratios** between them, each next to the **roofline** (the flops of the tiles the mask
-  keeps, real rows and keys, at the MXU's full-fill peak, :mod:`svgtpu.bench.units`) and the **MXU
+  keeps, real rows and keys, at the MXU's full-fill peak, :mod:`svgtpu.compiler.units`) and the **MXU
   bound** (the pushes those tiles need: at ``head_dim`` 128 each push fills half the 256-wide array,
   so twice the roofline).  "Sparse overhead vs our dense" is ours on a mask over our dense kernel
   times the mask's tile density (the ratio this package called "ours / ideal");
@@ -25,9 +25,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 
-from svgtpu.bench.estimate import block_bytes, estimate
+from svgtpu.compiler.estimate import block_bytes, estimate
 from svgtpu.errors import BadInput
-from svgtpu.bench.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
+from svgtpu.compiler.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
 from svgtpu.geometry import parse_tiles
 from svgtpu.production import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, TILES as TILE_RECIPES
@@ -76,7 +76,7 @@ def roofline(v: Variant) -> dict:
     peak, and the MXU bound (pushes: ``256 / head_dim`` times the roofline below a 256-wide head)."""
     import numpy as np
 
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     from svgtpu.masks.tiles import EMPTY, classify
     g, mask = mask_of(v)
     kinds = classify(mask, v.block_q, v.block_kv).kinds
@@ -132,7 +132,7 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
     """One row per tile body of :data:`BODIES` (``compiled``: cached compile by variant name): static
     bundles, the roofline cycles of one tile, the fewest cycles each unit needs, the binding unit, the
     MXU's busy share and its share of peak, and the HBM bytes a step of that kind fetches."""
-    from svgtpu.bench.units import UNITS, UnitCounts, core, cycles_of
+    from svgtpu.compiler.units import UNITS, UnitCounts, core, cycles_of
     flops = 4 * block_q * block_kv * head_dim
     out = []
     for kernel, body, name, index in BODIES:
@@ -160,17 +160,17 @@ def unit_table(compiled: dict, device: str, block_q: int, block_kv: int, head_di
 
 
 def _bytes_per_cycle(device: str) -> float:
-    from svgtpu.bench.estimate import clock_hz, core_bandwidth
+    from svgtpu.compiler.estimate import clock_hz, core_bandwidth
     return core_bandwidth(device) / clock_hz(device)
 
 
 def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolution: str, head_dim: int = 128,
                dtype: str = "bfloat16") -> list[dict]:
     """The compiled tile costs the cost model reads, one entry per kernel (``figures/compiled_tiles.json``,
-    schema in ``tests/test_compiled.py``): static cycles of the full, padding-partial and mask-partial
+    schema in ``tests/test_tile_table.py``): static cycles of the full, padding-partial and mask-partial
     bodies, of ours with the fast path off (``masked``), of an empty step (``None`` where empty tiles take no step), of the per-step code and of a
     row's init + finish; the roofline cycles of one tile and the HBM bytes of a step."""
-    from svgtpu.bench.units import core
+    from svgtpu.compiler.units import core
     from svgtpu.geometry import get_geometry
     bodies = {(r["kernel"], r["body"]): r for r in unit_table(compiled, device, block_q, block_kv, head_dim)}
     out = []
@@ -208,8 +208,8 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
 
 def _compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
     # each compile is a child process of its own: COMPILE_WORKERS run at once; variants that share a
-    # program (svgtpu.bench.variants) wait for its one compile through the cache
-    from svgtpu.bench.variants import program_key
+    # program (svgtpu.compiler.variants) wait for its one compile through the cache
+    from svgtpu.compiler.variants import program_key
     seen, first, rest = set(), [], []
     for v in todo:
         key = program_key(v)
@@ -230,8 +230,8 @@ def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device
     """Every variant of :func:`variants` at each tile size and the :func:`extra_variants` (Splash's
     unmasked body; with ``sweep`` the libraries' ``block_kv_compute`` sweep), compiled for ``device``
     (cached), estimated, with :func:`ratios`, the :func:`unit_table` and the :func:`tile_table`."""
-    from svgtpu.bench.compile import topology_device
-    from svgtpu.bench.dumps import versions
+    from svgtpu.compiler.compile import topology_device
+    from svgtpu.compiler.dumps import versions
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.config import KernelConfig
     get_geometry(geometry)
@@ -280,9 +280,9 @@ TILE_TABLE_COMMAND = "svgtpu reproduce --only 04 --profile cpu"
 
 def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
     """The content of :data:`TILE_TABLE_FILE` from :func:`bench_compiled` results (one per device)
-    and :func:`svgtpu.bench.probe.probe` readings: the versions, the command, the probes and every
+    and :func:`svgtpu.compiler.probe.probe` readings: the versions, the command, the probes and every
     tile entry of the production tile."""
-    from svgtpu.bench.dumps import versions
+    from svgtpu.compiler.dumps import versions
     v = versions()
     tiles = [e for r in results for t in r["tiles"] if (t["block_q"], t["block_kv"]) == TILES[0] for e in t["tile_table"]]
     return {"jax": v["jax"], "libtpu": v["libtpu"], "tokamax": v["tokamax"], "command": TILE_TABLE_COMMAND,
@@ -291,9 +291,9 @@ def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
             "probe": probes, "tiles": tiles}
 
 
-def run_command(args):
+def bench_compiled_command(args):
     """``svgtpu bench compiled``: ``(result, table)``."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     device = getattr(args, "device", None) or "v6e"
     try:
         result = bench_compiled(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"),
@@ -322,4 +322,4 @@ def run_command(args):
 
 __all__ = ["TILES", "DEVICES", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
            "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "ratios", "unit_table", "tile_table", "bench_compiled",
-           "run_command"]
+           "bench_compiled_command"]

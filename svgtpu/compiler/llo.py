@@ -1,6 +1,6 @@
 """What the real TPU compiler emits for each tile body: LLO instructions and static bundles (C4).
 
-The kernel is compiled ahead of time for v6e (:mod:`svgtpu.bench.compile`) in a child process whose
+The kernel is compiled ahead of time for v6e (:mod:`svgtpu.compiler.compile`) in a child process whose
 libtpu dumps its work (``LIBTPU_INIT_ARGS``):
 
 - ``--xla_mosaic_dump_to``: Mosaic's passes; after ``post-finalize-llo`` the kernel body is a list
@@ -20,10 +20,10 @@ libtpu dumps its work (``LIBTPU_INIT_ARGS``):
 When ``block_kv > block_kv_compute`` a body runs several kv chunks: the kernel unrolls up to
 ``svgtpu.kernels.block_sparse.MAX_UNROLL`` of them (then the counts cover the whole tile) and loops
 over more (then they count one pass of the loop plus the per-tile code around it, as the jaxpr
-counts of :func:`svgtpu.bench.kernels.count_tile_ops` do).  :mod:`svgtpu.bench.compiled` reads the
+counts of :func:`svgtpu.bench.kernel_timing.count_tile_ops` do).  :mod:`svgtpu.compiler.tile_table` reads the
 loop trip counts and weighs each body by them.
 
-The whole program is read too (:func:`read_schedule`, for :mod:`svgtpu.bench.estimate`):
+The whole program is read too (:func:`read_schedule`, for :mod:`svgtpu.compiler.estimate`):
 
 - the **grid loop** is the outermost back branch (``sbr.rel`` to an earlier region); its
   ``loop exit test`` constant is the number of iterations, the grid steps plus the software
@@ -40,7 +40,7 @@ The whole program is read too (:func:`read_schedule`, for :mod:`svgtpu.bench.est
   the plan lookup, the guards' branches; it runs at every iteration (the DMA-issue regions are
   counted as taken at every step: an upper bound of a few bundles).
 
-Compiling happens in :mod:`svgtpu.bench.dumps`; this module only reads.  Provenance
+Compiling happens in :mod:`svgtpu.compiler.dumps`; this module only reads.  Provenance
 ``compiled-v6e`` (or ``compiled-v7x``): counted from what the compiler produced, nothing run.
 """
 
@@ -309,7 +309,7 @@ def _compile_for_dump(spec: dict) -> None:
     import jax
     import jax.numpy as jnp
 
-    from svgtpu.bench.compile import compile_fn, topology_device
+    from svgtpu.compiler.compile import compile_fn, topology_device
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels import KernelConfig
     from svgtpu.kernels.api import block_sparse
@@ -339,10 +339,10 @@ def _compile_for_dump(spec: dict) -> None:
 def _dumps(spec: dict) -> tuple[str, str]:
     """Compile one kernel variant in a child process; its Mosaic ``post-finalize-llo`` text and its
     LLO ``final_bundles`` schedule."""
-    from svgtpu.bench.dumps import child_env, run_child
+    from svgtpu.compiler.dumps import child_env, run_child
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
-        code = f"import json, svgtpu.bench.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
+        code = f"import json, svgtpu.compiler.llo as m; m._compile_for_dump(json.loads({json.dumps(json.dumps(spec))}))"
         done = run_child(code, child_env(jf, mosaic), f"{spec} for the LLO dump")
         if done.returncode:
             raise RuntimeError(f"compiling {spec} for the LLO dump failed: {done.stderr.strip().splitlines()[-1:]}")

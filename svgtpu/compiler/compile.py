@@ -11,7 +11,7 @@ Targets: ``kernel`` (our block-sparse kernel on the SVG mask of a geometry), ``s
 whole :func:`~svgtpu.attention.svg.svg_attention`: profiling, layout transform, kernel),
 ``svg2-layer`` (one warm-started :func:`~svgtpu.attention.svg2.svg2_attention`: k-means, permutation, the
 traced plan and the data-mask kernel, with the production cluster counts of
-:data:`svgtpu.bench.methods.COST_SETTING`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
+:data:`svgtpu.attention.svg2.WAN_CLUSTERS`) and ``dit-step`` (one guided velocity evaluation of the toy DiT with SVG attention, at the toy's own
 geometry).
 """
 
@@ -242,10 +242,9 @@ def _svg2_layer_target(job: CompileJob, dev):
     import jax.numpy as jnp
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels.dynamic import cluster_vmem_bytes, plan_facts
-    from svgtpu.bench.methods import COST_SETTING
-    from svgtpu.attention.svg2 import SVG2Config, SVG2State, svg2_attention
+    from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, SVG2State, svg2_attention
     g = get_geometry(job.geometry)
-    svg2 = SVG2Config(q_clusters=COST_SETTING["q_clusters"], k_clusters=COST_SETTING["k_clusters"],
+    svg2 = SVG2Config(**WAN_CLUSTERS,
                       block_q=job.config.block_q, block_kv=job.config.block_kv, align=job.align,
                       fast_path=job.config.fast_path)
     sharding = jax.sharding.SingleDeviceSharding(dev)
@@ -302,7 +301,7 @@ def compile_targets(job: CompileJob, targets=("kernel", "svg-layer"), progress: 
 
 def format_targets(result: dict) -> str:
     """:func:`compile_targets` as ``svgtpu compile`` prints it: the setting and budgets, one row per target."""
-    from svgtpu.report.tables import format_table
+    from svgtpu.facts.tables import format_table
     columns = ["target", "geometry", "compiled", "compile_s", "plan_steps", "plan_chunks", "smem_bytes",
                "vmem_bytes", "reason"]
     head = (f"{result['topology']} ({result['provenance']}): tiles {result['block_q']}x{result['block_kv']}, "

@@ -6,7 +6,7 @@ read runs in a child process of its own with:
 - ``--xla_jf_dump_to=DIR --xla_jf_dump_llo_text=true``: the LLO backend's passes, one text file per
   fusion or kernel; ``--xla_jf_dump_llo_pass_label_regex=final_bundles`` keeps only the last pass,
   the static VLIW schedule (about half the compile time of dumping every pass);
-- ``--xla_mosaic_dump_to=DIR`` where the Mosaic passes are wanted too (:mod:`svgtpu.bench.llo`).
+- ``--xla_mosaic_dump_to=DIR`` where the Mosaic passes are wanted too (:mod:`svgtpu.compiler.llo`).
 
 A function from the caller reaches the child as a serialized ``jax.export`` of itself lowered for
 TPU (Pallas kernels ride inside as Mosaic custom calls), so any function works, a notebook's too.
@@ -80,14 +80,14 @@ def _compile_exported(path: str, device: str) -> None:
     """Child process: compile a serialized ``jax.export`` for one core of ``device``."""
     import jax
 
-    from svgtpu.bench.compile import topology_device
+    from svgtpu.compiler.compile import topology_device
     exported = jax.export.deserialize(bytearray(Path(path).read_bytes()))
     sharding = jax.sharding.SingleDeviceSharding(topology_device(device))
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in exported.in_avals]
     try:
         jax.jit(exported.call).lower(*specs).compile()
     except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
-        from svgtpu.bench.compile import first_line
+        from svgtpu.compiler.compile import first_line
         sys.exit(f"not compiled: {first_line(e)}")
 
 
@@ -102,7 +102,7 @@ def kernel_schedules(fn, *args, device: str = "v6e") -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         blob, jf = Path(tmp, "fn.bin"), Path(tmp, "jf")
         blob.write_bytes(exported.serialize())
-        code = f"import svgtpu.bench.dumps as m; m._compile_exported({str(blob)!r}, {device!r})"
+        code = f"import svgtpu.compiler.dumps as m; m._compile_exported({str(blob)!r}, {device!r})"
         done = run_child(code, child_env(jf), f"{getattr(fn, '__name__', 'fn')} for {device}")
         if done.returncode:
             raise BadInput(f"{device} compiler refused it: {done.stderr.strip().splitlines()[-1][len('not compiled: '):]}")
@@ -126,7 +126,7 @@ def cache_key(description: dict, sources=()) -> str:
 
 def cached(device: str, name: str, key: str, compute) -> dict:
     """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``."""
-    from svgtpu.report.paths import REPO_ROOT
+    from svgtpu.facts.paths import REPO_ROOT
     path = Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json")
     if path.exists():
         return json.loads(path.read_text())

@@ -1,7 +1,7 @@
 """The MXU count, flops per cycle and clock of a TPU core, read from the compiler (issue 28, item 2).
 
 Two small Pallas kernels are compiled ahead of time for one core of the device (v6e, v7x) and their
-static schedules read (:mod:`svgtpu.bench.units`):
+static schedules read (:mod:`svgtpu.compiler.units`):
 
 - **a lone matmul** (:data:`MATMUL`, bf16, every dimension a multiple of 256, so each push fills the
   256-column array): which MXUs it uses (``mxu0``, ``mxu1``, ...), the flops one push carries
@@ -64,9 +64,9 @@ def probe(device: str = "v6e") -> dict:
     import jax
     import jax.numpy as jnp
 
-    from svgtpu.bench.dumps import kernel_schedules
-    from svgtpu.bench.llo import parse_bundles
-    from svgtpu.bench.units import core, unit_cycles
+    from svgtpu.compiler.dumps import kernel_schedules
+    from svgtpu.compiler.llo import parse_bundles
+    from svgtpu.compiler.units import core, unit_cycles
     from svgtpu.costmodel.specs import DEVICES
     c = core(device)
     m, k, n = MATMUL
@@ -110,9 +110,9 @@ def _tile_body(device: str) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from svgtpu.bench.dumps import kernel_schedules
-    from svgtpu.bench.llo import bundle_lines, parse_bundles
-    from svgtpu.bench.units import unit_cycles
+    from svgtpu.compiler.dumps import kernel_schedules
+    from svgtpu.compiler.llo import bundle_lines, parse_bundles
+    from svgtpu.compiler.units import unit_cycles
     from svgtpu.geometry import get_geometry
     from svgtpu.kernels import block_sparse_attention
     from svgtpu.masks.core import DenseMask

@@ -1,0 +1,22 @@
+"""The facts every layer may cite: the ground floor of the package.
+
+- :mod:`~svgtpu.facts.claims`: the write-up's claims and reported numbers, defined once;
+- :mod:`~svgtpu.facts.results`: the results file and the provenance label of every number;
+- :mod:`~svgtpu.facts.paths`: where the repository, the figures and the shipped checkpoint are;
+- :mod:`~svgtpu.facts.tables`: one plain-text table format for every command.
+
+Floors, bottom first (``tests/test_imports.py`` holds the package to them: a module imports its own floor
+and those below, never one above)::
+
+    cli, explore                    the commands
+    report                          products: the paper, figures, notebooks run, preflight
+    bench                           timings (CPU, interpret mode, the GPU run)
+    compiler                        the real TPU compiler's static schedule, read ahead of time
+    costmodel                       the TPU cost model
+    toy, model                      the toy DiT, the Wan block
+    attention                       SVG: profiling, layout, sharding
+    kernels                         our Pallas kernels and the baselines
+    masks                           masks and tiles
+    geometry, recipes, production, warmup, launch, model.config      the setting
+    facts, errors, tpu_env          this floor: imports nothing of svgtpu but errors
+"""
