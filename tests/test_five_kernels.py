@@ -28,7 +28,7 @@ NOTEBOOKS = {"01_pallas_in_five_kernels": ("ex1", "ex2", "ex3", "ex4", "ex5"),
              "01b_block_sparse_by_hand": ("ex6", "ex7", "ex8", "ex9", "ex10", "ex11")}
 #: The deadline the DMA check gives each run in these tests (the notebook's is longer): a deadlocked wrong answer
 #: fails after it, and the worked pipeline finishes well within it.
-DMA_DEADLINE_S = 10
+DMA_DEADLINE_S = 6
 EXERCISES = [(nb, ex) for nb, exercises in NOTEBOOKS.items() for ex in exercises]
 
 
@@ -436,7 +436,8 @@ WRONG = {
 
 #: The input dtype and mask rule of every trace of kernels 4 and 5's right twins, per exercise.
 SEEN = {"ex4": set(), "ex5": set()}
-#: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.
+#: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.  Ex11 has
+#: none (each compile costs seconds): its factory's right answer is the worked one, which passes above.
 RIGHT = {
     ("01_pallas_in_five_kernels", "ex2"): {"matmul_kernel": _matmul_kernel()},
     ("01_pallas_in_five_kernels", "ex3"): {"online_softmax_update": _softmax_update()},
@@ -448,7 +449,6 @@ RIGHT = {
     (NB_B, "ex8 prefetching"): {"double_buffered_matmul_kernel": _prefetching_kernel()},
     (NB_B, "ex9"): {"emit_pipeline_matmul_kernel": _emit_kernel()},
     (NB_B, "ex10"): {"mha_flash_attention": _heads()},
-    (NB_B, "ex11"): {"key_major_update": _key_major_update()},
 }
 
 
