@@ -22,8 +22,14 @@ test: install
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)
 
-# JupyterLab refuses to start as root unless asked (containers, some TPU VMs)
+# JupyterLab refuses to start as root unless asked (containers, some TPU VMs).  No news pop-up ("Would you like
+# to get notified about official Jupyter news?") and no update check: JupyterLab 4's notification settings
+# (fetchNews, checkForUpdates) default to Never in the overrides.json of the venv's JupyterLab app settings.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 lab: install
+	mkdir -p $(dir $(LAB_OVERRIDES))
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+		> $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 # The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python and jax, from the checkout (no

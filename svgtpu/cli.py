@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from svgtpu.errors import BadInput, positive_int
@@ -73,7 +74,7 @@ def run_info(args):
 def _tiles_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.masks.core import MASK_KINDS
     p.add_argument("--mask", default="spatial", help=f"one of {', '.join(MASK_KINDS)}")
-    group = _mask_arguments(p, PRODUCTION.resolution, "multiplier 1")
+    group = _mask_arguments(p, PRODUCTION.resolution)
     group.add_argument("--recipe", help="the kept fraction of a named recipe (svgtpu recipes)")
     _tile_arguments(p)
 
@@ -81,9 +82,11 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
 @command("tiles", "classify the tiles of an SVG mask (C3); any tile is counted, and one our kernel would refuse "
                   "is named", _tiles_arguments)
 def run_tiles(args):
-    from svgtpu.kernels.config import tile_refusal
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels.config import check_blocks_cover, tile_refusal
     from svgtpu.masks.tiles import format_tile_report, tile_report
 
+    check_blocks_cover(args.block_q, args.block_kv, get_geometry(args.geometry).L)
     result = tile_report(args.geometry, args.mask, multiplier=args.multiplier, kept=args.kept, recipe=args.recipe,
                          block_q=args.block_q, block_kv=args.block_kv, align_mode=args.align)
     result["kernel_refusal"] = tile_refusal(args.block_q, args.block_kv)   # counted all the same
@@ -91,10 +94,13 @@ def run_tiles(args):
 
 
 def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.masks.c3_search import GEOMETRIES, TILES
+    from svgtpu.geometry import format_tiles
+    from svgtpu.masks.c3_search import GEOMETRIES, MAXDIFFUSION_TILES, TILES
     p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
-    p.add_argument("--tiles", default=",".join(f"{q}x{k}" for q, k in TILES),
+    p.add_argument("--tiles", default=format_tiles(TILES),
                    help="comma-separated BLOCK_QxBLOCK_KV tiles (default: Splash's, MaxDiffusion's, squares)")
+    p.add_argument("--maxdiffusion-tiles", default=format_tiles(MAXDIFFUSION_TILES),
+                   help="tiles of the search counted MaxDiffusion's way (default: its Wan configs' and SVG docs' tiles)")
 
 
 # argparse formats help with %: a literal percent sign is written %%
@@ -102,13 +108,44 @@ def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
          f"-> {100 * REPORTED['C3', 'partial_share_after']:g} %%)? analytic search",
          _c3_search_arguments)
 def run_c3_search(args):
-    from svgtpu.geometry import parse_tiles
-    from svgtpu.masks.c3_search import format_search, search
+    from svgtpu.geometry import get_geometry, parse_tiles
+    from svgtpu.masks.c3_search import format_maxdiffusion_search, format_search, maxdiffusion_search, search
 
+    for geometry in args.geometries:   # refused before the search's progress bar starts
+        get_geometry(geometry, "--geometries")
     found = search(args.geometries, parse_tiles(args.tiles, "--tiles"))
     found.pop("rows")   # every candidate row: the notebook draws them; --json keeps matches and nearest
-    result = {**found, "provenance": "computed"}
-    return result, format_search(result)
+    theirs = maxdiffusion_search(args.geometries, parse_tiles(args.maxdiffusion_tiles, "--maxdiffusion-tiles"))
+    theirs.pop("rows")
+    result = {**found, "maxdiffusion": theirs, "provenance": "computed"}
+    return result, format_search(result) + "\n\n" + format_maxdiffusion_search(theirs)
+
+
+def _align_pairs_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.masks.core import ALIGN_MODES
+    from svgtpu.geometry import format_tiles
+    from svgtpu.masks.pairs import GEOMETRIES, KEPT, TILES
+    from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES
+    p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
+    p.add_argument("--tiles", default=format_tiles(TILES),
+                   help="comma-separated BLOCK_QxBLOCK_KV tiles (default: the production tile and MaxDiffusion's SVG tile)")
+    p.add_argument("--kept", nargs="*", type=float, default=list(KEPT), help="SVG kept fractions (our band rule)")
+    p.add_argument("--densities", nargs="*", type=float, default=list(MAXDIFFUSION_SVG_DENSITIES),
+                   help="MaxDiffusion retained densities (its band rule w = L (1 - sqrt(1 - density)), up to 128)")
+    p.add_argument("--modes", nargs="+", choices=ALIGN_MODES, default=list(ALIGN_MODES), help="alignment modes")
+
+
+@command("align-pairs", "pairs each tile alignment executes vs the SVG mask's (snap drifts; balanced keeps the count)",
+         _align_pairs_arguments)
+def run_align_pairs(args):
+    from svgtpu.geometry import parse_tiles
+    from svgtpu.masks.core import check_kept
+    from svgtpu.masks.pairs import format_pair_accounting, pair_accounting
+
+    kept = [check_kept(k, "--kept") for k in args.kept]
+    result = pair_accounting(args.geometries, parse_tiles(args.tiles, "--tiles"), kept=kept, densities=args.densities,
+                             modes=args.modes)
+    return result, format_pair_accounting(result)
 
 
 @command("recipes", "SVG's Wan recipes and the tile settings, each with its source",
@@ -124,8 +161,11 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
     _mask_arguments(p, PRODUCTION.resolution, align=ALIGN_CHOICES, align_default="none")
     p.add_argument("--head", default="spatial", choices=list(HEAD_KINDS.values()))
     _tile_arguments(p)
-    p.add_argument("--device", default=PRODUCTION.device, help="a device of the cost model (svgtpu costmodel --help)")
-    p.add_argument("--chips", type=positive_int, default=PRODUCTION.chips)
+    p.add_argument("--device", help=f"a device of the cost model (svgtpu costmodel --help); default "
+                                    f"{PRODUCTION.device}, or the device a slice name in --chips gives")
+    p.add_argument("--chips", default=str(PRODUCTION.chips),
+                   help=f"chips sharing the work, or a Cloud TPU slice name such as {PRODUCTION.slice} (as svgtpu "
+                        f"costmodel --chips); default {PRODUCTION.chips}")
     p.add_argument("--video", action="store_true", help="also model the whole video (end-to-end speedup)")
     p.add_argument("--repeats", type=positive_int, default=5, help="cached redraws to take the median of")
 
@@ -133,11 +173,13 @@ def _explore_arguments(p: argparse.ArgumentParser) -> None:
 @command("explore", "the explorer's stats for one setting and its redraw time (cold and cached)", _explore_arguments)
 def run_explore(args):
     from svgtpu import explore
+    from svgtpu.costmodel.command import resolve_slice
 
     kept = args.kept if args.kept is not None or args.multiplier is not None else DEFAULT_KEPT
+    device, chips = resolve_slice(args.chips, args.device)
     settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=args.multiplier, head=args.head,
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
-                                device=args.device, chips=args.chips)
+                                device=device, chips=chips)
     result = explore.summary(settings, repeats=args.repeats, video=args.video)
     return result, explore.format_summary(result)
 
@@ -146,10 +188,11 @@ def run_explore(args):
 
 def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.attention.svg import KERNELS
+    from svgtpu.kernels.common import HEAD_DIMS
     _mask_arguments(p, "4x10x14")
     p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--head-dim", type=positive_int, default=64)
+    p.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS, help="the kernel's head sizes")
     p.add_argument("--contrast", type=float, default=8.0, help="logit gap of the planted pattern")
     p.add_argument("--rows", type=positive_int, default=DEFAULT_PROFILE_ROWS, help="query rows profiling samples")
     _tile_arguments(p, 128, 128)
@@ -233,8 +276,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
-    p.add_argument("--out", default="checkpoints/toy_dit.npz", help="checkpoint .npz; the loss curve goes "
-                   "next to it as <name>.loss.json")
+    p.add_argument("--out", default=str(CHECKPOINT), help="checkpoint .npz (default: the shipped checkpoint of this "
+                   "checkout, whatever the working directory); the loss curve goes next to it as <name>.loss.json")
 
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
@@ -261,12 +304,17 @@ def _sampling_arguments(p: argparse.ArgumentParser, kept_help: str) -> None:
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.attention.backends import ATTENTION_BACKENDS
     from svgtpu.masks.core import ALIGN_MODES
+    from svgtpu.facts.paths import GENERATED_VIDEO
+    from svgtpu.toy.data import LABEL_NAMES
     _sampling_arguments(p, f"SVG kept fraction in (0, 1), with --attention svg; default {DEFAULT_KEPT}")
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG or SVG2 mask (--attention svg, svg2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--labels", type=int, nargs="+", help="motion labels, one video each (default: all)")
-    p.add_argument("--out", default="video.gif", help="animated GIF; the contact sheet goes next to it as .png")
+    p.add_argument("--labels", nargs="+", metavar="LABEL",
+                   help=f"labels, one video each, by name or index: {', '.join(LABEL_NAMES)} (the motion of every "
+                        "shape; null: unconditional); default: every motion")
+    p.add_argument("--out", default=str(GENERATED_VIDEO), help="animated GIF; the contact sheet goes next to it as "
+                   ".png (default build/generate/video.gif of this checkout, ignored by git)")
     p.add_argument("--devices", type=positive_int, default=1,
                    help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices); "
                         "with several processes, the devices of all of them")
@@ -277,15 +325,17 @@ def _generate_arguments(p: argparse.ArgumentParser) -> None:
 @command("generate", "sample videos from the toy DiT: an animated GIF and a contact-sheet PNG", _generate_arguments)
 def run_generate(args):
     from svgtpu.launch import join, run_processes
+    from svgtpu.toy.data import label_index
     from svgtpu.toy.sampler import check_generate, format_generate, generate
 
+    labels = None if args.labels is None else [label_index(label) for label in args.labels]
     check_generate(args.attention, align=args.align, kept=args.kept, devices=args.devices, out=args.out)
     if args.processes > 1:   # N local processes, one global mesh; process 0's result
         result = run_processes(args)
         return result, format_generate(result)
     join(args)   # one process of several (jax.distributed), before any JAX computation
     result = generate(args.checkpoint, attention=args.attention, align=args.align, kept=args.kept, seed=args.seed,
-                      steps=args.steps, guidance=args.guidance, shift=args.shift, labels=args.labels, out=args.out,
+                      steps=args.steps, guidance=args.guidance, shift=args.shift, labels=labels, out=args.out,
                       devices=args.devices)
     return result, format_generate(result)
 
@@ -294,6 +344,9 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p, f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT",
+                   help="the SVG variants to sample (default: all of svgtpu.toy.quality.VARIANTS; e.g. svg svg-aligned "
+                        "svg-aligned-balanced: aligned vs unaligned at equal kept pairs)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
                         f"the kept fractions --kept-fractions (default: --kept, else {DEFAULT_KEPT})")
@@ -316,8 +369,12 @@ def run_quality(args):
         result = method_sweep(params, config, variants=args.methods,
                               kept_fractions=args.kept_fractions or [args.kept or DEFAULT_KEPT], **common)
         return {**result, "checkpoint": str(args.checkpoint)}, format_sweep(result)
-    from svgtpu.toy.quality import format_study, quality_study
-    result = quality_study(params, config, kept=args.kept, **common)
+    from svgtpu.toy.quality import VARIANTS, format_study, quality_study
+    unknown = [v for v in args.variants or () if v not in VARIANTS]
+    if unknown:
+        raise BadInput(f"--variants must be among {', '.join(VARIANTS)}, got {', '.join(unknown)}")
+    variants = {v: VARIANTS[v] for v in args.variants} if args.variants else None
+    result = quality_study(params, config, kept=args.kept, variants=variants, **common)
     return {**result, "checkpoint": str(args.checkpoint)}, format_study(result)
 
 
@@ -372,7 +429,7 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                         "or a Cloud TPU slice name such as v6e-8 or v7x-8 (" + ", ".join(
                             f"{d}-N counts {c}" for d, c in SLICE_COUNTS.items()) + f"; v7x-8 is 4 chips); default "
                         f"{PRODUCTION.chips}")
-    p.add_argument("--steps", type=positive_int, default=50, help="denoising steps")
+    p.add_argument("--steps", type=positive_int, default=PRODUCTION.steps, help=f"denoising steps (default {PRODUCTION.steps})")
     p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
                    help="classifier-free guidance: 2 transformer passes per step")
     p.add_argument("--cfg-split", action="store_true", help="run the two CFG passes at once on two halves of the slice")
@@ -391,6 +448,10 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate", action="store_true",
                    help="predicted vs published measured Wan generation times: independent points apart from those "
                         "sharing a calibration point's setting")
+    p.add_argument("--policy", metavar="NAME|FILE.yml",
+                   help="a MaxDiffusion SVG policy on v6e-8: maxdiffusion-conservative, maxdiffusion-moderate, "
+                        "maxdiffusion-aggressive, or a MaxDiffusion YAML whose svg_* keys give it (keys it lacks: "
+                        "base_wan_27b.yml's Wan 2.2 T2V, 720x1280, 81 frames, 40 steps)")
     p.add_argument("--sparse-evidence", action="store_true",
                    help="where the central sparse-layer efficiency comes from (the compiled schedule, SVG's extra work) "
                         "and what SVG's published GPU runs imply (a scenario)")
@@ -411,10 +472,26 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
 
 
+def _check_costmodel(args) -> None:
+    """What the command would otherwise ignore or fail on deep inside, refused before any work: two modes at
+    once (each mode runs alone), a ``--compiled-tiles`` file that is not there."""
+    modes = [flag for flag, given in (("--validate", args.validate), ("--sparse-evidence", args.sparse_evidence),
+                                      (f"--sweep {args.sweep}", args.sweep), (f"--policy {args.policy}", args.policy))
+             if given]
+    if len(modes) > 1:
+        raise BadInput(f"give at most one of --validate, --sparse-evidence, --sweep or --policy (each is a mode of its "
+                       f"own), got {' '.join(modes)}")
+    path = args.compiled_tiles
+    if path not in (None, "none") and not Path(path).is_file():
+        raise BadInput(f"--compiled-tiles must be a compiled tile table file (notebook 04 writes "
+                       f"figures/compiled_tiles.json) or none (priors), got {path}: no such file")
+
+
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
 def run_costmodel(args):
     from svgtpu.costmodel.command import costmodel_command
 
+    _check_costmodel(args)
     if args.device == "cpu" and args.model == "toy" and not args.validate:
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
         result = toy_attention_share_measured_vs_modeled()
@@ -432,11 +509,12 @@ def run_costmodel(args):
 
 def _bench_kernel_arguments(p: argparse.ArgumentParser) -> None:
     """What ``bench kernels`` and ``bench ops`` share: a small geometry and one kernel setting."""
+    from svgtpu.kernels.common import HEAD_DIMS
     p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
     _tile_arguments(p, 512, 512)
     p.add_argument("--block-kv-compute", type=positive_int, default=None)
-    p.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
+    p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
 
 
@@ -480,9 +558,10 @@ def run_bench_ops(args):
 
 
 def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.geometry import format_tile
     p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset or TxHxW")
-    p.add_argument("--tiles", default=f"{PRODUCTION.tiles},512x512",
-                   help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {PRODUCTION.tiles},512x512)")
+    tiles = f"{PRODUCTION.tiles},{format_tile(512, 512)}"
+    p.add_argument("--tiles", default=tiles, help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {tiles})")
     p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
                    help="the TPU compiled for (v7x: one core of tpu7x:2x2x1)")
     p.add_argument("--sweep", action="store_true",
@@ -518,6 +597,7 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.compiler.compile import TARGETS
     from svgtpu.compiler.multihost import MULTIHOST_TARGETS
     from svgtpu.kernels.budget import TPU_GENERATIONS
+    from svgtpu.kernels.common import HEAD_DIMS
     p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
                    "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
@@ -528,7 +608,7 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     p.add_argument("--heads", type=positive_int, default=None,
                    help="heads per chip (default 5); for the sharded targets the model's heads (default 40)")
-    p.add_argument("--head-dim", type=positive_int, default=128)
+    p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
     p.add_argument("--what", default=None,
                    help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
                         f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)}); or wan-block: "

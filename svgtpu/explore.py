@@ -48,8 +48,8 @@ HEAD_KINDS = {
 }
 ALIGN_CHOICES = ("none", *ALIGN_MODES)
 #: Tile sides worth trying (3024 x 2048: MaxDiffusion's Wan tile on v6e); the dropdowns offer those
-#: the kernel takes (:func:`kernel_tiles`).  ``Settings`` accepts any size: :func:`kernel_check`
-#: then shows the kernel's refusal.
+#: the kernel takes (:func:`kernel_tiles`).  ``Settings`` accepts any size up to the (padded) sequence:
+#: :func:`kernel_check` then shows the kernel's refusal.
 BLOCK_Q_CANDIDATES = (128, 256, 512, 1024, 2048, 3024, 4096)
 BLOCK_KV_CANDIDATES = (128, 256, 512, 1024, 2048, 4096)
 CHIP_CHOICES = (1, 2, 4, 8, 16, 32)
@@ -92,6 +92,8 @@ class Settings:
             raise BadInput(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
         check_positive_int("block_q", self.block_q)
         check_positive_int("block_kv", self.block_kv)
+        from svgtpu.kernels.config import check_blocks_cover
+        check_blocks_cover(self.block_q, self.block_kv, self.token_grid.L)
         check_positive_int("chips", self.chips)
         if self.align not in ALIGN_CHOICES:
             raise BadInput(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
@@ -189,8 +191,8 @@ def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
 
     Uses the kernel's own rules (:class:`svgtpu.kernels.config.KernelConfig`, the budgets of
     :mod:`svgtpu.kernels.budget` and the tile plan's SMEM size; inputs bfloat16, as Wan runs).
-    Refusals come back as text (``accepted: False`` and ``reason``, or an ``smem`` / ``vmem`` line
-    saying what does not fit), never as an exception.
+    Refusals come back as text (``accepted: False`` and ``reason``, beside the ``smem`` / ``vmem`` lines
+    saying what fits), never as an exception: one verdict, a tile whose blocks overflow VMEM is refused.
     """
     out = {"accepted": True, "reason": ""}
     from svgtpu.kernels import budget
@@ -217,6 +219,9 @@ def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
     out["vmem_fits"] = need <= memory.vmem_budget
     out["vmem"] = (f"{need / 2**20:,.1f} MiB of {memory.vmem_budget / 2**20:,.0f} MiB: "
                    + ("fits" if out["vmem_fits"] else "does not fit: refused"))
+    if not out["vmem_fits"]:
+        out.update(accepted=False, reason=f"its blocks need {need / 2**20:,.1f} MiB of VMEM, over {settings.device}'s "
+                                          f"{memory.vmem_budget / 2**20:,.0f} MiB budget")
     return out
 
 
@@ -345,7 +350,8 @@ def benchmark(settings: Settings, *, repeats: int = 5, video: bool = False) -> d
     (imports done and the kernel's work traced for this tile on a tiny grid first: what moving a
     control to a new value costs), ``cached`` the median of ``repeats`` redraws after it."""
     check_positive_int("repeats", repeats)
-    render(dataclasses.replace(settings, geometry="2x8x8"), video=video)   # warm the process
+    frames = ceil_div(max(settings.block_q, settings.block_kv), 64)   # the smallest T x 8 x 8 grid one tile fits
+    render(dataclasses.replace(settings, geometry=f"{frames}x8x8"), video=video)   # warm the process
     stats, _, cold = render(settings, video=video)
     cached = sorted(render(settings, video=video)[2] for _ in range(repeats))[repeats // 2]
     return {"stats": stats[0], "cold_seconds": cold, "cached_seconds": cached, "repeats": repeats}

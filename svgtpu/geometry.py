@@ -42,9 +42,10 @@ def round_up(a: int, b: int) -> int:
 
 
 def parse_sizes(text: str, count: int, name: str) -> tuple[int, ...]:
-    """``"3024x2048"`` -> ``(3024, 2048)``: ``count`` positive integers joined by ``x``, else a
-    ``ValueError`` naming ``name`` (every tile and grid string of the command line is read here)."""
-    parts = str(text).strip().lower().split("x")
+    """``"3024x2048"`` -> ``(3024, 2048)``: ``count`` positive integers joined by ``x`` (or ``×``, as prose
+    writes it), else a ``ValueError`` naming ``name`` (every tile and grid string of the command line is read
+    here)."""
+    parts = str(text).strip().lower().replace("×", "x").split("x")
     if len(parts) != count or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
         example = "x".join(("3024", "2048", "8")[:count]) if count <= 3 else "x".join(["8"] * count)
         raise BadInput(f"{name} must be {count} positive integers joined by x (e.g. {example}), got {text!r}")
@@ -54,6 +55,16 @@ def parse_sizes(text: str, count: int, name: str) -> tuple[int, ...]:
 def parse_tiles(text: str, name: str = "tiles") -> list[tuple[int, int]]:
     """``"3024x2048,512x512"`` -> ``[(3024, 2048), (512, 512)]`` (BLOCK_QxBLOCK_KV, comma-separated)."""
     return [parse_sizes(part, 2, name) for part in str(text).split(",")]
+
+
+def format_tile(block_q: int, block_kv: int) -> str:
+    """``(3024, 2048)`` -> ``"3024x2048"``: the tile string :func:`parse_tiles` reads back."""
+    return f"{block_q}x{block_kv}"
+
+
+def format_tiles(tiles) -> str:
+    """``[(3024, 2048), (512, 512)]`` -> ``"3024x2048,512x512"`` (:func:`parse_tiles` reads it back)."""
+    return ",".join(format_tile(q, k) for q, k in tiles)
 
 
 #: The longest token sequence: token indices are int32 in JAX without x64 and in Pallas TPU kernels.
@@ -86,6 +97,12 @@ class VideoGeometry:
     def L(self) -> int:
         """Sequence length, ``T * H * W``."""
         return self.T * self.F
+
+    @property
+    def pixel_frames(self) -> int:
+        """Frames of the pixel video these latent frames decode to (Wan's VAE: the first, then
+        ``WAN_VAE_STRIDE[0]`` per latent frame), the inverse of :meth:`from_pixels`."""
+        return 1 + (self.T - 1) * WAN_VAE_STRIDE[0]
 
     def __str__(self) -> str:
         grid = f"{self.T}x{self.H}x{self.W}"
@@ -171,4 +188,4 @@ def get_geometry(spec: "str | VideoGeometry", name: str = "geometry") -> VideoGe
 
 
 __all__ = ["VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up",
-           "parse_sizes", "parse_tiles"]
+           "parse_sizes", "parse_tiles", "format_tile", "format_tiles"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from svgtpu.geometry import format_tile
+from svgtpu.model.config import MODELS
 from svgtpu.recipes import BLOCK_KV, BLOCK_Q, DEFAULT_RECIPE
 
 
@@ -25,7 +27,7 @@ def model_label(model: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ProductionSetup:
-    """Model, resolution, device and chip count, tiles and recipe of the claims' main line."""
+    """Model, resolution, device and chip count, steps and guidance, tiles and recipe of the claims' main line."""
 
     model: str = "wan2.1-14b"        # a :data:`svgtpu.costmodel.MODELS` name
     resolution: str = "1440p"        # a :data:`svgtpu.geometry.PRESETS` name
@@ -34,6 +36,22 @@ class ProductionSetup:
     block_q: int = BLOCK_Q           # MaxDiffusion's Wan tiles on v6e (cited in svgtpu.recipes)
     block_kv: int = BLOCK_KV
     recipe: str = DEFAULT_RECIPE.name
+    steps: int = DEFAULT_RECIPE.steps   # denoising steps: the recipe's (SVG's Wan 2.1 script, cited there)
+    cfg: bool = True                 # classifier-free guidance: two transformer passes per step, as Wan samples
+
+    @property
+    def heads(self) -> int:
+        """Attention heads of the model (Wan 2.1 14B: 40, cited in :mod:`svgtpu.model.config`)."""
+        return MODELS[self.model].heads
+
+    @property
+    def layers(self) -> int:
+        return MODELS[self.model].layers
+
+    def sparse_call(self) -> dict:
+        """``step``, ``num_steps``, ``layer``, ``num_layers`` of a call past SVG's dense warm-up (the last step
+        and layer): where a compile sees the sparse path."""
+        return {"step": self.steps - 1, "num_steps": self.steps, "layer": self.layers - 1, "num_layers": self.layers}
 
     @property
     def slice(self) -> str:
@@ -42,8 +60,8 @@ class ProductionSetup:
 
     @property
     def tiles(self) -> str:
-        """``3024×2048``."""
-        return f"{self.block_q}×{self.block_kv}"
+        """``3024x2048`` (:func:`svgtpu.geometry.parse_tiles` reads it back: ``--tiles`` takes it)."""
+        return format_tile(self.block_q, self.block_kv)
 
     def label(self, resolution: str | None = None) -> str:
         """``Wan 2.1 14B 1440p, v6e-8`` (at another ``resolution`` if given)."""

@@ -101,7 +101,7 @@ def test_compile_command_exit_status(capsys):
     assert "block_q must be a positive multiple of 8" in capsys.readouterr().err
     assert main(["compile", "--topology", "v5e:2x2"]) == 2
     # refused before compiling: the VMEM estimate is over v5p's budget; the line names a block_kv_compute that fits
-    assert main(["compile", "--device", "v5p", "--geometry", "4x8x16", "--block-q", "3024", "--block-kv", "2048",
+    assert main(["compile", "--device", "v5p", "--geometry", "3x32x32", "--block-q", "3024", "--block-kv", "2048",
                  "--block-kv-compute", "2048", "--dtype", "float32", "--what", "kernel", "--json"]) == 1
     row, = json.loads(capsys.readouterr().out)["targets"]
     assert not row["compiled"] and "over the v5p budget" in row["reason"] and "block_kv_compute=" in row["reason"]

@@ -143,11 +143,12 @@ def test_attention_ceiling_from_units():
     # d = 128 fills half of each 256-wide MXU: QK^T and PV together at half of 918 TFLOP/s
     assert v6e["seconds_per_score"]["mxu_qk"] == pytest.approx(2 * 128 / (918e12 * 0.5))
     assert v6e["attention_flops_ceiling"] == pytest.approx(459e12) and v6e["bound_unit"] == "mxu"
-    # the VPU: 6.5 ops/score at 4 VALU slots x 1024 lanes x the 3.5 GHz prior; below the MXU even without the
-    # width penalty (4 d flops per score at the full 918 TFLOP/s)
+    # the VPU: 6.5 ops/score at 4 VALU slots x 1024 lanes x the 1.75 GHz clock (16-row pushes every 8 cycles
+    # on 2 MXUs): below the half-filled MXU, but above it at full fill (4 d flops per score at 918 TFLOP/s) --
+    # at d = 128 the width penalty is what keeps attention MXU-bound
+    assert v6e["seconds_per_score"]["vpu"] == pytest.approx(6.5 / (4 * 1024 * 918e12 / 524288))
     full = cm.attention_ceiling(dataclasses.replace(cm.get_device("v6e"), matmul_tile=None), kernel)
-    assert full["seconds_per_score"]["vpu"] == pytest.approx(6.5 / (4 * 1024 * 918e12 / (2 * 256 ** 2 * 2)))
-    assert full["bound_unit"] == "mxu" and full["seconds_per_score"]["vpu"] < 4 * 128 / 918e12
+    assert full["bound_unit"] == "vpu" and full["seconds_per_score"]["vpu"] > 4 * 128 / 918e12
     assert cm.attention_ceiling(cm.get_device("v5p"), kernel)["fraction_of_matmul_peak"] == pytest.approx(1.0)
 
 
@@ -274,8 +275,9 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     assert len(points) >= 4
     for p in points:
         assert p.source.startswith("https://") and p.what and p.seconds > 0
-    for family in cm.FAMILIES:
-        assert sum(p.role == "calibration" and p.family == family for p in points) <= 1
+    for family in cm.FAMILIES:   # at most one dense and one SVG calibration point each
+        for variant in ("dense", "svg"):
+            assert sum(p.role == "calibration" and p.family == family and p.variant == variant for p in points) <= 1
     gpu = cm.family_efficiency("hopper")
     calib = next(p for p in points if p.id == gpu["calibrated_on"])
     assert cm.predict_seconds(calib, gpu["efficiency"]) == pytest.approx(calib.seconds, rel=1e-6)
@@ -366,7 +368,11 @@ def test_scenario_rows_are_choices_around_the_central_setup(table):
         if r["group"] == "recipe":   # a recipe never touches the dense run
             assert r["dense_minutes"] == pytest.approx(central["dense_minutes"])
     assert {r["kernel"] for r in rows if r["group"] == "kernel"} >= {"splash", "tokamax"}
-    assert [r["sparse_efficiency"] for r in rows if r["group"] == "sparse layers"] == [low, high]
+    sparse_rows = [r for r in rows if r["group"] == "sparse layers"]
+    # the sparse layers as compiled (stretch 1) beside the TPU-calibrated central, then the GPU-implied scenario
+    assert setup.sparse_stretch > 1 and [(r["sparse_stretch"], r["sparse_efficiency"]) for r in sparse_rows] == \
+        [(1.0, 1.0), (1.0, low), (1.0, high)]   # the GPU scenario replaces the TPU's evidence
+    assert sparse_rows[0]["speedup"] > rows[0]["speedup"]     # the stretch only slows the sparse layers
     baseline = next(r for r in rows if r["dense_kernel"] == "splash" and r["kernel"] == "ours")
     assert baseline["dense_minutes"] > central["dense_minutes"]    # JAX Splash masks every tile of the padded mask
     assert all(r["attention_pricing"].startswith("compiled") for r in rows)
@@ -381,7 +387,7 @@ def test_every_spec_constant_is_cited():
         assert model.source.strip()
     with pytest.raises(ValueError, match="source"):
         cm.DeviceSpec("x", 1.0, 1.0, 1.0, 1.0, 1.0, None, source="")
-    assert cm.get_device("v6e").clock_hz == pytest.approx(918e12 / (2 * 256 ** 2 * 2))
+    assert cm.get_device("v6e").clock_hz == pytest.approx(918e12 / 524288)     # 2 MXUs x 16 rows x 256^2 x 2 / 8
     assert cm.get_device("v5e").clock_hz == pytest.approx(1.5e9, rel=0.01)
 
 
@@ -407,7 +413,7 @@ def test_cli_json_contract(capsys):
     assert main(["costmodel", "--resolution", "720p", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("attention_share", "attention_share_end_to_end", "dense_seconds", "svg_seconds", "speedup",
-                "saved_seconds", "contributions", "chain", "sensitivity", "reported", "stage_seconds", "memory"):
+                "saved_seconds", "contributions", "chain", "sensitivity", "stage_seconds", "memory"):
         assert key in out
     assert out["provenance"] == "modeled-v6e" and out["chips"] == 8 and out["cfg"] is True
     assert out["device_spec"]["matmul_tile"] == 256 and out["mesh"] == [2, 4]
@@ -449,20 +455,27 @@ def test_cli_bad_input_one_line(capsys, argv, word):
     assert len(err.splitlines()) == 1 and word in err
 
 
-def test_clock_and_vector_rates_come_from_the_probe_when_there_is_one(table):
-    # prior: 2 MXUs of 256 x 256 cells, one multiply-accumulate each per cycle
-    v6e = cm.get_device("v6e")
-    assert v6e.clock_hz == pytest.approx(918e12 / (2 * 256 ** 2 * 2)) and v6e.clock_source.startswith("prior")
+def test_one_clock_with_or_without_a_compiled_table_the_probe_only_checks_it(table):
+    # the spec's MXU: 2 MXUs per core, 16 bf16 rows of 256 x 256 every 8 cycles -> 524,288 flop per cycle,
+    # 918 TFLOP/s at 1.75 GHz; the VPU issues 4 vregs of 1024 lanes and the EUP one vreg per cycle
+    clock = 918e12 / (2 * 16 * 256 ** 2 * 2 / 8)
+    v6e, probed = cm.get_device("v6e"), cm.get_device("v6e", table)
+    assert v6e.clock_hz == probed.clock_hz == pytest.approx(clock)
+    assert v6e.vector_ops == probed.vector_ops == pytest.approx(4 * 1024 * clock)
+    assert probed.exp_ops == pytest.approx(1024 * clock)
+    assert "compiled-v6e probe" in probed.clock_source and "compiled-v6e probe" not in v6e.clock_source
     assert cm.get_device("v7x").mxus_per_core == 2      # JAX tpu_info; no 4-MXU alternative
-    # the probe: 524,288 flop per core cycle -> 918 TFLOP/s at 1.75 GHz; the VPU issues 4 vregs of 1024 lanes and
-    # the EUP one vreg per cycle (compiled schedules)
-    probed = cm.get_device("v6e", table)
-    clock = 918e12 / 524288
-    assert probed.clock_hz == pytest.approx(clock) and probed.clock_source.startswith("compiled-v6e probe")
-    assert probed.vector_ops == pytest.approx(4 * 1024 * clock) and probed.exp_ops == pytest.approx(1024 * clock)
     v7x = cm.get_device("v7x", table)
-    assert v7x.clock_hz == pytest.approx(2307e12 / 2 / 524288) and v7x.matmul_flops == cm.DEVICES["v7x"].matmul_flops
+    assert v7x.clock_hz == cm.get_device("v7x").clock_hz == pytest.approx(2307e12 / 2 / 524288)
     assert cm.get_device("v5e", table) == cm.DEVICES["v5e"]    # no probe: the prior stands
+    # the compiler's unit reader and the estimate read the same MXU and clock
+    from svgtpu.compiler.estimate import clock_hz
+    from svgtpu.compiler.units import core
+    assert core("v6e").flops_per_cycle == v6e.core_flops_per_cycle == 524288 and clock_hz("v6e") == v6e.clock_hz
+    # a probe that disagrees with the spec's MXU is an error, not a second clock
+    other = dataclasses.replace(table.probe("v6e"), flops_per_cycle=262144, clock_ghz=918e12 / 262144 / 1e9)
+    with pytest.raises(ValueError, match="MXU"):
+        cm.with_probe(cm.DEVICES["v6e"], other)
     bad = dataclasses.replace(table.probe("v6e"), cores_per_chip=2, clock_ghz=918e12 / 2 / 524288 / 1e9)
     with pytest.raises(ValueError, match="cores per chip"):
         cm.with_probe(cm.DEVICES["v6e"], bad)

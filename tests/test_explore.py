@@ -98,7 +98,8 @@ def test_downsample_mixes_colours_in_proportion():
 
 @pytest.mark.parametrize("field, value, message", [
     ("geometry", "12x3", "geometry must be"), ("kept", 1.5, "kept must be"), ("head", "diagonal", "head must be"),
-    ("block_q", 0, "block_q must be"), ("align", "round", "align must be"), ("chips", -1, "chips must be")])
+    ("block_q", 0, "block_q must be"), ("align", "round", "align must be"), ("chips", -1, "chips must be"),
+    ("block_kv", 10**6, "block_kv must be at most 302,464")])   # 1440p: L = 302,400 padded to 128 keys
 def test_settings_refuse_bad_values_in_one_line(field, value, message):
     with pytest.raises(ValueError, match=message) as info:
         explore.Settings(**{field: value})

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from svgtpu.bench import gpu as gpu_bench
+from svgtpu.bench.gpu_timing import reason
 from svgtpu.cli import main
 from svgtpu.facts.results import load_results
 
@@ -26,6 +27,9 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert 0 < aligned["density"] <= dense["density"] == 1
     assert rows["cudnn-dense"]["status"] == "skipped" and rows["cudnn-dense"]["reason"]  # no GPU here
     assert rows["ours-svg-fast"]["reason"] == "not in the smoke profile"
+    for row in rows.values():   # every skip says why in words (a bare assert in JAX once showed "AssertionError: ")
+        words = row["reason"].split(":", 1)[-1].split() if row["status"] == "skipped" else ["ok", "ran"]
+        assert len(words) >= 2, f"{row['variant']}: skip reason {row['reason']!r}"
     block = {r["attention"]: r for r in result["block"][0]["rows"]}
     assert block["dense-ours"]["status"] == "ok" and block["dense-ours"]["attention_share"] > 0  # noisy here
     assert result["end_to_end"][0]["dense_kernel"] == "ours"
@@ -35,6 +39,20 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert "gpu_attention_share_dense-ours_2x8x10" in data["claims"]["C2"]
     assert gpu_bench.gpu_rows(out)["attention"] == result["attention"]
     assert gpu_bench.gpu_rows(tmp_path / "absent.json") is None
+
+
+def test_a_bare_assert_is_reported_in_words(tmp_path, monkeypatch):
+    """A library's bare ``assert`` (JAX's Mosaic GPU attention off a GPU) has no message: the reason names the
+    check and where it failed.  The library is a module of its own: pytest rewrites asserts only in tests."""
+    (tmp_path / "some_library.py").write_text("def check(config):\n    assert config is not None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import some_library
+    with pytest.raises(AssertionError) as raised:
+        some_library.check(None)
+    assert str(raised.value) == ""
+    assert reason(raised.value) == ("AssertionError without a message: `assert config is not None` failed in check "
+                                    f"({'/'.join(tmp_path.parts[-2:])}/some_library.py:2)")
+    assert reason(MemoryError("out of memory\ndetails")) == "MemoryError: out of memory"
 
 
 def test_end_to_end_extrapolation_worked_by_hand():

@@ -56,7 +56,8 @@ def test_sharded_svg_layer_on_v6e_4x4_has_the_models_all_to_alls(capsys):
 
 @pytest.mark.skipif(not libtpu_available(), reason="libtpu not installed: no TPU compiler")
 def test_heads_the_mesh_cannot_split_are_reported(capsys):
-    status = main(["compile", "--topology", "4x4", "--geometry", "3x8x16", "--heads", "12", "--what",
+    status = main(["compile", "--topology", "4x4", "--geometry", "3x8x16", "--block-q", "128", "--block-kv", "128",
+                   "--heads", "12", "--what",
                    "sharded-svg-layer", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert status == 1 and "heads = 12 must be divisible by the 8 chips" in result["targets"][0]["reason"]

@@ -12,6 +12,7 @@ import re
 import string
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 from svgtpu.report import plots
 from svgtpu.report import reproduce
+from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.facts.results import NotebookRun, check_provenance, figures_dir, load_results
 
 #: What each notebook must leave behind: figure names and result entries per claim.
@@ -38,7 +40,9 @@ EXPECTED = {
         "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff", "c3_search"],
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
                           "pairs_added", "pairs_dropped", "output_error_aligned", "search_matches",
-                          "search_nearest_before", "search_nearest_after"]},
+                          "search_nearest_before", "search_nearest_after", "pair_accounting",
+                          "pair_error_snap_max", "pair_error_balanced_max", "search_maxdiffusion",
+                          "search_maxdiffusion_matches", "search_maxdiffusion_nearest_before"]},
     },
     "04_fast_path_ablation": {
         "figures": ["c4_kernel_variants", "c4_vector_ops"],
@@ -60,6 +64,7 @@ EXPECTED = {
         "figures": ["q_quality_vs_kept", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
                     "q_methods"],
         "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "kept_sweep",
+                         "psnr_aligned_balanced", "psnr_gap_aligned_equal_pairs",
                          "head_kinds", "head_kind_map", "methods_quality", "methods_tiles_1440p",
                          "methods_attention_ratio_1440p", "methods_pareto"]},
     },
@@ -259,3 +264,21 @@ def test_a_failing_notebook_names_its_cell_and_the_next_still_runs(tmp_path, iso
     assert "RuntimeError: planted failure" in result.error and "cell 3" in result.error
     executed = json.loads((tmp_path / "out" / "bad.ipynb").read_text())
     assert any(o.get("ename") == "RuntimeError" for c in executed["cells"] for o in c.get("outputs", []))
+
+
+def test_make_lab_turns_off_jupyterlab_news_and_update_checks():
+    """``make lab`` writes the overrides.json where the installed JupyterLab reads its app settings, setting its
+    notification plugin's ``fetchNews`` (the "Would you like to get notified about official Jupyter news?"
+    pop-up) and ``checkForUpdates`` to values that plugin's schema defines as never."""
+    from jupyterlab.labapp import LabApp
+    dry = subprocess.run(["make", "-n", "lab"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    overrides = json.loads(re.search(r"echo '(\{.*\})'", dry)[1])
+    path = Path(re.search(r"> (\S+overrides\.json)", dry)[1])
+    lab = LabApp()
+    assert path.relative_to(".venv") == (Path(lab.app_settings_dir) / "overrides.json").relative_to(sys.prefix)
+    name = "@jupyterlab/apputils-extension:notification"
+    schema = json.loads((Path(lab.schemas_dir) / name.replace(":", "/")).with_suffix(".json").read_text())
+    setting = overrides[name]
+    assert setting["fetchNews"] == "false"
+    assert {"const": "false", "title": "Never"} in schema["properties"]["fetchNews"]["oneOf"]
+    assert setting["checkForUpdates"] is False and schema["properties"]["checkForUpdates"]["type"] == "boolean"

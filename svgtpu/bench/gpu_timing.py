@@ -9,6 +9,8 @@ unsupported by the installed jax) and then times the survivors in interleaved ro
 from __future__ import annotations
 
 import time
+import traceback
+from pathlib import Path
 from typing import Callable
 
 import jax
@@ -37,9 +39,19 @@ class Budget:
 
 
 def reason(error: BaseException) -> str:
-    """One line: the error's type and the first line of its message (OOM, unsupported, ...)."""
+    """One line in words: the error's type and the first line of its message (OOM, unsupported, ...); for an
+    error without a message (a bare ``assert`` in a library), the check that failed and where, from its
+    traceback's last frame."""
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+    if text:
+        return f"{type(error).__name__}: {text[0][:300]}"
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return f"{type(error).__name__} without a message"
+    last = frames[-1]
+    where = "/".join(Path(last.filename).parts[-3:])
+    check = f"`{last.line}` failed" if last.line else "a check failed"
+    return f"{type(error).__name__} without a message: {check} in {last.name} ({where}:{last.lineno})"
 
 
 def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, desc: str) -> tuple[dict, dict]:

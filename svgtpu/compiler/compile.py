@@ -22,10 +22,10 @@ import re
 import time
 
 from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
-from svgtpu.kernels.config import KernelConfig
+from svgtpu.kernels.config import KernelConfig, check_blocks_cover
 from svgtpu.kernels.common import HEAD_DIMS, compiling_for
 from svgtpu.kernels.plan import tile_plan
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.production import PRODUCTION
 from svgtpu.tpu_env import package_version
 from svgtpu.errors import BadInput
 
@@ -134,7 +134,7 @@ class CompileJob:
     """What to compile: a geometry, a kernel config, a dtype and head count, for one TPU generation."""
 
     geometry: str = "720p"
-    config: KernelConfig = KernelConfig(block_q=BLOCK_Q, block_kv=BLOCK_KV)
+    config: KernelConfig = KernelConfig(block_q=PRODUCTION.block_q, block_kv=PRODUCTION.block_kv)
     device: str = "v6e"
     topology: str | None = None
     dtype: str = "bfloat16"
@@ -144,9 +144,9 @@ class CompileJob:
     multiplier: float | None = None
     align: str | None = None
 
-    def __post_init__(self):  # one line on a bad geometry or head size, before any compile
+    def __post_init__(self):  # one line on a bad geometry, block or head size, before any compile
         from svgtpu.geometry import get_geometry
-        get_geometry(self.geometry)
+        check_blocks_cover(self.config.block_q, self.config.block_kv, get_geometry(self.geometry).L)
         if self.head_dim not in HEAD_DIMS:
             raise BadInput(f"head_dim must be one of {HEAD_DIMS} (the kernel's head sizes), got {self.head_dim!r}")
 
@@ -194,11 +194,9 @@ def _svg_layer_target(job: CompileJob, dev):
     sharding = jax.sharding.SingleDeviceSharding(dev)
     x = jax.ShapeDtypeStruct((job.heads, g.L, job.head_dim), jnp.dtype(job.dtype), sharding=sharding)
     key = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=sharding)
-    num_steps = 50  # the last step and layer are past SVG's dense warm-up: the sparse path compiles
 
-    def fn(q, k, v, key):
-        return svg_attention(q, k, v, g, svg, key=key, step=num_steps - 1, num_steps=num_steps,
-                             layer=39, num_layers=40)
+    def fn(q, k, v, key):  # a call past SVG's dense warm-up: the sparse path compiles
+        return svg_attention(q, k, v, g, svg, key=key, **PRODUCTION.sparse_call())
     return fn, (x, x, x, key), _plan_facts(svg.mask(g), g.L, job, job.head_dim, job.dtype), str(g)
 
 

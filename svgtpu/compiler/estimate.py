@@ -9,8 +9,8 @@ block only when its index changes between consecutive steps).
 
 **Static bundles are not latency**: they are the compiler's cycles before any stall on memory.  The
 time band takes, per step, ``max(compute, memory)`` -- the steady state of a double-buffered pipeline
-whose next fetch overlaps the current step's compute -- with the clock the probe derives
-(:mod:`svgtpu.compiler.probe`: the published peak over the flops per cycle the schedule shows) and one
+whose next fetch overlaps the current step's compute -- with the device spec's clock
+(:class:`svgtpu.costmodel.specs.Mxu`: the published peak over the flops per cycle the schedule shows) and one
 core's share of the chip's HBM bandwidth (:data:`svgtpu.costmodel.specs.DEVICES`).
 """
 
@@ -24,11 +24,9 @@ PIPELINE_FILL = 2
 
 
 def clock_hz(device: str) -> float:
-    """The clock the published bf16 peak implies at the flops per cycle the schedule shows."""
-    from svgtpu.compiler.units import core
+    """The device's clock: its spec's one definition (the published bf16 peak at its MXU's flops per cycle)."""
     from svgtpu.costmodel.specs import DEVICES
-    spec = DEVICES[device]
-    return spec.matmul_flops / spec.cores / core(device).flops_per_cycle
+    return DEVICES[device].clock_hz
 
 
 def core_bandwidth(device: str) -> float:

@@ -111,9 +111,9 @@ def _svg_layer(mj: MultihostJob, devices):
     mesh = make_mesh(data=data, heads=1, seq=seq, devices=devices)
     x = jax.ShapeDtypeStruct((2, job.heads, g.L, job.head_dim), jnp.dtype(job.dtype),
                              sharding=NamedSharding(mesh, P("data", "heads", "seq")))
-    num_steps = 50  # the last step and layer: past SVG's dense warm-up, the sparse path compiles
+    # a call past SVG's dense warm-up: the sparse path compiles
     svg = functools.partial(svg_attention, geometry=g, config=job.svg_config(), key=jax.random.PRNGKey(0),
-                            step=num_steps - 1, num_steps=num_steps, layer=39, num_layers=40)
+                            **PRODUCTION.sparse_call())
     expected = _expected_ulysses(mj, g.L, seq)
     return ulysses(svg, mesh), (x, x, x), dict(mesh.shape), str(g), expected
 

@@ -36,6 +36,7 @@ import math
 import re
 from collections import Counter
 
+from svgtpu.costmodel.specs import DEVICES, Mxu
 from svgtpu.errors import BadInput
 
 #: The units whose minimum cycles :class:`UnitCycles` carries, in table order.
@@ -47,35 +48,39 @@ _EUP_OPS = ("vpow2", "vexp", "vrcp", "vrsqrt", "vtanh", "vlog2", "vsigmoid")
 
 @dataclasses.dataclass(frozen=True)
 class Core:
-    """One TensorCore as its static schedules show it: MXUs (count and columns from JAX's
-    ``pltpu.get_tpu_info_for_chip``, checked against the schedule by the probe), the push interval
-    and the issue slots per bundle of each vector unit (read off compiled probes)."""
+    """One TensorCore as its static schedules show it: its MXUs (the device spec's one definition,
+    :class:`svgtpu.costmodel.specs.Mxu`, checked against the schedule by the probe) and the issue slots
+    per bundle of each vector unit (read off compiled probes)."""
 
     device: str
-    mxus: int
-    mxu_columns: int
-    push_interval: int      # bundles between pushes on one MXU in a steady run
-    push_rows: int          # bf16 rows one push carries (probe: flops per push / (2 x columns^2))
+    mxu: Mxu
     slots: tuple            # ((kind, most per bundle), ...) for vector_load, vector_store, valu, mask, eup, eup_pop
+
+    @property
+    def mxus(self) -> int:
+        return self.mxu.count
+
+    @property
+    def mxu_columns(self) -> int:
+        return self.mxu.columns
+
+    @property
+    def push_interval(self) -> int:
+        """Bundles between pushes on one MXU in a steady run."""
+        return self.mxu.push_interval
 
     @property
     def flops_per_cycle(self) -> int:
         """bf16 flops one core's MXUs retire per cycle at full fill."""
-        return self.mxus * self.push_rows * self.mxu_columns ** 2 * 2 // self.push_interval
+        return self.mxu.flops_per_cycle
 
     def slot(self, kind: str) -> int:
         return dict(self.slots)[kind]
 
 
 _SLOTS = (("vector_load", 3), ("vector_store", 2), ("valu", 4), ("mask", 2), ("eup", 1), ("eup_pop", 1))
-#: v6e (libtpu 0.0.42.1): pushes 8 bundles apart on each of ``mxu0``/``mxu1`` in a steady matmul,
-#: 2,097,152 flop each (16 rows x 256 x 256 x 2).  v7x: the same MXUs and slots; its schedule lets
-#: pushes that accumulate in the MXU result buffer queue 2 bundles apart, which no clock at the
-#: published peak allows, so its push interval is taken as v6e's (the probe records both readings).
-CORES = {
-    "v6e": Core("v6e", mxus=2, mxu_columns=256, push_interval=8, push_rows=16, slots=_SLOTS),
-    "v7x": Core("v7x", mxus=2, mxu_columns=256, push_interval=8, push_rows=16, slots=_SLOTS),
-}
+#: The TPUs whose schedules we read: their MXUs from the device spec, the same slots (v6e and v7x).
+CORES = {device: Core(device, mxu=DEVICES[device].mxu, slots=_SLOTS) for device in ("v6e", "v7x")}
 
 
 def core(device: str) -> Core:

@@ -67,7 +67,7 @@ class BlockJob:
     def __post_init__(self):
         from svgtpu.costmodel.workload import get_model
         from svgtpu.geometry import get_geometry
-        from svgtpu.kernels.config import KernelConfig
+        from svgtpu.kernels.config import KernelConfig, check_blocks_cover
         if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
             object.__setattr__(self, "model", ModelConfig(**self.model))
         if self.device not in SLICES:
@@ -75,7 +75,8 @@ class BlockJob:
                              f"got {self.device!r}")
         if self.variant not in VARIANTS:
             raise BadInput(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        get_model(self.model), get_geometry(self.resolution), KernelConfig(self.block_q, self.block_kv)
+        get_model(self.model), KernelConfig(self.block_q, self.block_kv)
+        check_blocks_cover(self.block_q, self.block_kv, get_geometry(self.resolution).L)
         if not 0 < self.kept < 1:
             raise BadInput(f"kept must be in the open interval (0, 1), got {self.kept!r}")
         if self.kernel not in KERNEL_READINGS:

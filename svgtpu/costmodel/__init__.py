@@ -15,9 +15,14 @@ priced where it can be from what the real TPU compiler scheduled.  Its parts, on
 - :mod:`~svgtpu.costmodel.parallel`: slice mesh, all-to-alls across its bisection, weight sharding;
 - :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer), host;
 - :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
-- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), the one calibration
-  point per device family, predicted vs published (independent points apart), the calibrated-setup
-  factory (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse-efficiency evidence;
+- :mod:`~svgtpu.costmodel.policy`: SVG policies as data in MaxDiffusion's names (windows, density per Wan 2.2
+  expert, the expert split from the scheduler, the density -> band rules), read from a MaxDiffusion YAML;
+- :mod:`~svgtpu.costmodel.sparse_layers`: MaxDiffusion's SVG runs on v6e-8 priced term by term from the
+  compiled table, with one fitted number (the sparse stretch);
+- :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), one dense and one SVG
+  calibration point per device family, predicted vs published (independent points apart), the
+  calibrated-setup factory (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse evidence;
+- :mod:`~svgtpu.costmodel.against_tpu`: blind vs calibrated against MaxDiffusion's measured runs, the gap;
 - :mod:`~svgtpu.costmodel.sensitivity`: the unknown constants' ranges, tornado and interval, refitted;
 - :mod:`~svgtpu.costmodel.scenarios`: recipe and kernel choices as rows;
 - :mod:`~svgtpu.costmodel.command`: ``svgtpu costmodel``.
@@ -47,10 +52,14 @@ from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fiel
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
 from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANTITIES, SPLIT as SENSITIVITY_SPLIT, Knob,
-                                          at_knob, sensitivity, speedup_surface, tornado_rows)
-from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, fit_efficiency,
-                                      predict_seconds, published_points, published_svg_efficiency,
-                                      related_calibration, sparse_efficiency_evidence, validate)
+                                          at_knob, sensitivity, sparse_knobs, speedup_surface, stretch_as_efficiency,
+                                          tornado_rows)
+from svgtpu.costmodel.policy import POLICY_NAMES, Policy, get_policy
+from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, family_stretch,
+                                      fit_efficiency, fit_sparse_stretch, maxdiffusion_rows, predict_seconds,
+                                      published_points, published_svg_efficiency, related_calibration,
+                                      sparse_efficiency_evidence, validate)
+from svgtpu.costmodel.against_tpu import against_tpu, blind_prediction
 from svgtpu.costmodel.scenarios import scenario_setups, scenario_table
 
 __all__ = [
@@ -68,7 +77,9 @@ __all__ = [
     "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
     "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
-    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "at_knob", "sensitivity", "tornado_rows",
+    "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "at_knob", "sensitivity", "sparse_knobs",
+    "tornado_rows", "stretch_as_efficiency", "POLICY_NAMES", "Policy", "get_policy", "family_stretch", "fit_sparse_stretch",
+    "maxdiffusion_rows", "against_tpu", "blind_prediction",
     "speedup_surface",
     "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "fit_efficiency", "calibrated_setup",
     "related_calibration", "published_svg_efficiency", "sparse_efficiency_evidence", "validate",

@@ -2,7 +2,9 @@
 
 Modes: the default models one setup (result, interval, tornado, scenario table); ``validate`` compares
 with published timings; ``sparse_evidence`` lists where the central sparse efficiency comes from;
-``sweep`` runs resolutions (C2/C5) or chip counts (multi-host).  Each returns ``(result, table)``.
+``sweep`` runs resolutions (C2/C5) or chip counts (multi-host); ``policy`` models a MaxDiffusion SVG policy
+(a name or a MaxDiffusion YAML) on v6e-8.  Each returns ``(result, table)``.  The model models: the
+write-up's reported numbers are set beside ours by the paper and the notebooks, not here.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 from svgtpu import costmodel as cm
-from svgtpu.costmodel.compiled import load_compiled
+from svgtpu.costmodel.compiled import load_compiled, resolve
+from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.production import PRODUCTION
-from svgtpu.facts.claims import REPORTED, reported_json
 from svgtpu.facts.tables import format_table
 from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.errors import BadInput
@@ -57,9 +59,15 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
                         for f, x in result["families"].items()]
+                     + [f"{f}: sparse stretch {x['sparse_stretch']:.3f} fitted on {x['svg_calibrated_on']}"
+                        for f, x in result["families"].items() if x["svg_calibrated_on"]]
                      + [f"TPU clocks: {clocks}", f"compiled tile table: {result['compiled_table'] or 'none (priors)'}",
                         f"({result['provenance']})"])
-    return result, format_table(rows) + "\n" + note
+    svg = [{k: r[k] for k in ("policy", "role", "published_speedup", "predicted_speedup", "error", "published_svg_s",
+                              "predicted_svg_s", "stretch_this_run_needs")} for r in result["maxdiffusion_svg"]]
+    svg_note = ("\n\nMaxDiffusion's measured SVG runs on v6e-8 (speedup over the same-node dense control):\n"
+                + format_table(svg)) if svg else ""
+    return result, format_table(rows) + "\n" + note + svg_note
 
 
 def sparse_evidence_command(setup: cm.Setup) -> tuple[dict, str]:
@@ -115,16 +123,13 @@ def build_setup(args, device=None) -> cm.Setup:
 def model_command(setup: cm.Setup) -> tuple[dict, str]:
     """One setup: the result, its interval and tornado, and the scenario table."""
     result = cm.model_video(setup)
-    result["sensitivity"] = band = cm.sensitivity(setup)
+    result["sensitivity"] = band = cm.sensitivity(setup, central_result=result)
     published = cm.published_svg_efficiency(setup.compiled)["range"]
-    result["scenarios"] = cm.scenario_table(setup, published)
-    reported = {"attention_share": REPORTED["C2", "attention_share_1440p"],
-                "attention_share_end_to_end": REPORTED["C2", "attention_share_1440p"],
-                "speedup": REPORTED["C1", "speedup"], "saved_minutes": REPORTED["C1", "minutes_saved"]}
-    rows = [{"quantity": k, "modeled": result[k], "interval_min": band[k]["min"], "interval_max": band[k]["max"],
-             "reported": reported.get(k, "")} for k in cm.SENSITIVITY_QUANTITIES]
+    result["scenarios"] = cm.scenario_table(setup, published, central=(result, band))
+    rows = [{"quantity": k, "modeled": result[k], "interval_min": band[k]["min"], "interval_max": band[k]["max"]}
+            for k in cm.SENSITIVITY_QUANTITIES]
     rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k],
-              "interval_min": band[f"split_{k}"]["min"], "interval_max": band[f"split_{k}"]["max"], "reported": ""}
+              "interval_min": band[f"split_{k}"]["min"], "interval_max": band[f"split_{k}"]["max"]}
              for k in cm.SENSITIVITY_SPLIT]
     chain = [{"variant": r["variant"], "minutes": r["seconds"] / 60, "speedup_vs_dense": r["speedup_vs_dense"]}
              for r in result["chain"]]
@@ -150,9 +155,8 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
         rows = cm.sweep_resolution(setup)
         result = {"model": setup.model.name, "device": setup.device.name, "chips": setup.chips, "steps": setup.steps,
                   "cfg": setup.cfg, "kept": setup.kept, "multiplier": setup.multiplier, "sweep": rows,
-                  "reported": reported_json(), "provenance": setup.provenance}
-        return result, format_table(rows) + (f"\n({setup.provenance}; reported C2 at {PRODUCTION.resolution}: "
-                                             f"{REPORTED['C2', 'attention_share_1440p']:.1%})")
+                  "provenance": setup.provenance}
+        return result, format_table(rows) + f"\n({setup.provenance})"
     from svgtpu.costmodel.multihost import multihost_sweep
     fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
                                              "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
@@ -164,8 +168,58 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
     return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
 
 
+def policy_command(args) -> tuple[dict, str]:
+    """``--policy NAME`` or ``--policy FILE.yml``: MaxDiffusion's SVG run of that policy on v6e-8 (its attention
+    configuration from the file, else the docs' example), dense and SVG denoising and their ratio, priced term
+    by term with the calibrated sparse stretch (:mod:`svgtpu.costmodel.sparse_layers`)."""
+    from pathlib import Path
+
+    from svgtpu.costmodel import sparse_layers
+    from svgtpu.costmodel.policy import POLICY_NAMES, flops_saved, get_policy, read_yaml
+    from svgtpu.geometry import VideoGeometry
+
+    compiled = resolve(compiled_table(args.compiled_tiles))
+    if args.policy in POLICY_NAMES:
+        (policy, video), config = get_policy(args.policy), {}
+    elif Path(args.policy).suffix in (".yml", ".yaml") or Path(args.policy).exists():
+        policy, video, config = read_yaml(args.policy)
+    else:
+        get_policy(args.policy)   # one line naming the policies and the file form
+    setting = sparse_layers.run_setting(config)
+    geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
+    base = cm.calibrated_setup("wan2.2-a14b", geometry, "v6e", compiled=compiled, steps=video["num_inference_steps"],
+                               cfg=bool(video["do_classifier_free_guidance"]), chips=setting.chips)
+    setup = sparse_layers.run_setup(base, setting)
+    run = sparse_layers.speedup(setup, setting, policy)
+    tiles = {str(d): sparse_layers.sparse_tiles(setup, setting, band_multiplier(geometry, d, policy.band_rule))
+             for d in sorted(set(policy.densities))}
+    result = {"speedup": run["speedup"], "dense_seconds": run["dense_seconds"], "svg_seconds": run["svg_seconds"],
+              "policy": policy.as_dict(), "setting": dataclasses.asdict(setting), "video": video,
+              "calls": run["svg"]["calls"], "svg_terms": run["svg"]["terms"], "dense_terms": run["dense"]["terms"],
+              "dense_call": run["dense"]["dense_call"], "tiles": tiles, "sparse_stretch": setup.sparse_stretch,
+              "flops_saved": flops_saved(policy, setup.model, geometry, setup.steps),
+              "efficiency": dataclasses.asdict(setup.efficiency), "provenance": setup.provenance}
+    terms = run["svg"]["terms"]
+    rows = [{"part": k, "seconds": v} for k, v in terms.items() if k != "sparse"]
+    rows += [{"part": f"sparse calls: {k}", "seconds": v} for k, v in terms["sparse"].items()]
+    tile_rows = [{"policy density": d, "kept pairs": t["density"],
+                  **{k: t[k] for k in ("full", "tail", "rows", "longest_row", "idle", "tile_density")}}
+                 for d, t in tiles.items()]
+    head = (f"policy {policy.name}: densities {policy.densities[0]:g} / {policy.densities[1]:g} (high / low noise), "
+            f"steps [{policy.steps[0]}, {policy.steps[1]}), layers [{policy.layers[0]}, {policy.layers[1]}), "
+            f"flow shift {policy.split.flow_shift:g} -> {run['svg']['calls']['sparse']} sparse calls per pass\n"
+            f"dense {run['dense_seconds']:.1f} s, SVG {run['svg_seconds']:.1f} s: speedup {run['speedup']:.3f}x "
+            f"(sparse stretch {setup.sparse_stretch:.3f}; transformer FLOPs saved {result['flops_saved']:.1%})  "
+            f"[{setup.provenance}]")
+    return result, "\n\n".join([head, "SVG denoising by part:\n" + format_table(rows),
+                                 f"tiles of one sparse call ({setting.sparse_block_q}x{setting.sparse_block_kv}):\n"
+                                 + format_table(tile_rows)])
+
+
 def costmodel_command(args, device=None) -> tuple[dict, str]:
     """``svgtpu costmodel``: the mode the arguments ask for (``device``: a measured spec for ``--device cpu``)."""
+    if getattr(args, "policy", None):
+        return policy_command(args)
     if args.validate:
         return validate_command(compiled_table(args.compiled_tiles))
     setup = build_setup(args, device)
@@ -177,4 +231,4 @@ def costmodel_command(args, device=None) -> tuple[dict, str]:
 
 
 __all__ = ["resolve_slice", "compiled_table", "build_setup", "validate_command", "sparse_evidence_command",
-           "model_command", "sweep_command", "costmodel_command"]
+           "model_command", "sweep_command", "policy_command", "costmodel_command"]

@@ -62,17 +62,20 @@ def _check_ici(device: DeviceSpec) -> None:
         raise BadInput(f"device {device.name} has no ici_bandwidth; model it on chips=1")
 
 
-def all_to_all_seconds(bytes_per_chip: float, chips: int, device: DeviceSpec, eff: Efficiency) -> float:
+def all_to_all_seconds(bytes_per_chip: float, chips: int, device: DeviceSpec, eff: Efficiency,
+                       shape: tuple[int, ...] | None = None) -> float:
     """One all-to-all in which each chip sends ``(chips-1)/chips`` of its ``bytes_per_chip``.
 
-    Mesh: the slower of the bisection (``chips * bytes / 4`` cross the middle each way) and a
-    chip's own links; switch: a chip's one-way bandwidth.
+    Mesh (``shape``, default the slice shape of ``chips``): the slower of the bisection (``chips * bytes / 4``
+    cross the middle each way) and a chip's own links; switch: a chip's one-way bandwidth.
     """
     if chips == 1:
         return 0.0
     _check_ici(device)
     sent = bytes_per_chip * (chips - 1) / chips
-    shape = mesh_shape(device, chips)
+    if shape is not None and math.prod(shape) != chips:
+        raise BadInput(f"mesh shape {shape} does not hold {chips} chips")
+    shape = shape if shape is not None or device.ici_ports is None else mesh_shape(device, chips)
     if shape is None:
         return sent / (device.ici_bandwidth / 2 * eff.ici)
     bisection, degree = _mesh_links(shape, WRAP_AT[device.ici_ports])

@@ -17,12 +17,12 @@ and device (``Setup.compiled``; :mod:`svgtpu.costmodel.tile_costs`), else from p
 which (``attention_pricing``).  ``Setup.kernel`` is the attention kernel (ours, JAX's Splash, tokamax; a
 GPU's FlashAttention), ``Setup.dense_kernel`` the one the dense reference runs (default: the same).
 
-Sparse layers carry one more factor, ``Setup.sparse_efficiency``: the share of the modeled sparse-layer
-time (the kernel's tiles + SVG's profiling and layout transform) a real sparse layer reaches.  1 means
-"as modeled": with the compiled table the kernel's own sparse overhead is already in the modeled time,
-so the central value is 1 and the evidence for it is the compiled schedule plus SVG's per-layer extra
-work (:func:`sparse_layer_efficiency`); SVG's published GPU runs imply lower values, a named scenario
-(:mod:`svgtpu.costmodel.scenarios`), not the central estimate.
+Sparse layers carry two more factors.  ``Setup.sparse_stretch`` multiplies the sparse kernel's time: what
+the compiled static schedule does not see of sparse tiles relative to dense ones, the one number fitted to
+MaxDiffusion's measured moderate SVG run on v6e-8 (:mod:`svgtpu.costmodel.sparse_layers`;
+:func:`svgtpu.costmodel.validate.calibrated_setup` sets it for TPUs; 1 = as compiled).
+``Setup.sparse_efficiency`` divides the whole sparse layer: the scenario "as efficient as SVG's published
+GPU runs imply" (:mod:`svgtpu.costmodel.scenarios`), 1 otherwise.
 
 The efficiency is explicit: a :class:`Setup` never looks up a calibration itself (that would make
 this module import the validation above it); :func:`svgtpu.costmodel.validate.calibrated_setup`
@@ -50,9 +50,8 @@ from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_secon
                                          compiled_head_seconds, kernel_steps, mask_tiles)
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
-from svgtpu.facts.claims import reported_json
 from svgtpu.facts.results import provenance
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.production import PRODUCTION
 from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
                              DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
@@ -82,11 +81,11 @@ class Setup:
     model: ModelConfig
     geometry: VideoGeometry
     device: DeviceSpec
-    chips: int = 8
-    steps: int = 50
-    cfg: bool = True
-    block_q: int = BLOCK_Q            # MaxDiffusion's Wan block sizes on v6e (svgtpu.recipes.PRODUCTION_TILE)
-    block_kv: int = BLOCK_KV
+    chips: int = PRODUCTION.chips     # the production setup's (svgtpu.production) unless given
+    steps: int = PRODUCTION.steps
+    cfg: bool = PRODUCTION.cfg
+    block_q: int = PRODUCTION.block_q
+    block_kv: int = PRODUCTION.block_kv
     # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
     kept: float | None = DEFAULT_KEPT   # kept fraction; or give multiplier
     multiplier: float | None = None
@@ -95,7 +94,9 @@ class Setup:
     profile_rows: int = DEFAULT_PROFILE_ROWS   # query rows online profiling samples per head
     temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
     efficiency: Efficiency | None = None   # required; see validate.calibrated_setup
-    sparse_efficiency: float = 1.0    # share of the modeled sparse-layer time real sparse layers reach
+    sparse_efficiency: float = 1.0    # GPU scenario only: share of the modeled sparse layer SVG's GPU runs reach
+    sparse_stretch: float = 1.0       # realized / static time of sparse-kernel tiles relative to dense ones (TPU:
+                                      # fitted to MaxDiffusion's moderate run, svgtpu.costmodel.sparse_layers)
     vae_sharded: bool = True          # VAE over the slice (MaxDiffusion) or one rank in fp32 (Wan's reference)
     image_encoder: str | None = None  # image-to-video conditioning (IMAGE_ENCODERS)
     kernel: str = "ours"              # attention kernel: ours, splash, tokamax (TPU) or flash (GPU)
@@ -135,6 +136,8 @@ class Setup:
                            "svgtpu.costmodel.validate.calibrated_setup (the device family's calibrated one)")
         if not 0 < self.sparse_efficiency <= 1:
             raise BadInput(f"sparse_efficiency must be in (0, 1], got {self.sparse_efficiency!r}")
+        if not (isinstance(self.sparse_stretch, (int, float)) and 0 < self.sparse_stretch < 100):
+            raise BadInput(f"sparse_stretch must be a positive number, got {self.sparse_stretch!r}")
         for field in ("kernel", "dense_kernel"):
             value = getattr(self, field)
             if value is not None and value not in ATTENTION_KERNELS:
@@ -381,7 +384,8 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     the padded kv tiles make every tile pay the masking work, as in Splash).  Otherwise the SVG
     schedule: dense warm-up steps and layers run the best dense kernel (fast path: only the padded
     kv tiles are masked); sparse layers run mask ``kind`` with or without ``fast_path`` and pay
-    profiling and layout transforms, all divided by ``Setup.sparse_efficiency``.
+    profiling and layout transforms; the kernel's time is stretched by ``Setup.sparse_stretch`` (the TPU's
+    evidence) and the whole sparse layer divided by ``Setup.sparse_efficiency`` (the GPU scenario).
     """
     breakdown = forward_breakdown(setup)
     other = sum(v for k, v in breakdown.items() if k != "self_attention")
@@ -390,7 +394,8 @@ def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     if kind == "dense":
         return passes * (other + n_layers * _dense_layer(setup, fast_path))
     overhead = sum(svg_overhead_seconds(setup).values())
-    sparse_layer = (_per_chip_layer_attention(setup, kind, fast_path) + overhead) / setup.sparse_efficiency
+    kernel = setup.sparse_stretch * _per_chip_layer_attention(setup, kind, fast_path)
+    sparse_layer = (kernel + overhead) / setup.sparse_efficiency
     dense_calls, sparse_calls = layer_calls(setup.steps, n_layers, setup.dense_steps, setup.dense_layers)
     return setup.sequential_passes * (setup.steps * other + dense_calls * dense_layer + sparse_calls * sparse_layer)
 
@@ -417,7 +422,8 @@ def sparse_layer_efficiency(setup: Setup, kind: str = "svg-aligned") -> float:
     how close the sparse layers come to scaling with density."""
     stats, info = setup.tiles(kind)
     ideal = _dense_layer(setup) * info["density"]
-    actual = _per_chip_layer_attention(setup, kind, True) + sum(svg_overhead_seconds(setup).values())
+    actual = (setup.sparse_stretch * _per_chip_layer_attention(setup, kind, True)
+              + sum(svg_overhead_seconds(setup).values()))
     return ideal / actual * setup.sparse_efficiency
 
 
@@ -474,7 +480,7 @@ def model_video(setup: Setup) -> dict:
         "chain": chain, "unaligned_fast_path_seconds": unaligned_fast,
         "dense_no_fast_path_seconds": dense_no_fast_path, "contributions": contributions,
         "svg_overhead_per_sparse_layer": svg_overhead_seconds(setup), "tiles": tiles,
-        "reported": reported_json(), "provenance": setup.provenance,
+        "sparse_stretch": setup.sparse_stretch, "provenance": setup.provenance,
     }
 
 

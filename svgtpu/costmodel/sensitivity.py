@@ -23,8 +23,11 @@ import functools
 import math
 from typing import Any, Callable
 
-from svgtpu.costmodel.pipeline import Setup, model_video, video_seconds
-from svgtpu.costmodel.validate import Unreachable, fit_efficiency
+from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
+from svgtpu.costmodel.policy import WAN_OWN_FLOW_SHIFT, ExpertSplit, get_policy
+from svgtpu.costmodel.sparse_layers import RunSetting
+from svgtpu.costmodel.validate import (Unreachable, family_stretch, fit_efficiency,
+                                      fit_sparse_stretch, maxdiffusion_rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +41,12 @@ class Knob:
     why: str
     applies: Callable[[Setup], bool] = lambda setup: True
     set: Callable[[Setup, Any], Setup] | None = None
+    refit: bool = True      # False: the knob cannot move the dense calibration run (nothing to refit)
 
     def get(self, setup: Setup):
         if self.path == "attention_over_matmul":
             return setup.efficiency.attention / setup.efficiency.matmul
-        head, _, tail = self.path.partition(".")
+        head, _, tail = self.path.split(":")[0].partition(".")   # "field: which evidence" names one field's reading
         value = getattr(setup, head)
         return getattr(value, tail) if tail else value
 
@@ -75,10 +79,48 @@ KNOBS = (
          "decided by the data at run time"),
     Knob("device.grid_step_seconds", 0.1e-6, 1e-6, "fixed Pallas grid-step cost where no compiled table prices the "
          "kernel (assumption, no public figure)", applies=_prior_attention),
-    Knob("efficiency.vector_scale", 0.5, 1.0, "without a compiled probe the clock is a prior (one MAC per MXU cell "
-         "per cycle); at two, the clock and so the VPU and EUP rates halve",
+    Knob("efficiency.vector_scale", 0.5, 1.0, "a TPU whose MXU no compiled probe shows (v5e, v5p) has a prior clock (one MAC per "
+         "MXU cell per cycle); at two, the clock and so the VPU and EUP rates halve",
          applies=lambda s: s.device.family == "tpu" and not s.device.clock_source.startswith("compiled")),
 )
+
+def _stretch_knob(path: str, ends: tuple[float, float], why: str) -> Knob:
+    return Knob(path, min(ends), max(ends), why, set=_with_stretch, refit=False)   # dense runs have no sparse layer
+
+
+def _with_stretch(setup: Setup, value: float) -> Setup:
+    return dataclasses.replace(setup, sparse_stretch=value)
+
+
+@functools.lru_cache(maxsize=8)
+def _stretch_evidence(family: str, compiled) -> tuple[tuple[str, tuple[float, float], str], ...]:
+    """The sparse stretch under each other reading of the sparse-layer evidence: ``(name, ends, why)``."""
+    central = family_stretch(family, compiled)["stretch"]
+    moderate = get_policy("maxdiffusion-moderate")[0]
+    as_ours = fit_sparse_stretch(family, compiled, setting=RunSetting(dense_kernel="ours"))["stretch"]
+    wan_shift = fit_sparse_stretch(family, compiled, policy=dataclasses.replace(
+        moderate, split=ExpertSplit(WAN_OWN_FLOW_SHIFT)))["stretch"]
+    needs = [r["stretch_this_run_needs"] for r in maxdiffusion_rows(compiled)
+             if r["role"] == "validation" and r["stretch_this_run_needs"] is not None]
+    return (("sparse_stretch: dense calls' kernel", (central, as_ours),
+             "the calibration choice: MaxDiffusion's fixed-M dense body priced at 3/4 of the compiled online-softmax "
+             "body (central) or at the whole body, the stretch refitted to the moderate run"),
+            ("sparse_stretch: expert split", (central, wan_shift),
+             f"flow shift 5.0 (base_wan_27b.yml, central) or Wan's own {WAN_OWN_FLOW_SHIFT:g} (t2v_A14B): which expert "
+             "runs each sparse step, the stretch refitted to the moderate run"),
+            ("sparse_stretch: validation residual", (min(needs + [central]), max(needs + [central])),
+             "the stretch MaxDiffusion's conservative and aggressive runs would each need (validation rows, never "
+             "fitted): the fit's residual"))
+
+
+def sparse_knobs(setup: Setup) -> tuple[Knob, ...]:
+    """The spread of the sparse-layer evidence as knobs (:func:`_stretch_evidence`), for a setup whose sparse
+    stretch is its family's calibrated one; none otherwise (no SVG calibration point, no compiled table)."""
+    fit = family_stretch(setup.device.family, setup.compiled)
+    if fit["calibrated_on"] is None or abs(setup.sparse_stretch - fit["stretch"]) > 1e-12:
+        return ()
+    return tuple(_stretch_knob(*row) for row in _stretch_evidence(setup.device.family, setup.compiled))
+
 
 #: Headline quantities the interval and tornado are computed for.
 QUANTITIES = ("attention_share", "attention_share_end_to_end", "communication_share", "dense_minutes",
@@ -101,6 +143,8 @@ def at_knob(setup: Setup, knob: Knob, value) -> Setup:
     """``setup`` with ``knob`` at ``value`` and the efficiency refitted: the calibration fit (matmul and
     attention) replaced, the knob's own change kept."""
     changed = knob.apply(setup, value)
+    if not knob.refit:
+        return changed
     fit = _refit(setup.device.family, setup.compiled, knob, value)
     if fit["fitted"] is None:       # nothing to refit (a family without a calibration point)
         return changed
@@ -110,9 +154,12 @@ def at_knob(setup: Setup, knob: Knob, value) -> Setup:
                                                                        attention=fitted.attention))
 
 
-def sensitivity(setup: Setup, knobs: tuple[Knob, ...] = KNOBS) -> dict:
-    """The tornado (per knob: each quantity at both ends, the calibration refitted) and the interval per quantity."""
-    central = _quantities(model_video(setup))
+def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_result: dict | None = None) -> dict:
+    """The tornado (per knob: each quantity at both ends, the calibration refitted) and the interval per quantity.
+    ``knobs``: default :data:`KNOBS` and the sparse-layer evidence (:func:`sparse_knobs`); ``central_result``:
+    ``model_video(setup)`` when the caller has it already."""
+    knobs = KNOBS + sparse_knobs(setup) if knobs is None else knobs
+    central = _quantities(central_result or model_video(setup))
     tornado, unreachable = [], []
     for knob in knobs:
         if not knob.applies(setup):
@@ -152,13 +199,23 @@ def tornado_rows(result: dict, quantity: str = "speedup") -> list[dict]:
 
 def speedup_surface(setup: Setup, sparse_efficiencies, dense_step_shares) -> list[dict]:
     """The end-to-end speedup (aligned SVG mask, fast path) over a grid of ``Setup.sparse_efficiency``
-    x ``Setup.warmup_steps`` (the dense-step share), everything else as in ``setup``: the recipe lever
-    and the scenario lever side by side (the dense run depends on neither)."""
+    x ``Setup.warmup_steps`` (the dense-step share), everything else as in ``setup`` but the sparse layers
+    as compiled (stretch 1: the efficiency axis is the whole sparse layer's share of its compiled time; the
+    setup's stretch sits on it at :func:`stretch_as_efficiency`): the recipe lever and the scenario lever side
+    by side (the dense run depends on neither)."""
     dense = video_seconds(setup, "dense", True)
     return [{"sparse_efficiency": e, "dense_step_share": w,
-             "speedup": dense / video_seconds(dataclasses.replace(setup, sparse_efficiency=e, warmup_steps=w),
-                                              "svg-aligned", True)}
+             "speedup": dense / video_seconds(dataclasses.replace(setup, sparse_efficiency=e, warmup_steps=w,
+                                                                  sparse_stretch=1.0), "svg-aligned", True)}
             for w in dense_step_shares for e in sparse_efficiencies]
 
 
-__all__ = ["Knob", "KNOBS", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows", "speedup_surface"]
+def stretch_as_efficiency(setup: Setup) -> float:
+    """The sparse efficiency (on the compiled sparse layer) that ``setup``'s sparse stretch amounts to: the
+    compiled sparse layer's time over the stretched one's, times ``setup.sparse_efficiency``."""
+    return (sparse_layer_efficiency(setup)
+            / sparse_layer_efficiency(dataclasses.replace(setup, sparse_stretch=1.0, sparse_efficiency=1.0)))
+
+
+__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows",
+           "speedup_surface", "stretch_as_efficiency"]

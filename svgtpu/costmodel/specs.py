@@ -4,16 +4,16 @@ A TPU's vector rates are built from its units (:func:`tpu_spec`): the MXUs' flop
 published peak bf16 rate give the clock (no public page states it); the clock, the vreg shape and the
 issue rates of the vector ALUs and of the transcendental unit (EUP) give the VPU and EUP rates.
 
-Where the clock comes from is said on every spec (``DeviceSpec.clock_source``):
-
-- **the compiled probe** (:func:`with_probe`, from ``figures/compiled_tiles.json``,
-  :mod:`svgtpu.costmodel.compiled`): the MXUs a compiled matmul uses and the flops they retire per
-  cycle, read from the real compiler's schedule;
-- else **the prior**: the cited MXU count and width (JAX's ``tpu_info``, Google's pages) at one
-  multiply-accumulate per MXU cell per cycle, ``2 x columns^2`` flops per MXU cycle, labelled
-  ``prior``.  v6e and v7x have two 256-wide MXUs per TensorCore by every source we have (JAX's
-  ``tpu_info`` lists ``num_mxus=2`` for both; Google's v6e page: two MXUs per TensorCore), and the
-  compiled schedules use ``mxu0`` and ``mxu1`` only.
+One definition of the MXU: every TPU spec carries its :class:`Mxu` (count, width, rows per push, push
+interval), and its clock is ``published peak / (cores x Mxu.flops_per_cycle)``.  The compiler's unit reader
+(:mod:`svgtpu.compiler.units`), the whole-kernel estimate and the cost model all read it from here, so the
+model gives one clock with or without a compiled table: a compiled probe (:func:`with_probe`, from
+``figures/compiled_tiles.json``) only *checks* the MXU against what the real compiler's schedule shows, and a
+disagreement is an error to fix here, not a second clock.  v6e and v7x have two 256-wide MXUs per TensorCore by
+every source we have (JAX's ``tpu_info`` lists ``num_mxus=2`` for both; Google's v6e page: two MXUs per
+TensorCore), and the compiled schedules use ``mxu0`` and ``mxu1`` only, pushing 16 bf16 rows 8 bundles apart on
+each (:mod:`svgtpu.compiler.probe`).  v5e and v5p have no compiled probe here: their MXU is the prior, one
+multiply-accumulate per cell per cycle (``Mxu.source`` says which).
 
 The vector issue widths are read off compiled v6e schedules (``svgtpu.compiler.units``): bundles hold up
 to four vector-ALU ops, and ``vpow2`` (the exp) issues in back-to-back bundles, one vreg a cycle.
@@ -46,6 +46,34 @@ GPU_FAMILIES = ("hopper", "ampere")
 
 
 @dataclasses.dataclass(frozen=True)
+class Mxu:
+    """The matrix units of one TensorCore, as its static schedules issue them."""
+
+    count: int              # MXUs per TensorCore
+    columns: int            # the systolic array's side
+    push_rows: int          # bf16 rows one push carries
+    push_interval: int      # cycles (bundles) between pushes on one MXU in a steady run
+    source: str             # the compiled probe that shows it, or "prior"
+
+    @property
+    def flops_per_cycle(self) -> int:
+        """bf16 flops one core's MXUs retire per cycle at full fill."""
+        return self.count * self.push_rows * self.columns ** 2 * 2 // self.push_interval
+
+
+#: v6e and v7x as the compiler schedules them (libtpu 0.0.42.1, :mod:`svgtpu.compiler.probe`): a lone bf16
+#: matmul pushes 16 rows (2,097,152 flop) 8 bundles apart on each of ``mxu0`` / ``mxu1``.  v7x's schedule
+#: lets pushes that accumulate in the MXU result buffer queue closer, which no clock at its published peak
+#: allows, so its interval is taken as v6e's (the probe records both readings).
+MXU_256 = Mxu(count=2, columns=256, push_rows=16, push_interval=8,
+              source="compiled probe (svgtpu.compiler.probe, libtpu 0.0.42.1): 16-row pushes 8 bundles apart")
+#: v5e / v5p: four 128-wide MXUs (JAX ``tpu_info``), no compiled probe here: one multiply-accumulate per
+#: cell per cycle.
+MXU_128_PRIOR = Mxu(count=4, columns=128, push_rows=8, push_interval=8,
+                    source="prior (cited MXU count and width, one multiply-accumulate per cell per cycle)")
+
+
+@dataclasses.dataclass(frozen=True)
 class DeviceSpec:
     """Per-chip rates of one accelerator (or of this CPU, measured)."""
 
@@ -64,8 +92,8 @@ class DeviceSpec:
     cores: int = 1             # TensorCores per chip splitting a kernel's parallel grid axis
     ici_ports: int | None = None        # links per chip (mesh topology); None: a full switch (NVLink)
     clock_hz: float | None = None       # TPU clock: peak / (cores x flops per core cycle)
-    clock_source: str = ""              # where the clock comes from: a compiled probe or the prior
-    mxus_per_core: int | None = None    # MXUs of one TensorCore (TPU)
+    clock_source: str = ""              # where the clock comes from: the MXU's source, checked by a probe
+    mxu: Mxu | None = None             # the MXUs of one TensorCore (TPU)
     grid_step_seconds: float = 0.0      # fixed cost of one sequential kernel grid step (TPU Pallas), a
                                         # prior used only where no compiled tile table prices the kernel
     kv_reuse: int = 1          # q tiles served by one HBM read of a K/V tile: 1 on a TPU core (tiles run
@@ -85,6 +113,10 @@ class DeviceSpec:
     @property
     def is_gpu(self) -> bool:
         return self.family in GPU_FAMILIES
+
+    @property
+    def mxus_per_core(self) -> int | None:
+        return self.mxu.count if self.mxu else None
 
     @property
     def core_flops_per_cycle(self) -> float | None:
@@ -125,36 +157,34 @@ def _derivation(spec_peak: float, cores: int, flops_per_cycle: float, why: str) 
 
 
 def tpu_spec(name: str, *, matmul_flops: float, hbm_bandwidth: float, hbm_bytes: float,
-             cores: int, mxus_per_core: int, mxu_dim: int, ici_bandwidth: float, ici_ports: int,
-             source: str) -> DeviceSpec:
-    """A TPU spec at its prior clock: ``mxus_per_core`` MXUs of ``mxu_dim^2`` cells, one
-    multiply-accumulate (2 flops) per cell per cycle; :func:`with_probe` replaces it with the compiler's."""
-    per_cycle = mxus_per_core * mxu_dim ** 2 * 2
-    clock = derived_clock(matmul_flops, cores, per_cycle)
-    why = f"prior, {mxus_per_core} MXUs x {mxu_dim}^2 cells x 2 flops"
+             cores: int, mxu: Mxu, ici_bandwidth: float, ici_ports: int, source: str) -> DeviceSpec:
+    """A TPU spec whose clock is what the published peak implies at ``mxu``'s flops per cycle."""
+    clock = derived_clock(matmul_flops, cores, mxu.flops_per_cycle)
+    why = f"{mxu.count} MXUs x {mxu.push_rows} rows x {mxu.columns}^2 x 2 flops every {mxu.push_interval} cycles"
     return DeviceSpec(name, matmul_flops, hbm_bandwidth, hbm_bytes, **_vector_rates(cores, clock),
-                      matmul_tile=mxu_dim, source=source, derivation=_derivation(matmul_flops, cores, per_cycle, why),
+                      matmul_tile=mxu.columns, source=source,
+                      derivation=_derivation(matmul_flops, cores, mxu.flops_per_cycle, why),
                       ici_bandwidth=ici_bandwidth, family="tpu", cores=cores, ici_ports=ici_ports,
-                      clock_hz=clock, clock_source="prior (cited MXU count and width, one MAC per cell per cycle)",
-                      mxus_per_core=mxus_per_core, grid_step_seconds=GRID_STEP_SECONDS)
+                      clock_hz=clock, clock_source=mxu.source, mxu=mxu, grid_step_seconds=GRID_STEP_SECONDS)
 
 
 def with_probe(device: DeviceSpec, probe) -> DeviceSpec:
-    """``device`` with its clock and vector rates from the compiled probe (a
-    :class:`svgtpu.costmodel.compiled.Probe`): ``clock = published peak / (cores x flops per core cycle)``.
-    The probe's peak and core count must be this spec's (one definition of each)."""
+    """``device`` checked against the compiled probe (a :class:`svgtpu.costmodel.compiled.Probe`): the probe's
+    peak, cores, MXU count, width and flops per cycle must be this spec's (one definition of each), so the
+    clock stays the spec's; the clock's source then names the probe that confirmed it."""
+    mxu = device.mxu
     if abs(probe.published_peak_tflops_per_chip * 1e12 - device.matmul_flops) > 1e-6 * device.matmul_flops \
             or probe.cores_per_chip != device.cores:
         raise ValueError(f"compiled probe for {device.name}: peak {probe.published_peak_tflops_per_chip} TFLOP/s and "
                          f"{probe.cores_per_chip} cores per chip differ from the spec's {device.matmul_flops / 1e12:g} "
                          f"and {device.cores}")
-    clock = derived_clock(device.matmul_flops, device.cores, probe.flops_per_cycle)
-    why = f"{probe.provenance} probe, {probe.mxus_per_core} MXUs used"
-    return dataclasses.replace(device, **_vector_rates(device.cores, clock), clock_hz=clock,
-                               clock_source=f"{probe.provenance} probe ({probe.mxus_per_core} MXUs x "
-                                            f"{probe.mxu_columns} columns, {probe.flops_per_cycle:,.0f} flop per cycle)",
-                               mxus_per_core=probe.mxus_per_core,
-                               derivation=_derivation(device.matmul_flops, device.cores, probe.flops_per_cycle, why))
+    if mxu is None or (probe.mxus_per_core, probe.mxu_columns, probe.flops_per_cycle) != \
+            (mxu.count, mxu.columns, mxu.flops_per_cycle):
+        raise ValueError(f"compiled probe for {device.name}: {probe.mxus_per_core} MXUs x {probe.mxu_columns} columns, "
+                         f"{probe.flops_per_cycle:,.0f} flop per cycle differ from the spec's MXU {mxu}: update "
+                         "svgtpu.costmodel.specs (the one definition) from the probe")
+    return dataclasses.replace(device, clock_source=f"{mxu.source}; checked by the {probe.provenance} probe of the "
+                                                    f"compiled tile table")
 
 
 DEVICES: dict[str, DeviceSpec] = {
@@ -162,20 +192,20 @@ DEVICES: dict[str, DeviceSpec] = {
     # MXUs (the page's system architecture; JAX tpu_info: num_mxus=2, mxu_column_size=256);
     # "Bidirectional inter-chip interconnect (ICI) bandwidth (per chip): 800 GBps", "ICI ports per chip: 4".
     "v6e": tpu_spec("v6e", matmul_flops=918e12, hbm_bandwidth=1638e9, hbm_bytes=32e9, cores=1,
-                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=800e9, ici_ports=4,
+                    mxu=MXU_256, ici_bandwidth=800e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v6e' (system architecture + specifications table); "
                            "JAX pallas tpu_info (MXU count and size)"),
     # Cloud TPU docs, "TPU v5e": 197 TFLOP/s bf16, 16 GB HBM2 at 819 GB/s, one TensorCore with four
     # MXUs (128x128: JAX pltpu.TpuInfo); ICI "400 GBps" bidirectional per chip, 4 ports (2D torus).
     "v5e": tpu_spec("v5e", matmul_flops=197e12, hbm_bandwidth=819e9, hbm_bytes=16e9, cores=1,
-                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=400e9, ici_ports=4,
+                    mxu=MXU_128_PRIOR, ici_bandwidth=400e9, ici_ports=4,
                     source="Cloud TPU docs 'TPU v5e' (system architecture + key chip specifications); "
                            "JAX pallas tpu_info"),
     # Cloud TPU docs, "TPU v5p": 459 TFLOP/s bf16, 95 GB HBM2e at 2765 GB/s, four MXUs per
     # TensorCore, two TensorCores per chip (JAX 'TPU Hardware Reference'); ICI 1200 GB/s
     # bidirectional per chip, 6 ports (3D torus).
     "v5p": tpu_spec("v5p", matmul_flops=459e12, hbm_bandwidth=2765e9, hbm_bytes=95e9, cores=2,
-                    mxus_per_core=4, mxu_dim=128, ici_bandwidth=1200e9, ici_ports=6,
+                    mxu=MXU_128_PRIOR, ici_bandwidth=1200e9, ici_ports=6,
                     source="Cloud TPU docs 'TPU v5p' (key specifications); JAX docs 'TPU Hardware Reference'"),
     # Cloud TPU docs, "TPU7x (Ironwood)" (docs.cloud.google.com/tpu/docs/tpu7x, specification table):
     # 2307 TFLOP/s bf16 per chip, 192 GiB HBM, two TensorCores per chip, 3D torus (6 ports, as v5p);
@@ -183,7 +213,7 @@ DEVICES: dict[str, DeviceSpec] = {
     # HBM and 1.2 TB/s bidirectional ICI per chip.  MXUs: two 256x256 per TensorCore (JAX tpu_info:
     # ChipVersion.TPU_7X num_mxus=2, mxu_column_size=256).
     "v7x": tpu_spec("v7x", matmul_flops=2307e12, hbm_bandwidth=7.37e12, hbm_bytes=192 * 2 ** 30, cores=2,
-                    mxus_per_core=2, mxu_dim=256, ici_bandwidth=1200e9, ici_ports=6,
+                    mxu=MXU_256, ici_bandwidth=1200e9, ici_ports=6,
                     source="Cloud TPU docs 'TPU7x (Ironwood)' (specification table); Google Cloud blog "
                            "'Ironwood' 2025-04-09 (HBM bandwidth, ICI); JAX pallas tpu_info (MXU count and size)"),
     # NVIDIA H100 SXM datasheet: 989 TFLOP/s dense bf16 tensor core, 80 GB HBM3 at 3.35 TB/s,
@@ -247,6 +277,6 @@ def get_device(name: "str | DeviceSpec", compiled=None) -> DeviceSpec:
     return with_probe(DEVICES[name], probe) if probe is not None else DEVICES[name]
 
 
-__all__ = ["DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "derived_clock", "parse_slice",
+__all__ = ["Mxu", "MXU_256", "MXU_128_PRIOR", "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "derived_clock", "parse_slice",
            "SLICE_COUNTS", "VREG_ELEMENTS", "VALU_SLOTS", "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS", "FAMILIES",
            "GPU_FAMILIES"]

@@ -44,11 +44,13 @@ from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import (Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
+from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, get_policy
 from svgtpu.costmodel.roofline import Efficiency
+from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
-from svgtpu.recipes import get_recipe
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q, get_recipe
 from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
@@ -56,7 +58,7 @@ ROLES = ("calibration", "validation", "validation-unconfirmed")
 #: FlashAttention-2's forward tile for head_dim 128: 128 x 128 (block_m x block_n).
 GPU_TILE = 128
 VARIANTS = ("dense", "svg")
-TPU_KERNELS = ("splash", "tokamax")
+TPU_KERNELS = ("splash", "tokamax", "fixed-m")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +92,8 @@ class PublishedPoint:
     weights: str = "auto"                   # sharded: the run shards the DiT's weights (FSDP)
     attention_sharding: str = "heads"       # heads (Ulysses) or sequence (sequence-sharded flash)
     segment_ids: bool = False               # padded tokens masked by segment ids: every tile masked
+    policy: str | None = None               # a MaxDiffusion SVG run's policy (svgtpu.costmodel.policy)
+    dense_control_s: float | None = None    # its same-node dense control (seconds)
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -97,9 +101,15 @@ class PublishedPoint:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.variant == "svg":
-            if self.recipe is None:
-                raise ValueError(f"point {self.id}: an svg point needs its recipe (svgtpu.recipes)")
-            get_recipe(self.recipe)
+            if (self.recipe is None) == (self.policy is None):
+                raise ValueError(f"point {self.id}: an svg point needs its recipe (svgtpu.recipes) or its "
+                                 "MaxDiffusion policy (svgtpu.costmodel.policy), one of them")
+            if self.recipe is not None:
+                get_recipe(self.recipe)
+            elif self.dense_control_s is None:
+                raise ValueError(f"point {self.id}: a MaxDiffusion svg point names its same-node dense control")
+        if self.policy is not None and self.kernel != "fixed-m":
+            raise ValueError(f"point {self.id}: MaxDiffusion's SVG runs (a policy) run fixed-M dense calls")
         if self.measures not in ("dit", "end_to_end"):
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
@@ -111,6 +121,17 @@ class PublishedPoint:
     @property
     def family(self) -> str:
         return get_device(self.device).family
+
+    @property
+    def maxdiffusion_svg(self) -> bool:
+        """A run of MaxDiffusion's SVG setting (fixed-M dense calls), priced by
+        :mod:`~svgtpu.costmodel.sparse_layers`."""
+        return self.kernel == "fixed-m"
+
+    @property
+    def published_speedup(self) -> float | None:
+        """A MaxDiffusion SVG run's speedup over its same-node dense control."""
+        return self.dense_control_s / self.seconds if self.dense_control_s else None
 
     @property
     def setting(self) -> tuple:
@@ -134,12 +155,15 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     device = get_device(point.device, compiled)
     if device.is_gpu:
         kernel, work, (block_q, block_kv) = "flash", FLASH, (GPU_TILE, GPU_TILE)
+    elif point.maxdiffusion_svg:   # sparse_layers prices its calls; the setup carries the slice and the ops
+        setting = RunSetting()
+        kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (setting.sparse_block_q, setting.sparse_block_kv)
     else:
         kernel, work, (block_q, block_kv) = point.kernel, None, parse_tiles(point.tile, "tile")[0]
     parts = {"communication", "weight_gather"}
     if point.measures == "end_to_end":
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
-    svg = {} if point.variant == "dense" else recipe_fields(get_recipe(point.recipe))
+    svg = recipe_fields(get_recipe(point.recipe)) if point.recipe else {}
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel, work=work,
@@ -150,6 +174,10 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
 
 def setup_seconds(point: PublishedPoint, setup: Setup) -> float:
     """Modeled seconds of what ``point`` measured, for ``setup`` (its :func:`point_setup`, maybe changed)."""
+    if point.maxdiffusion_svg:
+        setting = RunSetting()
+        policy = get_policy(point.policy)[0] if point.policy else None
+        return run_seconds(run_setup(setup, setting), setting, policy)["seconds"]
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
@@ -181,13 +209,14 @@ class Unreachable(ValueError):
     """No compute efficiency in (0, 1] makes the model meet the calibration point."""
 
 
-def calibration_point(family: str) -> PublishedPoint | None:
-    """The one calibration point of ``family`` (``None`` for a family without one)."""
+def calibration_point(family: str, variant: str = "dense") -> PublishedPoint | None:
+    """The one ``variant`` (dense, or svg: the sparse stretch's) calibration point of ``family`` (``None``
+    for a family without one)."""
     if family not in FAMILIES:
         raise BadInput(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
+    calib = [p for p in published_points() if p.role == "calibration" and p.family == family and p.variant == variant]
     if len(calib) > 1:
-        raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
+        raise ValueError(f"family {family} has {len(calib)} {variant} calibration points; at most one is allowed")
     return calib[0] if calib else None
 
 
@@ -223,14 +252,61 @@ def family_efficiency(family: str, compiled=AUTO) -> dict:
     return _family_efficiency(family, resolve(compiled))
 
 
+def run_policy(point: PublishedPoint, efficiency: Efficiency, compiled, stretch: float, policy=None,
+               setting: RunSetting | None = None, switches: Switches | None = None) -> dict:
+    """The modeled dense and SVG denoising of a MaxDiffusion SVG ``point``
+    (:func:`~svgtpu.costmodel.sparse_layers.speedup`),
+    with its policy (or ``policy``), the sparse stretch ``stretch``, and ``setting`` (default the docs')."""
+    setting = setting or RunSetting()
+    setup = dataclasses.replace(run_setup(point_setup(point, efficiency, compiled), setting), sparse_stretch=stretch)
+    return speedup(setup, setting, policy or get_policy(point.policy)[0], switches or Switches())
+
+
+def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | None = None, policy=None,
+                       setting: RunSetting | None = None, switches: Switches | None = None,
+                       target: float | None = None) -> dict:
+    """The sparse stretch (:mod:`~svgtpu.costmodel.sparse_layers`) fitted to ``family``'s SVG calibration point:
+    the value at which the modeled speedup over the dense control equals the published one (``target``:
+    another speedup to solve for, e.g. a validation row's, to show the spread; never the central fit).
+    Returns ``{"stretch", "calibrated_on", "speedup"}``; ``stretch`` 1 where there is nothing to fit."""
+    point = calibration_point(family, "svg")
+    if point is None:
+        return {"stretch": 1.0, "calibrated_on": None, "speedup": None}
+    compiled = resolve(compiled)
+    efficiency = efficiency or family_efficiency(family, compiled)["efficiency"]
+    target = target or point.published_speedup
+    f = lambda x: run_policy(point, efficiency, compiled, x, policy, setting, switches)["speedup"]  # noqa: E731
+    stretch = _solve(f, target, 0.2, 20.0)
+    if stretch is None:
+        raise Unreachable(f"SVG calibration point {point.id}: no sparse stretch in [0.2, 20] gives speedup "
+                          f"{target:.3f}")
+    return {"stretch": stretch, "calibrated_on": point.id, "speedup": target}
+
+
+@functools.lru_cache(maxsize=16)
+def _family_stretch(family: str, compiled: CompiledTable | None) -> dict:
+    return fit_sparse_stretch(family, compiled)
+
+
+def family_stretch(family: str, compiled=AUTO) -> dict:
+    """:func:`fit_sparse_stretch` as calibrated (cached); stretch 1 for a family without an SVG calibration
+    point or a TPU family priced without the compiled table (the fit needs its rows)."""
+    compiled = resolve(compiled)
+    if compiled is None and calibration_point(family, "svg") is not None:
+        return {"stretch": 1.0, "calibrated_on": None, "speedup": None}
+    return _family_stretch(family, compiled)
+
+
 def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry", device, **fields) -> Setup:
     """A :class:`Setup` with the compiled evidence (``compiled``: default the committed table when it
     exists, :func:`svgtpu.costmodel.compiled.default_compiled`), the device's clock from its probe, and the
     device family's calibrated efficiency (:func:`family_efficiency`) unless ``efficiency`` is among
-    ``fields``; every other field as given."""
+    ``fields``, and its sparse stretch (:func:`family_stretch`) unless ``sparse_stretch`` is; every other
+    field as given."""
     compiled = resolve(fields.pop("compiled", AUTO))
     device = get_device(device, compiled) if isinstance(device, str) else device
     fields.setdefault("efficiency", family_efficiency(device.family, compiled)["efficiency"])
+    fields.setdefault("sparse_stretch", family_stretch(device.family, compiled)["stretch"])
     return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
 
 
@@ -256,8 +332,8 @@ def published_svg_efficiency(compiled=AUTO) -> dict:
     (0, 1].  The range of the first is the published-SVG scenario (:mod:`svgtpu.costmodel.scenarios`)."""
     rows = []
     for p in published_points():
-        if p.variant != "svg" or p.role == "calibration":
-            continue
+        if p.variant != "svg" or p.role == "calibration" or not get_device(p.device).is_gpu:
+            continue   # a GPU scenario: only SVG's published GPU runs feed it
         eff = family_efficiency(p.family, compiled)["efficiency"]
         dense = _dense_twin(p)
         target = predict_seconds(dense, eff, compiled=compiled) * p.seconds / dense.seconds
@@ -303,14 +379,58 @@ def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
     return out
 
 
+def pricing(point: PublishedPoint, setup: Setup) -> str:
+    """How ``point``'s attention is priced: flash priors (GPU), the setup's own (TPU), or for MaxDiffusion's SVG
+    runs the compiled production-tile rows per score (:mod:`~svgtpu.costmodel.sparse_layers`)."""
+    if setup.device.is_gpu:
+        return "priors (flash)"
+    if point.maxdiffusion_svg:
+        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim,
+                                    setup.dtype)
+        return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
+    return setup.attention_pricing()
+
+
+def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
+    """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), the
+    published speedup over its same-node dense control, the modeled one at the calibrated sparse stretch, and
+    the stretch that run alone would need (the spread; never used as the fit)."""
+    compiled = resolve(compiled)
+    rows = []
+    for p in published_points():
+        if not (p.maxdiffusion_svg and p.policy):
+            continue
+        eff = family_efficiency(p.family, compiled)["efficiency"]
+        stretch = family_stretch(p.family, compiled)["stretch"]
+        policy = get_policy(p.policy)[0]
+        run = run_policy(p, eff, compiled, stretch)
+        try:
+            own = fit_sparse_stretch(p.family, compiled, policy=policy, target=p.published_speedup)["stretch"]
+        except Unreachable:
+            own = None
+        rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
+                     "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
+                     "published_dense_s": p.dense_control_s, "published_svg_s": p.seconds,
+                     "published_speedup": p.published_speedup, "predicted_dense_s": run["dense_seconds"],
+                     "predicted_svg_s": run["svg_seconds"], "predicted_speedup": run["speedup"],
+                     "error": run["speedup"] / p.published_speedup - 1, "stretch": stretch,
+                     "stretch_this_run_needs": own, "source": p.source})
+    return rows
+
+
 def validate(compiled=AUTO) -> dict:
     """Predicted vs published for every point; summaries of the independent validation points, of those
     that share a calibration point's setting, and of the unconfirmed ones."""
     compiled = resolve(compiled)
-    rows = []
+    rows, skipped = [], []
     for p in published_points():
+        if p.maxdiffusion_svg and compiled is None:
+            skipped.append(p.id)   # its calls are priced from the compiled table's rows only
+            continue
         eff = family_efficiency(p.family, compiled)["efficiency"]
         setup = point_setup(p, eff, compiled)
+        if p.maxdiffusion_svg:
+            setup = dataclasses.replace(setup, sparse_stretch=family_stretch(p.family, compiled)["stretch"])
         predicted = setup_seconds(p, setup)
         related = related_calibration(p)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
@@ -318,7 +438,7 @@ def validate(compiled=AUTO) -> dict:
                      "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
                      "calibration_related": related, "independent": p.role == "validation" and related is None,
-                     "attention_pricing": setup.attention_pricing() if not setup.device.is_gpu else "priors (flash)",
+                     "attention_pricing": pricing(p, setup),
                      "clock_source": setup.device.clock_source or None,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
@@ -334,8 +454,8 @@ def validate(compiled=AUTO) -> dict:
     validation = [r for r in rows if r["role"] == "validation"]
     # published SVG speedups: a dense and an SVG run of the same setting, both validation points
     speedups = []
-    for p, row in zip(published_points(), rows):
-        if p.variant == "svg" and p.role == "validation":
+    for p, row in zip((p for p in published_points() if p.id not in skipped), rows):
+        if p.variant == "svg" and p.role == "validation" and not p.maxdiffusion_svg:
             dense = next(r for r in rows if r["id"] == _dense_twin(p).id)
             speedups.append({"dense": dense["id"], "svg": row["id"], "device": row["device"], "pixels": row["pixels"],
                              "published": dense["published_s"] / row["published_s"],
@@ -347,7 +467,9 @@ def validate(compiled=AUTO) -> dict:
     families = {}
     for family in (f for f in FAMILIES if f != "cpu"):
         fe = family_efficiency(family, compiled)
+        stretch = family_stretch(family, compiled)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
+                            "svg_calibrated_on": stretch["calibrated_on"], "sparse_stretch": stretch["stretch"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}
     clocks = {name: {"clock_ghz": get_device(name, compiled).clock_hz / 1e9,
                      "mxus_per_core": get_device(name, compiled).mxus_per_core,
@@ -358,7 +480,8 @@ def validate(compiled=AUTO) -> dict:
             "calibration_related": summary([r for r in validation if not r["independent"]]),
             "validation": summary(validation),
             "validation_unconfirmed": summary([r for r in rows if r["role"] == "validation-unconfirmed"]),
-            "speedups": speedups, "families": families, "tpu_clocks": clocks,
+            "speedups": speedups, "maxdiffusion_svg": maxdiffusion_rows(compiled) if compiled else [],
+            "maxdiffusion_svg_skipped": skipped, "families": families, "tpu_clocks": clocks,
             "compiled_table": compiled.path if compiled else None,
             "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
             "provenance": "modeled vs published (measured by others)"}
@@ -366,4 +489,5 @@ def validate(compiled=AUTO) -> dict:
 
 __all__ = ["PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
-           "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES"]
+           "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
+           "family_stretch", "run_policy", "maxdiffusion_rows"]

@@ -25,3 +25,7 @@ REPO_ROOT = checkout_root()
 #: The shipped toy DiT (``svgtpu train`` reproduces it): the default checkpoint of every command and notebook
 #: that samples, found from the package's location, so they work from any working directory.
 CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
+#: What commands build and cache (compiles, scratch figures, sampled videos); ignored by git.
+BUILD_DIR = REPO_ROOT / "build"
+#: Where ``svgtpu generate`` writes its GIF (and the contact sheet next to it) unless told: never the working directory.
+GENERATED_VIDEO = BUILD_DIR / "generate" / "video.gif"

@@ -24,6 +24,7 @@ import dataclasses
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.geometry import format_tile, round_up
 
 LANES = 128
 SUBLANES = 8
@@ -49,7 +50,8 @@ def _check_multiple(name: str, value, quantum: int, why: str) -> int:
 
 def default_block_kv_compute(block_q: int, block_kv: int) -> int:
     """The widest multiple of 128 dividing ``block_kv`` whose f32 score block stays within
-    :data:`SCORE_BLOCK_BYTES` (at least 128): 512 at 3024 x 2048, ``block_kv`` for small tiles."""
+    :data:`SCORE_BLOCK_BYTES` (at least 128): 256 at 3024 x 2048 (a 3024 x 512 f32 block is 6 MiB),
+    ``block_kv`` for small tiles."""
     best = LANES
     for width in range(LANES, block_kv + 1, LANES):
         if block_kv % width == 0 and block_q * width * 4 <= SCORE_BLOCK_BYTES:
@@ -66,6 +68,17 @@ def tile_refusal(block_q: int, block_kv: int) -> str | None:
     except BadInput as error:
         return str(error)
     return None
+
+
+def check_blocks_cover(block_q: int, block_kv: int, L: int) -> None:
+    """Refuse a block longer than the sequence of ``L`` tokens padded to the block rule (``block_q`` to a
+    multiple of 8 rows, ``block_kv`` of 128 keys): one such block already covers every token, and a longer
+    one adds only padding.  Checked before any counting or compile (``tiles``, ``explore``, ``compile``)."""
+    for name, block, quantum in (("block_q", block_q, SUBLANES), ("block_kv", block_kv, LANES)):
+        most = round_up(L, quantum)
+        if block > most:
+            raise BadInput(f"{name} must be at most {most:,} (the sequence, L = {L:,} tokens, padded to a multiple "
+                           f"of {quantum}: one block covers it), got {block:,}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +118,8 @@ class KernelConfig:
     @property
     def tile(self) -> str:
         """``"3024x2048"``."""
-        return f"{self.block_q}x{self.block_kv}"
+        return format_tile(self.block_q, self.block_kv)
 
 
-__all__ = ["KernelConfig", "default_block_kv_compute", "tile_refusal", "DTYPES", "SUBLANES", "LANES",
-           "MOSAIC_BLOCK_RULE"]
+__all__ = ["KernelConfig", "default_block_kv_compute", "tile_refusal", "check_blocks_cover", "DTYPES", "SUBLANES",
+           "LANES", "MOSAIC_BLOCK_RULE"]

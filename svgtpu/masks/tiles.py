@@ -21,6 +21,7 @@ import numpy as np
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.masks.core import Mask, align, alignment_diff, make_mask, tile_grid, tile_valid_lengths
+from svgtpu.warmup import DEFAULT_KEPT
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -100,8 +101,9 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
     """``svgtpu tiles``: the tile kinds of one SVG mask (C3), after tile alignment with ``align_mode``.
 
     Give at most one of ``multiplier``, ``kept`` or ``recipe`` (a named recipe's kept fraction,
-    :mod:`svgtpu.recipes`); none: multiplier 1.  Any tile size is counted, also one the kernel
-    would refuse (:func:`svgtpu.kernels.config.tile_refusal` says so).
+    :mod:`svgtpu.recipes`); none: the default recipe's kept fraction (``DEFAULT_KEPT``, the story's mask).
+    Any tile size is counted, also one the kernel would refuse (:func:`svgtpu.kernels.config.tile_refusal`
+    says so).
     """
     from svgtpu.recipes import get_recipe
     if sum(x is not None for x in (multiplier, kept, recipe)) > 1:
@@ -112,7 +114,7 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
         if kept is None:
             raise BadInput(f"recipe {recipe} has an unknown kept fraction: pick one with a number (svgtpu recipes)")
     if multiplier is None and kept is None:
-        multiplier = 1.0
+        kept = DEFAULT_KEPT
     mask = make_mask(kind, g, multiplier, kept=kept)
     result = {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L, "mask": kind,
               "multiplier": multiplier, "kept": kept, "window": getattr(getattr(mask, "base", mask), "window", None),

@@ -26,11 +26,11 @@ from svgtpu.compiler.compile import CompileJob, compile_targets, require_libtpu
 from svgtpu.compiler.multihost import MultihostJob, compile_multihost
 from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
+from svgtpu.model.config import MODELS
+from svgtpu.production import PRODUCTION, model_label
 from svgtpu.report.reproduce import settings
 
 ONE_HOST, MULTI_HOST = "v6e:2x2x1", "v6e:4x4x1"
-#: Wan 2.1 14B's heads (github.com/Wan-Video/Wan2.1, wan/configs/wan_t2v_14B.py: num_heads = 40).
-WAN_HEADS = 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
             out.append(Check("03_mask_alignment", what, job, "kernel"))
     fast = settings("04_fast_path_ablation", profile)
     geometry = fast.get("geometry", "720p")
-    tiles = (fast.get("block_q", 3024), fast.get("block_kv", 2048))
+    tiles = (fast.get("block_q", PRODUCTION.block_q), fast.get("block_kv", PRODUCTION.block_kv))
     for fast_path in (True, False):
         out.append(Check("04_fast_path_ablation", f"kernel, fast path {'on' if fast_path else 'off'}",
                          CompileJob(geometry=geometry, device="v6e", topology=ONE_HOST,
@@ -76,9 +76,9 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
     out.append(Check("04_fast_path_ablation", "SVG layer (profiling, layout, kernel)",
                      CompileJob(geometry=geometry, device="v6e", topology=ONE_HOST, config=KernelConfig(*tiles),
                                 heads=fast.get("heads", 1), head_dim=fast.get("head_dim", 128)), "svg-layer"))
-    out.append(Check("multi-host", f"sharded SVG layer, Wan 14B {WAN_HEADS} heads, CFG x Ulysses",
+    out.append(Check("multi-host", f"sharded SVG layer, {model_label(PRODUCTION.model)} {PRODUCTION.heads} heads, CFG x Ulysses",
                      CompileJob(geometry=geometry, device="v6e", topology=MULTI_HOST, config=KernelConfig(*tiles),
-                                heads=WAN_HEADS, head_dim=128), "sharded-svg-layer"))
+                                heads=PRODUCTION.heads, head_dim=MODELS[PRODUCTION.model].head_dim), "sharded-svg-layer"))
     if dit:
         for align in (None, "snap"):
             out.append(Check("05-07 (toy DiT)", f"DiT step, SVG {'aligned' if align else 'unaligned'}",
@@ -147,5 +147,5 @@ def format_preflight(result: dict) -> str:
                     + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
 
 
-__all__ = ["ONE_HOST", "MULTI_HOST", "WAN_HEADS", "Check", "checks", "wan_block_checks", "preflight",
+__all__ = ["ONE_HOST", "MULTI_HOST", "Check", "checks", "wan_block_checks", "preflight",
            "format_preflight"]

@@ -29,11 +29,10 @@ import time
 from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
-from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT
+from svgtpu.production import PRODUCTION
+from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-BUILD_DIR = REPO_ROOT / "build"
 KERNEL_NAME = "svgtpu-reproduce"
 #: Where a notebook run by hand writes its figures and results (ignored by git).
 SCRATCH_DIR = BUILD_DIR / "scratch" / "figures"
@@ -50,14 +49,15 @@ _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
 _COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "01b_block_sparse_by_hand": {},
                   "02_kernel_walkthrough": {}}
-_QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-inner"]
+# cpu: the balanced variant (aligned at the unaligned mask's kept pairs) in place of inner, to keep 07's time
+_QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-balanced"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
 _METHOD_VARIANTS = None
 
 # 05's compiled Wan blocks (svgtpu.compiler.wan_block): the model, its tiles, the blocks ([resolution, device,
 # variants...]; no variant: dense and SVG), where our kernel's cycles come from, and the resolutions of C5's
 # compiled-cycles sweep.  quick: a tiny block of the same code in seconds.
-_WAN_BLOCKS = {"block_model": "wan2.1-14b", "block_tiles": [BLOCK_Q, BLOCK_KV], "c5_resolutions": _SWEEP}
+_WAN_BLOCKS = {"block_model": "wan2.1-14b", "block_tiles": [PRODUCTION.block_q, PRODUCTION.block_kv], "c5_resolutions": _SWEEP}
 _QUICK_BLOCKS = {"block_model": {"name": "tiny", "layers": 40, "dim": 512, "heads": 8, "head_dim": 64, "ffn": 1024,
                                  "text_len": 16, "patch_in": 64, "source": "quick profile: the code path, not Wan"},
                  "block_tiles": [128, 128], "blocks": [["2x8x16", "v6e"]], "block_kernel": "in-block",
@@ -84,13 +84,14 @@ PROFILES: dict[str, dict[str, dict]] = {
         **_COMPUTED_ONLY,
         "05_quadratic_scaling": {"toy_repeats": 3, "toy_frames": [2, 4], "sweep": _SWEEP, **_QUICK_BLOCKS},
         "03_mask_alignment": {"layout_geometry": "9x16x24", "layout_block": 256,
-                              "search_geometries": ["480p"], "search_tiles": [[BLOCK_Q, BLOCK_KV], [512, 512]],
+                              "search_geometries": ["480p"], "search_tiles": [[PRODUCTION.block_q, PRODUCTION.block_kv], [512, 512]],
                               "error_geometry": "4x6x10", "error_block": 64, "error_heads": 2,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"geometry": "4x8x16", "block_q": 128, "block_kv": 128, "rounds": 3,
                                   "heads": 1, "head_dim": 64, "compiled_geometry": None},
         "06_end_to_end_speedup": {"seeds": [0], "steps": 2, "repeats": 1},
-        "07_quality": {"seeds": [0], "steps": 2, "kept_fractions": [0.3], "variants": ["svg", "svg-aligned"],
+        "07_quality": {"seeds": [0], "steps": 2, "kept_fractions": [0.3],
+                       "variants": ["svg", "svg-aligned", "svg-aligned-balanced"],
                        "method_variants": ["svg", "sta-aligned"], "method_kept": [0.3], "method_seeds": [0],
                        "method_steps": 2},
     },
@@ -120,12 +121,12 @@ PROFILES: dict[str, dict[str, dict]] = {
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
-        "04_fast_path_ablation": {"geometry": "720p", "block_q": BLOCK_Q, "block_kv": BLOCK_KV, "rounds": 15,
-                                  "heads": 8, "head_dim": 128, "compiled_tiles": f"{BLOCK_Q}x{BLOCK_KV},512x512",
+        "04_fast_path_ablation": {"geometry": "720p", "block_q": PRODUCTION.block_q, "block_kv": PRODUCTION.block_kv, "rounds": 15,
+                                  "heads": 8, "head_dim": 128, "compiled_tiles": f"{PRODUCTION.block_q}x{PRODUCTION.block_kv},512x512",
                                   "compiled_devices": "v6e,v7x", "compiled_sweep": True},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "kept_fractions": [0.3, 0.5, 0.6, 0.8],
-                       "variants": _QUALITY_VARIANTS, "method_variants": _METHOD_VARIANTS,
+                       "variants": _QUALITY_VARIANTS + ["svg-aligned-inner"], "method_variants": _METHOD_VARIANTS,
                        "method_kept": [0.15, 0.2, 0.3, 0.45, 0.6], "method_seeds": [0, 1, 2, 3], "method_steps": 50},
     },
 }

@@ -33,6 +33,8 @@ FRAMES, HEIGHT, WIDTH, CHANNELS = 8, 20, 28, 3
 MOTIONS = ("horizontal", "vertical", "diagonal")
 NUM_LABELS = len(MOTIONS)
 NULL_LABEL = NUM_LABELS  # the "no label" class for classifier-free guidance
+#: Every label's name by index: the motions, then ``null`` (unconditional), as ``svgtpu generate --labels`` takes them.
+LABEL_NAMES = (*MOTIONS, "null")
 
 #: Saturated colours of the shapes, RGB in [0, 1]; every one has a channel of at least 0.9.
 COLORS = np.array([
@@ -100,5 +102,17 @@ def make_batch(seed: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([v for v, _ in pairs]), np.array([l for _, l in pairs], np.int32)
 
 
-__all__ = ["FRAMES", "HEIGHT", "WIDTH", "CHANNELS", "MOTIONS", "NUM_LABELS", "NULL_LABEL",
+def label_index(label: str | int) -> int:
+    """A label given by name (``diagonal``) or index (``2``), as its index (:data:`LABEL_NAMES`)."""
+    text = str(label).strip().lower()
+    if text in LABEL_NAMES:
+        return LABEL_NAMES.index(text)
+    if text.isdigit() and int(text) < len(LABEL_NAMES):
+        return int(text)
+    raise BadInput(f"labels must be among {', '.join(LABEL_NAMES)} (or their index 0-{len(LABEL_NAMES) - 1}), "
+                   f"got {label!r}")
+
+
+__all__ = ["FRAMES", "HEIGHT", "WIDTH", "CHANNELS", "MOTIONS", "NUM_LABELS", "NULL_LABEL", "LABEL_NAMES",
+           "label_index",
            "COLORS", "BACKGROUND_CELL", "BACKGROUND_RANGE", "make_video", "make_batch"]

@@ -173,21 +173,24 @@ def check_generate(attention: str, *, align: str | None = None, kept: float | No
 
 def generate(checkpoint, *, attention: str = "dense", align: str | None = None, kept: float | None = None,
              seed: int = 0, steps: int = 20, guidance: float = 3.0, shift: float = 1.0, labels=None,
-             out: str = "video.gif", devices: int = 1) -> dict:
+             out: str | None = None, devices: int = 1) -> dict:
     """``svgtpu generate``: sample one video per motion label (default: all) from the toy DiT at
     ``checkpoint`` with the ``attention`` backend, sharded over ``devices`` (with ``jax.distributed`` up,
-    the devices of every process); process 0 writes the GIF and its contact sheet."""
+    the devices of every process); process 0 writes the GIF and its contact sheet at ``out`` (default
+    :data:`~svgtpu.facts.paths.GENERATED_VIDEO`, under the checkout's ``build/``)."""
     from svgtpu.attention.backends import attention_backend
     from svgtpu.attention.sharding import mesh_for_model
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.svg2 import SVG2Config
     from svgtpu.errors import user_file
+    from svgtpu.facts.paths import GENERATED_VIDEO
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
-    from svgtpu.toy.data import MOTIONS
+    from svgtpu.toy.data import LABEL_NAMES
     from svgtpu.toy.dit import load_checkpoint
     import time
 
+    out = str(GENERATED_VIDEO if out is None else out)
     check_generate(attention, align=align, kept=kept, devices=devices, out=out)
     params, config = load_checkpoint(str(checkpoint))
     labels = list(range(config.num_labels)) if labels is None else list(labels)
@@ -204,7 +207,7 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
         with user_file("out", out):
             gif, png = save_video(video, out)
     return {"checkpoint": str(checkpoint), "attention": attention, "align": align, "seed": seed, "steps": steps,
-            "guidance": guidance, "shift": shift, "labels": [MOTIONS[l] if l < len(MOTIONS) else "null" for l in labels],
+            "guidance": guidance, "shift": shift, "labels": [LABEL_NAMES[l] for l in labels],
             "shape": list(video.shape), "gif": gif, "contact_sheet": png, "sample_seconds": seconds,
             "devices": devices, "mesh": dict(mesh.shape) if mesh is not None else None,
             "processes": jax.process_count(), "process_index": jax.process_index(), "video": video_statistics(video),

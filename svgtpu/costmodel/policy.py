@@ -1,0 +1,318 @@
+"""SVG policies as data, in MaxDiffusion's names: where SVG runs, how dense, on which Wan 2.2 expert.
+
+MaxDiffusion's SVG (AI-Hypercomputer/maxdiffusion pull request 480, ``docs/svg.md`` and
+``src/maxdiffusion/models/wan/transformers/svg_attention.py``, cited in :data:`SOURCES`) is the one public
+implementation of the write-up's technique that ran on TPUs and published its timings.  A run's policy is
+its ``svg_*`` keys; :class:`Policy` holds them, validated once:
+
+- step and layer windows, zero-based and half-open (``[11, 40)`` is steps 11 ... 39);
+- a density per Wan 2.2 expert (``svg_high_noise_density``, ``svg_low_noise_density``), or one
+  (``svg_spatial_density``) for a single-expert model;
+- the profiled query count and the row window it is drawn from, the first-frame anchor;
+- the density -> band rule (:data:`BAND_RULES`): MaxDiffusion's ``w = N (1 - sqrt(1 - density))``
+  rounded up to 128 (the band alone keeps ``density`` of the pairs; the anchor comes on top), or SVG's own
+  (the band + anchor mask whose kept pairs are nearest ``density``, :func:`svgtpu.masks.core.multiplier_for_kept`).
+
+Which expert runs a step follows from the scheduler (:class:`ExpertSplit`): a step is the high-noise
+expert's while its timestep is at least ``boundary_ratio x 1000``, on MaxDiffusion's flow grid with the
+run's flow shift.  ``base_wan_27b.yml`` (the Wan 2.2 T2V config ``generate_wan.py`` runs) sets shift 5.0;
+Wan's own ``t2v_A14B`` config uses 12.0.  ``docs/svg.md`` does not state the shift of its measured runs;
+it tells the reader to add the policy to "a Wan2.2 configuration used by generate_wan.py", so the
+published runs are modeled with 5.0 and 12.0 is an end of the interval (:mod:`svgtpu.costmodel.sparse_layers`).
+
+Only the moderate policy is published in full.  Conservative and aggressive are published by their
+estimated transformer FLOPs saved only; :func:`scaled_policy` is the mapping rule, written before any
+comparison: moderate's windows and expert split, both densities times one scale, the scale chosen so the
+policy's transformer FLOPs saved (:func:`flops_saved`, a count, not a timing) equal the published share.
+No JAX here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from svgtpu.errors import BadInput, user_file
+from svgtpu.geometry import VideoGeometry
+from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, Source
+
+#: MaxDiffusion's SVG pull request (480) as stored when read: docs, policy code, the Wan 2.2 config.
+MAXDIFFUSION_SVG_COMMIT = "2a52ee9c79ad6f991c998af600804f7519a49350"
+SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", MAXDIFFUSION_SVG_COMMIT,
+                  "moderate policy keys; attention config for eight devices; measured v6e-8 table")
+SVG_ATTENTION = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/models/wan/transformers/svg_attention.py",
+                       "db8c0cd45942cbbca9a23865a7ac1e356c62b12e",
+                       "svg_execution_band_width: w = N (1 - sqrt(1 - s)) rounded up to 128; is_svg_active: "
+                       "start <= index < end; SVG_ATTENTION_DEFAULTS")
+WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml",
+                       "01c93b4200964c3ae46d531f4a56827615a955e7",
+                       "height 720, width 1280, num_frames 81, num_inference_steps 40, flow_shift 5.0, "
+                       "boundary_ratio 0.875, do_classifier_free_guidance True")
+SCHEDULER = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/schedulers/scheduling_unipc_multistep_flax.py",
+                   MAXDIFFUSION_COMMIT, "use_flow_sigmas: sigmas = linspace(1, 1/1000, N+1)[:-1], shifted "
+                   "shift*s/(1+(shift-1)*s), timesteps = int32(sigma*1000)")
+EXPERT_SWITCH = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/pipelines/wan/wan_pipeline_2_2.py", MAXDIFFUSION_COMMIT,
+                       "boundary = boundary_ratio x num_train_timesteps; high-noise expert while timestep >= boundary")
+WAN22_T2V_A14B = Source("Wan-Video/Wan2.2", "wan/configs/wan_t2v_A14B.py", "d6feb225df10c4fca72dd1c60de4be924df9cf3a",
+                        "sample_shift 12.0, sample_steps 40, boundary 0.875 (read in the fork HighDoping/Wan2.2)")
+SOURCES = (SVG_DOCS, SVG_ATTENTION, WAN27B_CONFIG, SCHEDULER, EXPERT_SWITCH, WAN22_T2V_A14B)
+
+#: base_wan_27b.yml's Wan 2.2 T2V video and sampler: what a MaxDiffusion YAML that omits a key runs.
+BASE_WAN_27B = {"height": 720, "width": 1280, "num_frames": 81, "num_inference_steps": 40, "flow_shift": 5.0,
+                "boundary_ratio": 0.875, "do_classifier_free_guidance": True}
+#: Wan's own T2V A14B flow shift (:data:`WAN22_T2V_A14B`): the other end of the expert split.
+WAN_OWN_FLOW_SHIFT = 12.0
+BAND_RULES = ("maxdiffusion", "svg")
+#: Wan 2.2 A14B's transformer layers (one 14B expert per step).
+WAN22_LAYERS = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpertSplit:
+    """Which Wan 2.2 expert runs each step: high-noise while ``timestep >= boundary_ratio x 1000`` on
+    MaxDiffusion's flow grid (:data:`SCHEDULER`, :data:`EXPERT_SWITCH`) with ``flow_shift``."""
+
+    flow_shift: float = BASE_WAN_27B["flow_shift"]
+    boundary_ratio: float = BASE_WAN_27B["boundary_ratio"]
+    train_timesteps: int = 1000
+
+    def __post_init__(self):
+        if not (isinstance(self.flow_shift, (int, float)) and self.flow_shift > 0):
+            raise BadInput(f"flow_shift must be a positive number, got {self.flow_shift!r}")
+        if not (isinstance(self.boundary_ratio, (int, float)) and 0 <= self.boundary_ratio <= 1):
+            raise BadInput(f"boundary_ratio must be in [0, 1], got {self.boundary_ratio!r}")
+
+    def timesteps(self, steps: int) -> tuple[int, ...]:
+        """``int(1000 sigma_i)`` for ``sigma_i`` = shifted ``linspace(1, 1/1000, steps + 1)[i]``, ``i < steps``."""
+        n, top, bottom = steps, 1.0, 1.0 / self.train_timesteps
+        out = []
+        for i in range(n):
+            s = top + (bottom - top) * i / n
+            sigma = self.flow_shift * s / (1 + (self.flow_shift - 1) * s)
+            sigma = min(sigma, 1.0 - 1e-6)   # the scheduler nudges a first sigma of 1 just below it
+            out.append(int(sigma * self.train_timesteps))
+        return tuple(out)
+
+    def high_noise(self, steps: int) -> tuple[bool, ...]:
+        """Per step: does the high-noise expert run it."""
+        boundary = self.boundary_ratio * self.train_timesteps
+        return tuple(t >= boundary for t in self.timesteps(steps))
+
+
+def _window(name: str, window) -> tuple[int, int]:
+    try:
+        start, end = (int(v) for v in window)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a [start, end) pair of integers, got {window!r}") from None
+    if not 0 <= start < end:
+        raise BadInput(f"{name} must be a non-empty half-open window [start, end) with 0 <= start < end, "
+                       f"got [{start}, {end})")
+    return start, end
+
+
+def _density(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise BadInput(f"{name} must be a density in (0, 1], got {value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """One SVG policy (module doc), validated once.  ``densities``: ``(high-noise, low-noise)``."""
+
+    name: str
+    steps: tuple[int, int]                 # active denoising steps [start, end), zero-based
+    layers: tuple[int, int]                # active transformer layers [start, end)
+    densities: tuple[float, float]         # per Wan 2.2 expert: high noise, low noise
+    profile_queries: int = 64
+    sample_max_row: int = 10000
+    anchor: bool = True                    # svg_include_first_frame: the first H x W keys of the layout
+    band_rule: str = "maxdiffusion"
+    split: ExpertSplit = ExpertSplit()
+    source: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "steps", _window("svg step window", self.steps))
+        object.__setattr__(self, "layers", _window("svg layer window", self.layers))
+        if len(self.densities) != 2:
+            raise BadInput(f"densities must be (high-noise, low-noise), got {self.densities!r}")
+        object.__setattr__(self, "densities", (_density("svg_high_noise_density", self.densities[0]),
+                                               _density("svg_low_noise_density", self.densities[1])))
+        for field in ("profile_queries", "sample_max_row"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise BadInput(f"{field} must be a positive integer, got {value!r}")
+        if self.band_rule not in BAND_RULES:
+            raise BadInput(f"band_rule must be one of {', '.join(BAND_RULES)}, got {self.band_rule!r}")
+
+    def calls(self, steps: int, layers: int) -> dict:
+        """Attention calls of one pass: ``dense`` and, per density, how many sparse calls run it."""
+        high = self.split.high_noise(steps)
+        sparse: dict[float, int] = {}
+        layer_count = max(0, min(self.layers[1], layers) - self.layers[0])
+        for step in range(self.steps[0], min(self.steps[1], steps)):
+            density = self.densities[0] if high[step] else self.densities[1]
+            sparse[density] = sparse.get(density, 0) + layer_count
+        return {"dense": steps * layers - sum(sparse.values()), "sparse": sparse,
+                "high_noise_steps": sum(high)}
+
+    def scaled(self, scale: float, name: str) -> "Policy":
+        """This policy with both densities times ``scale`` (at most 1)."""
+        return dataclasses.replace(self, name=name, densities=tuple(min(1.0, d * scale) for d in self.densities))
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "steps": list(self.steps), "layers": list(self.layers),
+                "high_noise_density": self.densities[0], "low_noise_density": self.densities[1],
+                "profile_queries": self.profile_queries, "sample_max_row": self.sample_max_row,
+                "anchor": self.anchor, "band_rule": self.band_rule, "flow_shift": self.split.flow_shift,
+                "boundary_ratio": self.split.boundary_ratio, "source": self.source}
+
+
+def band_half_width(geometry: VideoGeometry, density: float, rule: str = "maxdiffusion") -> int:
+    """The band half-width ``w`` (tokens) of ``density`` under ``rule`` (:data:`BAND_RULES`)."""
+    from svgtpu.masks.core import BAND_QUANTUM, band_window, multiplier_for_kept
+
+    density = _density("density", density)
+    N = geometry.L
+    if rule == "maxdiffusion":
+        if density >= 1:
+            return N - 1
+        width = N * (1.0 - math.sqrt(1.0 - density))
+        return min(int(math.ceil(width / BAND_QUANTUM)) * BAND_QUANTUM, N - 1)
+    if rule == "svg":
+        return N - 1 if density >= 1 else band_window(geometry, multiplier_for_kept(geometry, density))
+    raise BadInput(f"band_rule must be one of {', '.join(BAND_RULES)}, got {rule!r}")
+
+
+def band_multiplier(geometry: VideoGeometry, density: float, rule: str = "maxdiffusion") -> float:
+    """``w / F``: the band as the package's SVG mask takes it (:func:`svgtpu.masks.core.svg_mask`)."""
+    return band_half_width(geometry, density, rule) / geometry.F
+
+
+@functools.lru_cache(maxsize=256)
+def kept_pairs(geometry: VideoGeometry, density: float, rule: str = "maxdiffusion", anchor: bool = True) -> float:
+    """The share of ``(q, k)`` pairs the band (and anchor: the first ``H x W`` keys) keeps, exactly."""
+    from svgtpu.masks.core import BandSinkMask
+
+    return BandSinkMask(geometry.L, geometry.F if anchor else 0, band_half_width(geometry, density, rule)).density()
+
+
+def flops_saved(policy: Policy, model, geometry: VideoGeometry, steps: int) -> float:
+    """The share of a denoising run's transformer FLOPs the policy saves: self-attention FLOPs of each
+    sparse call times ``1 - kept pairs`` (band + anchor, before tile rounding, which keeps the pair budget),
+    over every op of every pass (:func:`svgtpu.costmodel.roofline.forward_flops`).  A count, not a timing."""
+    from svgtpu.costmodel.roofline import forward_flops
+
+    flops = forward_flops(model, geometry.L)
+    per_call = flops["self_attention"] / model.layers
+    saved = sum(n * per_call * (1 - kept_pairs(geometry, d, policy.band_rule, policy.anchor))
+                for d, n in policy.calls(steps, model.layers)["sparse"].items())
+    return saved / (steps * sum(flops.values()))
+
+
+def scaled_policy(base: Policy, target_saved: float, name: str, model, geometry: VideoGeometry, steps: int) -> Policy:
+    """The mapping rule for a policy published only by its FLOPs saved: ``base``'s windows, expert split and
+    rule, both densities times the one scale at which :func:`flops_saved` equals ``target_saved`` (bisection;
+    saved falls as the scale grows)."""
+    if not 0 < target_saved < 1:
+        raise BadInput(f"target FLOPs saved must be in (0, 1), got {target_saved!r}")
+    lo, hi = 1e-3, 1.0 / min(base.densities)
+    f = lambda s: flops_saved(base.scaled(s, name), model, geometry, steps)  # noqa: E731
+    if not f(hi) <= target_saved <= f(lo):
+        raise BadInput(f"no density scale makes {base.name}'s windows save {target_saved:.1%} of the FLOPs")
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > target_saved else (lo, mid)
+    return dataclasses.replace(base.scaled((lo + hi) / 2, name),
+                               source=f"mapping rule: {base.name}'s windows and expert split, densities x "
+                                      f"{(lo + hi) / 2:.4f} so the transformer FLOPs saved are {target_saved:.1%} "
+                                      f"({SVG_DOCS.cite()})")
+
+
+#: The moderate policy, published in full (:data:`SVG_DOCS`): its ``svg_*`` overrides.
+MODERATE_KEYS = {"use_svg_attention": True, "svg_high_noise_density": 0.50, "svg_low_noise_density": 0.20,
+                 "svg_active_start_step": 11, "svg_active_end_step": 40, "svg_active_start_layer": 1,
+                 "svg_active_end_layer": 40, "svg_profile_query_count": 64, "svg_sample_max_row": 10000,
+                 "svg_profile_seed": 0, "svg_include_first_frame": True}
+#: Estimated total transformer FLOPs saved of the policies published by that number only (:data:`SVG_DOCS`).
+PUBLISHED_FLOPS_SAVED = {"maxdiffusion-conservative": 0.272, "maxdiffusion-moderate": 0.322,
+                         "maxdiffusion-aggressive": 0.373}
+
+
+def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
+    """``(policy, video)`` from a MaxDiffusion config's keys: the ``svg_*`` keys (MaxDiffusion's defaults,
+    ``SVG_ATTENTION_DEFAULTS`` of :data:`SVG_ATTENTION`, where absent: a window of -1 means every step or
+    layer, one ``svg_spatial_density`` of 0.25 for both experts) and the video and sampler keys (default:
+    :data:`BASE_WAN_27B`).  ``video``: height, width, num_frames, num_inference_steps, cfg."""
+    if not isinstance(config, Mapping):
+        raise BadInput(f"{name} must be a mapping of MaxDiffusion config keys, got {type(config).__name__}")
+    get = lambda key, default: config[key] if config.get(key) is not None else default  # noqa: E731
+    video = {k: get(k, v) for k, v in BASE_WAN_27B.items()}
+    for key in ("height", "width", "num_frames", "num_inference_steps"):
+        if isinstance(video[key], bool) or not isinstance(video[key], int) or video[key] <= 0:
+            raise BadInput(f"{key} must be a positive integer, got {video[key]!r}")
+    steps, layers = video["num_inference_steps"], WAN22_LAYERS
+
+    def window(kind: str, n: int) -> tuple[int, int]:
+        start, end = get(f"svg_active_start_{kind}", -1), get(f"svg_active_end_{kind}", -1)
+        if start == -1 and end == -1:
+            return 0, n
+        return _window(f"svg_active_start_{kind} / svg_active_end_{kind}", (start, end))
+    spatial = get("svg_spatial_density", 0.25)
+    densities = (get("svg_high_noise_density", spatial), get("svg_low_noise_density", spatial))
+    policy = Policy(name, window("step", steps), window("layer", layers), densities,
+                    profile_queries=get("svg_profile_query_count", 64), sample_max_row=get("svg_sample_max_row", 10000),
+                    anchor=bool(get("svg_include_first_frame", True)),
+                    split=ExpertSplit(float(video["flow_shift"]), float(video["boundary_ratio"])),
+                    source=name)
+    return policy, video
+
+
+def read_yaml(path: str | Path) -> tuple[Policy, dict, dict]:
+    """:func:`from_config` of a MaxDiffusion YAML file (``--policy FILE.yml``), and the file's keys."""
+    import yaml
+
+    with user_file("--policy", path) as p:
+        text = p.read_text()
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise BadInput(f"--policy {path}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(config, Mapping):
+        raise BadInput(f"--policy {path}: a MaxDiffusion config is a mapping of keys, got {type(config).__name__}")
+    return (*from_config(config, str(path)), config)
+
+
+#: The named policies (``svgtpu costmodel --policy NAME``): moderate as published, the other two by the
+#: mapping rule (:func:`scaled_policy`).
+POLICY_NAMES = ("maxdiffusion-conservative", "maxdiffusion-moderate", "maxdiffusion-aggressive")
+
+
+def get_policy(name: str) -> tuple[Policy, dict]:
+    """``(policy, video)`` of a named policy (:data:`POLICY_NAMES`), on base_wan_27b.yml's video."""
+    if name not in POLICY_NAMES:
+        raise BadInput(f"--policy must be one of {', '.join(POLICY_NAMES)} or a MaxDiffusion YAML file, got {name!r}")
+    policy, video = _named_policy(name)
+    return policy, dict(video)
+
+
+@functools.lru_cache(maxsize=8)
+def _named_policy(name: str) -> tuple[Policy, tuple]:
+    from svgtpu.costmodel.workload import get_model
+
+    moderate, video = from_config(MODERATE_KEYS, "maxdiffusion-moderate")
+    moderate = dataclasses.replace(moderate, source=f"published in full: {SVG_DOCS.cite()}")
+    if name == "maxdiffusion-moderate":
+        return moderate, tuple(video.items())
+    geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
+    return scaled_policy(moderate, PUBLISHED_FLOPS_SAVED[name], name, get_model("wan2.2-a14b"), geometry,
+                         video["num_inference_steps"]), tuple(video.items())
+
+
+__all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",
+           "get_policy",
+           "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "WAN_OWN_FLOW_SHIFT", "band_half_width",
+           "band_multiplier", "flops_saved", "from_config", "kept_pairs", "read_yaml", "scaled_policy"]

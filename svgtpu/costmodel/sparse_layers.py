@@ -1,0 +1,288 @@
+"""Sparse layers priced from a TPU: MaxDiffusion's measured SVG runs on v6e-8, term by term.
+
+A denoising run of :class:`RunSetting` (MaxDiffusion's attention configuration for eight devices,
+``docs/svg.md``: data 2 x context 4, the two CFG passes side by side) is the DiT's other ops, one dense
+call per (step, layer) outside the policy's windows and one sparse call inside them
+(:meth:`svgtpu.costmodel.policy.Policy.calls`).  Each call is priced per chip in named terms a reader can
+argue with (:data:`TERMS`):
+
+- ``dense kernel``: MaxDiffusion's fixed-M splash (``block_q`` 6400, ``block_kv`` 2048): a fixed row maximum
+  instead of the online one, so its body is the compiled online-softmax full body per score times
+  :data:`FIXED_M_VALU_SHARE` (the hand-counted vector ops per score without the running max: subtract, sum,
+  cast of max, subtract, sum, cast; the compiled bodies are vector-bound, not MXU-bound);
+- ``sparse kernel``: the kept tiles of the band + anchor mask after tile rounding (``snap``) at the SVG tile
+  (3328 x 2816, ``block_kv_compute`` 256), each at the compiled full body per score of our online-softmax
+  kernel (the closest compiled kernel: same update, same ``block_kv_compute``), tiles touching the sequence's
+  padded end at the compiled masked body, every step its compiled overhead, every row its init and finish;
+- ``profiling``: the sampled queries against all keys (:func:`svgtpu.costmodel.pipeline.svg_overhead_seconds`);
+- ``placement``: temporal-head placement and its inverse after the Ulysses exchange, on every local head
+  (MaxDiffusion selects the permuted or the original layout with ``where``): :data:`PLACEMENT_PASSES` HBM
+  passes of Q, K, V and O;
+- ``tail merge``: the padding-masked second call's output merged by log-sum-exp into the main one,
+  :data:`MERGE_PASSES` HBM passes of the rows that have a tail tile;
+- ``idle grid steps``: the main call's grid is rows x the longest row, so short rows take steps that skip
+  their body, each at the compiled cost of a Splash grid step that skips its body;
+- ``collective``: Ulysses4's four all-to-alls over the context group for sparse calls instead of Ulysses2's
+  for dense ones, on the slice's physical layout (the context axis of a 2 x 4 v6e-8 along its four-chip side);
+  the ring's K/V exchange of dense calls overlaps its compute (the ring's design) and is not counted.
+
+Everything is computed from the compiled tile table at run time (never typed).  What the static schedule
+cannot see of the sparse kernel is one number, **the sparse stretch** (``sparse_stretch``): the realized over
+the static time of sparse-kernel tiles relative to the dense kernel's, fitted to the moderate run's measured
+speedup (:func:`svgtpu.costmodel.validate.fit_sparse_stretch`), checked on conservative and aggressive.
+:func:`gap_terms` switches the terms on one at a time, from the static schedule to the calibrated model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from svgtpu.costmodel import parallel
+from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds
+from svgtpu.costmodel.roofline import forward_ops, op_seconds
+from svgtpu.costmodel.policy import Policy, band_multiplier
+from svgtpu.errors import BadInput
+from svgtpu.geometry import ceil_div
+from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+
+#: A fixed-M body's vector work over an online-softmax body's: FLASH's hand count per score is max,
+#: subtract, sum, cast (4); a fixed row maximum drops the max (3).
+FIXED_M_VALU_SHARE = 3 / 4
+#: HBM passes of each of Q, K, V, O per local head for placement and its inverse: a fused gather + select
+#: reads the tensor once and writes it once (MaxDiffusion's ``svg_placement_permute``: transpose, then
+#: ``jnp.where`` over every local head).
+PLACEMENT_PASSES = 2
+#: HBM passes of the merged rows: read the main and the tail outputs, write the merged one.
+MERGE_PASSES = 3
+#: The kernel the compiled table prices MaxDiffusion's online-softmax SVG kernel with, and the one whose
+#: skipped grid step prices an idle step (Splash's grid, which MaxDiffusion's kernel keeps).
+SPARSE_PROXY, IDLE_PROXY = "ours", "splash"
+TERMS = ("dense kernel", "sparse kernel", "profiling", "placement", "tail merge", "idle grid steps", "collective")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSetting:
+    """MaxDiffusion's attention configuration for eight devices (``docs/svg.md``): dense fixed-M tiles,
+    SVG tiles, the data x context mesh and the Ulysses shards of dense and sparse calls."""
+
+    dense_block_q: int = 6400
+    dense_block_kv: int = 2048
+    sparse_block_q: int = 3328
+    sparse_block_kv: int = 2816
+    sparse_block_kv_compute: int = 256
+    data: int = 2
+    context: int = 4
+    dense_ulysses: int = 2
+    sparse_ulysses: int = 4            # SVG exchanges over the whole context axis
+    dense_kernel: str = "fixed-m"      # fixed-m, or "ours": price the dense calls as the sparse kernel's body
+
+    def __post_init__(self):
+        for field in ("dense_block_q", "dense_block_kv", "sparse_block_q", "sparse_block_kv",
+                      "sparse_block_kv_compute", "data", "context", "dense_ulysses", "sparse_ulysses"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise BadInput(f"{field} must be a positive integer, got {value!r}")
+        if self.context % self.dense_ulysses or self.context % self.sparse_ulysses:
+            raise BadInput(f"ulysses shards must divide the context axis {self.context}, got "
+                           f"{self.dense_ulysses} and {self.sparse_ulysses}")
+        if self.dense_kernel not in ("fixed-m", "ours"):
+            raise BadInput(f"dense_kernel must be fixed-m or ours, got {self.dense_kernel!r}")
+
+    @property
+    def chips(self) -> int:
+        return self.data * self.context
+
+
+@dataclasses.dataclass(frozen=True)
+class Switches:
+    """Which terms are on (:func:`gap_terms` turns them on one at a time) and the sparse stretch."""
+
+
+    fixed_m: bool = True
+    fixed_costs: bool = True           # profiling, placement, tail merge
+    idle_steps: bool = True
+    collective: bool = True
+    sparse_stretch: float | None = None   # None: the setup's (Setup.sparse_stretch)
+
+
+def _per_score(setup: Setup, kernel: str, body: str) -> float:
+    """Cycles per score of ``kernel``'s compiled ``body`` at the setup's production tile row."""
+    found = setup.compiled.tile(setup.device.name, kernel, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype) \
+        if setup.compiled else None
+    if not found:
+        raise BadInput("pricing MaxDiffusion's runs needs the compiled tile table's v6e rows at the production tile "
+                       "(`make figures` writes figures/compiled_tiles.json)")
+    row = found[0]
+    value = {"full": row.full, "masked": row.masked_body(False)}[body]
+    return value / (row.block_q * row.block_kv)
+
+
+def _row(setup: Setup, kernel: str):
+    _per_score(setup, kernel, "full")   # the row exists, or one clear line
+    return setup.compiled.tile(setup.device.name, kernel, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype)[0]
+
+
+def _a2a(setup: Setup, setting: RunSetting, n: int) -> float:
+    """Four Ulysses all-to-alls (Q, K, V in, O out) among ``n`` chips of the context group."""
+    if n == 1:
+        return 0.0
+    shard = setup.geometry.L / setting.context * setup.model.dim * setup.dtype_bytes
+    # the context axis runs along the slice's long side (data 2 x context 4 on a 2 x 4 v6e-8): a line of chips
+    return parallel.ULYSSES_ALL_TO_ALLS * parallel.all_to_all_seconds(shard, n, setup.device, setup.efficiency,
+                                                                      shape=(1, n))
+
+
+def dense_call(setup: Setup, setting: RunSetting, switches: Switches = Switches()) -> dict[str, float]:
+    """One dense attention call on one chip: its kernel and its collective."""
+    L, d = setup.geometry.L, setup.model.head_dim
+    bq, bkv = setting.dense_block_q, setting.dense_block_kv
+    ring = setting.context // setting.dense_ulysses
+    heads = setup.model.heads // setting.dense_ulysses          # each device: these heads over L / ring queries
+    rows, cols = ceil_div(ceil_div(L, ring), bq), ceil_div(L, bkv)
+    row = _row(setup, SPARSE_PROXY)
+    share = FIXED_M_VALU_SHARE if switches.fixed_m and setting.dense_kernel == "fixed-m" else 1.0
+    body = _per_score(setup, SPARSE_PROXY, "full") * bq * bkv * share
+    cycles = rows * cols * (body + row.step_overhead) + rows * (row.init_finish or 0.0)
+    kernel = heads * cycles / setup.device.clock_hz / setup.efficiency.attention
+    return {"kernel": kernel, "collective": _a2a(setup, setting, setting.dense_ulysses) if switches.collective else 0.0}
+
+
+def sparse_tiles(setup: Setup, setting: RunSetting, multiplier: float) -> dict:
+    """The SVG call's tiles: kept tiles inside the sequence (main call), tiles touching its padded end (tail
+    call), the main call's grid (rows x longest row) and the rows with a tail tile."""
+    from svgtpu.masks.core import align, svg_mask
+    from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
+
+    bq, bkv = setting.sparse_block_q, setting.sparse_block_kv
+    mask = align(svg_mask(setup.geometry, multiplier), bq, bkv, "snap")
+    kinds = classify(mask, bq, bkv).kinds
+    full = int(np.count_nonzero(kinds == FULL))
+    tail = int(np.count_nonzero(kinds == PARTIAL))
+    longest = int(np.count_nonzero(kinds == FULL, axis=1).max())
+    tail_rows = int(np.count_nonzero((kinds == PARTIAL).any(axis=1)))
+    return {"full": full, "tail": tail, "rows": kinds.shape[0], "longest_row": longest,
+            "idle": kinds.shape[0] * longest - full, "tail_rows": tail_rows, "density": mask.density(),
+            "tile_density": float(np.count_nonzero(kinds != EMPTY)) / kinds.size}
+
+
+def sparse_call(setup: Setup, setting: RunSetting, policy: Policy, density: float,
+                switches: Switches = Switches()) -> dict[str, float]:
+    """One sparse attention call on one chip, term by term (module doc)."""
+    L, d, b = setup.geometry.L, setup.model.head_dim, setup.dtype_bytes
+    heads = setup.model.heads // setting.sparse_ulysses
+    t = sparse_tiles(setup, setting, band_multiplier(setup.geometry, density, policy.band_rule))
+    bq, bkv = setting.sparse_block_q, setting.sparse_block_kv
+    row, idle_row = _row(setup, SPARSE_PROXY), _row(setup, IDLE_PROXY)
+    clock, eff = setup.device.clock_hz, setup.efficiency
+    cycles = (t["full"] * _per_score(setup, SPARSE_PROXY, "full") * bq * bkv
+              + t["tail"] * _per_score(setup, SPARSE_PROXY, "masked") * bq * bkv
+              + (t["full"] + t["tail"]) * row.step_overhead + 2 * t["rows"] * (row.init_finish or 0.0))
+    stretch = setup.sparse_stretch if switches.sparse_stretch is None else switches.sparse_stretch
+    out = {"kernel": stretch * heads * cycles / clock / eff.attention}
+    hbm = setup.device.hbm_bandwidth * eff.memory
+    placed = dataclasses.replace(setup, chips=setting.context, cfg_split=False, profile_rows=policy.profile_queries)
+    out["profiling"] = svg_overhead_seconds(placed)["profiling"] if switches.fixed_costs else 0.0
+    out["placement"] = heads * 4 * PLACEMENT_PASSES * L * d * b / hbm if switches.fixed_costs else 0.0
+    out["tail_merge"] = heads * MERGE_PASSES * t["tail_rows"] * bq * d * b / hbm if switches.fixed_costs else 0.0
+    idle = t["idle"] * ((idle_row.empty_step or 0.0) + idle_row.step_overhead)
+    out["idle_steps"] = heads * idle / clock / eff.attention if switches.idle_steps else 0.0
+    out["collective"] = _a2a(setup, setting, setting.sparse_ulysses) if switches.collective else 0.0
+    return out
+
+
+def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
+                switches: Switches = Switches()) -> dict:
+    """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
+    pass, host time, and the attention calls (one CFG pass per data-parallel group)."""
+    other = sum(op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass)
+                for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
+    host = stage_seconds(setup)["host"]
+    passes = math.ceil(setup.passes / setting.data)             # CFG passes one data group runs in turn
+    layers, steps = setup.model.layers, setup.steps
+    dense = dense_call(setup, setting, switches)
+    dense_total = sum(dense.values())
+    if policy is None:
+        calls = {"dense": steps * layers, "sparse": {}}
+    else:
+        calls = policy.calls(steps, layers)
+    terms = {"other": passes * steps * other, "host": host,
+             "dense_calls": passes * calls["dense"] * dense_total, "sparse": {}}
+    for density, n in calls["sparse"].items():
+        for name, seconds in sparse_call(setup, setting, policy, density, switches).items():
+            terms["sparse"][name] = terms["sparse"].get(name, 0.0) + passes * n * seconds
+    total = terms["other"] + terms["host"] + terms["dense_calls"] + sum(terms["sparse"].values())
+    return {"seconds": total, "terms": terms, "calls": {"dense": calls["dense"],
+                                                        "sparse": {str(k): v for k, v in calls["sparse"].items()}},
+            "dense_call": dense}
+
+
+def run_setup(setup: Setup, setting: RunSetting) -> Setup:
+    """``setup`` on the run's slice: its chips, CFG passes side by side when the data axis is 2, Ulysses over
+    the context group for the other ops' sharding, the host the only stage timed (denoising only)."""
+    return dataclasses.replace(setup, chips=setting.chips, cfg_split=setting.data == 2 and setup.cfg,
+                               parts=frozenset({"host"}), block_q=setting.sparse_block_q,
+                               block_kv=setting.sparse_block_kv)
+
+
+def speedup(setup: Setup, setting: RunSetting, policy: Policy, switches: Switches = Switches()) -> dict:
+    """Modeled dense and SVG denoising and their ratio for ``policy``."""
+    dense = run_seconds(setup, setting, None, switches)
+    svg = run_seconds(setup, setting, policy, switches)
+    return {"dense_seconds": dense["seconds"], "svg_seconds": svg["seconds"],
+            "speedup": dense["seconds"] / svg["seconds"], "dense": dense, "svg": svg}
+
+
+#: The order the terms are switched on in, from the static schedule (our compiled kernel for dense and
+#: sparse calls, no per-call cost, no idle step, no collective change, stretch 1) to the calibrated model.
+GAP_ORDER = (("dense kernel (fixed-M)", "fixed_m"), ("fixed per-call costs (profiling, placement, tail merge)",
+                                                     "fixed_costs"),
+             ("idle grid steps", "idle_steps"), ("collective change (Ulysses4 vs Ring2/Ulysses2)", "collective"),
+             ("sparse stretch (fitted)", "sparse_stretch"))
+
+
+def gap_terms(setup: Setup, setting: RunSetting, policy: Policy, stretch: float, measured: float) -> dict:
+    """Each term's share of the gap between the static schedule's speedup and ``measured``: the terms
+    switched on in :data:`GAP_ORDER`, each share its change of ``log(speedup)`` over
+    ``log(static / measured)``; the fitted stretch last (it closes the gap on the calibration run)."""
+    on = Switches(fixed_m=False, fixed_costs=False, idle_steps=False, collective=False, sparse_stretch=1.0)
+    static = speedup(setup, setting, policy, on)["speedup"]
+    rows, previous = [], static
+    gap = math.log(static / measured)
+    for name, field in GAP_ORDER:
+        on = dataclasses.replace(on, **{field: stretch if field == "sparse_stretch" else True})
+        now = speedup(setup, setting, policy, on)["speedup"]
+        rows.append({"term": name, "speedup_after": now,
+                     "share_of_gap": math.log(previous / now) / gap if gap else None})
+        previous = now
+    return {"static_speedup": static, "measured_speedup": measured, "calibrated_speedup": previous, "terms": rows,
+            "order": "terms switched on one at a time in this order; share = change of log(speedup) / "
+                     "log(static / measured)"}
+
+
+def run_setting(config) -> RunSetting:
+    """The :class:`RunSetting` a MaxDiffusion config's attention keys give (``flash_block_sizes``,
+    ``svg_flash_block_sizes``, ``ici_data_parallelism``, ``ici_context_parallelism``, ``ulysses_shards``); a key
+    it lacks keeps the docs' example for eight devices."""
+    fields = {}
+    for key, prefix in (("flash_block_sizes", "dense_"), ("svg_flash_block_sizes", "sparse_")):
+        blocks = config.get(key) or {}
+        if not isinstance(blocks, dict):
+            raise BadInput(f"{key} must be a mapping of block sizes, got {blocks!r}")
+        for name in ("block_q", "block_kv") + (("block_kv_compute",) if prefix == "sparse_" else ()):
+            if name in blocks:
+                fields[prefix + name] = blocks[name]
+    for key, field in (("ici_data_parallelism", "data"), ("ici_context_parallelism", "context"),
+                       ("ulysses_shards", "dense_ulysses")):
+        if config.get(key) not in (None, -1):
+            fields[field] = config[key]
+    if "context" in fields:
+        fields["sparse_ulysses"] = fields["context"]   # SVG exchanges over the whole context axis
+    return RunSetting(**fields)
+
+
+__all__ = ["FIXED_M_VALU_SHARE", "GAP_ORDER", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "RunSetting",
+           "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "run_setting", "run_setup",
+           "sparse_call", "sparse_tiles", "speedup"]
