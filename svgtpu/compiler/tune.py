@@ -18,8 +18,9 @@ one compile per tile serves every ``--kept``.
 - ``block_kv``: 2048 (MaxDiffusion's Wan tile) and 2816 (its SVG tile);
 - ``block_kv_compute``: 256 (its SVG tile's) and 512 (ours at the production tile).
 
-Sixteen combinations, twelve of them legal (512 does not divide 2816): enough to see the row height, the
-key width and the update width move the cycles, few enough to compile cold within minutes on two cores.
+Sixteen combinations (twelve if PRODUCTION's ``block_q`` is 3072), of which 512 x 2816 is never legal
+(512 does not divide 2816): enough to see the row height, the key width and the update width move the
+cycles, few enough to compile cold within the quarter hour issue 37 allows on two cores.
 A candidate our :class:`~svgtpu.kernels.KernelConfig` refuses, or whose VMEM need
 (:func:`svgtpu.kernels.budget.vmem_bytes`, a lower estimate) exceeds the device's budget, is pruned
 before compiling, with the reason; the compiler has the last word on the rest (a refusal is a row).
@@ -28,7 +29,9 @@ A new axis (a kernel layout) is one more entry in :data:`AXES` once :class:`Vari
 **Static cycles are not latency**: they are the compiler's bundles before any stall on memory; the
 HBM bytes per step say how much each step must fetch behind them.  Each candidate's cycles are also
 given over two full-fill rooflines (flops / the core's flops per cycle): of the tiles it computes
-(its own denominator) and of the exact band's kept pairs (one denominator for every candidate).
+(its own denominator) and of the exact band's kept pairs (one denominator for every candidate);
+``pairs_over_band`` is how far the snap moved the pairs a tile computes from the band's: a tile whose snap
+drops pairs does less work, so read the ranking beside it.
 Provenance ``compiled-v6e`` / ``compiled-v7x``: nothing ran.  ``--record`` writes the winner into
 :data:`TUNED_FILE` (``figures/tuned_tiles.json``), which the ``tpu`` profile of ``svgtpu reproduce`` reads.
 """
@@ -208,11 +211,18 @@ def record(result: dict, figures_dir=None) -> str:
     entry = {k: w[k] for k in ("block_q", "block_kv", "block_kv_compute", "static_cycles", "hbm_bytes_per_step",
                                "over_roofline", "over_band_roofline")}
     entry.update(kept=result["kept"], candidates=len(result["candidates"]), provenance=result["provenance"],
-                 versions=result["versions"],
+                 versions=result["versions"], kernel_sources=kernel_sources_key(),
                  command=TUNE_COMMAND.format(resolution=result["resolution"], device=result["device"]))
     data.setdefault("tiles", {}).setdefault(result["device"], {})[result["resolution"]] = entry
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return str(path)
+
+
+def kernel_sources_key() -> str:
+    """A content key of our kernel's sources: a recorded winner whose key differs was tuned on another kernel."""
+    from svgtpu.compiler.dumps import cache_key
+    from svgtpu.compiler.variants import OUR_SOURCES
+    return cache_key({"what": "kernel sources"}, OUR_SOURCES)
 
 
 def tuned_tile(resolution: str, device: str = "v6e", figures_dir=None) -> dict | None:
@@ -253,4 +263,4 @@ def tune_command(args):
 
 
 __all__ = ["AXES", "DEVICES", "TUNED_FILE", "TUNE_COMMAND", "Candidate", "check_inputs", "candidates", "aligned_mask",
-           "variant_of", "score", "winner", "tune", "record", "tuned_tile", "tune_command"]
+           "variant_of", "score", "winner", "tune", "record", "kernel_sources_key", "tuned_tile", "tune_command"]
