@@ -95,10 +95,12 @@ def run_tiles(args):
 
 def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.geometry import format_tiles
-    from svgtpu.masks.c3_search import GEOMETRIES, TILES
+    from svgtpu.masks.c3_search import GEOMETRIES, MAXDIFFUSION_TILES, TILES
     p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
     p.add_argument("--tiles", default=format_tiles(TILES),
                    help="comma-separated BLOCK_QxBLOCK_KV tiles (default: Splash's, MaxDiffusion's, squares)")
+    p.add_argument("--maxdiffusion-tiles", default=format_tiles(MAXDIFFUSION_TILES),
+                   help="tiles of the search counted MaxDiffusion's way (default: its Wan configs' and SVG docs' tiles)")
 
 
 # argparse formats help with %: a literal percent sign is written %%
@@ -107,14 +109,43 @@ def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
          _c3_search_arguments)
 def run_c3_search(args):
     from svgtpu.geometry import get_geometry, parse_tiles
-    from svgtpu.masks.c3_search import format_search, search
+    from svgtpu.masks.c3_search import format_maxdiffusion_search, format_search, maxdiffusion_search, search
 
     for geometry in args.geometries:   # refused before the search's progress bar starts
         get_geometry(geometry, "--geometries")
     found = search(args.geometries, parse_tiles(args.tiles, "--tiles"))
     found.pop("rows")   # every candidate row: the notebook draws them; --json keeps matches and nearest
-    result = {**found, "provenance": "computed"}
-    return result, format_search(result)
+    theirs = maxdiffusion_search(args.geometries, parse_tiles(args.maxdiffusion_tiles, "--maxdiffusion-tiles"))
+    theirs.pop("rows")
+    result = {**found, "maxdiffusion": theirs, "provenance": "computed"}
+    return result, format_search(result) + "\n\n" + format_maxdiffusion_search(theirs)
+
+
+def _align_pairs_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.masks.core import ALIGN_MODES
+    from svgtpu.geometry import format_tiles
+    from svgtpu.masks.pairs import GEOMETRIES, KEPT, TILES
+    from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES
+    p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
+    p.add_argument("--tiles", default=format_tiles(TILES),
+                   help="comma-separated BLOCK_QxBLOCK_KV tiles (default: the production tile and MaxDiffusion's SVG tile)")
+    p.add_argument("--kept", nargs="*", type=float, default=list(KEPT), help="SVG kept fractions (our band rule)")
+    p.add_argument("--densities", nargs="*", type=float, default=list(MAXDIFFUSION_SVG_DENSITIES),
+                   help="MaxDiffusion retained densities (its band rule w = L (1 - sqrt(1 - density)), up to 128)")
+    p.add_argument("--modes", nargs="+", choices=ALIGN_MODES, default=list(ALIGN_MODES), help="alignment modes")
+
+
+@command("align-pairs", "pairs each tile alignment executes vs the SVG mask's (snap drifts; balanced keeps the count)",
+         _align_pairs_arguments)
+def run_align_pairs(args):
+    from svgtpu.geometry import parse_tiles
+    from svgtpu.masks.core import check_kept
+    from svgtpu.masks.pairs import format_pair_accounting, pair_accounting
+
+    kept = [check_kept(k, "--kept") for k in args.kept]
+    result = pair_accounting(args.geometries, parse_tiles(args.tiles, "--tiles"), kept=kept, densities=args.densities,
+                             modes=args.modes)
+    return result, format_pair_accounting(result)
 
 
 @command("recipes", "SVG's Wan recipes and the tile settings, each with its source",
@@ -245,8 +276,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
-    p.add_argument("--out", default="checkpoints/toy_dit.npz", help="checkpoint .npz; the loss curve goes "
-                   "next to it as <name>.loss.json")
+    p.add_argument("--out", default=str(CHECKPOINT), help="checkpoint .npz (default: the shipped checkpoint of this "
+                   "checkout, whatever the working directory); the loss curve goes next to it as <name>.loss.json")
 
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
@@ -313,6 +344,9 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p, f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
     p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT",
+                   help="the SVG variants to sample (default: all of svgtpu.toy.quality.VARIANTS; e.g. svg svg-aligned "
+                        "svg-aligned-balanced: aligned vs unaligned at equal kept pairs)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="compare these sparse methods instead (svg, svg2, sta, radial, each also -aligned) at "
                         f"the kept fractions --kept-fractions (default: --kept, else {DEFAULT_KEPT})")
@@ -335,8 +369,12 @@ def run_quality(args):
         result = method_sweep(params, config, variants=args.methods,
                               kept_fractions=args.kept_fractions or [args.kept or DEFAULT_KEPT], **common)
         return {**result, "checkpoint": str(args.checkpoint)}, format_sweep(result)
-    from svgtpu.toy.quality import format_study, quality_study
-    result = quality_study(params, config, kept=args.kept, **common)
+    from svgtpu.toy.quality import VARIANTS, format_study, quality_study
+    unknown = [v for v in args.variants or () if v not in VARIANTS]
+    if unknown:
+        raise BadInput(f"--variants must be among {', '.join(VARIANTS)}, got {', '.join(unknown)}")
+    variants = {v: VARIANTS[v] for v in args.variants} if args.variants else None
+    result = quality_study(params, config, kept=args.kept, variants=variants, **common)
     return {**result, "checkpoint": str(args.checkpoint)}, format_study(result)
 
 

@@ -98,6 +98,12 @@ class VideoGeometry:
         """Sequence length, ``T * H * W``."""
         return self.T * self.F
 
+    @property
+    def pixel_frames(self) -> int:
+        """Frames of the pixel video these latent frames decode to (Wan's VAE: the first, then
+        ``WAN_VAE_STRIDE[0]`` per latent frame), the inverse of :meth:`from_pixels`."""
+        return 1 + (self.T - 1) * WAN_VAE_STRIDE[0]
+
     def __str__(self) -> str:
         grid = f"{self.T}x{self.H}x{self.W}"
         return f"{self.name} ({grid})" if self.name else grid

@@ -260,6 +260,16 @@ MAXDIFFUSION_V6E_TILE = TileRecipe("maxdiffusion-wan-v6e", 3024, 2048, 1024, Sou
 MAXDIFFUSION_DEFAULT_TILE = TileRecipe("maxdiffusion-wan-default", 512, 512, 512, Source(
     MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_14b.yml", MAXDIFFUSION_COMMIT,
     "flash_block_sizes: block_q 512, block_kv 512, block_kv_compute 512"))
+#: MaxDiffusion's SVG kernel tiles for Wan 2.2 on v6e (its SVG documentation's example; not in :data:`TILES`,
+#: which the compiled tile table compiles): the C3 search counts them beside the others.
+MAXDIFFUSION_SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", "ff0911cfb1d7599e4d4c60932f02f2c026cebb8a")
+MAXDIFFUSION_SVG_TILE = TileRecipe("maxdiffusion-svg", 3328, 2816, 256, dataclasses.replace(
+    MAXDIFFUSION_SVG_DOCS, what="svg_flash_block_sizes: block_q 3328, block_kv 2816, block_kv_compute 256"))
+#: The retained pair densities of MaxDiffusion's moderate Wan 2.2 SVG policy (low-noise and high-noise expert);
+#: its band half-width follows from a density by :func:`svgtpu.masks.core.density_band_window`.
+MAXDIFFUSION_SVG_DENSITIES = (0.2, 0.5)
+MAXDIFFUSION_SVG_DENSITIES_SOURCE = dataclasses.replace(
+    MAXDIFFUSION_SVG_DOCS, what="moderate policy: svg_low_noise_density 0.20, svg_high_noise_density 0.50")
 #: JAX Splash attention's default block sizes.
 SPLASH_DEFAULT_TILE = TileRecipe("splash-default", 128, 128, 128, Source(
     "jax-ml/jax", "jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py", "jax-v0.10.2",
@@ -296,6 +306,7 @@ def format_recipes(result: dict) -> str:
     return "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 
-__all__ = ["BLOCK_KV", "BLOCK_Q", "DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE",
+__all__ = ["BLOCK_KV", "BLOCK_Q", "DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE", "MAXDIFFUSION_SVG_DENSITIES",
+           "MAXDIFFUSION_SVG_DENSITIES_SOURCE", "MAXDIFFUSION_SVG_TILE",
            "MAXDIFFUSION_V6E_TILE", "PRODUCTION_TILE", "RECIPES", "Recipe", "SPLASH_DEFAULT_TILE",
            "SVG1_TIMES_FP_COMMENT", "Source", "TILES", "TileRecipe", "format_recipes", "get_recipe", "recipes_report"]

@@ -129,3 +129,51 @@ def test_union_of_band_and_strided_masks_counts_by_brute_force():
                                       ArrayMask(union).count_grid(q_edges, k_edges))
         assert (classify(UnionMask(band, g), 16, 24).stats.full,
                 classify(UnionMask(band, g), 16, 24).stats.partial) == brute_stats(union, 16, 24)
+
+
+def brute_maxdiffusion_classes(allowed: np.ndarray, bq: int, bkv: int):
+    """MaxDiffusion's tile classes of a band + sink array, tile by tile from the definition: a tile is *live* when
+    it holds an allowed pair, *full* when it lies wholly inside the sequence and every pair is in the sink alone or
+    in the band alone (sink_only / band_only arrays), the rest of the live tiles *boundary*."""
+    L = allowed.shape[0]
+    return lambda sink_only, band_only: [
+        [(bool(allowed[q0:q0 + bq, k0:k0 + bkv].any()),
+          q0 + bq <= L and k0 + bkv <= L and (bool(sink_only[q0:q0 + bq, k0:k0 + bkv].all())
+                                              or bool(band_only[q0:q0 + bq, k0:k0 + bkv].all())))
+         for k0 in range(0, -(-L // bkv) * bkv, bkv)] for q0 in range(0, -(-L // bq) * bq, bq)]
+
+
+@pytest.mark.parametrize("L, sink, window, bq, bkv", [(200, 40, 17, 32, 48), (257, 0, 64, 64, 64),
+                                                       (130, 60, 30, 24, 40), (96, 33, 5, 100, 7), (300, 90, 0, 64, 32)])
+def test_maxdiffusion_tile_classes_equal_brute_force(L, sink, window, bq, bkv):
+    from svgtpu.masks.c3_search import maxdiffusion_tile_classes
+    q, k = np.arange(L)[:, None], np.arange(L)[None, :]
+    sink_only, band_only = np.broadcast_to(k < sink, (L, L)), np.abs(q - k) <= window
+    classes = np.array(brute_maxdiffusion_classes(sink_only | band_only, bq, bkv)(sink_only, band_only))
+    got = maxdiffusion_tile_classes(BandSinkMask(L, sink, window), bq, bkv)
+    np.testing.assert_array_equal(got["live"], classes[..., 0])
+    np.testing.assert_array_equal(got["full"], classes[..., 0] & classes[..., 1])
+    np.testing.assert_array_equal(got["boundary"], classes[..., 0] & ~classes[..., 1])
+
+
+def test_maxdiffusion_shares_hand_worked():
+    # L = 8, no sink, band |q - k| <= 1, 4 x 4 tiles: diagonal tiles have 10 of 16 pairs, the two off-diagonal
+    # ones 1 each; none is full, all four are boundary (before 4/4).  The budget is 22 pairs: prefixes by share run
+    # 16, 32, ... pairs -> the two diagonal tiles (32 pairs, error 10) vs one (16, error 6): one tile of 16 runs.
+    # Nothing touches the sequence end (L is a multiple of 4): after = 0.
+    from svgtpu.masks.c3_search import maxdiffusion_shares
+    shares = maxdiffusion_shares(BandSinkMask(8, 0, 1), 4, 4)
+    assert shares["before"] == 1.0 and shares["after_global"] == 0.0
+    assert shares["pair_error_global"] == (16 - 22) / 22
+    # per row the budgets are 11 and 11: each row keeps its diagonal tile (16, error 5 < 11)
+    assert shares["pair_error_row"] == (32 - 22) / 22
+
+
+def test_maxdiffusion_search_counts_both_ways():
+    from svgtpu.masks.c3_search import format_maxdiffusion_search, maxdiffusion_search
+    found = maxdiffusion_search(["2x16x16"], [(128, 128), (96, 160)], densities=(0.2, 0.5), progress=False)
+    assert found["searched"] == 2 * 2 * 2 * 2   # tiles x densities x sink x policy
+    row = found["rows"][0]
+    assert {"before", "after", "ours_before", "ours_after", "pair_error"} <= set(row)
+    assert all(0 <= r[k] <= 1 for r in found["rows"] for k in ("before", "after", "ours_before", "ours_after"))
+    assert "MaxDiffusion's counting" in format_maxdiffusion_search(found)

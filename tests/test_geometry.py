@@ -63,3 +63,8 @@ def test_permutation_is_jittable_and_checks_shape():
     np.testing.assert_array_equal(np.asarray(y), np.asarray(x))
     with pytest.raises(ValueError, match="L=18"):
         g.to_spatial_major(jnp.zeros((17, 4)))
+
+
+def test_pixel_frames_inverts_from_pixels():
+    for frames in (1, 5, 81, 121):
+        assert VideoGeometry.from_pixels(1280, 720, frames).pixel_frames == frames

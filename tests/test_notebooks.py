@@ -40,7 +40,9 @@ EXPECTED = {
         "figures": ["c3_tile_maps", "c3_layout_transform", "c3_partial_share", "c3_alignment_diff", "c3_search"],
         "claims": {"C3": ["partial_share_before", "partial_share_after", "partial_share_table",
                           "pairs_added", "pairs_dropped", "output_error_aligned", "search_matches",
-                          "search_nearest_before", "search_nearest_after"]},
+                          "search_nearest_before", "search_nearest_after", "pair_accounting",
+                          "pair_error_snap_max", "pair_error_balanced_max", "search_maxdiffusion",
+                          "search_maxdiffusion_matches", "search_maxdiffusion_nearest_before"]},
     },
     "04_fast_path_ablation": {
         "figures": ["c4_kernel_variants", "c4_vector_ops"],
@@ -62,6 +64,7 @@ EXPECTED = {
         "figures": ["q_quality_vs_kept", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
                     "q_methods"],
         "claims": {"Q": ["psnr_unaligned", "psnr_aligned", "ssim_unaligned", "ssim_aligned", "kept_sweep",
+                         "psnr_aligned_balanced", "psnr_gap_aligned_equal_pairs",
                          "head_kinds", "head_kind_map", "methods_quality", "methods_tiles_1440p",
                          "methods_attention_ratio_1440p", "methods_pareto"]},
     },

@@ -50,7 +50,8 @@ def _check_multiple(name: str, value, quantum: int, why: str) -> int:
 
 def default_block_kv_compute(block_q: int, block_kv: int) -> int:
     """The widest multiple of 128 dividing ``block_kv`` whose f32 score block stays within
-    :data:`SCORE_BLOCK_BYTES` (at least 128): 512 at 3024 x 2048, ``block_kv`` for small tiles."""
+    :data:`SCORE_BLOCK_BYTES` (at least 128): 256 at 3024 x 2048 (a 3024 x 512 f32 block is 6 MiB),
+    ``block_kv`` for small tiles."""
     best = LANES
     for width in range(LANES, block_kv + 1, LANES):
         if block_kv % width == 0 and block_q * width * 4 <= SCORE_BLOCK_BYTES:

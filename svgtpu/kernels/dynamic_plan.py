@@ -29,19 +29,19 @@ from jax import lax
 
 from svgtpu.geometry import ceil_div
 from svgtpu.kernels.plan import FIRST, LAST, check_packable, kv_bits_for, noop_word, pack_words
-from svgtpu.masks.core import ALIGN_MODES
+from svgtpu.masks.core import TILE_RULE_MODES
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.errors import BadInput
 
 #: Alignment of a block-table mask in data: ``None`` (the exact mask) or a :func:`svgtpu.masks.core.align`
-#: mode (whole tiles, kept by the same rule).
-TRACED_ALIGN = (None,) + ALIGN_MODES
+#: mode that judges each tile alone (whole tiles, kept by the same rule; the balanced modes rank tiles on the host).
+TRACED_ALIGN = (None,) + TILE_RULE_MODES
 
 
 def check_traced_align(align) -> None:
     """``align`` must be one of :data:`TRACED_ALIGN`."""
     if align not in TRACED_ALIGN:
-        raise BadInput(f"align must be None or one of {', '.join(ALIGN_MODES)}, got {align!r}")
+        raise BadInput(f"align must be None or one of {', '.join(TILE_RULE_MODES)}, got {align!r}")
 
 
 def plan_length(nq: int, nkv: int, max_steps: int | None = None) -> int:

@@ -9,15 +9,15 @@ The public names are importable from here: ``from svgtpu.masks import svg_mask, 
 """
 
 from svgtpu.masks.core import (
-    ALIGN_MODES, MASK_KINDS, ArrayMask, BandSinkMask, DenseMask, Mask, MaskDiff, PermutedMask, TileMask,
-    align, alignment_diff, band_window, make_mask, multiplier_for_kept, svg_mask, temporal_frame_major_mask,
+    ALIGN_MODES, BALANCED_MODES, MASK_KINDS, TILE_RULE_MODES, ArrayMask, BandSinkMask, DenseMask, Mask, MaskDiff, PermutedMask, TileMask,
+    align, alignment_diff, balanced_keep, band_window, density_band_window, make_mask, multiplier_for_kept, svg_mask, temporal_frame_major_mask,
 )
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileClassification, TileStats, classify
 
 __all__ = [
-    "ALIGN_MODES", "MASK_KINDS", "ArrayMask", "BandSinkMask", "DenseMask", "Mask", "MaskDiff", "PermutedMask",
-    "TileMask", "align", "alignment_diff", "band_window", "make_mask", "multiplier_for_kept", "svg_mask",
+    "ALIGN_MODES", "BALANCED_MODES", "MASK_KINDS", "TILE_RULE_MODES", "ArrayMask", "BandSinkMask", "DenseMask", "Mask", "MaskDiff", "PermutedMask",
+    "TileMask", "align", "alignment_diff", "balanced_keep", "band_window", "density_band_window", "make_mask", "multiplier_for_kept", "svg_mask",
     "temporal_frame_major_mask", "BlockMask", "RadialMask", "STAMask", "EMPTY", "FULL", "PARTIAL",
     "TileClassification", "TileStats", "classify",
 ]

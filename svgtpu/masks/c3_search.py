@@ -19,6 +19,13 @@ Band heads are counted in closed form, one tile row at a time (:func:`band_tile_
 at once); the rest use the masks' analytic tile counts (:meth:`Mask.count_grid`), never ``L x L``.
 A setting *matches* when both shares round (to 0.01 %) to the reported ones.  Everything is
 ``computed``.
+
+:func:`maxdiffusion_search` counts the same two shares the way MaxDiffusion's SVG kernel does (AI-Hypercomputer/
+maxdiffusion, ``src/maxdiffusion/kernels/custom_svg_static_range_attention.py`` at db8c0cd4, ``_classify_tiles``,
+and ``custom_svg_balanced_rounding_attention.py`` at 3b9f3255): *before*, the exact band's boundary tiles over
+all tiles it touches; *after* budget-preserving rounding, the tiles touching the sequence end (the only ones it
+runs with a mask) over all tiles it runs; with its density -> band rule
+(:func:`svgtpu.masks.core.density_band_window`), over its tiles and any density its configs accept.
 """
 
 from __future__ import annotations
@@ -31,9 +38,10 @@ import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns, Mask, PermutedMask, TileMask, align,
-                               tile_grid, tile_valid_pairs)
+                               balanced_keep, density_band_window, tile_grid, tile_valid_lengths, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
-from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE
+from svgtpu.recipes import (MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE,
+                            MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE)
 from svgtpu.facts.claims import REPORTED, rounds_to
 from svgtpu.errors import BadInput
 
@@ -58,6 +66,19 @@ STRIDED_KEPT_STEP = 0.005
 QUANTUM_MAX_BLOCKS = 2**21
 #: Before-shares within this of the target get their after-shares computed (and can be "nearest").
 NEAR = 0.0015
+#: MaxDiffusion's Wan tiles, searched with its counting: its Wan 2.1 14B default and v6e tiles (base_wan_14b.yml,
+#: :mod:`svgtpu.recipes`), its Wan 2.2 default 1024 x 1024 (``src/maxdiffusion/configs/base_wan_27b.yml`` at
+#: 25357427, ``flash_block_sizes``), and from ``docs/svg.md`` at ff0911cf the SVG tile 3328 x 2816 and the dense
+#: fixed-M tile 6400 x 2048.
+MAXDIFFUSION_TILES = tuple(dict.fromkeys([
+    (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv), (1024, 1024),
+    (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
+    (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv), (6400, 2048)]))
+#: Densities searched with MaxDiffusion's counting: its configs accept any retained density in (0, 1]
+#: (``svg_execution_band_width``); every 0.05 and its moderate policy's two.
+MAXDIFFUSION_DENSITIES = tuple(sorted({round(0.05 * k, 2) for k in range(1, 20)} | set(MAXDIFFUSION_SVG_DENSITIES)))
+#: MaxDiffusion's rounding policies: one pair budget for all boundary tiles, or one per q tile row.
+MAXDIFFUSION_POLICIES = {"global": False, "row": True}
 
 
 def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
@@ -286,6 +307,95 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
                       "near": near}}
 
 
+def maxdiffusion_tile_classes(mask: BandSinkMask, block_q: int, block_kv: int) -> dict[str, np.ndarray]:
+    """MaxDiffusion's classes of the tiles of a band + sink mask (bool ``[nq, nk]`` each, and the pair counts).
+
+    ``live``: the kv tiles from the band's first key to its last, per q tile, and the sink's tiles;
+    ``full``: live tiles wholly inside the sequence whose every pair lies in the sink or every pair in the band
+    (its sufficient test: a tile in the sink *and* band together stays a boundary tile); ``boundary``: the other
+    live tiles; ``inside``: tiles touching no padded row or key (the others run padding-masked); ``counts`` and
+    ``valid``: allowed and valid pairs per tile (what its rounding ranks).
+    """
+    L, W, sink = mask.L, mask.window, mask.sink
+    qe, ke = tile_grid(L, block_q, block_kv)
+    q0, q1 = qe[:-1, None], np.minimum(qe[1:], L)[:, None] - 1          # first and last row
+    k0, k1 = ke[None, :-1], np.minimum(ke[1:], L)[None, :] - 1          # first and last key
+    j = np.arange(len(ke) - 1)[None, :]
+    live = (j >= np.maximum(q0 - W, 0) // block_kv) & (j <= np.minimum(q1 + W, L - 1) // block_kv)
+    if sink:
+        live |= j <= (sink - 1) // block_kv
+    inside = (qe[1:] <= L)[:, None] & (ke[1:] <= L)[None, :]
+    whole = ((k1 < sink) if sink else np.zeros_like(live)) | (np.maximum(np.abs(q0 - k1), np.abs(q1 - k0)) <= W)
+    full = live & inside & whole
+    return {"live": live, "full": full, "boundary": live & ~full, "inside": inside,
+            "counts": mask.count_grid(qe, ke), "valid": tile_valid_pairs(L, qe, ke)}
+
+
+def maxdiffusion_shares(mask: BandSinkMask, block_q: int, block_kv: int) -> dict:
+    """The C3 shares of one band + sink mask counted MaxDiffusion's way and ours, before and after balanced rounding.
+
+    ``before``: MaxDiffusion's boundary tiles over its live tiles; ``after_global`` / ``after_row``: tiles run that
+    touch the sequence end over all tiles run, after its global / per-row (no carry) rounding of its boundary tiles.
+    ``ours_before`` / ``ours_after_global`` / ``ours_after_row``: our partial share (:func:`classify`: padded keys
+    mask a tile, padded rows do not) of the exact mask and of ``align(mask, ..., "balanced-global" / "balanced-row")``.
+    ``pair_error_*``: pairs run after rounding minus the mask's, over the mask's, MaxDiffusion's way.
+    """
+    c = maxdiffusion_tile_classes(mask, block_q, block_kv)
+    counts, valid = c["counts"], c["valid"]
+    exact = int(counts.sum())
+    k_unpadded = (np.arange(counts.shape[1]) + 1) * block_kv <= mask.L
+    ours_full = counts == tile_valid_lengths(mask.L, tile_grid(mask.L, block_q, block_kv)[0])[:, None] * block_kv
+    ours_computed = int((counts > 0).sum())
+    out = {"before": int(c["boundary"].sum()) / max(int(c["live"].sum()), 1),
+           "ours_before": (ours_computed - int(ours_full.sum())) / max(ours_computed, 1)}
+    for policy, per_row in MAXDIFFUSION_POLICIES.items():
+        run = c["full"] | balanced_keep(counts, valid, per_row=per_row, carry=False, boundary=c["boundary"])
+        out[f"after_{policy}"] = int((run & ~c["inside"]).sum()) / max(int(run.sum()), 1)
+        out[f"pair_error_{policy}"] = (int(valid[run].sum()) - exact) / max(exact, 1)
+        ours = balanced_keep(counts, valid, per_row=per_row)
+        out[f"ours_after_{policy}"] = int((ours & ~k_unpadded[None, :]).sum()) / max(int(ours.sum()), 1)
+    return out
+
+
+def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSION_DENSITIES, *,
+                        target: tuple[float, float] = TARGET, progress: bool = True) -> dict:
+    """Every (resolution, MaxDiffusion tile, density, first-frame sink on/off, rounding policy): the C3 shares counted
+    MaxDiffusion's way and ours (:func:`maxdiffusion_shares`), nearest to ``target`` first under each counting.
+
+    Returns ``{"target", "searched", "rows", "matches", "nearest", "ours_matches", "ours_nearest", "space"}``:
+    ``matches`` round to both target shares under MaxDiffusion's counting, ``ours_matches`` under ours.
+    """
+    from tqdm.auto import tqdm
+
+    tiles = MAXDIFFUSION_TILES if tiles is None else [tuple(t) for t in tiles]
+    before_t, after_t = target
+    rows = []
+    for name, (bq, bkv), sink in tqdm(list(itertools.product(geometries, tiles, (True, False))),
+                                      desc="C3 search, MaxDiffusion's counting", disable=not progress):
+        g = get_geometry(name)
+        for density in densities:
+            mask = BandSinkMask(g.L, g.F if sink else 0, density_band_window(g, density))
+            shares = maxdiffusion_shares(mask, bq, bkv)
+            for policy in MAXDIFFUSION_POLICIES:
+                row = {"geometry": name, "density": float(density), "window": mask.window, "kept": mask.density(),
+                       "block_q": bq, "block_kv": bkv, "sink": sink, "policy": policy,
+                       "before": shares["before"], "after": shares[f"after_{policy}"],
+                       "pair_error": shares[f"pair_error_{policy}"], "ours_before": shares["ours_before"],
+                       "ours_after": shares[f"ours_after_{policy}"]}
+                row["error"] = abs(row["before"] - before_t) + abs(row["after"] - after_t)
+                row["ours_error"] = abs(row["ours_before"] - before_t) + abs(row["ours_after"] - after_t)
+                row["match"] = rounds_to(row["before"], before_t) and rounds_to(row["after"], after_t)
+                row["ours_match"] = rounds_to(row["ours_before"], before_t) and rounds_to(row["ours_after"], after_t)
+                rows.append(row)
+    by_theirs, by_ours = sorted(rows, key=lambda r: r["error"]), sorted(rows, key=lambda r: r["ours_error"])
+    return {"target": {"before": before_t, "after": after_t}, "searched": len(rows), "rows": by_theirs,
+            "matches": [r for r in by_theirs if r["match"]], "nearest": by_theirs[:10],
+            "ours_matches": [r for r in by_ours if r["ours_match"]], "ours_nearest": by_ours[:10],
+            "space": {"geometries": list(geometries), "tiles": [f"{q}x{k}" for q, k in tiles],
+                      "densities": [float(d) for d in densities], "sink": [True, False],
+                      "policies": list(MAXDIFFUSION_POLICIES)}}
+
+
 def format_search(result: dict) -> str:
     """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
     from svgtpu.facts.tables import format_table
@@ -304,5 +414,27 @@ def format_search(result: dict) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats",
-           "band_tile_counts", "combine", "format_search", "search", "windows_for"]
+def format_maxdiffusion_search(result: dict) -> str:
+    """:func:`maxdiffusion_search`'s result as ``svgtpu c3-search`` prints it: both countings' matches and nearest."""
+    from svgtpu.facts.tables import format_table
+    columns = ["geometry", "density", "kept", "block_q", "block_kv", "sink", "policy", "before", "after",
+               "ours_before", "ours_after", "pair_error"]
+
+    def table(rows):
+        return format_table([{c: r[c] for c in columns} for r in rows])
+    parts = [f"counted MaxDiffusion's way (before: boundary tiles / touched tiles; after balanced rounding: tiles "
+             f"touching the sequence end / tiles run), {result['searched']:,} settings: {len(result['matches'])} match "
+             f"both; counted ours over the same settings: {len(result['ours_matches'])} match both"]
+    if result["matches"]:
+        parts += ["matches, MaxDiffusion's counting:", table(result["matches"][:20])]
+    if result["ours_matches"]:
+        parts += ["matches, our counting:", table(result["ours_matches"][:20])]
+    parts += ["nearest, MaxDiffusion's counting:", table(result["nearest"]),
+              "nearest, our counting:", table(result["ours_nearest"])]
+    return "\n".join(parts)
+
+
+__all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "MAXDIFFUSION_DENSITIES", "MAXDIFFUSION_POLICIES", "MAXDIFFUSION_TILES",
+           "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats", "band_tile_counts", "combine",
+           "format_maxdiffusion_search", "format_search", "maxdiffusion_search", "maxdiffusion_shares",
+           "maxdiffusion_tile_classes", "search", "windows_for"]

@@ -405,6 +405,24 @@ def band_window(geometry: VideoGeometry, multiplier: float) -> int:
     return ceil_div(int(np.ceil(multiplier * geometry.F)), BAND_QUANTUM) * BAND_QUANTUM
 
 
+def density_band_window(geometry: VideoGeometry, density: float) -> int:
+    """MaxDiffusion's band half-width for a retained pair density: ``W = ceil(L (1 - sqrt(1 - density)) / 128) 128``.
+
+    A pure band of half-width ``w`` keeps about ``1 - (1 - w / L)^2`` of the pairs; MaxDiffusion solves that for
+    ``w`` and rounds up to 128 tokens, at most ``L - 1`` (``svg_execution_band_width`` in
+    ``src/maxdiffusion/models/wan/transformers/svg_attention.py`` of AI-Hypercomputer/maxdiffusion at db8c0cd4).
+    The first-frame sink and tile rounding then change the pairs really kept.
+    """
+    if isinstance(density, bool) or not isinstance(density, (int, float, np.integer, np.floating)) \
+            or not (np.isfinite(density) and 0 < density <= 1):
+        raise BadInput(f"density must be in (0, 1] (MaxDiffusion's retained pair density), got {density!r}")
+    L = geometry.L
+    if density >= 1:
+        return L - 1
+    width = ceil_div(int(np.ceil(L * (1.0 - np.sqrt(1.0 - float(density))))), BAND_QUANTUM) * BAND_QUANTUM
+    return min(width, L - 1)
+
+
 def check_kept(kept, name: str = "kept") -> float:
     """``kept``, the fraction of ``(q, k)`` pairs a mask keeps (SVG's ``sparsity``), as a float in the open
     interval (0, 1); else :class:`BadInput` naming ``name``."""
@@ -481,7 +499,12 @@ def make_mask(kind: str, geometry, multiplier: float | None = None, *,
 
 # -- alignment -------------------------------------------------------------------------------
 
-ALIGN_MODES = ("snap", "cover", "inner")
+#: Alignment modes that judge each tile alone, by the share of its valid pairs the mask allows.
+TILE_RULE_MODES = ("snap", "cover", "inner")
+#: Alignment modes that keep the pairs executed at the exact mask's count: budget-preserving rounding of the
+#: boundary tiles over the whole grid (``balanced-global``) or within each q tile row (``balanced-row``).
+BALANCED_MODES = ("balanced-global", "balanced-row")
+ALIGN_MODES = TILE_RULE_MODES + BALANCED_MODES
 
 
 def tile_edges(L: int, block: int) -> np.ndarray:
@@ -530,8 +553,14 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
       ``w`` tiles of the q tile's diagonal, where ``w`` is the largest tile offset whose tile still
       lies at least half inside the band (about ``W / block``); the sink becomes its first
       ``F // block_kv`` tiles plus the boundary tile if the sink (plus band) fills half of it.
+      Its pair count drifts from the mask's by up to a few percent (notebook 03).
     - ``cover``: keep iff ``p > 0`` — a superset; never drops an allowed pair.
     - ``inner``: keep iff ``p == 1`` — a subset; never adds a pair.
+    - ``balanced-global`` / ``balanced-row``: budget-preserving rounding (:func:`balanced_keep`): every
+      tile with ``p == 1`` kept, every boundary tile (``0 < p < 1``) ranked by ``p`` and a prefix kept
+      whose valid pairs come closest to the pairs the mask allows in all boundary tiles (of the grid, or
+      of each q tile row with each row's miss carried to the next), so the aligned mask executes as many
+      pairs as the mask allows, to within half a tile.
     """
     if mode not in ALIGN_MODES:
         raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
@@ -542,9 +571,52 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
         keep = 2 * counts >= valid
     elif mode == "cover":
         keep = counts > 0
-    else:
+    elif mode == "inner":
         keep = counts == valid
+    else:
+        keep = balanced_keep(counts, valid, per_row=mode == "balanced-row")
     return TileMask(mask.L, block_q, block_kv, keep)
+
+
+def balanced_keep(counts: np.ndarray, valid: np.ndarray, *, per_row: bool = False, carry: bool = True,
+                  boundary: np.ndarray | None = None) -> np.ndarray:
+    """bool ``[nq, nk]``: the tiles budget-preserving rounding keeps, from each tile's allowed and valid pairs.
+
+    Tiles whose valid pairs are all allowed are kept and empty ones dropped; the *boundary* tiles
+    (``0 < counts < valid``) are ranked by their allowed share ``counts / valid`` (ties: more allowed
+    pairs first, then row, then column), and the shortest prefix whose valid pairs come closest to
+    the budget, the boundary tiles' allowed pairs, is kept (none, if keeping none is closest).
+    ``boundary`` (bool ``[nq, nk]``) names the tiles to round instead, for a caller whose tile classes differ
+    (MaxDiffusion's also round padded and sink-plus-band tiles whose pairs are all allowed).
+    ``per_row``: one budget per q tile row instead of one for the grid; with ``carry`` each row's
+    budget also takes the pairs the rows above it missed or overshot, so the grid's total stays
+    within half a tile of the mask's (without it, row errors of one sign add up: ``svgtpu align-pairs``).
+
+    The ranking and prefix rule are MaxDiffusion's ``global_balanced`` / ``row_balanced`` policies
+    (``select_boundary_tiles`` in ``src/maxdiffusion/kernels/custom_svg_balanced_rounding_attention.py``
+    of AI-Hypercomputer/maxdiffusion at 3b9f3255; its rows carry nothing), re-expressed for any mask's tile
+    counts.
+    """
+    counts, valid = np.asarray(counts, dtype=np.int64), np.asarray(valid, dtype=np.int64)
+    whole = (counts == valid) & (counts > 0)
+    boundary = (counts > 0) & (counts < valid) if boundary is None else np.asarray(boundary, dtype=bool) & (counts > 0)
+    keep = whole & ~boundary
+    rows, cols = np.nonzero(boundary)
+    if rows.size == 0:
+        return keep
+    allowed, size = counts[rows, cols], valid[rows, cols]
+    group = rows if per_row else np.zeros_like(rows)
+    order = np.lexsort((cols, rows, -allowed, -allowed / size, group))   # last key sorts first
+    rows, cols, allowed, size, group = rows[order], cols[order], allowed[order], size[order], group[order]
+    starts = np.flatnonzero(np.diff(group, prepend=-1))
+    owed = 0                                        # pairs the groups so far fell short of their budget
+    for lo, hi in zip(starts, np.append(starts[1:], len(group))):
+        target = int(allowed[lo:hi].sum()) + (owed if carry else 0)
+        run = np.concatenate([[0], np.cumsum(size[lo:hi])])
+        take = int(np.argmin(np.abs(run - target)))   # the first (shortest) prefix of least error
+        owed = target - int(run[take])
+        keep[rows[lo:lo + take], cols[lo:lo + take]] = True
+    return keep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -556,8 +628,14 @@ class MaskDiff:
     added: int      # allowed by aligned, not by original
     dropped: int    # allowed by original, not by aligned
 
+    @property
+    def pair_error(self) -> float:
+        """``(aligned - original) / original``: how far the pairs executed drift from the mask's."""
+        return (self.aligned - self.original) / max(self.original, 1)
+
     def as_dict(self) -> dict:
         out = dataclasses.asdict(self)
+        out["pair_error"] = self.pair_error
         out["added_fraction"] = self.added / max(self.original, 1)
         out["dropped_fraction"] = self.dropped / max(self.original, 1)
         return out
