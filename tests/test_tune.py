@@ -50,6 +50,7 @@ def test_tiles_the_kernel_refuses_or_longer_than_the_sequence_are_pruned():
     (["--device", "v5e"], "--device must be one of v6e, v7x, got 'v5e'"),
     (["--kept", "1.5"], "--kept must be in the open interval (0, 1)"),
     (["--kept", "0"], "--kept must be in the open interval (0, 1)"),
+    (["--align", "cover"], "--align must be one of snap, balanced-row, balanced-global, got 'cover'"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, words, capsys, monkeypatch):
     def no_compile(*a, **k):

@@ -4,10 +4,12 @@
 :func:`svgtpu.compiler.variants.cached_compile`, cached in ``build/compiled/`` by content key) at each
 candidate ``(block_q, block_kv, block_kv_compute)``, applies each compiled schedule to the grid steps of
 the **tile-aligned SVG mask** at the kept fraction (default :data:`svgtpu.warmup.DEFAULT_KEPT`;
-:func:`svgtpu.compiler.estimate.estimate`) and ranks the candidates by **whole-kernel static cycles** per
+:func:`svgtpu.compiler.estimate.estimate`), aligned by snapping (``--align snap``, the default) or by
+budget-preserving rounding (``balanced-row`` / ``balanced-global``: every tile then executes about the
+band's pairs, so the candidates compare at equal work) and ranks the candidates by **whole-kernel static cycles** per
 head, with the HBM bytes per grid step beside them.  The aligned mask compiles to the same program at
 any kept fraction (a ``padding`` plan: only padded keys are masked, :mod:`svgtpu.compiler.variants`), so
-one compile per tile serves every ``--kept``.
+one compile per tile serves every ``--kept`` and ``--align``.
 
 **Candidates** (:data:`AXES`, every combination our kernel takes and the VMEM budget admits):
 
@@ -45,18 +47,21 @@ import json
 from svgtpu.errors import BadInput
 from svgtpu.production import PRODUCTION
 
-#: The candidate axes, by :class:`~svgtpu.compiler.variants.Variant` field (module doc: why these).
+#: The candidate axes, by :class:`~svgtpu.kernels.KernelConfig` and :class:`~svgtpu.compiler.variants.Variant` field
+#: (module doc: why these).
 AXES: dict[str, tuple] = {
     "block_q": tuple(sorted({2048, PRODUCTION.block_q, 3072, 3328})),
     "block_kv": (2048, 2816),
     "block_kv_compute": (256, 512),
 }
 DEVICES = ("v6e", "v7x")
+#: Tile alignments of the SVG band the steps are counted on (:data:`svgtpu.masks.core.ALIGN_MODES`, tile-aligned ones).
+ALIGNS = ("snap", "balanced-row", "balanced-global")
 HEAD_DIM = 128
 DTYPE = "bfloat16"
 #: The file ``--record`` writes in the figures folder, and the command that writes one entry.
 TUNED_FILE = "tuned_tiles.json"
-TUNE_COMMAND = "svgtpu tune --resolution {resolution} --device {device} --record"
+TUNE_COMMAND = "svgtpu tune --resolution {resolution} --device {device} --kept {kept} --align {align} --record"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,15 +82,17 @@ class Candidate:
             f"/{v}" for k, v in self.fields if k not in ("block_q", "block_kv", "block_kv_compute"))
 
 
-def check_inputs(resolution: str, device: str, kept: float):
-    """The geometry; one line naming the parameter for an unknown resolution or device or a kept
-    fraction outside (0, 1) -- before anything compiles."""
+def check_inputs(resolution: str, device: str, kept: float, align: str = "snap"):
+    """The geometry; one line naming the parameter for an unknown resolution, device or alignment or a
+    kept fraction outside (0, 1) -- before anything compiles."""
     from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import check_kept
     g = get_geometry(resolution, "--resolution")
     if device not in DEVICES:
         raise BadInput(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     check_kept(kept, "--kept")
+    if align not in ALIGNS:
+        raise BadInput(f"--align must be one of {', '.join(ALIGNS)}, got {align!r}")
     return g
 
 
@@ -104,7 +111,7 @@ def candidates(resolution: str, device: str, axes: dict | None = None) -> list[C
         fields = tuple(zip(axes, values))
         t = dict(fields)
         try:
-            config = KernelConfig(t["block_q"], t["block_kv"], t["block_kv_compute"])
+            config = KernelConfig(**t)  # every axis is a KernelConfig (and Variant) field
             check_blocks_cover(t["block_q"], t["block_kv"], L)
         except BadInput as e:
             out.append(Candidate(fields, f"refused: {e}"))
@@ -115,13 +122,13 @@ def candidates(resolution: str, device: str, axes: dict | None = None) -> list[C
     return out
 
 
-def aligned_mask(resolution: str, block_q: int, block_kv: int, kept: float):
-    """The tile-aligned (snap) SVG band mask at ``kept``, and the exact band it comes from."""
+def aligned_mask(resolution: str, block_q: int, block_kv: int, kept: float, align: str = "snap"):
+    """The tile-aligned SVG band mask at ``kept`` (``align``: one of :data:`ALIGNS`), and the exact band."""
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.geometry import get_geometry
     g = get_geometry(resolution)
     exact = SVGConfig(kept=kept, block_q=block_q, block_kv=block_kv).mask(g)
-    return SVGConfig(kept=kept, block_q=block_q, block_kv=block_kv, align="snap").mask(g), exact
+    return SVGConfig(kept=kept, block_q=block_q, block_kv=block_kv, align=align).mask(g), exact
 
 
 def variant_of(c: Candidate, resolution: str, device: str):
@@ -130,7 +137,7 @@ def variant_of(c: Candidate, resolution: str, device: str):
     return Variant("ours", "svg-aligned", resolution, device=device, head_dim=HEAD_DIM, dtype=DTYPE, **c.tile)
 
 
-def score(c: Candidate, compiled: dict, resolution: str, device: str, kept: float) -> dict:
+def score(c: Candidate, compiled: dict, resolution: str, device: str, kept: float, align: str = "snap") -> dict:
     """One candidate's row from its compiled program (:func:`~svgtpu.compiler.variants.cached_compile`):
     the program's schedule applied to the steps of the aligned mask at ``kept``."""
     from svgtpu.compiler.estimate import estimate
@@ -138,12 +145,16 @@ def score(c: Candidate, compiled: dict, resolution: str, device: str, kept: floa
     from svgtpu.compiler.units import core
     from svgtpu.compiler.variants import steps_ours
     from svgtpu.geometry import get_geometry
+    from svgtpu.kernels.plan import tile_plan
     row = {**c.tile, "tile": c.label}
     if "refused" in compiled:
         return {**row, "compiled": False, "reason": compiled["refused"]}
     v = variant_of(c, resolution, device)
     L = get_geometry(resolution).L
-    mask, exact = aligned_mask(resolution, v.block_q, v.block_kv, kept)
+    mask, exact = aligned_mask(resolution, v.block_q, v.block_kv, kept, align)
+    source = tile_plan(mask, L, v.block_q, v.block_kv, v.fast_path).mask_source
+    if source != "padding":  # the compiled program masks only padded keys: another mask source is another program
+        raise RuntimeError(f"{c.label}: the {align}-aligned mask's plan reads its mask from {source!r}, not 'padding'")
     calls = steps_ours(v, mask, L)
     if len(calls) != len(compiled["schedules"]):  # a plan split into another number of SMEM chunks
         raise RuntimeError(f"{c.label}: the plan at kept {kept} has {len(calls)} chunks, the compiled program "
@@ -165,24 +176,24 @@ def winner(rows: list[dict]) -> dict | None:
     return min(done, key=lambda r: (r["static_cycles"], r["hbm_bytes_per_step"])) if done else None
 
 
-def tune(resolution: str, device: str = "v6e", kept: float | None = None, *, axes: dict | None = None,
-         progress: bool = False) -> dict:
+def tune(resolution: str, device: str = "v6e", kept: float | None = None, align: str = "snap", *,
+         axes: dict | None = None, progress: bool = False) -> dict:
     """Every candidate compiled (cached), scored (:func:`score`), and the winner."""
     from svgtpu.compiler.compile import topology_device
     from svgtpu.compiler.dumps import versions
     from svgtpu.compiler.tile_table import compile_all
     from svgtpu.warmup import DEFAULT_KEPT
     kept = DEFAULT_KEPT if kept is None else kept
-    check_inputs(resolution, device, kept)
+    check_inputs(resolution, device, kept, align)
     every = candidates(resolution, device, axes)
     todo = [c for c in every if c.pruned is None]
     if not todo:
         raise BadInput(f"no candidate tile fits {device} at {resolution}: {every[0].pruned if every else 'none given'}")
     topology_device(device)  # one clear line without libtpu
     results = compile_all([variant_of(c, resolution, device) for c in todo], progress, device)
-    rows = [score(c, r, resolution, device, kept) for c, r in zip(todo, results)]
+    rows = [score(c, r, resolution, device, kept, align) for c, r in zip(todo, results)]
     rows.sort(key=lambda r: (not r["compiled"], r.get("static_cycles", 0)))
-    return {"resolution": resolution, "device": device, "kept": kept, "mask": "svg-aligned (snap)",
+    return {"resolution": resolution, "device": device, "kept": kept, "mask": "svg-aligned", "align": align,
             "head_dim": HEAD_DIM, "dtype": DTYPE, "provenance": f"compiled-{device}", "versions": versions(),
             "score": "whole-kernel static cycles per head (fewest wins); static cycles are not latency: no stall "
                      "on memory is in them, hbm_bytes_per_step is beside them",
@@ -210,9 +221,9 @@ def record(result: dict, figures_dir=None) -> str:
     w = result["winner"]
     entry = {k: w[k] for k in ("block_q", "block_kv", "block_kv_compute", "static_cycles", "hbm_bytes_per_step",
                                "over_roofline", "over_band_roofline")}
-    entry.update(kept=result["kept"], candidates=len(result["candidates"]), provenance=result["provenance"],
+    entry.update(kept=result["kept"], align=result["align"], candidates=len(result["candidates"]), provenance=result["provenance"],
                  versions=result["versions"], kernel_sources=kernel_sources_key(),
-                 command=TUNE_COMMAND.format(resolution=result["resolution"], device=result["device"]))
+                 command=TUNE_COMMAND.format(**result))
     data.setdefault("tiles", {}).setdefault(result["device"], {})[result["resolution"]] = entry
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return str(path)
@@ -239,7 +250,7 @@ def tuned_tile(resolution: str, device: str = "v6e", figures_dir=None) -> dict |
 def tune_command(args):
     """``svgtpu tune``: ``(result, table)``."""
     from svgtpu.facts.tables import format_table
-    result = tune(args.resolution, args.device, args.kept, progress=not args.json)
+    result = tune(args.resolution, args.device, args.kept, args.align, progress=not args.json)
     if args.record and result["winner"] is not None:
         result["recorded"] = record(result)
     rows = [{"tile": r["tile"], "static_cycles": r["static_cycles"], "steps": r["steps"],
@@ -249,7 +260,7 @@ def tune_command(args):
             if r["compiled"] else {"tile": r["tile"], "static_cycles": "not compiled: " + r["reason"][:100]}
             for r in result["candidates"]]
     v, w = result["versions"], result["winner"]
-    head = (f"{result['resolution']}, {result['device']}, aligned SVG mask at kept {result['kept']}, one head, bf16, "
+    head = (f"{result['resolution']}, {result['device']}, {result['align']}-aligned SVG mask at kept {result['kept']}, one head, bf16, "
             f"d={HEAD_DIM} [{result['provenance']}; jax {v['jax']}, libtpu {v['libtpu']}]; {result['score']}; "
             f"over_roofline: {result['denominators']['over_roofline']}; over_band_roofline: "
             f"{result['denominators']['over_band_roofline']}")
@@ -262,5 +273,5 @@ def tune_command(args):
     return result, "\n\n".join(parts)
 
 
-__all__ = ["AXES", "DEVICES", "TUNED_FILE", "TUNE_COMMAND", "Candidate", "check_inputs", "candidates", "aligned_mask",
+__all__ = ["AXES", "DEVICES", "ALIGNS", "TUNED_FILE", "TUNE_COMMAND", "Candidate", "check_inputs", "candidates", "aligned_mask",
            "variant_of", "score", "winner", "tune", "record", "kernel_sources_key", "tuned_tile", "tune_command"]
