@@ -242,7 +242,7 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
                                     kept=settings.kept, multiplier=settings.multiplier)
         dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
         this = setup.head_seconds(stats, empty_row_steps)
-        dense = setup.head_seconds(dense_stats, dense_info["empty_row_steps"])
+        dense = setup.head_seconds(dense_stats, info=dense_info)
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,
                "attention_speedup": dense / this, "heads_per_chip": setup.heads_per_chip, "error": ""}
         if video:

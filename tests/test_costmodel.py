@@ -104,7 +104,7 @@ def test_head_time_reads_the_plan_grid_steps_and_cores():
     # the last column holds 302400 - 147 * 2048 = 1344 real keys: partial; no empty rows
     stats, info = cm.mask_tiles(cm.get_geometry("1440p"), "dense", 3024, 2048)
     assert (stats.full, stats.partial) == (100 * 147, 100)
-    assert (info["grid_steps"], info["empty_row_steps"], info["q_rows"]) == (14800, 0, 100)
+    assert (info.grid_steps, info.empty_row_steps, info.q_rows) == (14800, 0, 100)
     # every grid step pays the fixed step cost, empty-row steps included
     stepped = dataclasses.replace(FAKE, grid_step_seconds=1e-6)
     head = lambda dev, empty: cm.attention_head_seconds(TileStats(5, 2, 3), dev, cm.Efficiency(), 2, 4, 8,  # noqa: E731
@@ -113,7 +113,7 @@ def test_head_time_reads_the_plan_grid_steps_and_cores():
     # a dual-core chip (v5p) splits a layer's heads over its cores: 5 heads -> 3 on the busier core
     v5p = wan_setup("720p", device="v5p")
     per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, 3024, 2048,
-                                         fast_path=True, q_rows=v5p.tiles("dense")[1]["q_rows"],
+                                         fast_path=True, q_rows=v5p.tiles("dense")[1].q_rows,
                                          work=v5p.kernel_work)
     assert v5p.heads_per_chip == 5
     assert cm.forward_breakdown(v5p)["self_attention"] == pytest.approx(40 * 3 * per_head)
@@ -561,7 +561,7 @@ def test_fast_path_and_masked_tile_ratios_are_the_compiled_ones(table):
     # an end-to-end gain never exceeds the kernel's own
     assert cm.model_video(setup)["contributions"]["fast_path"] <= modeled
     # one tile the SVG mask cuts over one full tile, as the model prices them, is the compiled body ratio
-    one = {"q_rows": 1, "empty_rows": 0, "max_row_tiles": 1, "mask_cuts_tiles": True}
+    one = cm.MaskFacts(density=None, q_rows=1, empty_rows=0, max_row_tiles=1, mask_cuts_tiles=True)
     masked, full = (setup.head_seconds(TileStats(*c), info=one) for c in ((0, 1, 0), (1, 0, 0)))
     body = table.tile("v6e", "ours", 3024, 2048, 128)[0]
     overhead = (body.step_overhead + body.init_finish) / setup.device.clock_hz / setup.efficiency.attention
@@ -578,9 +578,9 @@ def test_model_steps_equal_the_kernel_plan():
                            ("dense", DenseMask(g.L))):
             stats, info = cm.mask_tiles(g, name, 64, 128, kept=None if name == "dense" else kept)
             plan = tile_plan(mask, g.L, 64, 128)
-            assert (info["grid_steps"], info["empty_row_steps"]) == (plan.num_steps, plan.empty_row_steps), (name, kept)
+            assert (info.grid_steps, info.empty_row_steps) == (plan.num_steps, plan.empty_row_steps), (name, kept)
             assert stats == plan.tile_stats[0]
-            assert info["mask_cuts_tiles"] == (plan.mask_source != "padding")
+            assert info.mask_cuts_tiles == (plan.mask_source != "padding")
 
 
 def test_sequence_sharded_flash_pads_each_query_slice_by_hand():
@@ -589,7 +589,7 @@ def test_sequence_sharded_flash_pads_each_query_slice_by_hand():
     from svgtpu.costmodel.pipeline import sequence_shard_tiles
     setup = wan_setup("720p", device="v7x", chips=8, cfg_split=True, attention_sharding="sequence")
     stats, info = sequence_shard_tiles(setup)
-    assert (stats.full, stats.partial, info["q_rows"], info["max_row_tiles"]) == (4 * 36, 4, 4, 37)
+    assert (stats.full, stats.partial, info.q_rows, info.max_row_tiles) == (4 * 36, 4, 4, 37)
     heads = dataclasses.replace(setup, attention_sharding="heads")
     assert cm.forward_breakdown(setup)["self_attention"] > cm.forward_breakdown(heads)["self_attention"]
     with pytest.raises(ValueError, match="head-parallel"):

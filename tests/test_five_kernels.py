@@ -2,7 +2,7 @@
 fails it, and so does every named wrong answer a student plausibly writes.
 
 The notebooks' cells are tagged ``given`` (code the student is handed), ``skeleton``, ``solution`` and
-``check``, and with their exercise (``ex1`` ... ``ex5`` in 01, ``ex6`` ... ``ex9`` in 01b).  The cells run
+``check``, and with their exercise (``ex1`` ... ``ex5`` in 01, ``ex6`` ... ``ex11`` in 01b).  The cells run
 here in order in one namespace, as a student would run them, without the compile, figure and TPU cells.
 A wrong answer replaces the solution cell: it is put into the namespace after the skeleton ran.
 """
@@ -25,7 +25,10 @@ from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.report.reproduce import NOTEBOOK_DIR
 
 NOTEBOOKS = {"01_pallas_in_five_kernels": ("ex1", "ex2", "ex3", "ex4", "ex5"),
-             "01b_block_sparse_by_hand": ("ex6", "ex7", "ex8", "ex9", "ex10")}
+             "01b_block_sparse_by_hand": ("ex6", "ex7", "ex8", "ex9", "ex10", "ex11")}
+#: The deadline the DMA check gives each run in these tests (the notebook's is longer): a deadlocked wrong answer
+#: fails after it, and the worked pipeline finishes well within it.
+DMA_DEADLINE_S = 6
 EXERCISES = [(nb, ex) for nb, exercises in NOTEBOOKS.items() for ex in exercises]
 
 
@@ -124,14 +127,17 @@ def _softmax_update(*, f32_result=True, cast_p=True, rescale=True):
 
 
 def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=True, reset=True,
-                   mask_full_tiles=False):
-    """A student's kernel 4 (``fast_path=False``) or 5, with one of the usual slips; the defaults are right."""
+                   mask_full_tiles=False, seen=None):
+    """A student's kernel 4 (``fast_path=False``) or 5, with one of the usual slips; the defaults are right.
+    ``seen``: a set that records the input dtype and mask rule of every trace (what the check ran)."""
     start, masked = (MASK_VALUE, MASK_VALUE) if masking == "finite" else (-jnp.inf, -jnp.inf)
 
     def kernel(q_tile_ref, kv_tile_ref, kind_ref, flags_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref,
                *, tiles):
         s = pl.program_id(0)
         kind, flags = kind_ref[s], flags_ref[s]
+        if seen is not None:
+            seen.add((str(q_ref.dtype), tiles.allowed.__name__))
 
         if reset:
             @pl.when((flags & FIRST) != 0)
@@ -165,10 +171,13 @@ def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=T
     return kernel
 
 
-def _plan(*, placeholder=True, flags=True, order="rows"):
-    """A student's row plan: the worked one, with one slip."""
+def _plan(*, placeholder=True, flags=True, order="rows", placeholder_kv=0):
+    """A student's row plan: the worked one, with one slip (``placeholder_kv``: the kv tile an EMPTY
+    placeholder carries, ``"past"`` one past the last tile)."""
     def row_plan(kinds):
         plan = lessons.row_plan(kinds)
+        kv = kinds.shape[1] if placeholder_kv == "past" else placeholder_kv
+        plan["kv_tile"] = np.where(plan["kind"] == EMPTY, kv, plan["kv_tile"]).astype(np.int32)
         if not placeholder:
             plan = {key: value[plan["kind"] != EMPTY] for key, value in plan.items()}
         if not flags:
@@ -180,8 +189,28 @@ def _plan(*, placeholder=True, flags=True, order="rows"):
     return row_plan
 
 
-def _sparse_grid(*, kv_reads="kv_tile"):
-    """A student's scalar-prefetch grid: the worked one, or with the kv index map reading the wrong plan array."""
+def _sparse_grid(*, kv_reads="kv_tile", semantics="arbitrary"):
+    """A student's scalar-prefetch grid: the worked one, or with the kv index map reading the wrong plan array,
+    or with the plan axis marked ``semantics``."""
+    if semantics != "arbitrary":
+        def sparse_attention(q, k, v, kernel, plan, tiles, interpret=True):
+            Lq, Lk = -(-q.shape[0] // tiles.block_q) * tiles.block_q, -(-k.shape[0] // tiles.block_kv) * tiles.block_kv
+            q, k, v = (jnp.pad(x, ((0, n - x.shape[0]), (0, 0))) for x, n in ((q, Lq), (k, Lk), (v, Lk)))
+            d = q.shape[1]
+            q_spec = pl.BlockSpec((tiles.block_q, d), lambda s, qt, kt, kind, flags: (qt[s], 0))
+            kv_spec = pl.BlockSpec((tiles.block_kv, d), lambda s, qt, kt, kind, flags: (kt[s], 0))
+            out = pl.pallas_call(
+                functools.partial(kernel, tiles=tiles),
+                grid_spec=pltpu.PrefetchScalarGridSpec(
+                    num_scalar_prefetch=4, grid=(len(plan["q_tile"]),), in_specs=[q_spec, kv_spec, kv_spec],
+                    out_specs=q_spec,
+                    scratch_shapes=[pltpu.VMEM((tiles.block_q, 1), jnp.float32), pltpu.VMEM((tiles.block_q, 1), jnp.float32),
+                                    pltpu.VMEM((tiles.block_q, d), jnp.float32)]),
+                out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+                compiler_params=pltpu.CompilerParams(dimension_semantics=(semantics,)), interpret=interpret,
+            )(*(jnp.asarray(plan[key], jnp.int32) for key in ("q_tile", "kv_tile", "kind", "flags")), q, k, v)
+            return out[:tiles.L]
+        return sparse_attention
     if kv_reads == "kv_tile":
         return lessons.sparse_attention
 
@@ -190,7 +219,8 @@ def _sparse_grid(*, kv_reads="kv_tile"):
     return sparse_attention
 
 
-def _chunked_kernel(*, offset=True, f32_scores=True):
+def _chunked_kernel(*, offset=True, f32_scores=True, chunks=None):
+    """``chunks``: the chunk loop's bound written as a number instead of ``k_ref.shape[0] // block_kv_compute``."""
     def chunked_flash_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, block_kv_compute):
         j = pl.program_id(1)
 
@@ -208,7 +238,7 @@ def _chunked_kernel(*, offset=True, f32_scores=True):
                                                                          acc_ref[...])
             return carry
 
-        lax.fori_loop(0, k_ref.shape[0] // block_kv_compute, chunk, 0)
+        lax.fori_loop(0, chunks or k_ref.shape[0] // block_kv_compute, chunk, 0)
 
         @pl.when(j == pl.num_programs(1) - 1)
         def _write():
@@ -247,6 +277,36 @@ def _dma_kernel(*, slots=2, wait="before"):
     return double_buffered_matmul_kernel
 
 
+def _prefetching_kernel(*, first=True, into="other", guard="when"):
+    """The worked pipeline's order (start block 0; per step: prefetch block i + 1, wait for block i, compute)
+    with one slip: ``first=False`` never starts block 0's copy; ``into="read"`` prefetches into the slot
+    being read (two slots); ``guard=None`` prefetches on the last step too, past the end of ``x``;
+    ``guard="modular"`` prefetches block ``(i + 1) % n`` unguarded, in range but never waited for."""
+    def double_buffered_matmul_kernel(x_hbm, w_ref, o_ref, slots, copied, *, block_rows):
+        n = x_hbm.shape[0] // block_rows
+
+        def copy(i, slot):
+            return pltpu.make_async_copy(x_hbm.at[pl.ds(i * block_rows, block_rows)], slots.at[slot], copied.at[slot])
+
+        if first:
+            copy(0, 0).start()
+
+        def step(i, carry):
+            slot = i % 2
+            target = 1 - slot if into == "other" else slot
+            if guard == "when":
+                pl.when(i + 1 < n)(lambda: copy(i + 1, target).start())
+            else:
+                copy((i + 1) % n if guard == "modular" else i + 1, target).start()
+            copy(i, slot).wait()
+            o_ref[pl.ds(i * block_rows, block_rows), :] = jnp.dot(slots[slot], w_ref[...],
+                                                                  preferred_element_type=jnp.float32)
+            return carry
+
+        lax.fori_loop(0, n, step, 0)
+    return double_buffered_matmul_kernel
+
+
 def _emit_kernel(*, block_index="i"):
     def emit_pipeline_matmul_kernel(x_hbm, w_ref, o_hbm, *, block_rows):
         def body(x_block, o_block):
@@ -259,12 +319,13 @@ def _emit_kernel(*, block_index="i"):
     return emit_pipeline_matmul_kernel
 
 
-def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h"):
+def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h", kv_block="block_kv"):
     def mha_flash_attention(q, k, v, kernel, block_q=128, block_kv=128, interpret=True):
         heads, L, d = q.shape
         pick = (lambda h: h) if head_index == "h" else (lambda h: 0)
         q_spec = pl.BlockSpec((None, block_q, d), lambda h, i, j: (pick(h), i, 0))
-        kv_spec = pl.BlockSpec((None, block_kv, d), lambda h, i, j: (pick(h), j, 0))
+        kv_spec = pl.BlockSpec((None, block_kv if kv_block == "block_kv" else block_q, d),
+                               lambda h, i, j: (pick(h), j, 0))
         return pl.pallas_call(
             functools.partial(kernel, scale=1 / d ** 0.5), grid=(heads, L // block_q, L // block_kv),
             in_specs=[q_spec, kv_spec, kv_spec], out_specs=pl.BlockSpec((None, block_q, d), lambda h, i, j: (h, i, 0)),
@@ -273,6 +334,22 @@ def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h"):
             out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
             compiler_params=pltpu.CompilerParams(dimension_semantics=semantics), interpret=interpret)(q, k, v)
     return mha_flash_attention
+
+
+def _key_major_update(*, product="v^T p", cast_p=True, f32_result=True):
+    """A student's exercise 11: ``product="p v, transposed"`` keeps kernel 3's query-major product."""
+    def key_major_update(s, v, m_prev, l_prev, acc_prev):
+        m_new = jnp.maximum(m_prev, s.max(axis=0, keepdims=True))
+        alpha = jnp.exp(m_prev - m_new)
+        p = jnp.exp(s - m_new)
+        p_in = p.astype(v.dtype) if cast_p else p
+        kw = {"preferred_element_type": jnp.float32} if f32_result else {}
+        if product == "v^T p":
+            pv = lax.dot_general(v, p_in, (((0,), (0,)), ((), ())), **kw)
+        else:
+            pv = jnp.dot(p_in.T, v, **kw).T
+        return m_new, alpha * l_prev + p.sum(axis=0, keepdims=True), alpha * acc_prev + pv
+    return key_major_update
 
 
 NB, NB_B = "01_pallas_in_five_kernels", "01b_block_sparse_by_hand"
@@ -312,14 +389,33 @@ WRONG = {
         ({"row_plan": _plan(order="columns"), "sparse_attention": _sparse_grid()}, "q-row order"),
     (NB_B, "ex6", "the kv index map reads q_tile"):
         ({"row_plan": _plan(), "sparse_attention": _sparse_grid(kv_reads="q_tile")}, "sink"),
+    (NB_B, "ex6", "the EMPTY placeholder carries kv_tile -1"):
+        ({"row_plan": _plan(placeholder_kv=-1), "sparse_attention": _sparse_grid()},
+         r"Out-of-bounds block index \(-1, 0\).*EMPTY placeholder"),
+    (NB_B, "ex6", "the EMPTY placeholder carries kv_tile one past the last tile"):
+        ({"row_plan": _plan(placeholder_kv="past"), "sparse_attention": _sparse_grid()},
+         "Out-of-bounds block index.*EMPTY placeholder"),
+    (NB_B, "ex6", "the plan axis marked parallel"):
+        ({"row_plan": _plan(), "sparse_attention": _sparse_grid(semantics="parallel")},
+         "two cores: Revisited block.*one core"),
     (NB_B, "ex7", "every chunk reads the first keys"):
         ({"chunked_flash_kernel": _chunked_kernel(offset=False)}, "float32, block_kv_compute"),
+    (NB_B, "ex7", "the chunk loop bound hard-coded"):
+        ({"chunked_flash_kernel": _chunked_kernel(chunks=4)}, "float32, block_kv_compute 256"),
     (NB_B, "ex7", "chunk scores without preferred_element_type"):
         ({"chunked_flash_kernel": _chunked_kernel(f32_scores=False)}, "returns bfloat16"),
     (NB_B, "ex8", "next block prefetched into the slot being read"):
         ({"double_buffered_matmul_kernel": _dma_kernel(slots=1)}, "a race"),
     (NB_B, "ex8", "a slot read before its copy is waited for"):
         ({"double_buffered_matmul_kernel": _dma_kernel(wait="after")}, "copies land at their wait"),
+    (NB_B, "ex8", "hang: next block prefetched into the slot being read, waited for in the other"):
+        ({"double_buffered_matmul_kernel": _prefetching_kernel(into="read")}, "no result after.*deadlock.*other slot"),
+    (NB_B, "ex8", "hang: block 0's copy never started"):
+        ({"double_buffered_matmul_kernel": _prefetching_kernel(first=False)}, "no result after.*block 0's copy"),
+    (NB_B, "ex8", "prefetch unguarded: the last step copies past the end of x"):
+        ({"double_buffered_matmul_kernel": _prefetching_kernel(guard=None)}, "Out-of-bounds read.*pl.when"),
+    (NB_B, "ex8", "prefetch unguarded, wrapped to block 0: a copy never waited for"):
+        ({"double_buffered_matmul_kernel": _prefetching_kernel(guard="modular")}, "never waited for.*pl.when"),
     (NB_B, "ex9", "every step reads block 0"):
         ({"emit_pipeline_matmul_kernel": _emit_kernel(block_index="0")}, "interpret=True"),
     (NB_B, "ex10", "the kv axis marked parallel"):
@@ -328,17 +424,29 @@ WRONG = {
         ({"mha_flash_attention": _heads(semantics=("arbitrary",) * 3)}, "dimension_semantics"),
     (NB_B, "ex10", "the index maps always pick head 0"):
         ({"mha_flash_attention": _heads(head_index="0")}, "interpret=True"),
+    (NB_B, "ex10", "kv blocks sized with block_q"):
+        ({"mha_flash_attention": _heads(kv_block="block_q")}, "block_q 64, block_kv 128"),
+    (NB_B, "ex11", "the PV product still query-major (p turned around and back)"):
+        ({"key_major_update": _key_major_update(product="p v, transposed")}, "still query-major"),
+    (NB_B, "ex11", "p not cast before the PV matmul"):
+        ({"key_major_update": _key_major_update(cast_p=False)}, "bfloat16 x float32"),
+    (NB_B, "ex11", "PV matmul without preferred_element_type"):
+        ({"key_major_update": _key_major_update(f32_result=False)}, "returns bfloat16"),
 }
 
-#: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.
+#: The input dtype and mask rule of every trace of kernels 4 and 5's right twins, per exercise.
+SEEN = {"ex4": set(), "ex5": set()}
+#: The same factories' right answers: they pass, so a wrong answer fails for its slip, not for the factory.  Ex11 has
+#: none (each compile costs seconds): its factory's right answer is the worked one, which passes above.
 RIGHT = {
     ("01_pallas_in_five_kernels", "ex2"): {"matmul_kernel": _matmul_kernel()},
     ("01_pallas_in_five_kernels", "ex3"): {"online_softmax_update": _softmax_update()},
-    ("01_pallas_in_five_kernels", "ex4"): {"sparse_kernel": _sparse_kernel()},
-    ("01_pallas_in_five_kernels", "ex5"): {"fast_path_kernel": _sparse_kernel(fast_path=True)},
+    ("01_pallas_in_five_kernels", "ex4"): {"sparse_kernel": _sparse_kernel(seen=SEEN["ex4"])},
+    ("01_pallas_in_five_kernels", "ex5"): {"fast_path_kernel": _sparse_kernel(fast_path=True, seen=SEEN["ex5"])},
     (NB_B, "ex6"): {"row_plan": _plan(), "sparse_attention": _sparse_grid()},
     (NB_B, "ex7"): {"chunked_flash_kernel": _chunked_kernel()},
     (NB_B, "ex8"): {"double_buffered_matmul_kernel": _dma_kernel()},
+    (NB_B, "ex8 prefetching"): {"double_buffered_matmul_kernel": _prefetching_kernel()},
     (NB_B, "ex9"): {"emit_pipeline_matmul_kernel": _emit_kernel()},
     (NB_B, "ex10"): {"mha_flash_attention": _heads()},
 }
@@ -349,6 +457,7 @@ def test_every_named_wrong_answer_fails_its_check(notebook, exercise, name, tmp_
     namespace = _parameters(notebook, tmp_path, show_solutions=True)
     instead, reason = WRONG[notebook, exercise, name]
     check = _run_to_check(notebook, namespace, exercise, instead=instead)
+    namespace["dma_deadline_s"] = DMA_DEADLINE_S
     with pytest.raises(AssertionError, match=reason):
         exec(check, namespace)
     assert "checking your code" in capsys.readouterr().out
@@ -357,13 +466,23 @@ def test_every_named_wrong_answer_fails_its_check(notebook, exercise, name, tmp_
 @pytest.mark.parametrize("notebook, exercise", list(RIGHT))
 def test_the_wrong_answers_right_twin_passes(notebook, exercise, tmp_path, capsys):
     namespace = _parameters(notebook, tmp_path, show_solutions=True)
-    exec(_run_to_check(notebook, namespace, exercise, instead=RIGHT[notebook, exercise]), namespace)
+    check = _run_to_check(notebook, namespace, exercise.split()[0], instead=RIGHT[notebook, exercise])
+    namespace["dma_deadline_s"] = DMA_DEADLINE_S
+    exec(check, namespace)
     assert "checking your code" in capsys.readouterr().out
+    if exercise in SEEN:   # what kernels 4 and 5 print on passing ("with and without a sink, ...") is what ran
+        assert {(dtype, rule) for dtype in ("float32", "bfloat16") for rule in ("allowed", "band_only")} <= SEEN[exercise]
 
 
-def test_whose_names_the_worked_solution_only_for_its_own_functions():
-    from svgtpu.kernels.lesson_checks import whose
-    assert whose(lessons.stamp_kernel, lessons.stamped_copy).startswith("the worked solution")
-    assert whose(_sparse_kernel()) == "your code"
-    assert whose(lessons.stamp_kernel, _sparse_kernel()) == "your code with parts of the worked solution"
-    assert whose(lessons.row_plan, lessons_by_hand.mha_flash_attention).startswith("the worked solution")
+def test_a_check_reads_the_kernel_as_edited_not_its_first_trace(tmp_path):
+    """Ex2's check traces the given ``matmul`` wrapper; JAX caches a trace by function, so a check that reused
+    it would fail a kernel the student fixed (and pass one broken later) in the same session."""
+    namespace = _parameters(NB, tmp_path, show_solutions=True)
+    check = _run_to_check(NB, namespace, "ex2", instead={"matmul_kernel": _matmul_kernel(f32_result=False)})
+    with pytest.raises(AssertionError, match="returns bfloat16"):
+        exec(check, namespace)
+    namespace["matmul_kernel"] = _matmul_kernel()              # fixed, the check rerun
+    exec(check, namespace)
+    namespace["matmul_kernel"] = _matmul_kernel(f32_result=False)  # broken again, the check rerun
+    with pytest.raises(AssertionError, match="returns bfloat16"):
+        exec(check, namespace)

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
+from svgtpu.facts.kernels import kernel_names
 from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, check_kept, multiplier_for_kept, svg_mask
 from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
@@ -42,7 +43,8 @@ from svgtpu.warmup import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_
                              warmup_count)
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
-KERNELS = ("ours", "splash", "reference")
+#: The kernels an SVG layer can run its mask through (:data:`svgtpu.facts.kernels.KERNELS`).
+KERNELS = kernel_names(svg_layer=True)
 #: Head kind reported by ``return_info`` for a dense warm-up call.
 DENSE = -1
 

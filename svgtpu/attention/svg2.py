@@ -45,6 +45,7 @@ import numpy as np
 
 from svgtpu.attention.base import with_warmup
 from svgtpu.geometry import check_positive_int
+from svgtpu.facts.kernels import kernel_names
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
 from svgtpu.kernels.dynamic_plan import block_labels, block_table_kinds, check_traced_align, traced_plan
@@ -55,7 +56,8 @@ from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 from svgtpu.errors import BadInput
 
-KERNELS = ("ours", "reference")
+#: The kernels that take a mask decided in data (:data:`svgtpu.facts.kernels.KERNELS`).
+KERNELS = kernel_names(data_mask=True)
 
 #: SVG2's query and key cluster counts for Wan, used wherever a setting stands for SVG2 at production scale.
 WAN_CLUSTERS = {"q_clusters": 100, "k_clusters": 500}

@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.facts.kernels import kernel_names
 
-KERNELS = ("ours", "splash", "tokamax")
+#: The kernels whose schedules are compiled and read (:data:`svgtpu.facts.kernels.KERNELS`).
+KERNELS = kernel_names(compiled=True)
 MASKS = ("dense", "svg", "svg-aligned")
 #: Our kernel's sources: the cache key of a program of ours hashes them.
 OUR_SOURCES = ("kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py", "kernels/plan.py",

@@ -43,7 +43,7 @@ from svgtpu.costmodel.roofline import (Efficiency, Op, elementwise_op, forward_f
                                        op_seconds, self_attention_flops)
 from svgtpu.costmodel.kernel_work import FLASH, XLA_UNFUSED, KernelWork, counted_work
 from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, MASK_KINDS, attention_ceiling, attention_head_seconds,
-                                         compiled_head_cycles, compiled_head_seconds, kernel_steps, mask_tiles,
+                                         compiled_head_cycles, compiled_head_seconds, kernel_steps, mask_tiles, MaskFacts,
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
@@ -71,7 +71,7 @@ __all__ = [
     "op_seconds",
     "KernelWork", "FLASH", "XLA_UNFUSED", "counted_work",
     "MASK_KINDS", "ATTENTION_KERNELS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds",
-    "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds",
+    "MaskFacts", "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds",
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
     "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",

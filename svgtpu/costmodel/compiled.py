@@ -27,16 +27,15 @@ import json
 import os
 from pathlib import Path
 
+from svgtpu.facts.kernels import KERNELS as ALL_KERNELS, kernel_names
 from svgtpu.facts.results import figures_dir
 from svgtpu.errors import BadInput
 
 COMPILED_TILES_NAME = "compiled_tiles.json"
-#: The attention kernels the table covers, and whether each has a mask-free body for full tiles:
-#: ours (``svgtpu.kernels``) and tokamax's splash do; JAX's Splash ORs its ``should_not_mask`` into
-#: the mask, so once any block of a mask is partial every block pays the masking (docs: design.md
-#: section 12, read in jax-ml/jax ``splash_attention_kernel.py`` at jax-v0.10.2).
-KERNELS = ("ours", "splash", "tokamax")
-HAS_FAST_PATH = {"ours": True, "splash": False, "tokamax": True}
+#: The attention kernels the table covers, and whether each has a mask-free body for full tiles (views of
+#: :data:`svgtpu.facts.kernels.KERNELS`; JAX's Splash has none: every block pays the masking once any is partial).
+KERNELS = kernel_names(compiled=True)
+HAS_FAST_PATH = {name: ALL_KERNELS[name].fast_path for name in ALL_KERNELS}
 #: Tile fields in cycles: a body, a step, a row.
 CYCLE_FIELDS = ("full", "padding_partial", "mask_partial", "masked", "empty_step", "step_overhead", "init_finish")
 

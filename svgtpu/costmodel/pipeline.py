@@ -47,7 +47,7 @@ from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
 from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_seconds, compiled_head_cycles,
-                                         compiled_head_seconds, kernel_steps, mask_tiles)
+                                         compiled_head_seconds, kernel_steps, mask_tiles, MaskFacts)
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.facts.results import provenance
@@ -208,11 +208,11 @@ class Setup:
     def provenance(self) -> str:
         return provenance("modeled", device=self.device.name)
 
-    def tiles(self, kind: str) -> tuple[TileStats, dict]:
+    def tiles(self, kind: str) -> tuple[TileStats, MaskFacts]:
         return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.kept)
 
     def head_seconds(self, stats: TileStats, empty_row_steps: int = 0, *, fast_path: bool = True,
-                     kernel: str | None = None, info: dict | None = None) -> float:
+                     kernel: str | None = None, info: MaskFacts | None = None) -> float:
         """Attention seconds of one head of ``kernel`` (default ``Setup.kernel``) on one TensorCore, over a
         mask with tile counts ``stats``: its facts ``info`` (:func:`~svgtpu.costmodel.tile_costs.mask_tiles`),
         or, for a mask known only by its counts, ``empty_row_steps`` (q rows without a tile) with the mask
@@ -220,15 +220,15 @@ class Setup:
         kernel = kernel or self.kernel
         fast_path = fast_path and not self.segment_ids   # segment ids mask every tile, full ones too
         if info is None:
-            info = {"q_rows": ceil_div(self.geometry.L, self.block_q), "empty_rows": empty_row_steps,
-                    "max_row_tiles": None, "mask_cuts_tiles": True}
+            info = MaskFacts(density=None, q_rows=ceil_div(self.geometry.L, self.block_q), empty_rows=empty_row_steps,
+                             max_row_tiles=None, mask_cuts_tiles=True)
         fast_path = fast_path and HAS_FAST_PATH.get(kernel, True)
         found = self.compiled_tile(kernel)
         if found:
             return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,
                                          fast_path=fast_path, dtype_bytes=self.dtype_bytes)
         return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.block_q,
-                                      self.block_kv, fast_path=fast_path, q_rows=info["q_rows"],
+                                      self.block_kv, fast_path=fast_path, q_rows=info.q_rows,
                                       work=self.kernel_work, dtype_bytes=self.dtype_bytes,
                                       empty_row_steps=kernel_steps(kernel, stats, info)["empty"])
 
@@ -253,7 +253,7 @@ def recipe_fields(recipe) -> dict:
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
 
-def sequence_shard_tiles(setup: Setup) -> tuple[TileStats, dict]:
+def sequence_shard_tiles(setup: Setup) -> tuple[TileStats, MaskFacts]:
     """Dense tiles of one device's query slice under sequence sharding: ``ceil(L / devices)`` queries (a
     device is a TensorCore) padded to ``block_q`` rows, against all ``L`` keys; the last kv tile is
     partial when ``block_kv`` does not divide ``L`` (padded queries make no tile partial)."""
@@ -261,8 +261,8 @@ def sequence_shard_tiles(setup: Setup) -> tuple[TileStats, dict]:
     q_rows = ceil_div(ceil_div(setup.geometry.L, devices), setup.block_q)
     kv_tiles, padded = ceil_div(setup.geometry.L, setup.block_kv), int(setup.geometry.L % setup.block_kv != 0)
     stats = TileStats(full=q_rows * (kv_tiles - padded), partial=q_rows * padded, empty=0)
-    return stats, {"density": 1.0, "q_rows": q_rows, "empty_rows": 0, "max_row_tiles": kv_tiles,
-                   "mask_cuts_tiles": False, "grid_steps": q_rows * kv_tiles, "empty_row_steps": 0}
+    return stats, MaskFacts(density=1.0, q_rows=q_rows, empty_rows=0, max_row_tiles=kv_tiles, mask_cuts_tiles=False,
+                            grid_steps=q_rows * kv_tiles)
 
 
 def _per_chip_layer_attention(setup: Setup, kind: str, fast_path: bool, kernel: str | None = None) -> float:
@@ -421,7 +421,7 @@ def sparse_layer_efficiency(setup: Setup, kind: str = "svg-aligned") -> float:
     kernel's tiles, steps and masking, SVG's profiling and layout transform, ``Setup.sparse_efficiency``):
     how close the sparse layers come to scaling with density."""
     stats, info = setup.tiles(kind)
-    ideal = _dense_layer(setup) * info["density"]
+    ideal = _dense_layer(setup) * info.density
     actual = (setup.sparse_stretch * _per_chip_layer_attention(setup, kind, True)
               + sum(svg_overhead_seconds(setup).values()))
     return ideal / actual * setup.sparse_efficiency
@@ -451,7 +451,7 @@ def model_video(setup: Setup) -> dict:
     tiles = {}
     for kind in ("dense", "svg", "svg-aligned"):
         stats, info = setup.tiles(kind)
-        tiles[kind] = {**stats.as_dict(), **info}
+        tiles[kind] = {**stats.as_dict(), **info.as_dict()}
     dense_dit, svg_dit = dense - stage_total, svg - stage_total
     attention_video = setup.steps * setup.sequential_passes * breakdown["self_attention"]
     g = setup.geometry

@@ -23,11 +23,12 @@ compacted list of the active tiles.  Tile counts come from the mask's tile class
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 
-from svgtpu.costmodel.compiled import HAS_FAST_PATH, KERNELS, CompiledTile
+from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTile
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
@@ -35,11 +36,12 @@ from svgtpu.geometry import VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
 from svgtpu.masks.tiles import EMPTY, TileStats, classify
 from svgtpu.errors import BadInput
+from svgtpu.facts.kernels import kernel_names
 
 MASK_KINDS = ("dense", "svg", "svg-aligned")
-#: Kernels a head can be priced for: the TPU kernels of the compiled table, and ``flash`` (FlashAttention on
-#: a GPU: concurrent thread blocks, no grid-step cost, no steps for empty rows).
-ATTENTION_KERNELS = (*KERNELS, "flash")
+#: Kernels a head can be priced for (:data:`svgtpu.facts.kernels.KERNELS`): the TPU kernels of the compiled table,
+#: and ``flash`` (FlashAttention on a GPU: concurrent thread blocks, no grid-step cost, no steps for empty rows).
+ATTENTION_KERNELS = kernel_names(modeled=True)
 
 
 def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, block_q: int,
@@ -101,48 +103,71 @@ def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency
     return t + steps * device.grid_step_seconds + rows
 
 
+@dataclasses.dataclass(frozen=True)
+class MaskFacts:
+    """What the model reads of a mask besides its tile counts (JAX Splash's ``MaskInfo`` plays this part for
+    its kernel): its density, the q rows, rows without any tile, the most tiles in one row (``None`` for a
+    mask known only by its counts), whether the mask cuts inside tiles (else only the padded keys of the
+    last kv tile are masked), our kernel's grid steps, and an SVG band's window and multiplier."""
+
+    density: float | None       # kept pairs / all pairs (None: a mask known only by its tile counts)
+    q_rows: int
+    empty_rows: int
+    max_row_tiles: int | None
+    mask_cuts_tiles: bool
+    grid_steps: int | None = None
+    window: int | None = None
+    multiplier: float | None = None
+
+    @property
+    def empty_row_steps(self) -> int:
+        """Our kernel's steps on rows without a tile (one each)."""
+        return self.empty_rows
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "empty_row_steps": self.empty_row_steps}
+
+
 @functools.lru_cache(maxsize=64)
 def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
-               multiplier: float | None = None, kept: float | None = None) -> tuple[TileStats, dict]:
-    """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and mask facts: density,
-    window, q rows, rows without any tile (``empty_rows``), the most tiles in one row, whether the mask
-    cuts inside tiles (``mask_cuts_tiles``; else only the padded keys of the last kv tile are masked),
-    and our kernel's grid steps (every non-empty tile, plus one step per empty row)."""
+               multiplier: float | None = None, kept: float | None = None) -> tuple[TileStats, MaskFacts]:
+    """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and its :class:`MaskFacts`
+    (our kernel's grid steps: every non-empty tile, plus one step per empty row)."""
     if kind not in MASK_KINDS:
         raise BadInput(f"mask kind must be dense, svg or svg-aligned, got {kind!r}")
+    band = {}
     if kind == "dense":
         mask = DenseMask(geometry.L)
-        info = {"density": 1.0}
     else:
         base = svg_mask(geometry, multiplier, kept=kept)
-        info = {"window": base.window, "multiplier": base.window / geometry.F}
+        band = {"window": base.window, "multiplier": base.window / geometry.F}
         mask = align(base, block_q, block_kv, "snap") if kind == "svg-aligned" else base
-        info["density"] = mask.density()
     c = classify(mask, block_q, block_kv)
     per_row = np.count_nonzero(c.kinds != EMPTY, axis=1)
     stats = c.stats
-    info.update(q_rows=ceil_div(geometry.L, block_q), empty_rows=int(np.count_nonzero(per_row == 0)),
-                max_row_tiles=int(per_row.max()), mask_cuts_tiles=not c.only_padding_masked)
-    info.update(grid_steps=stats.full + stats.partial + info["empty_rows"], empty_row_steps=info["empty_rows"])
-    return stats, info
+    empty_rows = int(np.count_nonzero(per_row == 0))
+    return stats, MaskFacts(density=1.0 if kind == "dense" else mask.density(), q_rows=ceil_div(geometry.L, block_q),
+                            empty_rows=empty_rows, max_row_tiles=int(per_row.max()),
+                            mask_cuts_tiles=not c.only_padding_masked,
+                            grid_steps=stats.full + stats.partial + empty_rows, **band)
 
 
-def kernel_steps(kernel: str, stats: TileStats, info: dict) -> dict:
+def kernel_steps(kernel: str, stats: TileStats, info: MaskFacts) -> dict:
     """The grid steps ``kernel`` takes on a mask (module doc): ``computed`` tiles and ``empty`` steps."""
     if kernel not in ATTENTION_KERNELS:
         raise BadInput(f"kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {kernel!r}")
     computed = stats.full + stats.partial
     if kernel == "ours":
-        return {"computed": computed, "empty": info["empty_rows"]}
+        return {"computed": computed, "empty": info.empty_rows}
     if kernel == "splash":
-        if info.get("max_row_tiles") is None:
+        if info.max_row_tiles is None:
             raise ValueError("JAX Splash's grid is as long as the mask's longest row: price it with the facts "
                              "of svgtpu.costmodel.mask_tiles, not bare tile counts")
-        return {"computed": computed, "empty": info["q_rows"] * info["max_row_tiles"] - computed}
+        return {"computed": computed, "empty": info.q_rows * info.max_row_tiles - computed}
     return {"computed": computed, "empty": 0}
 
 
-def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: dict, *, fast_path: bool = True) -> dict:
+def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: MaskFacts, *, fast_path: bool = True) -> dict:
     """Static cycles of one head of ``tile.kernel`` over a mask with tile counts ``stats`` (module doc).
 
     A partial tile runs the body of a tile the mask cuts when the mask cuts inside tiles, else the body
@@ -153,33 +178,33 @@ def compiled_head_cycles(tile: CompiledTile, stats: TileStats, info: dict, *, fa
     Returns the parts and ``total``; ``roofline``: the computed tiles at the MXU roofline.
     """
     steps = kernel_steps(tile.kernel, stats, info)
-    partial_body = tile.partial_body(info["mask_cuts_tiles"])
+    partial_body = tile.partial_body(info.mask_cuts_tiles)
     if fast_path and HAS_FAST_PATH[tile.kernel]:
         bodies = stats.full * tile.full + stats.partial * partial_body
     elif HAS_FAST_PATH[tile.kernel]:  # its fast path turned off: every tile runs the one masked body
-        bodies = (stats.full + stats.partial) * tile.masked_body(info["mask_cuts_tiles"])
+        bodies = (stats.full + stats.partial) * tile.masked_body(info.mask_cuts_tiles)
     else:
         bodies = (stats.full + stats.partial) * (partial_body if stats.partial else tile.full)
     parts = {"bodies": bodies,
              "step_overhead": (steps["computed"] + steps["empty"]) * tile.step_overhead,
              "empty_steps": steps["empty"] * (tile.empty_step or 0.0),
-             "rows": info["q_rows"] * (tile.init_finish or 0.0)}
+             "rows": info.q_rows * (tile.init_finish or 0.0)}
     total = sum(parts.values())
     return {**parts, "total": total, "steps": steps["computed"] + steps["empty"],
             "roofline": steps["computed"] * tile.roofline_tile if tile.roofline_tile else None}
 
 
-def compiled_head_seconds(tile: CompiledTile, stats: TileStats, info: dict, device: DeviceSpec, eff: Efficiency,
+def compiled_head_seconds(tile: CompiledTile, stats: TileStats, info: MaskFacts, device: DeviceSpec, eff: Efficiency,
                           head_dim: int, *, fast_path: bool = True, dtype_bytes: int = 2) -> float:
     """One head on one TensorCore from the compiled cycles (:func:`compiled_head_cycles`) at the device's
     clock, or the HBM traffic of its steps (K and V blocks each step, Q and O once per q row) if that is
     longer, over the attention efficiency (what the static schedule does not see: stalls)."""
     cycles = compiled_head_cycles(tile, stats, info, fast_path=fast_path)
     per_step = tile.hbm_bytes_per_step or 2.0 * tile.block_kv * head_dim * dtype_bytes
-    hbm = cycles["steps"] * per_step + info["q_rows"] * 2.0 * tile.block_q * head_dim * dtype_bytes
+    hbm = cycles["steps"] * per_step + info.q_rows * 2.0 * tile.block_q * head_dim * dtype_bytes
     memory = hbm / (device.hbm_bandwidth / device.cores * eff.memory)
     return max(cycles["total"] / device.clock_hz, memory) / eff.attention
 
 
 __all__ = ["MASK_KINDS", "ATTENTION_KERNELS", "tile_units", "tile_seconds", "attention_ceiling", "attention_head_seconds",
-           "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds"]
+           "MaskFacts", "mask_tiles", "kernel_steps", "compiled_head_cycles", "compiled_head_seconds"]

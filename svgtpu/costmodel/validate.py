@@ -366,7 +366,7 @@ def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
            "attention_pricing": setup.attention_pricing(), "provenance": setup.provenance}
     sparse, dense = setup.head_cycles(kind), setup.head_cycles("dense")
     if sparse and dense:
-        density = setup.tiles(kind)[1]["density"]
+        density = setup.tiles(kind)[1].density
         out["compiled_kernel"] = {
             "sparse_over_dense_x_density": sparse["total"] / (dense["total"] * density),
             "sparse_over_roofline": sparse["total"] / sparse["roofline"] if sparse["roofline"] else None,

@@ -8,12 +8,16 @@ in order anyway.  So the checks also read the traced program:
 - :func:`attention64` — the float64 reference every attention check compares with;
 - :func:`check_row_plan` — the properties a row-ordered tile plan must have, on random tile maps;
 - :func:`whose` — whether a check runs the student's code or the worked solution;
+- :func:`traced` — the program a function traces to, traced anew on every call (so a check reads the
+  student's *current* kernel, never JAX's cached first trace);
 - :func:`matmuls` / :func:`check_bf16_matmuls` — every ``dot_general`` with its operand and result
   dtypes (the MXU takes bfloat16 and accumulates in float32);
 - :func:`largest_matmul_output` — the biggest block a matmul produces (the score temporaries);
 - :func:`copies_in_flight` — whether a hand-written DMA pipeline overlaps its copies with compute;
 - :func:`dimension_semantics` — the grid axes' semantics a ``pallas_call`` was given;
 - :func:`races_found` — what the TPU interpreter's race detector saw (``InterpretParams(detect_races=True)``);
+- :func:`interpreted` — a kernel run whose TPU-interpreter errors (out-of-bounds blocks, revisited output
+  blocks, copies never waited for) and deadlocks become one failed check naming the likely slip;
 - :func:`tracing_for` — a TPU to trace for on a CPU, for code that asks which chip it runs on
   (``pltpu.emit_pipeline`` picks its DMA tiling from it).
 """
@@ -22,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Iterator
+import io
+import logging
+import threading
+from typing import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -123,9 +130,22 @@ def _equations(jaxpr) -> Iterator:
             yield from _equations(sub)
 
 
+def traced(fn, *args):
+    """The jaxpr of ``fn(*args)``, traced now.
+
+    ``jax.make_jaxpr`` (like ``jax.jit``) caches a trace by the function object: tracing the given wrapper
+    (``matmul``) again after the student edited the kernel it calls would return the first trace, so a
+    fixed kernel would still fail and a kernel broken later would still pass.  A new function per call
+    misses that cache.
+    """
+    if hasattr(fn, "clear_cache"):   # a jitted function keeps its own cache
+        fn.clear_cache()
+    return jax.make_jaxpr(lambda *a: fn(*a))(*args).jaxpr
+
+
 def matmuls(fn, *args) -> list[Matmul]:
     """Every matmul of ``fn(*args)`` as traced, inside Pallas kernels, loops and branches too."""
-    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    jaxpr = traced(fn, *args)
     return [Matmul(str(e.invars[0].aval.dtype), str(e.invars[1].aval.dtype), str(e.outvars[0].aval.dtype),
                    tuple(e.outvars[0].aval.shape))
             for e in _equations(jaxpr) if e.primitive.name == "dot_general"]
@@ -137,15 +157,18 @@ def check_bf16_matmuls(fn, *args) -> int:
 
     On a TPU the MXU multiplies bfloat16 and accumulates in float32; ``preferred_element_type`` asks
     for that float32 result (without it the result is rounded to bfloat16 after every matmul), and a
-    float32 operand (``p`` not cast to ``v.dtype``) makes the compiler emulate a float32 matmul with
-    several bfloat16 passes.  The interpreter on this CPU hides both: it computes in float32 anyway.
+    float32 operand (``p`` not cast to ``v.dtype``) is rounded to bfloat16 by the MXU anyway unless float32
+    precision is requested (JAX's Pallas TPU guide, ``docs/pallas/tpu/details.rst``, "Precision control",
+    jax-ml/jax@2483cdab76ee6a9b9eca6d002a16423cbbc75269) while it holds twice the bytes in VMEM and
+    registers.  The interpreter on this CPU hides both: it computes in float32 anyway.
     """
     found = matmuls(fn, *args)
     assert found, "no matmul found in the traced program"
     for m in found:
         assert m.lhs == m.rhs == "bfloat16", (
             f"a matmul takes {m.lhs} x {m.rhs} operands (result {m.shape}): cast both to bfloat16 first "
-            "(p.astype(v.dtype)); a float32 matmul runs as several bfloat16 passes on the MXU")
+            "(p.astype(v.dtype)); at default precision the MXU rounds a float32 operand to bfloat16 anyway, and "
+            "it holds twice the bytes")
         assert m.out == "float32", (
             f"a matmul returns {m.out} (result {m.shape}): ask for preferred_element_type=jnp.float32, or every "
             "partial product is rounded to bfloat16 on a TPU (this CPU's interpreter hides it)")
@@ -165,7 +188,7 @@ def copies_in_flight(fn, *args) -> list[int]:
     A pipeline that overlaps copies with compute has one in flight at its steady-state matmul; a copy
     started and waited for before each matmul has none."""
     in_flight, at = 0, []
-    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+    for eqn in _equations(traced(fn, *args)):
         name = eqn.primitive.name
         in_flight += (name == "dma_start") - (name == "dma_wait")
         if name == "dot_general":
@@ -175,7 +198,7 @@ def copies_in_flight(fn, *args) -> list[int]:
 
 def dimension_semantics(fn, *args) -> tuple[str, ...]:
     """The ``dimension_semantics`` of the first ``pallas_call`` in ``fn(*args)`` (``()`` if none given)."""
-    for eqn in _equations(jax.make_jaxpr(fn)(*args).jaxpr):
+    for eqn in _equations(traced(fn, *args)):
         if eqn.primitive.name == "pallas_call":
             params = eqn.params["compiler_params"]
             params = params.get("mosaic_tpu", params) if isinstance(params, dict) else params
@@ -195,6 +218,79 @@ def races_found() -> bool:
     return bool(state is not None and state.races_found)
 
 
+#: The TPU interpreter's errors (its words) and what they usually mean in the lessons' kernels.
+INTERPRETER_ERRORS = {
+    "Out-of-bounds block index": "an index map returned a block outside the array: every plan step, the EMPTY "
+                                 "placeholder too, must name a q_tile and a kv_tile in range (block numbers, not "
+                                 "element offsets)",
+    "Revisited block": "an output block was left and visited again, or visited on two cores: the steps of one q "
+                       "row must run in order on one core (dimension_semantics \"arbitrary\" on that axis)",
+    "Out-of-bounds read": "a copy or a load reads outside its buffer",
+}
+#: What the TPU interpreter prints when a kernel ends with a semaphore still counting (jax 0.10.2,
+#: ``interpret_pallas_call._validate``): a copy was started and never waited for.
+UNWAITED = "has non-zero count"
+
+
+def _stop_interpreter(why: str) -> None:
+    """Make every semaphore wait of the running TPU-interpreter kernel fail (they poll for a failure
+    every 0.1 s, jax 0.10.2 ``shared_memory.Semaphore.wait``); the state lives in the interpreter module."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as interpreter
+    memory = getattr(interpreter, "_shared_memory", None)
+    if memory is not None:
+        memory.set_failed(TimeoutError(why), top_level=False)
+
+
+def interpreted(run: Callable, name: str, hints: dict[str, str] | None = None, deadline_s: float | None = None,
+                on_hang: str = ""):
+    """``run()`` (a kernel call, under ``pltpu.InterpretParams`` or ``interpret=True``) as a check step: the
+    TPU interpreter's state reset first, its errors turned into one ``AssertionError`` naming the likely
+    slip (``hints``: more of :data:`INTERPRETER_ERRORS`), a semaphore still counting at the end (a copy never
+    waited for) failed too.  ``deadline_s``: a run not done by then (a wait no copy will signal deadlocks the
+    interpreter) is stopped and fails with ``on_hang``.  Returns ``run()``'s result as numpy."""
+    from jax.experimental.pallas import tpu as pltpu
+    hints = {**INTERPRETER_ERRORS, **(hints or {})}
+    pltpu.reset_tpu_interpret_mode_state()
+    done: dict = {}
+
+    def target():
+        try:
+            done["result"] = np.asarray(jax.block_until_ready(run()))
+        except Exception as e:  # noqa: BLE001 - turned into the check's message below
+            done["error"] = e
+
+    printed, log = io.StringIO(), logging.getLogger("jax._src.callback")   # it logs each failed callback
+    worker = threading.Thread(target=target, daemon=True)
+    log.disabled = True
+    try:
+        with contextlib.redirect_stdout(printed):
+            worker.start()
+            worker.join(deadline_s)
+            hung = worker.is_alive()
+            if hung:
+                _stop_interpreter(f"{name}: no result after {deadline_s} s")
+                worker.join(30)
+    finally:
+        log.disabled = False
+    if hung or "error" in done:   # a failed run leaves the interpreter's state behind; a good one keeps races_found
+        pltpu.reset_tpu_interpret_mode_state()
+    if hung:
+        raise AssertionError(f"{name}: no result after {deadline_s:g} s: the kernel waits on a DMA semaphore that no "
+                             f"copy will signal (a deadlock, stopped by the check). {on_hang}")
+    if "error" in done:
+        text = str(done["error"])
+        for words, hint in hints.items():
+            line = next((l for l in text.splitlines() if words in l), None)
+            if line:
+                raise AssertionError(f"{name}: {line.split('Error: ')[-1].strip()} -> {hint}") from None
+        raise done["error"]
+    print(printed.getvalue(), end="")   # the interpreter's own reports (races, debug prints), shown as they were
+    unwaited = [l for l in printed.getvalue().splitlines() if UNWAITED in l]
+    assert not unwaited, (f"{name}: a copy was started and never waited for ({unwaited[0].strip()}): every started "
+                          f"copy needs its wait. {hints.get(UNWAITED, '')}")
+    return done["result"]
+
+
 @contextlib.contextmanager
 def tracing_for(device: str = "v6e"):
     """Trace Pallas code for TPU ``device`` on any machine: an abstract mesh whose device is that TPU.
@@ -212,5 +308,6 @@ def tracing_for(device: str = "v6e"):
         yield
 
 
-__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "SOLUTION_MODULES", "attention64", "check_row_plan", "whose", "Matmul", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
-           "copies_in_flight", "dimension_semantics", "races_found", "tracing_for"]
+__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64",
+           "check_row_plan", "whose", "Matmul", "traced", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
+           "copies_in_flight", "dimension_semantics", "races_found", "interpreted", "tracing_for"]

@@ -10,9 +10,12 @@ notebook 01 imports them as given code.
    a ``lax.fori_loop`` inside the grid step, the softmax state in VMEM scratch;
 8. :func:`double_buffered_matmul_kernel` — ``x @ w`` with ``x`` left in HBM (``pl.ANY``) and copied in by
    hand, two VMEM slots and two DMA semaphores, the next block's copy in flight while this one computes;
-   :func:`emit_pipeline_matmul_kernel` — the same pipeline written by ``pltpu.emit_pipeline``;
-9. :func:`mha_flash_attention` — flash attention over heads, grid ``(heads, q blocks, kv blocks)`` with
-   ``dimension_semantics`` that let a two-core chip split heads and q blocks, never kv blocks.
+9. :func:`emit_pipeline_matmul_kernel` — the same pipeline written by ``pltpu.emit_pipeline``;
+10. :func:`mha_flash_attention` — flash attention over heads, grid ``(heads, q blocks, kv blocks)`` with
+    ``dimension_semantics`` that let a two-core chip split heads and q blocks, never kv blocks;
+11. :func:`key_major_update` — the online-softmax update with scores key-major (``[block_kv, block_q]``) and
+    the PV product as ``vᵀ·p`` (output ``[d, block_q]``): an output as wide as the query block fills the
+    MXU's columns, where ``p·v`` (output width ``head_dim``) fills half of them at ``head_dim`` 128.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def emit_pipeline_matmul_kernel(x_hbm, w_ref, o_hbm, *, block_rows: int):
                         out_specs=[pl.BlockSpec((block_rows, o_hbm.shape[1]), lambda i: (i, 0))])(x_hbm, o_hbm)
 
 
-# -- 9. a heads axis and dimension_semantics --------------------------------------------------------
+# -- 10. a heads axis and dimension_semantics --------------------------------------------------------
 
 def mha_flash_attention(q, k, v, kernel, block_q: int = 128, block_kv: int = 128, interpret=True):
     """``q``, ``k``, ``v`` [heads, L, d]; ``kernel``: the notebook's flash kernel whose grid axis 2 is kv.  Grid ``(heads, L / block_q, L / block_kv)``; each block spec drops
@@ -118,5 +121,20 @@ def mha_flash_attention(q, k, v, kernel, block_q: int = 128, block_kv: int = 128
         interpret=interpret)(q, k, v)
 
 
+# -- 11. the PV product key-major ----------------------------------------------------------------
+
+def key_major_update(s, v, m_prev, l_prev, acc_prev):
+    """:func:`~svgtpu.kernels.lessons.online_softmax_update` turned key-major: scores ``s`` [bkv, bq]
+    (keys down, queries across), values ``v`` [bkv, d], per-query ``m`` and ``l`` [1, bq] (reduced over
+    keys, axis 0), unnormalized output ``acc`` [d, bq].  The PV product is ``vᵀ·p``: it contracts the keys
+    (axis 0 of both) and its output is as wide as the query block."""
+    m_new = jnp.maximum(m_prev, s.max(axis=0, keepdims=True))
+    alpha = jnp.exp(m_prev - m_new)
+    p = jnp.exp(s - m_new)
+    l_new = alpha * l_prev + p.sum(axis=0, keepdims=True)
+    pv = lax.dot_general(v, p.astype(v.dtype), (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    return m_new, l_new, alpha * acc_prev + pv
+
+
 __all__ = ["chunked_flash_kernel", "double_buffered_matmul_kernel", "emit_pipeline_matmul_kernel",
-           "mha_flash_attention"]
+           "mha_flash_attention", "key_major_update"]
