@@ -591,6 +591,26 @@ def run_bench_gpu(args):
     return result, gpu_bench.format_result(result)
 
 
+# -- svgtpu tune ------------------------------------------------------------------------------
+
+def _tune_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.compiler.tune import ALIGNS, DEVICES, TUNED_FILE
+    p.add_argument("--resolution", default="720p", help="preset (480p ... 2160p) or TxHxW (default 720p)")
+    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(DEVICES)} (default v6e)")
+    p.add_argument("--kept", type=float, default=DEFAULT_KEPT, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_KEPT})")
+    p.add_argument("--align", default="snap", help=f"tile alignment of the SVG band: {', '.join(ALIGNS)} (default snap; "
+                                                   "balanced: every tile at about the band's pairs)")
+    p.add_argument("--record", action="store_true",
+                   help=f"write the winner into figures/{TUNED_FILE} (the tpu profile of svgtpu reproduce reads it)")
+
+
+@command("tune", "our kernel's candidate tiles compiled for a TPU (no TPU needed), ranked by whole-kernel static "
+         "cycles on the aligned SVG mask, HBM bytes per step beside them; the winner", _tune_arguments)
+def run_tune(args):
+    from svgtpu.compiler.tune import tune_command
+    return tune_command(args)
+
+
 # -- svgtpu compile ---------------------------------------------------------------------------
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:

@@ -106,20 +106,25 @@ def push_bound_factor(layout: str, head_dim: int, block_q: int, device: str = "v
 def roofline(v: Variant) -> dict:
     """Flops of the tiles ``v``'s mask keeps (real rows and keys), their cycles at the MXU's full-fill
     peak, and the MXU bound of ``v``'s layout (its pushes: :func:`push_bound_factor` times the roofline)."""
+    g, mask = mask_of(v)
+    return mask_roofline(mask, g.L, v.block_q, v.block_kv, v.head_dim, v.device, v.kernel_layout)
+
+
+def mask_roofline(mask, L: int, block_q: int, block_kv: int, head_dim: int, device: str, layout: str) -> dict:
+    """:func:`roofline` of any ``mask`` over ``L`` tokens at a ``block_q x block_kv`` tile in ``layout``."""
     import numpy as np
 
     from svgtpu.compiler.units import core
     from svgtpu.masks.tiles import EMPTY, classify
-    g, mask = mask_of(v)
-    kinds = classify(mask, v.block_q, v.block_kv).kinds
-    rows = np.minimum(g.L - np.arange(kinds.shape[0]) * v.block_q, v.block_q)
-    cols = np.minimum(g.L - np.arange(kinds.shape[1]) * v.block_kv, v.block_kv)
+    kinds = classify(mask, block_q, block_kv).kinds
+    rows = np.minimum(L - np.arange(kinds.shape[0]) * block_q, block_q)
+    cols = np.minimum(L - np.arange(kinds.shape[1]) * block_kv, block_kv)
     pairs = float((rows[:, None] * cols[None, :] * (kinds != EMPTY)).sum())
-    c = core(v.device)
-    flops = 4 * v.head_dim * pairs
-    fill = push_bound_factor(v.kernel_layout, v.head_dim, v.block_q, v.device)
+    c = core(device)
+    flops = 4 * head_dim * pairs
+    fill = push_bound_factor(layout, head_dim, block_q, device)
     return {"flops": flops, "roofline_cycles": flops / c.flops_per_cycle,
-            "mxu_bound_cycles": fill * flops / c.flops_per_cycle, "layout": v.kernel_layout,
+            "mxu_bound_cycles": fill * flops / c.flops_per_cycle, "layout": layout,
             "tile_density": float((kinds != EMPTY).mean())}
 
 
@@ -268,7 +273,9 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
 
 # -- the comparison ----------------------------------------------------------------------------
 
-def _compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
+def compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
+    """:func:`~svgtpu.compiler.variants.cached_compile` of each of ``todo``, :data:`COMPILE_WORKERS` at once
+    (a tqdm bar with ``progress``), in order."""
     # each compile is a child process of its own: COMPILE_WORKERS run at once; variants that share a
     # program (svgtpu.compiler.variants) wait for its one compile through the cache
     from svgtpu.compiler.variants import program_key
@@ -305,7 +312,7 @@ def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device
     topology_device(device)  # one clear line without libtpu
     todo = [v for bq, bkv in tiles for v in variants(geometry, bq, bkv, device)]
     extra = [v for bq, bkv in tiles if (bq, bkv) == TILES[0] for v in extra_variants(bq, bkv, device, sweep)]
-    results = _compile_all(todo + extra, progress, device)
+    results = compile_all(todo + extra, progress, device)
     rows, compiled = [], {}
     for v, result in zip(todo + extra, results):
         key = (v.block_q, v.block_kv)
@@ -388,5 +395,5 @@ def bench_compiled_command(args):
 
 
 __all__ = ["TILES", "DEVICES", "theirs_kv_compute", "other_layouts", "bodies", "push_bound_factor", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
-           "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "ratios", "unit_table", "tile_table", "bench_compiled",
+           "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "mask_roofline", "compile_all", "ratios", "unit_table", "tile_table", "bench_compiled",
            "bench_compiled_command"]

@@ -78,6 +78,20 @@ def run_parameters(notebook: str, profile: str) -> dict:
     return {**RUN_PARAMETERS.get(notebook, {}), **PROFILE_RUN_PARAMETERS.get(profile, {}).get(notebook, {})}
 
 
+def tuned_tiles(resolution: str) -> list[int]:
+    """``[block_q, block_kv]`` ``svgtpu tune --record`` found fastest for :data:`PRODUCTION`'s device at
+    ``resolution`` (``figures/tuned_tiles.json``, committed: nothing compiles here), else PRODUCTION's tile."""
+    from svgtpu.compiler.tune import tuned_tile
+    t = tuned_tile(resolution, PRODUCTION.device)
+    return [t["block_q"], t["block_kv"]] if t else [PRODUCTION.block_q, PRODUCTION.block_kv]
+
+
+# the tpu profile's tiles: the tuned 720p tile for 04's kernel runs, the tuned production-resolution tile for 05's
+# blocks, and 04's compiled comparison (at 1440p) at the production tile, the tuned one and 512 x 512
+_TUNED_720P, _TUNED_PRODUCTION = tuned_tiles("720p"), tuned_tiles(PRODUCTION.resolution)
+_TPU_COMPILED_TILES = ",".join(dict.fromkeys(f"{q}x{kv}" for q, kv in (
+    (PRODUCTION.block_q, PRODUCTION.block_kv), _TUNED_PRODUCTION, (512, 512))))
+
 #: Per profile and notebook, the sizes each notebook runs at.
 PROFILES: dict[str, dict[str, dict]] = {
     "quick": {
@@ -116,13 +130,14 @@ PROFILES: dict[str, dict[str, dict]] = {
     "tpu": {
         **_COMPUTED_ONLY,
         "05_quadratic_scaling": {"toy_repeats": 15, "toy_frames": [4, 8, 16, 32], "sweep": _SWEEP, **_WAN_BLOCKS,
+                                 "block_tiles": _TUNED_PRODUCTION,
                                  "blocks": [["720p", "v6e"], ["1440p", "v6e"], ["720p", "v7x"], ["1440p", "v7x"]],
                                  "block_kernel": "in-block"},
         "03_mask_alignment": {"layout_geometry": "480p", "layout_block": 512,
                               "error_geometry": "21x30x52", "error_block": 512, "error_heads": 8,
                               "error_head_dim": 128},
-        "04_fast_path_ablation": {"geometry": "720p", "block_q": PRODUCTION.block_q, "block_kv": PRODUCTION.block_kv, "rounds": 15,
-                                  "heads": 8, "head_dim": 128, "compiled_tiles": f"{PRODUCTION.block_q}x{PRODUCTION.block_kv},512x512",
+        "04_fast_path_ablation": {"geometry": "720p", "block_q": _TUNED_720P[0], "block_kv": _TUNED_720P[1], "rounds": 15,
+                                  "heads": 8, "head_dim": 128, "compiled_tiles": _TPU_COMPILED_TILES,
                                   "compiled_devices": "v6e,v7x", "compiled_sweep": True},
         "06_end_to_end_speedup": {"seeds": [0, 1, 2], "steps": 50, "repeats": 3},
         "07_quality": {"seeds": [0, 1, 2, 3], "steps": 50, "kept_fractions": [0.3, 0.5, 0.6, 0.8],
