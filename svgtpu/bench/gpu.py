@@ -53,6 +53,7 @@ from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_bl
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.production import PRODUCTION
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
 from svgtpu.facts.results import provenance
 from svgtpu.warmup import DEFAULT_KEPT, layer_calls
@@ -311,7 +312,7 @@ def _cudnn(q, k, v, **_):
 
 
 #: Where SVG's schedule is sparse: the last step and layer (the block section times a sparse block).
-SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
+SPARSE_CALL = PRODUCTION.sparse_call()   # past SVG's dense warm-up: the sparse path runs
 
 
 def block_attentions(g, sizes: Sizes) -> dict[str, Callable]:

@@ -41,8 +41,8 @@ VARIANTS = ("dense", "svg")
 #: plan; the block is then compiled with the kernel call left out, ``q + 0 * (k + v)`` in its place, one
 #: elementwise pass that keeps everything feeding the kernel live: cheaper to compile; the cpu profile runs it).
 KERNEL_READINGS = ("in-block", "own-compile")
-#: Where SVG's schedule is sparse: the last step and layer of a 50-step run (the default recipe's steps).
-SPARSE_CALL = {"step": 49, "num_steps": 50, "layer": 39, "num_layers": 40}
+#: Where SVG's schedule is sparse: the production setup's last step and layer (past the dense warm-up).
+SPARSE_CALL = PRODUCTION.sparse_call()
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
 _SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "compiler/wan_block.py", "compiler/fusions.py",
