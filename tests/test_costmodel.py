@@ -37,6 +37,10 @@ def cm_recipe(name):
     return get_recipe(name)
 
 
+#: The tile of the fixture's whole-kernel cycles (an older kernel's, before the production tile moved to 3072).
+FIXTURE_TILE = {"block_q": 3024, "block_kv": 2048}
+
+
 def wan_setup(resolution="720p", device="v6e", **kw):
     return cm.calibrated_setup("wan2.1-14b", resolution, device, **kw)
 
@@ -112,7 +116,7 @@ def test_head_time_reads_the_plan_grid_steps_and_cores():
     assert head(stepped, 3) - head(FAKE, 3) == pytest.approx((5 + 2 + 3) * 1e-6)
     # a dual-core chip (v5p) splits a layer's heads over its cores: 5 heads -> 3 on the busier core
     v5p = wan_setup("720p", device="v5p")
-    per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, 3024, 2048,
+    per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, v5p.block_q, v5p.block_kv,
                                          fast_path=True, q_rows=v5p.tiles("dense")[1].q_rows,
                                          work=v5p.kernel_work)
     assert v5p.heads_per_chip == 5
@@ -123,18 +127,22 @@ def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
     # full tile, per score: scale, row max, subtract max, row sum, cast to bf16 for PV = 5 VPU ops,
     # exp on the EUP; per q row, once per update on [block_q, 128] lanes: new max, max difference,
     # rescale l, add, rescale acc, add acc (6 VPU) and exp(max difference) (1 EUP)
+    # (the query-major layout, the one this hand count follows; the key-major default below)
     for width in (512, 256):
-        k = cm.counted_work(128, "bfloat16", width)
+        k = cm.counted_work(128, "bfloat16", width, layout="query-major")
         assert k.vector_ops == pytest.approx(5 + 6 * 128 / width)
         assert k.exp_ops == pytest.approx(1 + 128 / width)
         # masking a band+sink tile from iota (svgtpu.kernels.block_sparse.iota_mask): q + W - k, its unsigned
         # view, <= 2W, select (4), the sink folded into the band on the key row when the band is wider than the
         # tile (else one or more), plus a few per row
         assert 4 <= k.mask_vector_ops < 5 + 3 * 128 / width
-    assert cm.counted_work(128, "float32", 512).vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
+    assert cm.counted_work(128, "float32", 512, "query-major").vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
+    # key-major, the default: the key sums come out of the PV matmul (no row sum on the VPU) and the statistics
+    # are 8 rows per 128 queries, so fewer vector ops per score than the query-major hand count
+    assert cm.counted_work(128, "bfloat16", 512).vector_ops < 5 + 6 * 128 / 512
     # the compiled kernel agrees: libtpu's post-lower-to-llo dump of this kernel's full-tile body at
     # 512 x 512 (bf16, Mosaic, 2026-11-30) holds 320 vexp for 256 score vregs + 64 row vregs: 1.25 per score
-    assert cm.counted_work(128, "bfloat16", 512).exp_ops == pytest.approx(320 / 256)
+    assert cm.counted_work(128, "bfloat16", 512, "query-major").exp_ops == pytest.approx(320 / 256)
 
 
 def test_attention_ceiling_from_units():
@@ -527,7 +535,7 @@ def test_compiled_pricing_reproduces_every_compiled_whole_kernel_within_two_perc
     """The model prices a head from tile bodies, step overhead and row init/finish over the steps each kernel
     takes (ours: the plan; Splash: a grid as long as the longest row; tokamax: the active tiles); the benchmark
     summed the compiled whole kernels step by step (figures/results.json C4.compiled_variants)."""
-    setup = wan_setup("1440p", compiled=table)
+    setup = wan_setup("1440p", compiled=table, **FIXTURE_TILE)  # the fixture's whole kernels: 3024 x 2048
     whole = json.loads(FIXTURE.read_text())["whole_kernel_cycles"]
     for variant, (kernel, mask, fast) in WHOLE.items():
         cycles = setup.head_cycles(mask, fast_path=fast, kernel=kernel)
@@ -552,7 +560,7 @@ def test_the_committed_tile_table_prices_every_committed_whole_kernel_within_two
 
 
 def test_fast_path_and_masked_tile_ratios_are_the_compiled_ones(table):
-    setup = wan_setup("1440p", compiled=table)
+    setup = wan_setup("1440p", compiled=table, **FIXTURE_TILE)  # the fixture's whole kernels: 3024 x 2048
     whole = {k: v["cycles"] for k, v in json.loads(FIXTURE.read_text())["whole_kernel_cycles"].items()}
     from svgtpu.costmodel.pipeline import _per_chip_layer_attention
     for mask in ("svg", "svg-aligned"):     # attention only: fast path off / on, against the compiled whole kernel
@@ -640,7 +648,7 @@ def test_sparse_efficiency_scales_only_sparse_layers():
 
 
 def test_sparse_efficiency_evidence_names_its_sources(table):
-    setup = wan_setup("1440p", compiled=table)
+    setup = wan_setup("1440p", compiled=table, **FIXTURE_TILE)  # the fixture's whole kernels: 3024 x 2048
     evidence = cm.sparse_efficiency_evidence(setup)
     assert evidence["central"] == pytest.approx(cm.model_video(setup)["sparse_layer_efficiency"])
     k = evidence["compiled_kernel"]

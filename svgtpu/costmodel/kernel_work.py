@@ -91,25 +91,27 @@ def _work(jaxpr) -> tuple[float, float]:
 
 
 @functools.lru_cache(maxsize=16)
-def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute: int = 512) -> KernelWork:
+def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute: int = 512,
+                 layout: str | None = None) -> KernelWork:
     """Per-score-element work of our Pallas kernel, counted from its jaxpr (see the module doc).
 
     Traced once at ``512 x block_kv_compute`` tiles with ``block_kv = block_kv_compute`` (one update
-    per tile body); the per-element counts hold for any ``block_q``.
+    per tile body) in ``layout`` (``None``: the kernel's default at that tile, key-major); the per-element
+    counts hold for any ``block_q``.
     """
     import jax
 
     from svgtpu.geometry import VideoGeometry
     from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, when_bodies
     from svgtpu.kernels.api import block_sparse
-    from svgtpu.kernels.config import KernelConfig
+    from svgtpu.kernels.config import KernelConfig, default_layout
     from svgtpu.masks.core import svg_mask
 
     block_q = 512
     g = VideoGeometry(2, 8, 64)       # F = 512, L = 1024: the band+sink mask has full and partial tiles
     mask = svg_mask(g, 1.0)
     x = jax.ShapeDtypeStruct((1, g.L, head_dim), dtype)
-    config = KernelConfig(block_q, block_kv_compute, block_kv_compute, fast_path=True)
+    config = KernelConfig(block_q, block_kv_compute, block_kv_compute, fast_path=True, layout=layout)
     fn = lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic", interpret=True)  # noqa: E731
     bodies = when_bodies(pallas_kernel_body(jax.make_jaxpr(fn)(x, x, x).jaxpr))
     if len(bodies) != 4:
@@ -120,7 +122,8 @@ def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute:
     return KernelWork(vector_ops=full_vpu / elements, exp_ops=full_eup / elements,
                            mask_vector_ops=(partial_vpu - full_vpu) / elements,
                            source=f"counted from the kernel jaxpr (head_dim {head_dim}, {dtype}, "
-                                  f"block_kv_compute {block_kv_compute}; svgtpu.costmodel.kernel_work)")
+                                  f"block_kv_compute {block_kv_compute}, {layout or default_layout(block_q)}; "
+                                  "svgtpu.costmodel.kernel_work)")
 
 
 __all__ = ["KernelWork", "FLASH", "XLA_UNFUSED", "counted_work"]
