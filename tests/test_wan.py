@@ -140,7 +140,9 @@ def test_the_shipped_checkpoint_gives_the_recorded_outputs(monkeypatch):
     for name, value in (("svg_sample", svg), ("forward_velocity", v)):
         diff = np.abs(np.asarray(value) - recorded[name]).max()
         print(f"{name}: max |now - recorded| = {diff:.2e}")
-        assert diff <= 1e-5, name
+        # 1e-5 until issue 37: the key-major kernel sums keys in another order and exponentiates in base 2
+        # (1.01e-5 on the SVG sample); its accuracy against float64 is tests/test_kernels.py's
+        assert diff <= 2e-5, name
 
 
 def test_every_dense_self_attention_gives_the_same_block():

@@ -60,17 +60,19 @@ def test_our_kernel_in_the_block_reads_as_its_own_compile_does(dense):
     assert 0 <= inside["overhead"] - schedule["overhead"] <= 10
     composed = wb.kernel_cycles(JOB, dense["kernel"]["heads"], [schedule], alone["fill"])
     print(f"in the block {dense['kernel']['cycles']:,} cycles, its own compile {composed['cycles']:,}")
-    assert composed["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.02)
+    # within the 3 % a head axis makes at these tiles (2 % before issue 37: the key-major bodies are shorter, so
+    # the per-step difference weighs more; the bodies themselves are equal, asserted above)
+    assert composed["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.03)
 
 
 @needs_libtpu
 def test_the_block_without_its_kernel_plus_the_kernels_own_compile_reads_as_the_whole_block(dense):
     """The cpu profile's reading (the block compiled with the kernel call left out, the kernel from its own
-    compile) against the block compiled whole: the same kernel cycles within the 2 % a head axis makes at
+    compile) against the block compiled whole: the same kernel cycles within the 3 % a head axis makes at
     these tiles, every other role within 10 % (the kernel's pad and slice are not in the left-out block)."""
     own = wb.compile_block(dataclasses.replace(JOB, kernel="own-compile"))
     assert not own["unmatched"] and not [op for op in own["ops"] if "block_sparse_attention" in op["program"]]
-    assert own["kernel"]["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.02)
+    assert own["kernel"]["cycles"] == pytest.approx(dense["kernel"]["cycles"], rel=0.03)
     for role in ("projections", "cross-attention", "ffn"):
         assert own["roles"][role]["cycles"] == pytest.approx(dense["roles"][role]["cycles"], rel=0.1), role
     assert own["total_cycles"] == pytest.approx(dense["total_cycles"], rel=0.1)
