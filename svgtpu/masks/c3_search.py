@@ -396,41 +396,41 @@ def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSIO
                       "policies": list(MAXDIFFUSION_POLICIES)}}
 
 
+def _columns_table(columns: list[str], rows: list[dict]) -> str:
+    """``rows`` as a plain-text table of ``columns`` only."""
+    from svgtpu.facts.tables import format_table
+    return format_table([{c: r[c] for c in columns} for r in rows])
+
+
 def format_search(result: dict) -> str:
     """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
-    from svgtpu.facts.tables import format_table
     columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
                "granularity", "align_sink", "before", "after"]
 
-    def table(rows):
-        return format_table([{c: r[c] for c in columns} for r in rows])
     parts = [f"target {result['target']['before']:.2%} -> {result['target']['after']:.2%}; "
              f"{result['searched']:,} settings searched, {result['candidates']:,} with an after-share; "
              f"{len(result['matches'])} match both"]
     if result["matches"]:
-        parts += ["matches:", table(result["matches"][:20])]
-    parts += ["nearest:", table(result["nearest"]),
-              "nearest with every head on the band (SVG's own masks):", table(result["nearest_by_heads"]["band"])]
+        parts += ["matches:", _columns_table(columns, result["matches"][:20])]
+    parts += ["nearest:", _columns_table(columns, result["nearest"]),
+              "nearest with every head on the band (SVG's own masks):", _columns_table(columns, result["nearest_by_heads"]["band"])]
     return "\n".join(parts)
 
 
 def format_maxdiffusion_search(result: dict) -> str:
     """:func:`maxdiffusion_search`'s result as ``svgtpu c3-search`` prints it: both countings' matches and nearest."""
-    from svgtpu.facts.tables import format_table
     columns = ["geometry", "density", "kept", "block_q", "block_kv", "sink", "policy", "before", "after",
                "ours_before", "ours_after", "pair_error"]
 
-    def table(rows):
-        return format_table([{c: r[c] for c in columns} for r in rows])
     parts = [f"counted MaxDiffusion's way (before: boundary tiles / touched tiles; after balanced rounding: tiles "
              f"touching the sequence end / tiles run), {result['searched']:,} settings: {len(result['matches'])} match "
              f"both; counted ours over the same settings: {len(result['ours_matches'])} match both"]
     if result["matches"]:
-        parts += ["matches, MaxDiffusion's counting:", table(result["matches"][:20])]
+        parts += ["matches, MaxDiffusion's counting:", _columns_table(columns, result["matches"][:20])]
     if result["ours_matches"]:
-        parts += ["matches, our counting:", table(result["ours_matches"][:20])]
-    parts += ["nearest, MaxDiffusion's counting:", table(result["nearest"]),
-              "nearest, our counting:", table(result["ours_nearest"])]
+        parts += ["matches, our counting:", _columns_table(columns, result["ours_matches"][:20])]
+    parts += ["nearest, MaxDiffusion's counting:", _columns_table(columns, result["nearest"]),
+              "nearest, our counting:", _columns_table(columns, result["ours_nearest"])]
     return "\n".join(parts)
 
 
