@@ -15,15 +15,19 @@ its ``svg_*`` keys; :class:`Policy` holds them, validated once:
 
 Which expert runs a step follows from the scheduler (:class:`ExpertSplit`): a step is the high-noise
 expert's while its timestep is at least ``boundary_ratio x 1000``, on MaxDiffusion's flow grid with the
-run's flow shift.  ``base_wan_27b.yml`` (the Wan 2.2 T2V config ``generate_wan.py`` runs) sets shift 5.0;
-Wan's own ``t2v_A14B`` config uses 12.0.  ``docs/svg.md`` does not state the shift of its measured runs;
-it tells the reader to add the policy to "a Wan2.2 configuration used by generate_wan.py", so the
-published runs are modeled with 5.0 and 12.0 is an end of the interval (:mod:`svgtpu.costmodel.sparse_layers`).
+run's flow shift.  ``docs/svg.md`` does not state the shift of its measured runs; it tells the reader to add
+the policy to "a Wan2.2 configuration used by generate_wan.py", i.e. ``base_wan_27b.yml`` (:data:`WAN27B_CONFIG`),
+which sets 12.0 (Wan's own ``t2v_A14B`` value) since MaxDiffusion's commit bf910204 (2026-07-01) and 5.0
+before it (:data:`EARLIER_WAN27B_CONFIG`).  The docs' dense attention, ``ulysses_ring_custom_fixed_m`` at
+6400 x 2048, entered MaxDiffusion later (:data:`FIXED_M_RUNNER`, 2026-07-27), so the pull request was written
+on a base whose config sets 12.0: the published runs are modeled with 12.0, and 5.0 is an end of the interval
+(:mod:`svgtpu.costmodel.sensitivity`).
 
 Only the moderate policy is published in full.  Conservative and aggressive are published by their
 estimated transformer FLOPs saved only; :func:`scaled_policy` is the mapping rule, written before any
 comparison: moderate's windows and expert split, both densities times one scale, the scale chosen so the
-policy's transformer FLOPs saved (:func:`flops_saved`, a count, not a timing) equal the published share.
+policy's transformer FLOPs saved (:func:`flops_saved`, a count, not a timing, counted as MaxDiffusion's
+sources say theirs is) equal the published share.
 No JAX here.
 """
 
@@ -42,15 +46,32 @@ from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, Source
 #: MaxDiffusion's SVG pull request (480) as stored when read: docs, policy code, the Wan 2.2 config.
 MAXDIFFUSION_SVG_COMMIT = "2a52ee9c79ad6f991c998af600804f7519a49350"
 SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", MAXDIFFUSION_SVG_COMMIT,
-                  "moderate policy keys; attention config for eight devices; measured v6e-8 table")
+                  "moderate policy keys; attention config for eight devices; measured v6e-8 table with 'Estimated "
+                  "total transformer FLOPs saved'; 'The anchor and tile rounding affect the actual number of retained "
+                  "interactions'")
 SVG_ATTENTION = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/models/wan/transformers/svg_attention.py",
                        "db8c0cd45942cbbca9a23865a7ac1e356c62b12e",
                        "svg_execution_band_width: w = N (1 - sqrt(1 - s)) rounded up to 128; is_svg_active: "
                        "start <= index < end; SVG_ATTENTION_DEFAULTS")
-WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml",
-                       "01c93b4200964c3ae46d531f4a56827615a955e7",
-                       "height 720, width 1280, num_frames 81, num_inference_steps 40, flow_shift 5.0, "
-                       "boundary_ratio 0.875, do_classifier_free_guidance True")
+WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml", MAXDIFFUSION_COMMIT,
+                       "height 720, width 1280, num_frames 81, num_inference_steps 40, flow_shift 12.0 (set in "
+                       "bf91020498f7, 2026-07-01: 'Official Wan2.2 T2V A14B sampling shift ... ~step 26 of 40 at "
+                       "boundary_ratio 0.875'), boundary_ratio 0.875, do_classifier_free_guidance True")
+EARLIER_WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml",
+                               "01c93b4200964c3ae46d531f4a56827615a955e7", "flow_shift 5.0 (before bf91020498f7)")
+FIXED_M_RUNNER = Source(MAXDIFFUSION_REPO, "end_to_end/tpu/run_wan_fast_inference.sh",
+                        "8dd630549ce1cb55e167a66102dcc3aef4cc1926",
+                        "2026-07-27, the commit that adds ulysses_ring_custom_fixed_m: base_wan_27b.yml with attention "
+                        "ulysses_ring_custom_fixed_m, block_q 6400, block_kv 2048, data 2 x context 4, ulysses_shards 2, "
+                        "no flow_shift override")
+WAN_FLOPS = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/trainers/base_wan_trainer.py", MAXDIFFUSION_COMMIT,
+                   "calculate_tflops: total_transformer_flops = layers x (self QKV 3 x 2LD^2, self attention "
+                   "2 x 2L^2 D, cross KV 3 x 2 x 512 D^2, cross Q 2LD^2, cross attention 2 x 2 x 512 LD, output "
+                   "projections 2 x 2LD^2, FFN 2 x 2 L D ffn)")
+BALANCED_ROUNDING = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/kernels/custom_svg_balanced_rounding_attention.py",
+                           "3b9f325508b2ae60546fabf30eeb00dea3393b7f",
+                           "boundary tiles rounded up or down so the rounded pairs match the band + anchor's exact "
+                           "boundary pairs (global_balanced, the default)")
 SCHEDULER = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/schedulers/scheduling_unipc_multistep_flax.py",
                    MAXDIFFUSION_COMMIT, "use_flow_sigmas: sigmas = linspace(1, 1/1000, N+1)[:-1], shifted "
                    "shift*s/(1+(shift-1)*s), timesteps = int32(sigma*1000)")
@@ -58,13 +79,14 @@ EXPERT_SWITCH = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/pipelines/wan/wan_pi
                        "boundary = boundary_ratio x num_train_timesteps; high-noise expert while timestep >= boundary")
 WAN22_T2V_A14B = Source("Wan-Video/Wan2.2", "wan/configs/wan_t2v_A14B.py", "d6feb225df10c4fca72dd1c60de4be924df9cf3a",
                         "sample_shift 12.0, sample_steps 40, boundary 0.875 (read in the fork HighDoping/Wan2.2)")
-SOURCES = (SVG_DOCS, SVG_ATTENTION, WAN27B_CONFIG, SCHEDULER, EXPERT_SWITCH, WAN22_T2V_A14B)
+SOURCES = (SVG_DOCS, SVG_ATTENTION, WAN27B_CONFIG, EARLIER_WAN27B_CONFIG, FIXED_M_RUNNER, WAN_FLOPS,
+           BALANCED_ROUNDING, SCHEDULER, EXPERT_SWITCH, WAN22_T2V_A14B)
 
 #: base_wan_27b.yml's Wan 2.2 T2V video and sampler: what a MaxDiffusion YAML that omits a key runs.
-BASE_WAN_27B = {"height": 720, "width": 1280, "num_frames": 81, "num_inference_steps": 40, "flow_shift": 5.0,
+BASE_WAN_27B = {"height": 720, "width": 1280, "num_frames": 81, "num_inference_steps": 40, "flow_shift": 12.0,
                 "boundary_ratio": 0.875, "do_classifier_free_guidance": True}
-#: Wan's own T2V A14B flow shift (:data:`WAN22_T2V_A14B`): the other end of the expert split.
-WAN_OWN_FLOW_SHIFT = 12.0
+#: base_wan_27b.yml's flow shift before 2026-07-01 (:data:`EARLIER_WAN27B_CONFIG`): the other end of the expert split.
+EARLIER_FLOW_SHIFT = 5.0
 BAND_RULES = ("maxdiffusion", "svg")
 #: Wan 2.2 A14B's transformer layers (one 14B expert per step).
 WAN22_LAYERS = 40
@@ -201,9 +223,20 @@ def kept_pairs(geometry: VideoGeometry, density: float, rule: str = "maxdiffusio
 
 
 def flops_saved(policy: Policy, model, geometry: VideoGeometry, steps: int) -> float:
-    """The share of a denoising run's transformer FLOPs the policy saves: self-attention FLOPs of each
-    sparse call times ``1 - kept pairs`` (band + anchor, before tile rounding, which keeps the pair budget),
-    over every op of every pass (:func:`svgtpu.costmodel.roofline.forward_flops`).  A count, not a timing."""
+    """The share of a denoising run's transformer FLOPs the policy saves, counted as MaxDiffusion's
+    "Estimated total transformer FLOPs saved" (:data:`SVG_DOCS`) is, as far as its sources say; it publishes
+    no estimator, so each part is read from what it does publish:
+
+    - the denominator: every transformer FLOP of every step and layer (self- and cross-attention, their
+      projections, the FFN; both CFG passes, which cancel), :func:`svgtpu.costmodel.roofline.forward_flops`,
+      which counts the terms of MaxDiffusion's own Wan count (:data:`WAN_FLOPS`);
+    - the saving: each sparse call's self-attention FLOPs times ``1 - kept pairs`` of the band and the anchor
+      (the docs: "the anchor and tile rounding affect the actual number of retained interactions"); tile
+      rounding is left out because MaxDiffusion's rounding keeps the pair budget (:data:`BALANCED_ROUNDING`);
+    - which expert, so which density, runs each sparse step: the policy's split (:class:`ExpertSplit`, flow
+      shift 12.0 for the published runs, module doc).
+
+    A count, not a timing."""
     from svgtpu.costmodel.roofline import forward_flops
 
     flops = forward_flops(model, geometry.L)
@@ -314,5 +347,5 @@ def _named_policy(name: str) -> tuple[Policy, tuple]:
 
 __all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",
            "get_policy",
-           "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "WAN_OWN_FLOW_SHIFT", "band_half_width",
+           "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "EARLIER_FLOW_SHIFT", "band_half_width",
            "band_multiplier", "flops_saved", "from_config", "kept_pairs", "read_yaml", "scaled_policy"]

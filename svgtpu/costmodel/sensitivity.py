@@ -24,7 +24,7 @@ import math
 from typing import Any, Callable
 
 from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
-from svgtpu.costmodel.policy import WAN_OWN_FLOW_SHIFT, ExpertSplit, get_policy
+from svgtpu.costmodel.policy import BASE_WAN_27B, EARLIER_FLOW_SHIFT, ExpertSplit, get_policy
 from svgtpu.costmodel.sparse_layers import RunSetting
 from svgtpu.costmodel.validate import (Unreachable, family_stretch, fit_efficiency,
                                       fit_sparse_stretch, maxdiffusion_rows)
@@ -98,16 +98,17 @@ def _stretch_evidence(family: str, compiled) -> tuple[tuple[str, tuple[float, fl
     central = family_stretch(family, compiled)["stretch"]
     moderate = get_policy("maxdiffusion-moderate")[0]
     as_ours = fit_sparse_stretch(family, compiled, setting=RunSetting(dense_kernel="ours"))["stretch"]
-    wan_shift = fit_sparse_stretch(family, compiled, policy=dataclasses.replace(
-        moderate, split=ExpertSplit(WAN_OWN_FLOW_SHIFT)))["stretch"]
+    other_shift = fit_sparse_stretch(family, compiled, policy=dataclasses.replace(
+        moderate, split=ExpertSplit(EARLIER_FLOW_SHIFT)))["stretch"]
     needs = [r["stretch_this_run_needs"] for r in maxdiffusion_rows(compiled)
              if r["role"] == "validation" and r["stretch_this_run_needs"] is not None]
     return (("sparse_stretch: dense calls' kernel", (central, as_ours),
              "the calibration choice: MaxDiffusion's fixed-M dense body priced at 3/4 of the compiled online-softmax "
              "body (central) or at the whole body, the stretch refitted to the moderate run"),
-            ("sparse_stretch: expert split", (central, wan_shift),
-             f"flow shift 5.0 (base_wan_27b.yml, central) or Wan's own {WAN_OWN_FLOW_SHIFT:g} (t2v_A14B): which expert "
-             "runs each sparse step, the stretch refitted to the moderate run"),
+            ("sparse_stretch: expert split", (central, other_shift),
+             f"flow shift {BASE_WAN_27B['flow_shift']:g} (base_wan_27b.yml on the pull request's base, and Wan's own "
+             f"t2v_A14B; central) or {EARLIER_FLOW_SHIFT:g} (base_wan_27b.yml before 2026-07-01): which expert runs "
+             "each sparse step, the stretch refitted to the moderate run"),
             ("sparse_stretch: validation residual", (min(needs + [central]), max(needs + [central])),
              "the stretch MaxDiffusion's conservative and aggressive runs would each need (validation rows, never "
              "fitted): the fit's residual"))

@@ -44,7 +44,7 @@ from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import (Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
-from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, get_policy
+from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
@@ -392,7 +392,8 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
 
 
 def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
-    """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), the
+    """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), its
+    transformer FLOPs saved as published and as counted here (:func:`~svgtpu.costmodel.policy.flops_saved`), the
     published speedup over its same-node dense control, the modeled one at the calibrated sparse stretch, and
     the stretch that run alone would need (the spread; never used as the fit)."""
     compiled = resolve(compiled)
@@ -410,6 +411,7 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
             own = None
         rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
                      "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
+                     "flops_saved_counted": flops_saved(policy, get_model(p.model), get_geometry(p.grid), p.steps),
                      "published_dense_s": p.dense_control_s, "published_svg_s": p.seconds,
                      "published_speedup": p.published_speedup, "predicted_dense_s": run["dense_seconds"],
                      "predicted_svg_s": run["svg_seconds"], "predicted_speedup": run["speedup"],

@@ -311,13 +311,15 @@ def against_tpu_table(data: dict) -> str:
     rows = []
     if dense:
         rows.append(["dense denoising (fixed-M splash), s", f"{dense['published_s']:.2f}", "—",
-                     f"{dense['predicted_s']:.1f}", f"{100 * dense['value']:+.1f} %", "validation"])
+                     f"{dense['predicted_s']:.1f}", f"{100 * dense['value']:+.1f} %", "validation", "—"])
     for r in runs["value"]:
+        saved = (f"{100 * r['flops_saved_published']:.1f} % / {100 * r['flops_saved_counted']:.1f} %"
+                 if "flops_saved_counted" in r else "—")
         rows.append([f"{r['policy']} speedup", f"{r['published_speedup']:.3f}x",
                      f"{ours['speedup']:.2f}x" if r["policy"].endswith("moderate") else "—",
-                     f"{r['predicted_speedup']:.3f}x", f"{100 * r['error']:+.1f} %", r["role"]])
+                     f"{r['predicted_speedup']:.3f}x", f"{100 * r['error']:+.1f} %", r["role"], saved])
     head = ["MaxDiffusion run (Wan 2.2 A14B 720p, v6e-8)", "measured (theirs, `measured-tpu`)",
-            "ours blind", "ours calibrated", "error", "role"]
+            "ours blind", "ours calibrated", "error", "role", "transformer FLOPs saved: theirs / counted here"]
     table = "| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n" + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     others = ", ".join(f"{r['kernel']} {r['speedup']:.2f}x" for r in blind["value"])
     lines = [table, "", f"Blind (`{blind['provenance']}`): {others}, at kept pairs {blind['kept']:.3f}; calibrated: sparse "
