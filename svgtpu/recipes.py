@@ -262,7 +262,9 @@ MAXDIFFUSION_DEFAULT_TILE = TileRecipe("maxdiffusion-wan-default", 512, 512, 512
     "flash_block_sizes: block_q 512, block_kv 512, block_kv_compute 512"))
 #: MaxDiffusion's SVG kernel tiles for Wan 2.2 on v6e (its SVG documentation's example; not in :data:`TILES`,
 #: which the compiled tile table compiles): the C3 search counts them beside the others.
-MAXDIFFUSION_SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", "ff0911cfb1d7599e4d4c60932f02f2c026cebb8a")
+#: MaxDiffusion's SVG pull request (480) as stored when read (its docs, policy code and Wan 2.2 config).
+MAXDIFFUSION_SVG_COMMIT = "2a52ee9c79ad6f991c998af600804f7519a49350"
+MAXDIFFUSION_SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", MAXDIFFUSION_SVG_COMMIT)
 MAXDIFFUSION_SVG_TILE = TileRecipe("maxdiffusion-svg", 3328, 2816, 256, dataclasses.replace(
     MAXDIFFUSION_SVG_DOCS, what="svg_flash_block_sizes: block_q 3328, block_kv 2816, block_kv_compute 256"))
 #: The retained pair densities of MaxDiffusion's moderate Wan 2.2 SVG policy (low-noise and high-noise expert);

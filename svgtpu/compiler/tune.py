@@ -16,7 +16,7 @@ one compile per tile serves every ``--kept`` and ``--align``.
 - ``block_q``: 2048; :data:`~svgtpu.production.PRODUCTION`'s (MaxDiffusion's Wan tile on v6e,
   :mod:`svgtpu.recipes`); 3072, the multiple of 128 nearest it (a key-major body needs 128); 3328,
   MaxDiffusion's SVG tile (``svg_flash_block_sizes`` in docs/svg.md of AI-Hypercomputer/maxdiffusion,
-  commit ff0911cfb1d7599e4d4c60932f02f2c026cebb8a: 3328 x 2816, ``block_kv_compute`` 256);
+  commit 2a52ee9c79ad6f991c998af600804f7519a49350: 3328 x 2816, ``block_kv_compute`` 256);
 - ``block_kv``: 2048 (MaxDiffusion's Wan tile) and 2816 (its SVG tile);
 - ``block_kv_compute``: 256 (its SVG tile's) and 512 (ours at the production tile).
 

@@ -41,14 +41,12 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
 from svgtpu.geometry import VideoGeometry
-from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, Source
+from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, MAXDIFFUSION_SVG_COMMIT, MAXDIFFUSION_SVG_DOCS, Source
 
-#: MaxDiffusion's SVG pull request (480) as stored when read: docs, policy code, the Wan 2.2 config.
-MAXDIFFUSION_SVG_COMMIT = "2a52ee9c79ad6f991c998af600804f7519a49350"
-SVG_DOCS = Source(MAXDIFFUSION_REPO, "docs/svg.md", MAXDIFFUSION_SVG_COMMIT,
-                  "moderate policy keys; attention config for eight devices; measured v6e-8 table with 'Estimated "
-                  "total transformer FLOPs saved'; 'The anchor and tile rounding affect the actual number of retained "
-                  "interactions'")
+SVG_DOCS = dataclasses.replace(MAXDIFFUSION_SVG_DOCS, what=(
+    "moderate policy keys; attention config for eight devices; measured v6e-8 table with 'Estimated "
+    "total transformer FLOPs saved'; 'The anchor and tile rounding affect the actual number of retained "
+    "interactions'"))
 SVG_ATTENTION = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/models/wan/transformers/svg_attention.py",
                        "db8c0cd45942cbbca9a23865a7ac1e356c62b12e",
                        "svg_execution_band_width: w = N (1 - sqrt(1 - s)) rounded up to 128; is_svg_active: "

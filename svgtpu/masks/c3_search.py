@@ -68,7 +68,7 @@ QUANTUM_MAX_BLOCKS = 2**21
 NEAR = 0.0015
 #: MaxDiffusion's Wan tiles, searched with its counting: its Wan 2.1 14B default and v6e tiles (base_wan_14b.yml,
 #: :mod:`svgtpu.recipes`), its Wan 2.2 default 1024 x 1024 (``src/maxdiffusion/configs/base_wan_27b.yml`` at
-#: 25357427, ``flash_block_sizes``), and from ``docs/svg.md`` at ff0911cf the SVG tile 3328 x 2816 and the dense
+#: 25357427, ``flash_block_sizes``), and from ``docs/svg.md`` at 2a52ee9c the SVG tile 3328 x 2816 and the dense
 #: fixed-M tile 6400 x 2048.
 MAXDIFFUSION_TILES = tuple(dict.fromkeys([
     (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv), (1024, 1024),
