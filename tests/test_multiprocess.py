@@ -27,6 +27,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_svg_layer_across_two_processes_equals_one():
     done = launch([sys.executable, str(ROOT / "tests/multiprocess/worker.py")], processes=2,
                   devices_per_process=3, timeout=400)
@@ -48,6 +49,7 @@ def _generate(tmp_path, name, *extra):
     return gif.read_bytes(), json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_generate_two_processes_equal_one(tmp_path):
     one_gif, one = _generate(tmp_path, "one")
     two_gif, two = _generate(tmp_path, "two", "--processes", "2")
@@ -77,17 +79,22 @@ time.sleep(300)
 """
 
 
+#: How long the launcher waits for the hanging processes: they start (no jax import) and write their ids well within it.
+HANG_TIMEOUT_S = 3
+
+
 @pytest.mark.parametrize("mode", ["fail", "hang"])
 def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_path, mode):
     env = dict(os.environ, PIDS=str(tmp_path), MODE=mode)
     with pytest.raises(LaunchError) as error:
-        launch([sys.executable, "-c", _START_FAIL], processes=2, timeout=60 if mode == "fail" else 6, env=env)
+        launch([sys.executable, "-c", _START_FAIL], processes=2, env=env,
+               timeout=60 if mode == "fail" else HANG_TIMEOUT_S)
     message = str(error.value)
     if mode == "fail":
         assert "process 1 of 2" in message and "exited with status 1" in message
         assert "process 1 cannot start: no such device" in message
     else:
-        assert "processes 0, 1 of 2 still running after the 6 s timeout" in message
+        assert f"processes 0, 1 of 2 still running after the {HANG_TIMEOUT_S} s timeout" in message
     pids = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
     assert len(pids) == 4
     left = [p for p in pids if not _gone(p)]
