@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from svgtpu.cli import main
 from svgtpu.launch import LaunchError, first_json, launch
 from svgtpu.warmup import DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
@@ -108,7 +109,7 @@ def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_p
     assert not left, f"still running after the launcher returned: {left}"
 
 
-def test_generate_processes_must_divide_devices():
-    proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--processes", "2", "--devices", "5"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "--devices (5) must be divisible by --processes (2)" in proc.stderr
+def test_generate_processes_must_divide_devices(capsys):
+    # in this process: refused before anything starts (the `python -m svgtpu` entry itself: test_cli)
+    assert main(["generate", "--processes", "2", "--devices", "5"]) == 2
+    assert "--devices (5) must be divisible by --processes (2)" in capsys.readouterr().err
