@@ -17,7 +17,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 test: install
-	$(PY) -m pytest -q -n 2 --durations=15 tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)

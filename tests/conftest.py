@@ -3,6 +3,10 @@
 Multi-device tests need ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` set before jax is
 imported, which is too late in this process; ``test_multidevice.py`` runs ``tests/multidevice/`` in
 a fresh pytest subprocess with the flag set, so the outer run skips collecting that folder.
+
+``make test`` hands tests to two xdist workers as they free up (``--dist loadgroup``); the tests marked
+``slow`` go first, so that what is left at the end is short and both workers finish together.  Tests that
+share a module fixture or compiles cached in build/ carry an ``xdist_group``: one worker runs them in turn.
 """
 
 import os
@@ -13,3 +17,9 @@ collect_ignore = [] if os.environ.get("SVGTPU_MULTIDEVICE") else ["multidevice"]
 # writes it); tests must not depend on whether it does: they run on priors unless a test hands the model a
 # table itself (tests/data/compiled_tiles_fixture.json).
 os.environ["SVGTPU_COMPILED_TILES"] = os.path.join(os.path.dirname(__file__), "data", "no_compiled_tiles.json")
+
+
+def pytest_collection_modifyitems(items):
+    """Slow tests first, the rest in file order (a stable sort; every xdist worker sorts alike)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+

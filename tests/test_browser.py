@@ -30,7 +30,8 @@ import pytest
 from svgtpu import explore
 from svgtpu.report import reproduce
 
-pytestmark = pytest.mark.browser
+# one worker runs the file (make test: --dist loadgroup): one JupyterLab and one chromium for all of its tests
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 REPO = Path(__file__).resolve().parents[1]
 SHOTS = REPO / "build" / "browser"

@@ -138,6 +138,7 @@ def test_forward_passes_layer_and_step_to_the_backend():
     assert seen == [(0, 7, 9, 1, (1, 1, 1120, 64))] and [int(i) for i in infos] == [0]
 
 
+@pytest.mark.slow
 def test_training_reduces_the_loss_on_a_fixed_batch():
     config = CONFIGS["tiny"]
     x0, labels = (jnp.asarray(a) for a in data.make_batch(0, 2))

@@ -5,7 +5,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_multidevice_suite():
     here = pathlib.Path(__file__).parent
     env = dict(os.environ, SVGTPU_MULTIDEVICE="1",

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
+from svgtpu.cli import main
 from svgtpu.launch import LaunchError, first_json, launch
+from svgtpu.warmup import DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -27,6 +29,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_svg_layer_across_two_processes_equals_one():
     done = launch([sys.executable, str(ROOT / "tests/multiprocess/worker.py")], processes=2,
                   devices_per_process=3, timeout=400)
@@ -37,18 +40,25 @@ def test_svg_layer_across_two_processes_equals_one():
     assert out["svg ulysses 2x3 (seq across processes)"] == 0.0
 
 
+#: Sampling steps of the generate runs: every step runs the one compiled program (the step index is data), and
+#: SVG's default dense warm-up leaves this step sparse (checked below), so one step runs the whole sparse path.
+STEPS = 1
+
+
 def _generate(tmp_path, name, *extra):
     """``svgtpu generate`` run outside the checkout (the shipped checkpoint is found from the package)."""
     gif = tmp_path / f"{name}.gif"
     proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--devices", "6", "--attention", "svg",
-                           "--steps", "2", "--labels", "0", "3", "--out", str(gif), "--json", *extra], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600,
+                           "--steps", str(STEPS), "--labels", "0", "3", "--out", str(gif), "--json", *extra],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return gif.read_bytes(), json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_generate_two_processes_equal_one(tmp_path):
+    assert warmup_count(DEFAULT_WARMUP_STEP_FRACTION, STEPS) < STEPS   # a sparse step runs, not the warm-up only
     one_gif, one = _generate(tmp_path, "one")
     two_gif, two = _generate(tmp_path, "two", "--processes", "2")
     assert two["processes"] == 2 and two["launcher"]["processes"] == 2 and one["processes"] == 1
@@ -77,24 +87,29 @@ time.sleep(300)
 """
 
 
+#: How long the launcher waits for the hanging processes: they start (no jax import) and write their ids well within it.
+HANG_TIMEOUT_S = 3
+
+
 @pytest.mark.parametrize("mode", ["fail", "hang"])
 def test_a_failing_or_hanging_process_is_a_clear_error_and_nothing_is_left(tmp_path, mode):
     env = dict(os.environ, PIDS=str(tmp_path), MODE=mode)
     with pytest.raises(LaunchError) as error:
-        launch([sys.executable, "-c", _START_FAIL], processes=2, timeout=60 if mode == "fail" else 6, env=env)
+        launch([sys.executable, "-c", _START_FAIL], processes=2, env=env,
+               timeout=60 if mode == "fail" else HANG_TIMEOUT_S)
     message = str(error.value)
     if mode == "fail":
         assert "process 1 of 2" in message and "exited with status 1" in message
         assert "process 1 cannot start: no such device" in message
     else:
-        assert "processes 0, 1 of 2 still running after the 6 s timeout" in message
+        assert f"processes 0, 1 of 2 still running after the {HANG_TIMEOUT_S} s timeout" in message
     pids = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
     assert len(pids) == 4
     left = [p for p in pids if not _gone(p)]
     assert not left, f"still running after the launcher returned: {left}"
 
 
-def test_generate_processes_must_divide_devices():
-    proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--processes", "2", "--devices", "5"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "--devices (5) must be divisible by --processes (2)" in proc.stderr
+def test_generate_processes_must_divide_devices(capsys):
+    # in this process: refused before anything starts (the `python -m svgtpu` entry itself: test_cli)
+    assert main(["generate", "--processes", "2", "--devices", "5"]) == 2
+    assert "--devices (5) must be divisible by --processes (2)" in capsys.readouterr().err

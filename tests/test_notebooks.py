@@ -77,6 +77,7 @@ def isolated_jupyter(monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", list(EXPECTED))
 def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, isolated_jupyter):
     figures = tmp_path / "figures"

@@ -10,7 +10,9 @@ import pytest
 
 from svgtpu.compiler.compile import libtpu_available
 
-pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
+# one worker runs the file in turn (make test: --dist loadgroup): its estimates share compiles through build/compiled/
+pytestmark = [pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)"),
+              pytest.mark.xdist_group("tile_table")]
 
 SMALL = dict(block_q=512, block_kv=512, block_kv_compute=512)
 

@@ -15,6 +15,8 @@ from svgtpu.compiler.scaling import bootstrap_exponent, kernel_sweep, loglog_fit
 from svgtpu.cli import main
 from svgtpu.model.config import ModelConfig
 
+# one worker runs the file (make test: --dist loadgroup): the module's compiled block is made once
+pytestmark = pytest.mark.xdist_group("wan_block")
 needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="needs the TPU compiler (libtpu)")
 TINY = ModelConfig("tiny", layers=40, dim=512, heads=8, head_dim=64, ffn=1024, text_len=16, patch_in=64, source="test")
 JOB = wb.BlockJob("2x8x20", "v6e", "dense", model=TINY, block_q=128, block_kv=128)   # L = 320: no tile multiple

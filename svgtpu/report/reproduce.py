@@ -66,11 +66,15 @@ _QUICK_BLOCKS = {"block_model": {"name": "tiny", "layers": 40, "dim": 512, "head
 #: Parameters ``svgtpu reproduce`` passes to a notebook besides ``profile`` and ``figures_dir`` (papermill
 #: overrides its parameters cell), per notebook, then per profile: the kernel-writing notebooks run their worked
 #: solutions (a student's own run keeps ``show_solutions = False``, so *Run All* never replaces their code), and
-#: the cpu profile (``make figures``) skips their compile demonstrations, which feed no figure.
+#: the cpu and quick profiles (``make figures``, ``make test``) skip their compile demonstrations, which feed no figure.
 RUN_PARAMETERS: dict[str, dict] = {"01_pallas_in_five_kernels": {"show_solutions": True},
                                    "01b_block_sparse_by_hand": {"show_solutions": True}}
 PROFILE_RUN_PARAMETERS: dict[str, dict[str, dict]] = {
     "cpu": {"01_pallas_in_five_kernels": {"compile_lessons": False}, "01b_block_sparse_by_hand": {"compile_lessons": False}}}
+# quick (make test) skips them too: each is a compile child of its own (01b's 3024x2048 tile alone is several
+# seconds); tests/test_aot.py checks the compile_report machinery they call, and 01b's ex11 check and block-size
+# sweep, which the quick run keeps, compile lesson kernels through it
+PROFILE_RUN_PARAMETERS["quick"] = PROFILE_RUN_PARAMETERS["cpu"]
 
 
 def run_parameters(notebook: str, profile: str) -> dict:
