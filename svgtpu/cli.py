@@ -223,12 +223,14 @@ def run_profile_heads(args):
 # -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
 
 def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.report.reproduce import NOTEBOOKS, PROFILES
+    from svgtpu.report.reproduce import JOBS, NOTEBOOKS, PROFILES
     p.add_argument("--profile", default="cpu", choices=list(PROFILES),
                    help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
                    help=f"run only these notebooks, by number or name ({', '.join(n.split('_')[0] for n in NOTEBOOKS)})")
     p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
+    p.add_argument("--jobs", type=int, help="notebooks run at once (default: "
+                   + ", ".join(f"{n} for the {profile} profile" for profile, n in JOBS.items()) + ", else 1)")
     p.add_argument("--no-paper", action="store_true",
                    help="do not regenerate the paper's tables afterwards (never done with --figures-dir)")
     p.add_argument("--preflight", action="store_true",
@@ -244,7 +246,8 @@ def run_reproduce(args):
         result = preflight(args.profile, progress=not args.json)
         return result, format_preflight(result), 0 if result["passed"] else 1
     from svgtpu.report.reproduce import format_reproduce, reproduce_all
-    result = reproduce_all(args.profile, args.only, figures_dir=args.figures_dir, paper=not args.no_paper)
+    result = reproduce_all(args.profile, args.only, figures_dir=args.figures_dir, paper=not args.no_paper,
+                           jobs=args.jobs)
     if result["failed"]:  # print the summary, then exit non-zero naming the failed notebooks
         print(json.dumps(result, indent=2) if args.json else format_reproduce(result))
         print(f"svgtpu reproduce: {len(result['failed'])} notebook(s) failed: {', '.join(result['failed'])}",

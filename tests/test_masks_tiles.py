@@ -111,6 +111,23 @@ def test_tile_mask_allowed_matches_tiles():
         TileMask(21, 10, 7, tiles)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_tile_mask_counts_any_grid_like_its_array(seed):
+    """A tile mask's pair counts on grids that are not its own (repeated edges, edges past L), against
+    the sums of its ``L x L`` array."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    L, bq, bk = (int(v) for v in rng.integers([20, 3, 3], [300, 60, 60]))
+    m = TileMask(L, bq, bk, rng.random((-(-L // bq), -(-L // bk))) < 0.5)
+    prefix = np.zeros((L + 1, L + 1), dtype=np.int64)
+    prefix[1:, 1:] = m.to_array().cumsum(0).cumsum(1)
+    for _ in range(4):
+        qe, ke = (np.concatenate([[0], np.sort(rng.integers(0, L + 1, size=int(rng.integers(1, 8)))), [L, L + 7]])
+                  for _ in range(2))
+        P = prefix[np.minimum(qe, L)[:, None], np.minimum(ke, L)[None, :]]
+        np.testing.assert_array_equal(m.count_grid(qe, ke), P[1:, 1:] - P[:-1, 1:] - P[1:, :-1] + P[:-1, :-1])
+
+
 def test_masks_are_hashable_values():
     g = VideoGeometry(2, 4, 4)
     assert svg_mask(g, 1.0) == svg_mask(g, 1.0) and hash(svg_mask(g, 1.0)) == hash(svg_mask(g, 1.0))

@@ -267,6 +267,51 @@ def test_a_failing_notebook_names_its_cell_and_the_next_still_runs(tmp_path, iso
     assert any(o.get("ename") == "RuntimeError" for c in executed["cells"] for o in c.get("outputs", []))
 
 
+def test_notebooks_side_by_side_report_their_own_figures_and_keep_every_result(tmp_path, isolated_jupyter):
+    """Two notebooks in two worker processes, each saving its results twice (the read-modify-write under the
+    lock): each result names its own figure files only, and the results file keeps every entry of both."""
+    import functools
+    notebooks, figures = tmp_path / "notebooks", tmp_path / "figures"
+    notebooks.mkdir()
+    for name in ("left", "right"):
+        cells = [nbformat.v4.new_code_cell('profile = "quick"\nfigures_dir = None'), nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nfrom svgtpu.facts.results import NotebookRun\n"
+            f"run = NotebookRun({name!r}, profile, figures_dir)\n"
+            "for i in range(2):\n"
+            f"    run.record('C1', f'{name}_{{i}}', i, provenance='computed')\n"
+            f"    run.save_figure(plt.figure(), f'{name}_{{i}}', caption='', provenance='computed', formats=('png',))\n"
+            "    run.save()")]
+        cells[0].metadata["tags"] = ["parameters"]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), notebooks / f"{name}.ipynb")
+    kernel = reproduce.install_kernel(tmp_path / "build")
+    run = functools.partial(reproduce.run_notebook, profile="quick", figures_dir=figures, output_dir=tmp_path / "out",
+                            kernel_name=kernel, notebook_dir=notebooks)
+    results = {r.notebook: r for r in reproduce.run_notebooks(["left", "right"], 2, run)}
+    for name, result in results.items():
+        assert result.status == "ok", result.error
+        assert result.figures == [f"{name}_0.png", f"{name}_1.png"]
+    data = load_results(figures / "results.json")
+    assert set(data["claims"]["C1"]) == {"left_0", "left_1", "right_0", "right_1"}
+    assert set(data["figures"]) == {"left_0", "left_1", "right_0", "right_1"} and set(data["notebooks"]) == set(results)
+
+
+def test_the_schedule_waits_for_what_a_notebook_reads_and_never_times_two_at_once():
+    """Two at a time, every notebook once: none starts before those of AFTER (when they run at all), no two of
+    TIMED side by side, and the one the others wait for first."""
+    names, pending, running, order = list(reproduce.NOTEBOOKS), list(reproduce.NOTEBOOKS), [], []
+    while pending or running:
+        while len(running) < 2 and (name := reproduce.next_notebook(pending, set(running))):
+            assert all(a in order for a in reproduce.AFTER.get(name, ())), name
+            assert not (name in reproduce.TIMED and set(running) & set(reproduce.TIMED)), (name, running)
+            pending.remove(name)
+            running.append(name)
+        order.append(running.pop(0))   # the one started first finishes first
+    assert sorted(order) == sorted(names)
+    assert reproduce.next_notebook(list(names), set()) == "04_fast_path_ablation"
+    assert reproduce.next_notebook(["05_quadratic_scaling"], set()) == "05_quadratic_scaling"  # 04 not run: no wait
+    assert reproduce.next_notebook(["05_quadratic_scaling"], {"04_fast_path_ablation"}) is None
+
+
 def test_make_lab_turns_off_jupyterlab_news_and_update_checks():
     """``make lab`` writes the overrides.json where the installed JupyterLab reads its app settings, setting its
     notification plugin's ``fetchNews`` (the "Would you like to get notified about official Jupyter news?"

@@ -22,7 +22,7 @@ GEOMETRIES = [VideoGeometry(4, 10, 14), VideoGeometry(3, 9, 13), VideoGeometry(6
 
 @pytest.mark.parametrize("g", GEOMETRIES)
 def test_candidate_rows_are_the_masks_rows_for_every_mask_profiling_runs(g):
-    """Tile rows repeated and a transposed key axis give exactly the mask's own ``allowed`` (numpy, every
+    """Tile rows repeated, a one-hot product over key tiles and permuted positions give exactly the mask's own ``allowed`` (numpy, every
     pair) for the band, its tile-aligned twin and both seen through the temporal permutation."""
     seed = 11
     print(f"seed {seed}")

@@ -27,7 +27,6 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from einops import rearrange
 
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
@@ -44,21 +43,34 @@ def candidate_rows(mask: Mask, rows: jax.Array) -> jax.Array:
 
     Computable masks (band + sink, dense) are plain arithmetic; a :class:`TileMask` looks up the tile
     rows of ``rows`` and repeats each tile ``block_kv`` times along the keys; a :class:`PermutedMask`
-    takes its base's rows at the permuted positions and reads their keys in frame-major order, a
-    transpose.  None of them gathers element by element: on a TPU an ``[r, L]`` gather compiles to
-    loops that cost as much as the attention kernel (``svgtpu compile --what wan-block`` showed it).
+    evaluates its base at the spatial-major positions of the rows and of every key (for a tile base, a
+    one-hot product over its key tiles).  None of them gathers element by element: on a TPU an ``[r, L]``
+    gather compiles to loops that cost as much as the attention kernel (``svgtpu compile --what
+    wan-block`` showed it).  Nor does any transpose the ``[r, L]`` key axis: the frame axis is not a lane
+    multiple at the Wan resolutions, and libtpu compiled that re-layout as one unrolled program (at
+    1440p, most of the v6e compile time of the SVG Wan block's profiling).
     """
-    L = mask.L
     if isinstance(mask, PermutedMask):
         g = mask.geometry
-        # frame-major token i = f*F + s sits at spatial-major position s*T + f
-        base = candidate_rows(mask.base, (rows % g.F) * g.T + rows // g.F)
-        return rearrange(base, "r (s t) -> r (t s)", s=g.F, t=g.T)
+
+        def spatial_major(i):  # frame-major token i = f*F + s sits at spatial-major position s*T + f
+            return (i % g.F) * g.T + i // g.F
+        return _allowed(mask.base, spatial_major(rows), spatial_major(jnp.arange(mask.L)))
+    return _allowed(mask, rows)
+
+
+def _allowed(mask: Mask, rows: jax.Array, keys: jax.Array | None = None) -> jax.Array:
+    """``mask.allowed(rows[:, None], keys[None, :])``, ``bool [r, len(keys)]``; ``keys`` None: ``0 .. L-1``."""
     if isinstance(mask, TileMask):
         tile_rows = jnp.asarray(mask.tiles)[rows // mask.block_q]          # [r, kv tiles]
-        return jnp.repeat(tile_rows, mask.block_kv, axis=-1)[:, :L]
+        if keys is None:
+            return jnp.repeat(tile_rows, mask.block_kv, axis=-1)[:, :mask.L]
+        # each key reads its tile's column: exact in bfloat16 (one 1 per column of the one-hot)
+        onehot = keys[None, :] // mask.block_kv == jnp.arange(tile_rows.shape[1])[:, None]
+        return jnp.dot(tile_rows.astype(jnp.bfloat16), onehot.astype(jnp.bfloat16),
+                       preferred_element_type=jnp.float32) > 0
     if mask.computable:
-        return mask.allowed(rows[:, None], jnp.arange(L)[None, :])
+        return mask.allowed(rows[:, None], (jnp.arange(mask.L) if keys is None else keys)[None, :])
     raise BadInput(f"profiling supports band/sink, dense, tile and permuted masks, got {type(mask).__name__}")
 
 

@@ -336,9 +336,23 @@ def _compile_for_dump(spec: dict) -> None:
         sys.exit(f"not compiled: {result['reason']}")
 
 
+#: What a kernel variant compiled for its dumps is built from: the cache key of :func:`_dumps` hashes them.
+DUMP_SOURCES = ("compiler/llo.py", "kernels/api.py", "kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py",
+                "kernels/plan.py", "kernels/config.py", "kernels/dynamic.py", "masks/core.py")
+
+
 def _dumps(spec: dict) -> tuple[str, str]:
     """Compile one kernel variant in a child process; its Mosaic ``post-finalize-llo`` text and its
-    LLO ``final_bundles`` schedule."""
+    LLO ``final_bundles`` schedule, cached in ``build/`` by content (notebook 02 reads one variant's
+    counts and its bundles: one compile)."""
+    from svgtpu.compiler.dumps import cache_key, cached
+    texts = cached("v6e", "llo-dumps", cache_key(spec, DUMP_SOURCES), lambda: dict(zip(("llo", "bundles"),
+                                                                                   _compile_dumps(spec))))
+    return texts["llo"], texts["bundles"]
+
+
+def _compile_dumps(spec: dict) -> tuple[str, str]:
+    """:func:`_dumps` uncached."""
     from svgtpu.compiler.dumps import child_env, run_child
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")

@@ -46,6 +46,12 @@ RESULTS_NAME = "results.json"
 GPU_RESULTS_NAME = "results-gpu.json"
 
 
+#: ``svgtpu reproduce`` names a file in this environment variable for each notebook it runs: the notebook's
+#: :meth:`NotebookRun.save_figure` appends the name of every file it writes (the summary's figures column,
+#: exact when notebooks run side by side).
+FIGURE_LOG = "SVGTPU_FIGURE_LOG"
+
+
 def figures_dir(override: str | os.PathLike | None = None) -> Path:
     """Where figures and the results file go: ``override``, ``$SVGTPU_FIGURES_DIR``, or ``figures/``."""
     path = override or os.environ.get("SVGTPU_FIGURES_DIR") or REPO_ROOT / "figures"
@@ -189,28 +195,36 @@ class NotebookRun:
             fig.savefig(path, dpi=150 if fmt == "png" else None, bbox_inches="tight",
                         metadata=_figure_metadata(fmt, name))
             paths.append(path)
+        if os.environ.get(FIGURE_LOG):
+            with open(os.environ[FIGURE_LOG], "a") as log:
+                log.writelines(f"{p.name}\n" for p in paths)
         self.figures[name] = {"files": [p.name for p in paths], "caption": caption, "claim": claim,
                               **self._stamp(provenance)}
         return paths
 
     def save(self) -> Path:
-        """Merge this notebook's entries into the results file, replacing its old ones."""
+        """Merge this notebook's entries into the results file, replacing its old ones (under a lock on
+        ``.results.json.lock`` beside it: notebooks run side by side)."""
+        import fcntl
+
         path = results_path(self.directory)
-        data = load_results(path)
-        for claim in list(data["claims"]):
-            kept = {k: v for k, v in data["claims"][claim].items() if v.get("notebook") != self.notebook}
-            data["claims"][claim] = kept
-        for claim, entries in self.claims.items():
-            data["claims"].setdefault(claim, {}).update(entries)
-        data["claims"] = {k: dict(sorted(v.items())) for k, v in sorted(data["claims"].items()) if v}
-        figures = {k: v for k, v in data["figures"].items() if v.get("notebook") != self.notebook}
-        data["figures"] = dict(sorted({**figures, **self.figures}.items()))
-        data["notebooks"][self.notebook] = {
-            "profile": self.profile, "finished": datetime.datetime.now(datetime.timezone.utc)
-            .isoformat(timespec="seconds"), "figures": sorted(self.figures),
-            "entries": sum(len(v) for v in self.claims.values()), **self.env}
-        data["notebooks"] = dict(sorted(data["notebooks"].items()))
-        return write_results(data, path)
+        with open(path.with_name(f".{path.name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = load_results(path)
+            for claim in list(data["claims"]):
+                kept = {k: v for k, v in data["claims"][claim].items() if v.get("notebook") != self.notebook}
+                data["claims"][claim] = kept
+            for claim, entries in self.claims.items():
+                data["claims"].setdefault(claim, {}).update(entries)
+            data["claims"] = {k: dict(sorted(v.items())) for k, v in sorted(data["claims"].items()) if v}
+            figures = {k: v for k, v in data["figures"].items() if v.get("notebook") != self.notebook}
+            data["figures"] = dict(sorted({**figures, **self.figures}.items()))
+            data["notebooks"][self.notebook] = {
+                "profile": self.profile, "finished": datetime.datetime.now(datetime.timezone.utc)
+                .isoformat(timespec="seconds"), "figures": sorted(self.figures),
+                "entries": sum(len(v) for v in self.claims.values()), **self.env}
+            data["notebooks"] = dict(sorted(data["notebooks"].items()))
+            return write_results(data, path)
 
 
 def _figure_metadata(fmt: str, name: str) -> dict | None:
@@ -227,6 +241,6 @@ def entry(data: dict, claim: str, name: str) -> dict | None:
     return data.get("claims", {}).get(claim, {}).get(name)
 
 
-__all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "figures_dir",
+__all__ = ["PROVENANCES", "SOURCES", "RESULTS_NAME", "GPU_RESULTS_NAME", "CLAIMS", "REPORTED", "FIGURE_LOG", "figures_dir",
            "results_path", "load_results", "write_results", "environment", "provenance",
            "check_provenance", "NotebookRun", "entry"]

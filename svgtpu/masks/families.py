@@ -33,7 +33,7 @@ import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.errors import BadInput
-from svgtpu.masks.core import (Mask, frame_runs, grid_from_cells, grid_from_prefix, positions_below,
+from svgtpu.masks.core import (Mask, frame_runs, grid_from_cells, table_grid,
                           pairs_with_offset_at_most)
 
 
@@ -57,10 +57,7 @@ class _BlockStructure(Mask):
         return self.table[np.clip(a, 0, len(self.q_edges) - 2), np.clip(b, 0, len(self.k_edges) - 2)]
 
     def _count_grid(self, q_edges, k_edges):
-        # Allowed pairs in [0, x) x [0, y) = a(x) @ table @ b(y)^T with a(x)_i = rows of block i below x.
-        a = positions_below(q_edges, self.q_edges[:-1], self.q_edges[1:])
-        b = positions_below(k_edges, self.k_edges[:-1], self.k_edges[1:])
-        return grid_from_prefix(np.rint(a @ self.table.astype(np.float64) @ b.T).astype(np.int64))
+        return table_grid(self.table, self.q_edges, self.k_edges, q_edges, k_edges)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

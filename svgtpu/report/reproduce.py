@@ -1,11 +1,15 @@
 """Run the notebooks through papermill: one command regenerates every figure and number.
 
-``svgtpu reproduce --profile cpu`` executes ``notebooks/*.ipynb`` in order, each with the
-parameters ``profile`` and ``figures_dir``, writes the executed copies to ``build/notebooks/``
-(ignored by git), shows a tqdm bar, prints a summary table (notebook, status, seconds, figures
-written) and then regenerates the paper's tables from the results file.  A failing notebook is
-reported with its cell and error; the others still run, and since every notebook replaces only
-its own entries in the results file, their results stay intact.
+``svgtpu reproduce --profile cpu`` executes ``notebooks/*.ipynb``, each with the parameters
+``profile`` and ``figures_dir``, writes the executed copies to ``build/notebooks/`` (ignored by git),
+shows a tqdm bar, prints a summary table (notebook, status, seconds, figures written) and then
+regenerates the paper's tables from the results file.  A failing notebook is reported with its cell
+and error; the others still run, and since every notebook replaces only its own entries in the
+results file (under a lock), their results stay intact.
+
+Notebooks run :data:`JOBS` at a time (the cpu profile: two, one per core of a 2-core machine), each
+in a worker process of its own, in file order but for what they read from each other (:data:`AFTER`)
+and never two that time code on this machine side by side (:data:`TIMED`).
 
 The profiles trade size for time.  ``quick`` is for the test suite (seconds per notebook),
 ``cpu`` is the default of ``make figures`` on a 2-core machine (minutes in all), ``tpu`` uses the
@@ -43,6 +47,17 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 #: research track; the explorer is a tool beside them.
 NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "02_kernel_walkthrough", "03_mask_alignment",
              "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
+
+#: What a notebook needs finished before it starts: 04 rewrites the compiled tile table (``compiled_tiles.json``)
+#: that the cost model reads in 00, 05, 06, 07 and the explorer, and compiles the kernels 05 reads from
+#: ``build/`` (else 05 compiles them again).
+AFTER = {name: ("04_fast_path_ablation",) for name in ("00_primer", "05_quadratic_scaling", "06_end_to_end_speedup",
+                                                       "07_quality", "explorer")}
+#: Notebooks whose results hold timings taken on this machine: never two of them side by side.
+TIMED = ("04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup")
+#: Notebooks run at once, per profile (others: one at a time): the cpu profile (``make figures``) takes both
+#: cores of a 2-core machine; the tpu profile's notebooks share one TPU, which one process holds at a time.
+JOBS = {"cpu": 2}
 
 # What every profile shares: the resolutions of the C2/C5 sweep (cheap: modeled).
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
@@ -227,15 +242,19 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     """Execute one notebook with papermill; never raises for errors inside the notebook."""
     import papermill
 
+    from svgtpu.facts.results import FIGURE_LOG
+
     source = notebook_dir / f"{name}.ipynb"
     output = output_dir / f"{name}.ipynb"
+    log = output_dir / f"{name}.figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
     output_dir.mkdir(parents=True, exist_ok=True)
-    before = {p: p.stat().st_mtime_ns for p in figures_dir.iterdir()}
+    log.write_text("")
     start = time.perf_counter()
     status, error = "ok", ""
-    backend = os.environ.get("MPLBACKEND")
+    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG)}
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
+    os.environ[FIGURE_LOG] = str(log)         # and this: it names every figure file it writes there
     try:
         papermill.execute_notebook(
             str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
@@ -245,26 +264,69 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
         status, error = "failed", _describe_failure(exc)
     finally:
-        if backend is None:
-            os.environ.pop("MPLBACKEND", None)
-        else:
-            os.environ["MPLBACKEND"] = backend
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     seconds = time.perf_counter() - start
-    written = sorted(p.name for p in figures_dir.iterdir()
-                     if p.suffix != ".json" and before.get(p) != p.stat().st_mtime_ns)
+    written = sorted(set(log.read_text().split()))
     return NotebookResult(name, status, seconds, written, error, str(output))
+
+
+def next_notebook(pending: list[str], running: set[str]) -> str | None:
+    """The notebook to start now: of ``pending`` (in file order) the first whose :data:`AFTER` have finished
+    (those not run at all do not count) and that is not a :data:`TIMED` one beside another; a notebook
+    others wait for goes first."""
+    waits = {n: [a for a in AFTER.get(n, ()) if a in pending or a in running] for n in pending}
+    ready = [n for n in pending if not waits[n] and not (n in TIMED and running & set(TIMED))]
+    needed = [n for n in ready if any(n in waits[m] for m in pending)]
+    return (needed or ready or [None])[0]
+
+
+def run_notebooks(names: list[str], jobs: int, run, started=lambda running: None):
+    """``run(name)`` for every one of ``names``, ``jobs`` at a time in worker processes (in this process
+    when ``jobs`` is 1), in the order :func:`next_notebook` picks; ``started`` hears the names running after each
+    start; yields each result as it finishes."""
+    import concurrent.futures
+    import multiprocessing
+
+    pending = list(names)
+    if jobs == 1:
+        while pending:
+            name = next_notebook(pending, set())
+            pending.remove(name)
+            started([name])
+            yield run(name)
+        return
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        running = {}
+        while pending or running:
+            while len(running) < jobs and (name := next_notebook(pending, set(running.values()))):
+                pending.remove(name)
+                running[pool.submit(run, name)] = name
+                started(sorted(running.values(), key=names.index))
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                del running[future]
+                yield future.result()
 
 
 def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
               figures_dir: str | os.PathLike | None = None, build_dir: str | os.PathLike | None = None,
-              progress: bool = True) -> list[NotebookResult]:
-    """Run the selected notebooks under ``profile``; results go to ``figures_dir``."""
+              progress: bool = True, jobs: int | None = None) -> list[NotebookResult]:
+    """Run the selected notebooks under ``profile``, ``jobs`` at a time (default :data:`JOBS`); results go
+    to ``figures_dir``; one result per notebook, in file order."""
+    import functools
+
     from tqdm.auto import tqdm
 
     from svgtpu.facts.results import figures_dir as default_figures_dir
+    from svgtpu.geometry import check_positive_int
 
     if profile not in PROFILES:
         raise BadInput(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    jobs = check_positive_int("jobs", JOBS.get(profile, 1) if jobs is None else jobs)
     names = select(only)
     build = Path(build_dir) if build_dir is not None else BUILD_DIR
     figures = default_figures_dir(figures_dir).resolve()
@@ -273,20 +335,22 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
-    results = []
-    bar = tqdm(names, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
-    for name in bar:
-        bar.set_postfix_str(name)
-        result = run_notebook(name, profile, figures_dir=figures, output_dir=output_dir, kernel_name=kernel)
+    run = functools.partial(run_notebook, profile=profile, figures_dir=figures, output_dir=output_dir,
+                            kernel_name=kernel)
+    results = {}
+    bar = tqdm(total=len(names), desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+    for result in run_notebooks(names, jobs, run, started=lambda running: bar.set_postfix_str(", ".join(running))):
+        bar.update()
         if result.status != "ok":
-            tqdm.write(f"notebook {name} failed at {result.error} (executed copy: {result.output})",
+            tqdm.write(f"notebook {result.notebook} failed at {result.error} (executed copy: {result.output})",
                        file=sys.stderr)
-        results.append(result)
-    return results
+        results[result.notebook] = result
+    bar.close()
+    return [results[name] for name in names]
 
 
 def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
-                  figures_dir: str | os.PathLike | None = None, paper: bool = True) -> dict:
+                  figures_dir: str | os.PathLike | None = None, paper: bool = True, jobs: int | None = None) -> dict:
     """``svgtpu reproduce``: :func:`reproduce`, then with ``paper`` (and into the committed results only,
     never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`); the failed notebooks
     are named in ``failed``."""
@@ -294,7 +358,7 @@ def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
     from svgtpu.facts.results import results_path
 
     start = time.perf_counter()
-    results = reproduce(profile, only, figures_dir=figures_dir)
+    results = reproduce(profile, only, figures_dir=figures_dir, jobs=jobs)
     tables = generate(results_path()) if paper and not figures_dir else []
     return {"profile": profile, "notebooks": [r.as_dict() for r in results],
             "failed": [r.notebook for r in results if r.status != "ok"], "results": str(results_path(figures_dir)),
@@ -313,5 +377,5 @@ def format_reproduce(result: dict) -> str:
     return text
 
 
-__all__ = ["CHECKPOINT", "NOTEBOOKS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
-           "run_notebook", "reproduce", "reproduce_all", "format_reproduce"]
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+           "run_notebook", "next_notebook", "run_notebooks", "reproduce", "reproduce_all", "format_reproduce"]
