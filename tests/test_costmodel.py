@@ -132,10 +132,11 @@ def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
         k = cm.counted_work(128, "bfloat16", width, layout="query-major")
         assert k.vector_ops == pytest.approx(5 + 6 * 128 / width)
         assert k.exp_ops == pytest.approx(1 + 128 / width)
-        # masking a band+sink tile from iota (svgtpu.kernels.block_sparse.iota_mask): q + W - k, its unsigned
-        # view, <= 2W, select (4), the sink folded into the band on the key row when the band is wider than the
-        # tile (else one or more), plus a few per row
-        assert 4 <= k.mask_vector_ops < 5 + 3 * 128 / width
+        # masking a band+sink tile from iota (svgtpu.kernels.block_sparse.BandTile): this band is wide enough
+        # that a tile crosses one edge of it, so one compare and one select per score (2); the key operand
+        # (side * k, padded and sink keys moved) once per key and the query operand once per query add a few
+        # ops per row or column of the tile
+        assert 2 <= k.mask_vector_ops < 2 + 16 / width
     assert cm.counted_work(128, "float32", 512, "query-major").vector_ops == pytest.approx(4 + 6 * 128 / 512)  # no cast
     # key-major, the default: the key sums come out of the PV matmul (no row sum on the VPU) and the statistics
     # are 8 rows per 128 queries, so fewer vector ops per score than the query-major hand count

@@ -154,6 +154,43 @@ def test_key_major_tile_update_is_the_transposed_update():
     assert np.abs(out - ref[rows]).max() / np.abs(ref).max() <= TOLERANCE["float32"]
 
 
+# (L, sink, window, rows, cols): band wide enough for one edge per tile (rows + cols <= 2W + 3, at the
+# bound and above it), one step too narrow (both edges, sink folded onto the middle row), narrower than
+# the rows (sink or'ed per score), no sink; L not a multiple of cols (padded keys)
+BAND_TILES = [(700, 90, 127, 128, 128), (700, 90, 300, 256, 128), (700, 90, 126, 128, 128),
+              (700, 40, 50, 256, 128), (650, 0, 100, 128, 128)]
+
+
+@pytest.mark.parametrize("case", BAND_TILES, ids=[f"L{c[0]}-s{c[1]}-w{c[2]}-{c[3]}x{c[4]}" for c in BAND_TILES])
+def test_band_tile_is_the_mask_on_every_tile(case):
+    """The band + sink test the kernel builds (``BandTile``: one compare per score when a tile can cross
+    only one edge of the band) equals ``mask.allowed`` with padded keys disallowed, on every tile of the
+    grid, in both orientations; ``one_edge`` is exact: a tile one key wider can cross both edges."""
+    from svgtpu.kernels.block_sparse import BandTile, one_edge
+    L, sink, window, rows, cols = case
+    mask = BandSinkMask(L, sink, window)
+    assert one_edge(mask, rows, cols) == (rows + cols <= 2 * window + 3)
+    nq, nk = -(-L // rows), -(-L // cols)
+    q_all, k_all = np.arange(nq * rows), np.arange(nk * cols)
+    expected = (k_all[None, :] < sink) | (np.abs(q_all[:, None] - k_all[None, :]) <= window)
+    expected &= k_all[None, :] < L
+    crossed = set()
+    for qt in range(nq):
+        for kt in range(nk):
+            q0, k0 = qt * rows, kt * cols
+            band = BandTile(mask, jnp.int32(q0), rows, jnp.int32(k0), cols, L, pad=True)
+            want = expected[q0:q0 + rows, k0:k0 + cols]
+            q_ids, k_ids = q0 + np.arange(rows), k0 + np.arange(cols)
+            key_major = band.allowed(band.keys(jnp.asarray(k_ids[:, None])), band.queries(jnp.asarray(q_ids[None, :])))
+            query_major = band.allowed(band.keys(jnp.asarray(k_ids[None, :])), band.queries(jnp.asarray(q_ids[:, None])))
+            np.testing.assert_array_equal(np.asarray(key_major), want.T)
+            np.testing.assert_array_equal(np.asarray(query_major), want)
+            d = k_ids[None, :] - q_ids[:, None]
+            crossed.add(((d > window).any(), (d < -window).any()))
+    # the one-edge bound is tight: tiles at 2W + 4 (one key more) can cross both edges
+    assert ((True, True) in crossed) == (rows + cols >= 2 * window + 4)
+
+
 def test_key_major_needs_lane_multiple_block_q():
     with pytest.raises(ValueError, match=r"block_q must be a positive multiple of 128 \(with layout='key-major'.*"
                                          r"Mosaic's block-shape rule"):

@@ -8,8 +8,10 @@ the ``pl.when`` bodies of a full and of a partial tile and counts, per score ele
 - **EUP** ops: ``exp`` and other transcendentals (output elements);
 - **VPU** ops: every other elementwise, compare/select and convert, and reductions counted by their
   *input* elements (a row max reads the whole score block);
-- free: loads/stores (the DMA engine), ``broadcast``/``reshape``/``tile`` (lane broadcasts), scalar
-  bookkeeping and the two ``dot_general`` (timed on the MXU from FLOPs, not counted here).
+- free: loads/stores (the DMA engine), ``broadcast``/``reshape``/``tile`` (lane broadcasts), static
+  slices (``slice``: a choice of vregs: the tree maximum over keys of the key-major layout, the rows of a
+  matmul result), scalar bookkeeping and the two ``dot_general`` (timed on the MXU from FLOPs, not
+  counted here).
 
 The per-row online-softmax updates (``[block_q, 128]`` lane-replicated m/l/acc) are counted too, so
 the count depends on ``block_kv_compute`` (not on ``block_q``).  These are jaxpr-level counts, before
@@ -56,7 +58,7 @@ XLA_UNFUSED = KernelWork(mask_vector_ops=0.0, score_bytes=16.0,
                               source="hand count: softmax as FLASH, no mask, scores through memory")
 
 _EUP = {"exp", "exp2", "log", "log1p", "tanh", "logistic", "rsqrt", "sqrt", "erf"}
-_FREE = {"get", "swap", "load", "store", "broadcast_in_dim", "reshape", "squeeze", "tile", "transpose",
+_FREE = {"get", "swap", "load", "store", "broadcast_in_dim", "reshape", "squeeze", "tile", "transpose", "slice",
          "multiple_of", "program_id", "dot_general", "pjit", "jit"}
 _REDUCE = {"reduce_max", "reduce_min", "reduce_sum", "argmax"}
 

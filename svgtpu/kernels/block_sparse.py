@@ -7,7 +7,8 @@ computed.  Each step runs one of two bodies:
 
 - **full** tiles (fast path): ``QK^T``, online softmax, ``PV``; no mask fetch, no masking ops;
 - **partial** tiles: the same plus the element-wise mask, built from iotas (band + sink masks,
-  padded keys) or read from a compacted mask block (arbitrary masks).
+  padded keys; a band wider than the tile costs one compare and one select per score,
+  :class:`BandTile`) or read from a compacted mask block (arbitrary masks).
 
 ``fast_path=False`` keeps the traversal but sends every tile through the masked body: the ablation.
 Softmax statistics and the accumulator live in float32 VMEM scratch; bf16 inputs feed the MXU in
@@ -79,8 +80,11 @@ MASK_VALUE = -0.5 * float(jnp.finfo(jnp.float32).max)
 #: Queries per strip of the key-major body: the MXU's width, so each strip's matmuls fill it (a
 #: multiple of 128; a tile's last strip may be narrower).
 STRIP = 256
-#: Updates whose scores ``k q^T`` the key-major body issues ahead of the softmax they feed (module doc).
-LOOKAHEAD = 6
+#: Updates whose scores ``k q^T`` the key-major body issues ahead of the softmax they feed (module doc),
+#: and in a body that computes its mask from iotas (its key and query operands hold registers: with
+#: more scores in flight it spills); the measurements are in ``run_key_major`` (:func:`_kernel`).
+LOOKAHEAD = 5
+LOOKAHEAD_IOTA_MASK = 3
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
@@ -157,36 +161,81 @@ def softmax_update_key_major(s, vt, m_prev, l_prev, acc_prev):
     (bkv, bq), d = s.shape, acc_prev.shape[0]
     assert vt.shape == (d + 16, bkv) and m_prev.shape == l_prev.shape == (SUBLANES, bq) and acc_prev.shape == (d, bq)
     precision = lax.Precision.HIGHEST if vt.dtype == jnp.float32 else None
-    m_next = jnp.maximum(m_prev, s.max(axis=0, keepdims=True))
+    m_next = jnp.maximum(m_prev, max_over_keys(s))
     p = jnp.exp2(s - m_next[:1])
     alpha = jnp.exp2(m_prev - m_next)
     pv = lax.dot_general(vt, p.astype(vt.dtype), NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
     return m_next, alpha * l_prev + pv[d:d + SUBLANES], alpha[:1] * acc_prev + pv[:d]
 
 
-def iota_mask(mask: Mask, q0, rows: int, k_ids, L: int, pad: bool, key_major: bool = False):
-    """``mask.allowed`` of query rows ``q0 .. q0 + rows`` (a column; a row when ``key_major``) and the
-    key ids ``k_ids`` (a row; a column when ``key_major``), keys ``>= L`` disallowed when ``pad``.
+def max_over_keys(s):
+    """``s.max(axis=0, keepdims=True)`` of key-major scores ``[bkv, bq]``, as a tree: the element-wise
+    maximum of the two halves, halved again down to one vreg row (8 sublanes), then the maximum within
+    it.  The same ``bkv / 8 - 1`` element-wise maxima per 128 queries as a chain, but ``log2(bkv / 8)``
+    deep instead of ``bkv / 8 - 1``: the exponentials, and the ``v^T p`` push behind them, wait on it."""
+    while s.shape[0] > SUBLANES and s.shape[0] % (2 * SUBLANES) == 0:
+        half = s.shape[0] // 2
+        s = jnp.maximum(s[:half], s[half:])
+    return s.max(axis=0, keepdims=True)
 
-    A band + sink mask takes a short form whose work per score vreg is one subtraction and one
-    compare: the band ``|q - k| <= W`` is the unsigned compare ``q + W - k <= 2W``; padded keys are
-    moved out of every band on the key row; and when the band is wider than the tile's rows
-    (``2W >= rows + 2``) the sink keys are moved onto the tile's middle row, inside the band of every
-    row, so the sink costs nothing per score either (else it is or'ed in).  On the 3024 x 2048 SVG
-    partial tile: 24.2k -> 19.7k static v6e bundles with the finite mask value of :func:`tile_update`."""
-    q_ids = q0 + (lax.broadcasted_iota(jnp.int32, (1, rows), 1) if key_major
-                  else lax.broadcasted_iota(jnp.int32, (rows, 1), 0))
-    if not isinstance(mask, BandSinkMask):
-        allowed = mask.allowed(q_ids, k_ids)
-        return allowed & (k_ids < L) if pad else allowed
-    sink = k_ids < mask.sink
-    if pad:
-        k_ids = jnp.where(k_ids < L, k_ids, jnp.int32(2 ** 30))  # outside every band and sink
-    fold = mask.sink > 0 and 2 * mask.window >= rows + 2
-    if fold:
-        k_ids = jnp.where(sink, q0 + rows // 2, k_ids)
-    band = ((q_ids + mask.window) - k_ids).astype(jnp.uint32) <= jnp.uint32(2 * mask.window)
-    return band | sink if mask.sink > 0 and not fold else band
+
+#: A key id outside every band (padded keys; its negation is inside every one-edge band: sink keys).
+FAR = 2 ** 30
+
+
+class BandTile:
+    """How one tile tests a band + sink mask (:class:`~svgtpu.masks.core.BandSinkMask`), split so
+    that the work per score is one or two vector ops: :meth:`keys` once per key (per kv chunk),
+    :meth:`queries` once per query (per strip), :meth:`allowed` per score.
+
+    - **one edge** (:func:`one_edge`: no tile of this size crosses both edges of the band, e.g. the
+      SVG band, far wider than a tile): the scalar unit picks the edge the tile can cross
+      (:attr:`side` ``+1``: ``k - q <= W``, ``-1``: ``q - k <= W``) and a score's test is the one
+      compare ``side k <= side q + W``; padded keys go to ``FAR``, sink keys to ``-FAR``;
+    - **both edges**: ``|q - k| <= W`` as the unsigned compare ``q + W - k <= 2W`` (a subtraction
+      and a compare per score); padded keys go to ``FAR``; when the band is wider than the tile's
+      rows (``2W >= rows + 2``) the sink keys move onto the tile's middle row, inside every row's
+      band, else the sink is or'ed in per score.
+
+    ``q0``, ``k0``: the tile's first query and key (traced scalars); ``rows`` x ``cols`` its size;
+    keys ``>= L`` are disallowed when ``pad``.
+    """
+
+    def __init__(self, mask: BandSinkMask, q0, rows: int, k0, cols: int, L: int, pad: bool):
+        self.mask, self.L, self.pad = mask, L, pad
+        self.side = jnp.where(k0 + (cols - 1) - q0 > mask.window, 1, -1) if one_edge(mask, rows, cols) else None
+        fold = self.side is None and mask.sink > 0 and 2 * mask.window >= rows + 2
+        self.mid = q0 + rows // 2 if fold else None
+        self.sink_per_score = self.side is None and mask.sink > 0 and not fold
+
+    def keys(self, k_ids):
+        """The key operand of :meth:`allowed` for the key ids ``k_ids``."""
+        keys = k_ids if self.side is None else self.side * k_ids
+        if self.pad:
+            keys = jnp.where(k_ids < self.L, keys, jnp.int32(FAR))
+        if self.mask.sink > 0 and not self.sink_per_score:
+            keys = jnp.where(k_ids < self.mask.sink, jnp.int32(-FAR) if self.mid is None else self.mid, keys)
+        return keys, (k_ids < self.mask.sink) if self.sink_per_score else None
+
+    def queries(self, q_ids):
+        """The query operand of :meth:`allowed` for the query ids ``q_ids``."""
+        return (q_ids if self.side is None else self.side * q_ids) + self.mask.window
+
+    def allowed(self, keys, queries):
+        """``mask.allowed`` of every query of ``queries`` and key of ``keys`` (:meth:`queries`,
+        :meth:`keys`; a row and a column, broadcast by the compare)."""
+        keys, sink = keys
+        if self.side is not None:
+            return keys <= queries
+        band = (queries - keys).astype(jnp.uint32) <= jnp.uint32(2 * self.mask.window)
+        return band | sink if sink is not None else band
+
+
+def one_edge(mask: BandSinkMask, rows: int, cols: int) -> bool:
+    """Whether no ``rows x cols`` tile crosses both edges of ``mask``'s band: a tile's offsets
+    ``k - q`` span ``rows + cols - 2``, so with ``rows + cols <= 2W + 3`` a tile with ``k - q > W``
+    somewhere has ``k - q >= -W`` everywhere, and the other way round."""
+    return rows + cols <= 2 * mask.window + 3
 
 
 def _decode(word, kv_bits: int):
@@ -222,28 +271,54 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
     chunks = block_kv // block_kv_compute
+    pad = bool(L % block_kv)
     # Keys of the last kv tile that are real (< L): a "padding" plan's partial tiles all sit there.
     tail = L - (-(-L // block_kv) - 1) * block_kv
 
-    def chunk_mask(lo, chunk, row_clusters, q_lo: int, width: int):
-        """bool mask of the kv chunk at ``lo`` and the queries ``q_lo .. q_lo + width`` of the tile,
-        oriented as the scores; ids are a column and a row, broadcast by the comparisons."""
-        cols = slice(q_lo, q_lo + width)
-        if source == "blocks":
-            return (mask_ref[chunk, cols] if key_major else mask_ref[:, chunk]) != 0
-        if source == "clusters":  # onehot(key labels) against the kept clusters: counts 0 / 1, exact in bf16
-            key_onehot = (lax.broadcasted_iota(jnp.int32, (table_ref.shape[1], block_kv_compute), 0)
-                          == kl_ref[:, chunk]).astype(jnp.bfloat16)
-            if key_major:  # [bkc, Ck] @ clusters^T [Ck, width]
-                return lax.dot_general(key_onehot, row_clusters[:, cols], TN_DIMS,
-                                       preferred_element_type=jnp.float32) > 0
-            return lax.dot_general(row_clusters, key_onehot, NN_DIMS, preferred_element_type=jnp.float32) > 0
-        shape, axis = ((block_kv_compute, 1), 0) if key_major else ((1, block_kv_compute), 1)
-        k_ids = kv_tile * block_kv + lo + lax.broadcasted_iota(jnp.int32, shape, axis)
-        if source == "padding":
-            return k_ids < L
-        return iota_mask(mask, (q_tile + row0) * block_q + q_lo, width, k_ids, L, pad=bool(L % block_kv),
-                         key_major=key_major)
+    def chunk_masker(row_clusters):
+        """``mask(lo, q_lo, width)``: the bool mask of the kv chunk at ``lo`` and the queries ``q_lo ..
+        q_lo + width`` of the tile, oriented as the scores (ids a column and a row, broadcast by the
+        comparisons).  One per body: what depends only on the keys is built once per chunk, what
+        depends only on the queries once per strip (a band + sink mask: :class:`BandTile`)."""
+        q0, k0 = (q_tile + row0) * block_q, kv_tile * block_kv
+        band = BandTile(mask, q0, block_q, k0, block_kv, L, pad) if isinstance(mask, BandSinkMask) else None
+        per_chunk, per_strip = {}, {}
+
+        def key_ids(lo):
+            shape, axis = ((block_kv_compute, 1), 0) if key_major else ((1, block_kv_compute), 1)
+            return k0 + lo + lax.broadcasted_iota(jnp.int32, shape, axis)
+
+        def query_ids(q_lo, width):
+            shape, axis = ((1, width), 1) if key_major else ((width, 1), 0)
+            return q0 + q_lo + lax.broadcasted_iota(jnp.int32, shape, axis)
+
+        def once(cache, key, make):
+            if key not in cache:
+                cache[key] = make()
+            return cache[key]
+
+        def chunk_mask(lo, q_lo: int, width: int):
+            cols = slice(q_lo, q_lo + width)
+            if source == "blocks":
+                return (mask_ref[pl.ds(lo, block_kv_compute), cols] if key_major
+                        else mask_ref[:, pl.ds(lo, block_kv_compute)]) != 0
+            if source == "clusters":  # onehot(key labels) against the kept clusters: counts 0 / 1, exact in bf16
+                key_onehot = once(per_chunk, lo, lambda: (lax.broadcasted_iota(
+                    jnp.int32, (table_ref.shape[1], block_kv_compute), 0)
+                    == kl_ref[:, pl.ds(lo, block_kv_compute)]).astype(jnp.bfloat16))
+                if key_major:  # [bkc, Ck] @ clusters^T [Ck, width]
+                    return lax.dot_general(key_onehot, row_clusters[:, cols], TN_DIMS,
+                                           preferred_element_type=jnp.float32) > 0
+                return lax.dot_general(row_clusters, key_onehot, NN_DIMS, preferred_element_type=jnp.float32) > 0
+            if source == "padding":
+                return once(per_chunk, lo, lambda: key_ids(lo) < L)
+            if band is not None:
+                return band.allowed(once(per_chunk, lo, lambda: band.keys(key_ids(lo))),
+                                    once(per_strip, (q_lo, width), lambda: band.queries(query_ids(q_lo, width))))
+            k_ids = once(per_chunk, lo, lambda: key_ids(lo))
+            allowed = mask.allowed(once(per_strip, (q_lo, width), lambda: query_ids(q_lo, width)), k_ids)
+            return allowed & (k_ids < L) if pad else allowed
+        return chunk_mask
 
     def kv_chunks(masked: bool):
         """``(lo, masked)`` of each kv chunk a body runs.  A padding plan's partial tiles are its last
@@ -278,12 +353,12 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         2048 tiles, svgtpu.compiler.units: full 15.2k -> 14.2k carried, while carrying made the SVG-masked
         body spill more, 20.7k -> 22.5k).  (A loop over more than 8 chunks, with the state in the
         scratch, made the 3328 x 2816 / 256 body 26.8k bundles where straight-line code is 21.3k.)"""
-        row_clusters = row_clusters_of(masked)
+        chunk_mask = chunk_masker(row_clusters_of(masked))
         q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
         state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
         for lo, chunk_masked in kv_chunks(masked):
             chunk = pl.ds(lo, block_kv_compute)
-            mask_c = chunk_mask(lo, chunk, row_clusters, 0, block_q) if chunk_masked else None
+            mask_c = chunk_mask(lo, 0, block_q) if chunk_masked else None
             prev = state if state is not None else (m_ref[...], l_ref[...], acc_ref[...])
             new = tile_update(q, k_ref[chunk, :], v_ref[chunk, :], *prev, mask_c, sm_scale)
             if state is not None:
@@ -303,22 +378,30 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         step: the whole ``[256, 3072]`` score block per chunk 14,781; strips of 256 issued in order
         35,862 (each strip's ``v^T p`` waits on its own softmax); scores issued 4 updates ahead 13,375;
         the sums of ``p`` on the MXU (:func:`softmax_update_key_major`) 11,964; ``[v^T; 1]`` built once
-        per chunk 11,849; 6 ahead 11,721 (8: 12,386, spills)."""
-        row_clusters = row_clusters_of(masked)
+        per chunk 11,849; 6 ahead 11,721 (8: 12,386, spills); the maximum over keys as a tree
+        (:func:`max_over_keys`) 11,172, then 5 ahead 10,965 (4: 11,441, 6: 11,172, 7: 11,174).
+        The SVG partial body at 1440p (band + sink, padded keys): 17,446 with the band test per strip
+        (a subtraction, a compare and a select per score vreg, the key ids rebuilt per strip);
+        :class:`BandTile` (one compare and a select, key operands once per chunk) 15,571; 3 ahead
+        14,999 (4: 15,281, 6: 15,571: more in flight spill); tree maximum 14,641 (4 ahead: 15,091).
+        (Read with :func:`svgtpu.compiler.variants.compile_program` on ``Variant("ours", "svg",
+        "1440p", 3072, 2048, 256)`` and ``"dense"`` for v6e: bodies 0 and 1 of the schedule.)"""
+        chunk_mask = chunk_masker(row_clusters_of(masked))
         strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
         items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
 
         def scores(item):
             lo, chunk_masked, q_lo, width = item
-            chunk = pl.ds(lo, block_kv_compute)
-            mask_c = chunk_mask(lo, chunk, row_clusters, q_lo, width) if chunk_masked else None
-            return key_major_scores(q_ref[pl.ds(q_lo, width), :], k_ref[chunk, :], mask_c, sm_scale)
+            mask_c = chunk_mask(lo, q_lo, width) if chunk_masked else None
+            return key_major_scores(q_ref[pl.ds(q_lo, width), :], k_ref[pl.ds(lo, block_kv_compute), :], mask_c,
+                                    sm_scale)
 
-        ahead = [scores(item) for item in items[:LOOKAHEAD]]
+        lookahead = LOOKAHEAD_IOTA_MASK if masked and source == "iota" else LOOKAHEAD
+        ahead = [scores(item) for item in items[:lookahead]]
         values = {}  # [v^T; 1] of the current chunk
         for i, (lo, _, q_lo, width) in enumerate(items):
-            if i + LOOKAHEAD < len(items):
-                ahead.append(scores(items[i + LOOKAHEAD]))
+            if i + lookahead < len(items):
+                ahead.append(scores(items[i + lookahead]))
             if lo not in values:
                 values = {lo: values_with_ones(v_ref[pl.ds(lo, block_kv_compute), :])}
             cols = pl.ds(q_lo, width)
@@ -458,4 +541,4 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-__all__ = ["block_sparse_attention", "tile_update", "iota_mask"]
+__all__ = ["block_sparse_attention", "tile_update", "BandTile", "one_edge"]
