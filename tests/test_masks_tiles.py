@@ -128,6 +128,22 @@ def test_tile_mask_counts_any_grid_like_its_array(seed):
         np.testing.assert_array_equal(m.count_grid(qe, ke), P[1:, 1:] - P[:-1, 1:] - P[1:, :-1] + P[:-1, :-1])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_band_sink_blocks_are_the_masks_pairs(seed):
+    """A band + sink mask's blocks (built from shifted views of one run) hold exactly its ``allowed`` pairs,
+    padded rows and keys (past L) disallowed, for blocks anywhere, also past L."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    L = int(rng.integers(5, 200))
+    m = BandSinkMask(L, int(rng.integers(0, L)), int(rng.integers(0, L)))
+    for _ in range(6):
+        q0, k0 = (int(v) for v in rng.integers(0, L + 20, size=2))
+        q1, k1 = q0 + int(rng.integers(0, 60)), k0 + int(rng.integers(0, 60))
+        q, k = np.arange(q0, q1)[:, None], np.arange(k0, k1)[None, :]
+        want = ((k < m.sink) | (np.abs(q - k) <= m.window)) & (q < L) & (k < L)
+        np.testing.assert_array_equal(m.block(q0, q1, k0, k1), want)
+
+
 def test_masks_are_hashable_values():
     g = VideoGeometry(2, 4, 4)
     assert svg_mask(g, 1.0) == svg_mask(g, 1.0) and hash(svg_mask(g, 1.0)) == hash(svg_mask(g, 1.0))

@@ -18,6 +18,7 @@ grid loop's extra pipeline iterations (its fill) are the compiled program's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import tempfile
@@ -112,23 +113,38 @@ def library_mask(lib, mask, shape):
     def allowed(q, k):
         return mask.allowed(q, k) & (q < L) & (k < L)
 
+    def corners(idx):  # a slice pair as (q0, q1, k0, k1)
+        (q0, q1), (k0, k1) = ((s.start or 0, s.stop or n) for s, n in zip(idx, shape))
+        return q0, q1, k0, k1
+
+    grids = {}  # (rows, keys) of a block -> the pair counts of every block of that grid, counted at once
+
+    def count(q0, q1, k0, k1):  # the libraries read every block of one grid, each twice
+        rows, keys = q1 - q0, k1 - k0
+        if rows > 0 and keys > 0 and not (q0 % rows or k0 % keys or shape[0] % rows or shape[1] % keys):
+            if (rows, keys) not in grids:
+                grids[rows, keys] = mask.count_grid(np.arange(0, shape[0] + 1, rows), np.arange(0, shape[1] + 1, keys))
+            return int(grids[rows, keys][q0 // rows, k0 // keys])
+        return int(mask.count_grid([q0, q1], [k0, k1])[0, 0])
+
+    @functools.lru_cache(maxsize=8)
+    def constant(value, rows, keys):  # one read-only block per size: the libraries only read them
+        block = np.full((rows, keys), value)
+        block.setflags(write=False)
+        return block
+
     def whole(idx):  # an all-allowed or all-disallowed block without evaluating it element by element
-        qs, ks = (slice(s.start or 0, s.stop or n) for s, n in zip(idx, shape))
-        inside = max(0, min(qs.stop, L) - qs.start) * max(0, min(ks.stop, L) - ks.start)
-        count = int(mask.count_grid([min(qs.start, L), min(qs.stop, L)], [min(ks.start, L), min(ks.stop, L)])[0, 0]) \
-            if inside else 0
-        size = (qs.stop - qs.start, ks.stop - ks.start)
-        if count == 0:
-            return np.zeros(size, bool)
-        if count == size[0] * size[1]:
-            return np.ones(size, bool)
+        q0, q1, k0, k1 = corners(idx)
+        n = count(q0, q1, k0, k1)
+        if n == 0 or n == (q1 - q0) * (k1 - k0):
+            return constant(n > 0, q1 - q0, k1 - k0)
         return None
 
     if computed_in_kernel(mask):
         class Computed(lib._ComputableMask):
-            def __getitem__(self, idx):
+            def __getitem__(self, idx):  # on the host: the same pairs as the kernel's mask function
                 block = whole(idx)
-                return super().__getitem__(idx) if block is None else block
+                return mask.block(*corners(idx)) if block is None else block
 
             def __eq__(self, other):
                 return type(other) is type(self) and other.shape == self.shape
@@ -144,9 +160,7 @@ def library_mask(lib, mask, shape):
 
         def __getitem__(self, idx):
             block = whole(idx)
-            qs, ks = idx
-            return mask.block(qs.start or 0, qs.stop or shape[0], ks.start or 0, ks.stop or shape[1]) \
-                if block is None else block
+            return mask.block(*corners(idx)) if block is None else block
 
         def __eq__(self, other):
             return type(other) is type(self)

@@ -196,6 +196,20 @@ class BandSinkMask(Mask):
         d = q - k
         return (k < self.sink) | ((d <= self.window) & (d >= -self.window))
 
+    def block(self, q0: int, q1: int, k0: int, k1: int) -> np.ndarray:
+        """:meth:`Mask.block` without an element-wise pass per pair: row ``q`` of the band is one window of
+        the offsets ``k - q``, so the rows are shifted views of one run (Splash's mask preprocessing reads
+        every partial block of a 1440p mask this way)."""
+        rows, cols = q1 - q0, k1 - k0
+        if rows <= 0 or cols <= 0:
+            return np.zeros((max(rows, 0), max(cols, 0)), bool)
+        run = np.abs(np.arange(k0 - q1 + 1, k1 - q0)) <= self.window   # the offsets k - q of the block, ascending
+        out = np.lib.stride_tricks.sliding_window_view(run, cols)[::-1].copy()  # row i: offsets from k0 - q0 - i
+        out[:, :max(0, min(self.sink, k1) - k0)] = True
+        out[max(0, self.L - q0):] = False                                # padded rows and keys
+        out[:, max(0, self.L - k0):] = False
+        return out
+
     def _band(self, q0, q1, k0, k1):
         w = self.window
         return (pairs_with_offset_at_most(q0, q1, k0, k1, w)
