@@ -3,13 +3,17 @@
 import pytest
 
 from svgtpu.compiler.compile import libtpu_available
+from svgtpu.production import PRODUCTION
 from svgtpu.report.preflight import checks, preflight
+from svgtpu.report.reproduce import tuned_tiles
 
 
 def test_checks_follow_the_profile_sizes():
+    # the tpu profile runs the tiles `svgtpu tune --record` found (figures/tuned_tiles.json)
+    tuned_720p, tuned_production = tuned_tiles("720p"), tuned_tiles(PRODUCTION.resolution)
     tpu = {(c.notebook, c.what): c for c in checks("tpu")}
     kernel = tpu["04_fast_path_ablation", "kernel, fast path on"].job
-    assert (kernel.geometry, kernel.config.block_q, kernel.config.block_kv, kernel.heads) == ("720p", 3072, 2048, 8)
+    assert (kernel.geometry, kernel.config.block_q, kernel.config.block_kv, kernel.heads) == ("720p", *tuned_720p, 8)
     sharded = next(c for c in tpu.values() if c.target == "sharded-svg-layer")
     assert sharded.job.topology == "v6e:4x4x1" and sharded.job.heads == 40 and sharded.hosts == "several"
     assert {c.target for c in tpu.values()} == {"kernel", "svg-layer", "dit-step", "sharded-svg-layer",
@@ -18,7 +22,7 @@ def test_checks_follow_the_profile_sizes():
     blocks = [c.job for c in tpu.values() if c.target == "wan-block"]
     assert sorted((b.resolution, b.device, b.variant) for b in blocks) == sorted(
         [(r, d, v) for r in ("720p", "1440p") for d in ("v6e", "v7x") for v in ("dense", "svg")])
-    assert {(b.model, b.block_q, b.block_kv, b.kernel) for b in blocks} == {("wan2.1-14b", 3072, 2048, "in-block")}
+    assert {(b.model, b.block_q, b.block_kv, b.kernel) for b in blocks} == {("wan2.1-14b", *tuned_production, "in-block")}
 
 
 @pytest.mark.skipif(not libtpu_available(), reason="libtpu not installed: no TPU compiler")
