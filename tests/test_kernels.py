@@ -1,5 +1,6 @@
 """Attention kernels against a float64 numpy reference (interpret mode on CPU), plans, and input checks."""
 
+import math
 import zlib
 
 import jax
@@ -105,6 +106,8 @@ LAYOUT_CASES = [
     ("layouts-aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 128),
     ("layouts-per-head-blocks", lambda L: per_head_masks(L, 5), 3, 400, 64, "float32", 256, 128, None),
     ("layouts-many-chunks", lambda L: BandSinkMask(L, 300, 20), 1, 1100, 64, "bfloat16", 256, 1024, 128),
+    # one band edge per tile: key-major adds band_table patterns (sink and L cut sub-blocks off their edges)
+    ("layouts-band-table", lambda L: BandSinkMask(L, 300, 400), 2, 1100, 64, "float32", 256, 512, 256),
 ]
 
 
@@ -189,6 +192,52 @@ def test_band_tile_is_the_mask_on_every_tile(case):
             crossed.add(((d > window).any(), (d < -window).any()))
     # the one-edge bound is tight: tiles at 2W + 4 (one key more) can cross both edges
     assert ((True, True) in crossed) == (rows + cols >= 2 * window + 4)
+
+
+# (L, sink, window, block_q, block_kv, block_kv_compute): g = 256 and 128 (block_kv_compute 128), sink and
+# L on and off the 256 grid, a band just wide enough for one edge per tile and a wide one
+BAND_TABLES = [(1300, 300, 400, 256, 512, 256), (1280, 512, 383, 256, 512, 256), (1100, 0, 260, 256, 256, 128),
+               (1700, 129, 900, 768, 512, 256), (900, 40, 700, 384, 256, 128)]
+
+
+@pytest.mark.parametrize("case", BAND_TABLES, ids=[f"L{c[0]}-s{c[1]}-w{c[2]}-{c[3]}x{c[4]}-{c[5]}" for c in BAND_TABLES])
+def test_band_table_pattern_is_the_mask_on_every_sub_block(case):
+    """Brute force: on every tile of the grid, every sub-block (``block_kv_compute`` keys x a strip of
+    queries) gets the pattern whose bias is 0 exactly where ``mask.allowed`` holds and the key is < L."""
+    from svgtpu.kernels.band_table import band_table
+    from svgtpu.kernels.block_sparse import MASK_VALUE, STRIP, one_edge
+    L, sink, window, bq, bkv, bkc = case
+    mask = BandSinkMask(L, sink, window)
+    assert one_edge(mask, bq, bkv)
+    table = band_table(mask, L, bq, bkc, STRIP)
+    assert table is not None and table.g == math.gcd(bq, bkc, min(STRIP, bq))
+    patterns = np.asarray(table.build(MASK_VALUE))
+    assert set(np.unique(patterns)) <= {0.0, np.float32(MASK_VALUE)}
+    nq, nk = -(-L // bq), -(-L // bkv)
+    q_all, k_all = np.arange(nq * bq), np.arange(nk * bkv)
+    allowed = ((k_all[None, :] < sink) | (np.abs(q_all[:, None] - k_all[None, :]) <= window)) & (k_all[None, :] < L)
+    width = min(STRIP, bq)
+    for q0 in range(0, nq * bq, bq):
+        for k0 in range(0, nk * bkv, bkv):
+            upper = k0 + bkv - 1 - q0 > window
+            for k in range(k0, k0 + bkv, bkc):
+                for q in range(q0, q0 + bq, width):
+                    i = int(table.index(jnp.bool_(upper), jnp.int32(k), jnp.int32(q)))
+                    want = allowed[q:q + width, k:k + bkc].T  # key-major: [keys, queries]
+                    np.testing.assert_array_equal(patterns[i][:, :want.shape[1]] == 0, want,
+                                                  err_msg=f"tile ({q0}, {k0}) sub-block ({q}, {k}) pattern {i}")
+
+
+def test_band_table_only_where_it_pays_and_fits():
+    """The table is built for a band + sink mask whose tiles cross one edge, within TABLE_BYTES; other
+    masks and wider chunks keep the per-score test."""
+    from svgtpu.kernels.band_table import TABLE_BYTES, band_table
+    from svgtpu.kernels.block_sparse import STRIP
+    mask = BandSinkMask(302_400, 14_400, 40_000)  # 1440p-like: sink and L off the 256 grid
+    table = band_table(mask, mask.L, 3072, 256, STRIP)
+    assert (table.states, table.sinks, table.pads, table.nbytes) == (4, 2, 2, TABLE_BYTES)
+    assert band_table(mask, mask.L, 3072, 512, STRIP) is None   # 512-key chunks: 20 MiB
+    assert band_table(DenseMask(1000), 1000, 256, 256, STRIP) is None
 
 
 def test_key_major_needs_lane_multiple_block_q():

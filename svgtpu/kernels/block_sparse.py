@@ -8,7 +8,9 @@ computed.  Each step runs one of two bodies:
 - **full** tiles (fast path): ``QK^T``, online softmax, ``PV``; no mask fetch, no masking ops;
 - **partial** tiles: the same plus the element-wise mask, built from iotas (band + sink masks,
   padded keys; a band wider than the tile costs one compare and one select per score,
-  :class:`BandTile`) or read from a compacted mask block (arbitrary masks).
+  :class:`BandTile`), added as a precomputed bias (band + sink masks in the key-major layout: one
+  add per score, :mod:`svgtpu.kernels.band_table`) or read from a compacted mask block (arbitrary
+  masks).
 
 ``fast_path=False`` keeps the traversal but sends every tile through the masked body: the ablation.
 Softmax statistics and the accumulator live in float32 VMEM scratch; bf16 inputs feed the MXU in
@@ -65,6 +67,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from svgtpu.kernels.band_table import BandTable, band_table
 from svgtpu.kernels.budget import check_vmem, device_memory
 from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolve_config, resolve_device,
                                    resolve_interpret)
@@ -83,8 +86,11 @@ STRIP = 256
 #: Updates whose scores ``k q^T`` the key-major body issues ahead of the softmax they feed (module doc),
 #: and in a body that computes its mask from iotas (its key and query operands hold registers: with
 #: more scores in flight it spills); the measurements are in ``run_key_major`` (:func:`_kernel`).
+#: A body that adds a :class:`~svgtpu.kernels.band_table.BandTable` pattern to its scores holds no mask
+#: operands but loads a bias vreg per score vreg: 4 ahead (measurements in ``run_key_major``).
 LOOKAHEAD = 5
 LOOKAHEAD_IOTA_MASK = 3
+LOOKAHEAD_TABLE_MASK = 4
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
@@ -135,14 +141,17 @@ def tile_update_key_major(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale
                                     acc_prev)
 
 
-def key_major_scores(q, k, mask=None, sm_scale=1.0):
+def key_major_scores(q, k, mask=None, sm_scale=1.0, bias=None):
     """The first half of :func:`tile_update_key_major`: float32 scores ``k q^T * sm_scale * log2(e)``,
-    ``[bkv, bq]``, masked ones set to :data:`MASK_VALUE`.  (Folding the scale into bf16 ``q`` instead
+    ``[bkv, bq]``, masked ones set to :data:`MASK_VALUE` (by ``mask``, or by adding ``bias``: a
+    :class:`~svgtpu.kernels.band_table.BandTable` pattern, 0 or :data:`MASK_VALUE`).  (Folding the scale into bf16 ``q`` instead
     would save the multiply per score but rounds ``q``: 0.096 relative error where the bf16 bound is
     0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``.)"""
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     s = lax.dot_general(k, q, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
     s = s * (sm_scale * LOG2E)
+    if bias is not None:
+        s = s + bias
     return s if mask is None else jnp.where(mask, s, MASK_VALUE)
 
 
@@ -198,7 +207,8 @@ class BandTile:
       band, else the sink is or'ed in per score.
 
     ``q0``, ``k0``: the tile's first query and key (traced scalars); ``rows`` x ``cols`` its size;
-    keys ``>= L`` are disallowed when ``pad``.
+    keys ``>= L`` are disallowed when ``pad``.  (The key-major body adds a
+    :class:`~svgtpu.kernels.band_table.BandTable` pattern instead wherever one fits.)
     """
 
     def __init__(self, mask: BandSinkMask, q0, rows: int, k0, cols: int, L: int, pad: bool):
@@ -245,14 +255,16 @@ def _decode(word, kv_bits: int):
 
 
 def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
-            config: KernelConfig, sm_scale: float, per_head: bool):
+            config: KernelConfig, sm_scale: float, per_head: bool, band: BandTable | None = None):
     block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
     key_major = config.layout == "key-major"
-    mask_ref = ql_ref = kl_ref = table_ref = None
+    mask_ref = ql_ref = kl_ref = table_ref = bias_ref = None
     if source == "blocks":
         _, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, acc_ref = refs
     elif source == "clusters":
         q_ref, k_ref, v_ref, ql_ref, kl_ref, table_ref, o_ref, m_ref, l_ref, acc_ref = refs
+    elif band is not None:
+        q_ref, k_ref, v_ref, bias_ref, o_ref, m_ref, l_ref, acc_ref = refs
     else:
         q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref = refs
     d = q_ref.shape[-1]
@@ -383,20 +395,32 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         The SVG partial body at 1440p (band + sink, padded keys): 17,446 with the band test per strip
         (a subtraction, a compare and a select per score vreg, the key ids rebuilt per strip);
         :class:`BandTile` (one compare and a select, key operands once per chunk) 15,571; 3 ahead
-        14,999 (4: 15,281, 6: 15,571: more in flight spill); tree maximum 14,641 (4 ahead: 15,091).
+        14,999 (4: 15,281, 6: 15,571: more in flight spill); tree maximum 14,641 (4 ahead: 15,091);
+        the band as a :class:`~svgtpu.kernels.band_table.BandTable` bias (one add and one load per
+        score vreg, no mask operands in registers), 5 ahead 14,069, then 4 ahead 12,753 (2: 18,756,
+        3: 14,225, 6: 14,283); at 3072 x 2816 / 256, 4 ahead 17,302 (5: 19,304).
         (Read with :func:`svgtpu.compiler.variants.compile_program` on ``Variant("ours", "svg",
         "1440p", 3072, 2048, 256)`` and ``"dense"`` for v6e: bodies 0 and 1 of the schedule.)"""
         chunk_mask = chunk_masker(row_clusters_of(masked))
         strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
         items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
 
+        q0, k0 = (q_tile + row0) * block_q, kv_tile * block_kv
+        upper = k0 + (block_kv - 1) - q0 > mask.window if band is not None else None
+
         def scores(item):
             lo, chunk_masked, q_lo, width = item
-            mask_c = chunk_mask(lo, q_lo, width) if chunk_masked else None
+            mask_c = bias = None
+            if chunk_masked and band is not None:
+                bias = bias_ref[band.index(upper, k0 + lo, q0 + q_lo), :, pl.ds(0, width)]
+            elif chunk_masked:
+                mask_c = chunk_mask(lo, q_lo, width)
             return key_major_scores(q_ref[pl.ds(q_lo, width), :], k_ref[pl.ds(lo, block_kv_compute), :], mask_c,
-                                    sm_scale)
+                                    sm_scale, bias)
 
-        lookahead = LOOKAHEAD_IOTA_MASK if masked and source == "iota" else LOOKAHEAD
+        lookahead = LOOKAHEAD
+        if masked and source == "iota":
+            lookahead = LOOKAHEAD_IOTA_MASK if band is None else LOOKAHEAD_TABLE_MASK
         ahead = [scores(item) for item in items[:lookahead]]
         values = {}  # [v^T; 1] of the current chunk
         for i, (lo, _, q_lo, width) in enumerate(items):
@@ -426,13 +450,14 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
 
 
 def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
-                mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int):
+                mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int, band: BandTable | None = None):
     """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
 
     ``chunk.words`` may be a numpy plan (static masks) or a traced array (:mod:`svgtpu.kernels.dynamic`).
     ``mask_operands``: ``(blocks,)`` for ``blocks`` plans, ``(q_labels [H, nq, 1, block_q], k_labels
     [H, 1, Lk], table [H, Cq, Ck])`` for ``clusters`` (labels lane-dense: a ``[Lq, 1]`` column would
-    take 128 lanes per label in HBM), else ``()``."""
+    take 128 lanes per label in HBM), ``(table,)`` with ``band`` (the
+    :class:`~svgtpu.kernels.band_table.BandTable` patterns: one VMEM copy, fetched once), else ``()``."""
     heads, _, d = q.shape
     bq, bkv = config.block_q, config.block_kv
     steps, row0 = chunk.steps, chunk.row0
@@ -477,10 +502,12 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
 
         in_specs += [pl.BlockSpec((None, None, 1, bq), query_labels_map), pl.BlockSpec((None, 1, bkv), key_labels_map),
                      pl.BlockSpec((None, cq, ck), lambda h, *_: (h, 0, 0))]
+    elif band is not None:
+        in_specs.append(pl.BlockSpec(mask_operands[0].shape, lambda *_: (0, 0, 0), pipeline_mode=pl.Buffered(1)))
     operands += list(mask_operands)
     stats = (SUBLANES, bq) if key_major else (bq, LANES)  # m and l: compact rows, or lane-replicated
     kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,
-                               steps=steps, config=config, sm_scale=sm_scale, per_head=per_head)
+                               steps=steps, config=config, sm_scale=sm_scale, per_head=per_head, band=band)
     return pl.pallas_call(
         kernel,
         grid_spec=pltpu.PrefetchScalarGridSpec(
@@ -503,12 +530,19 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     heads, L, d = q.shape
     plan: TilePlan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
     memory = device_memory(device)
-    vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory)
+    band = None
+    if config.layout == "key-major" and plan.mask_source == "iota" and not isinstance(mask, tuple) \
+            and isinstance(mask, BandSinkMask) and one_edge(mask, config.block_q, config.block_kv):
+        band = band_table(mask, plan.L, config.block_q, config.block_kv_compute, STRIP)
+    vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory,
+                            band.nbytes if band is not None else 0)
     q, k, v = pad_qkv(q, k, v, config.block_q, config.block_kv)
     mask_operands = (jnp.asarray(plan.blocks, jnp.int8),) if plan.mask_source == "blocks" else ()
+    if band is not None:
+        mask_operands = (band.build(MASK_VALUE),)
     outs = [run_plan_chunk(q, k, v, mask_operands, chunk, source=plan.mask_source, L=plan.L, kv_bits=plan.kv_bits,
                         per_head=plan.plan_heads > 1, mask=None if isinstance(mask, tuple) else mask,
-                        config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit)
+                        config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit, band=band)
             for chunk in plan.chunks(memory.smem_budget)]
     out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
     return out[:, :L]
