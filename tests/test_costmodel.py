@@ -511,6 +511,14 @@ def test_compiled_table_loads_checks_and_borrows_only_from_the_same_core(table, 
     borrowed, source = table.tile("v7x", "tokamax", 3024, 2048, 128)
     assert borrowed.device == "v6e" and "same core" in source
     assert table.tile("v6e", "ours", 512, 512, 128) is None and table.tile("v5p", "ours", 3024, 2048, 128) is None
+    # a tile the table does not hold, one lane tile from one it does: that row's cycles per score (by hand:
+    # 3072 x 2048 scaled to 3200 x 2048), its per-step and per-row costs as they are; none further away
+    near, source = table.tile("v6e", "splash", 3200, 2048, 128)
+    held = table.tile("v6e", "splash", 3072, 2048, 128)[0]
+    assert near.block_q == 3200 and near.full == pytest.approx(held.full * 3200 / 3072)
+    assert near.mask_partial == pytest.approx(held.mask_partial * 3200 / 3072)
+    assert (near.step_overhead, near.init_finish) == (held.step_overhead, held.init_finish)
+    assert "3072x2048 row per score" in source and table.tile("v6e", "splash", 3201, 2048, 128) is None
     data = json.loads(FIXTURE.read_text())
     data["tiles"][0]["mask_partial"] = {"refused": "VMEM"}
     data["probe"] = data["probe"][:1]

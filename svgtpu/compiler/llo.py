@@ -337,8 +337,9 @@ def _compile_for_dump(spec: dict) -> None:
 
 
 #: What a kernel variant compiled for its dumps is built from: the cache key of :func:`_dumps` hashes them.
-DUMP_SOURCES = ("compiler/llo.py", "kernels/api.py", "kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py",
-                "kernels/plan.py", "kernels/config.py", "kernels/dynamic.py", "masks/core.py")
+DUMP_SOURCES = ("compiler/llo.py", "kernels/api.py", "kernels/block_sparse.py", "kernels/band_table.py",
+                "kernels/common.py", "kernels/budget.py", "kernels/plan.py", "kernels/config.py", "kernels/dynamic.py",
+                "masks/core.py")
 
 
 def _dumps(spec: dict) -> tuple[str, str]:

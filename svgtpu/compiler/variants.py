@@ -34,8 +34,8 @@ from svgtpu.kernels.config import default_layout
 KERNELS = kernel_names(compiled=True)
 MASKS = ("dense", "svg", "svg-aligned")
 #: Our kernel's sources: the cache key of a program of ours hashes them.
-OUR_SOURCES = ("kernels/block_sparse.py", "kernels/common.py", "kernels/budget.py", "kernels/plan.py",
-               "kernels/config.py")
+OUR_SOURCES = ("kernels/block_sparse.py", "kernels/band_table.py", "kernels/common.py", "kernels/budget.py",
+               "kernels/plan.py", "kernels/config.py")
 #: This module and the schedule readers: every key hashes them.
 READER_SOURCES = ("compiler/variants.py", "compiler/llo.py", "compiler/units.py")
 
