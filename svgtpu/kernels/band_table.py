@@ -29,6 +29,7 @@ import dataclasses
 import math
 
 import jax.numpy as jnp
+from jax import lax
 
 from svgtpu.masks.core import BandSinkMask
 
@@ -79,8 +80,9 @@ class BandTable:
 
     def build(self, mask_value: float):
         """The table, ``[patterns, keys, queries]`` float32: 0 where allowed, ``mask_value`` elsewhere."""
-        a = jnp.arange(self.keys, dtype=jnp.int32)[:, None]
-        b = jnp.arange(self.queries, dtype=jnp.int32)[None, :]
+        # computed when the call runs: as a constant, XLA would fold the megabytes at compile time
+        a, b = lax.optimization_barrier((jnp.arange(self.keys, dtype=jnp.int32)[:, None],
+                                         jnp.arange(self.queries, dtype=jnp.int32)[None, :]))
         blocks = []
         for edge in range(2):
             for t in range(self.states):
