@@ -54,7 +54,7 @@ class BandTable:
     queries: int   # the strip: queries per sub-block
     g: int         # every sub-block starts at a multiple of g on both axes
     states: int
-    e_min: tuple   # per edge: the band offset e of state 1 (module doc of index())
+    e_min: tuple   # per edge: the band offset e of state 1 (offset())
 
     @property
     def sinks(self) -> int:
