@@ -115,8 +115,9 @@ class BandTable:
 
 
 def band_table(mask, L: int, block_q: int, block_kv_compute: int, strip: int) -> BandTable | None:
-    """The :class:`BandTable` of ``mask`` (sequence length ``L``) for a key-major tile, or ``None`` when ``mask`` is not a band
-    + sink mask or the table would exceed :data:`TABLE_BYTES` (the kernel then tests per score)."""
+    """The :class:`BandTable` of ``mask`` (sequence length ``L``) for a key-major tile, or ``None`` when
+    ``mask`` is not a band + sink mask or the table would exceed :data:`TABLE_BYTES` (the kernel then
+    tests per score)."""
     if not isinstance(mask, BandSinkMask):
         return None
     keys, queries = block_kv_compute, min(strip, block_q)

@@ -144,9 +144,9 @@ def tile_update_key_major(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale
 def key_major_scores(q, k, mask=None, sm_scale=1.0, bias=None):
     """The first half of :func:`tile_update_key_major`: float32 scores ``k q^T * sm_scale * log2(e)``,
     ``[bkv, bq]``, masked ones set to :data:`MASK_VALUE` (by ``mask``, or by adding ``bias``: a
-    :class:`~svgtpu.kernels.band_table.BandTable` pattern, 0 or :data:`MASK_VALUE`).  (Folding the scale into bf16 ``q`` instead
-    would save the multiply per score but rounds ``q``: 0.096 relative error where the bf16 bound is
-    0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``.)"""
+    :class:`~svgtpu.kernels.band_table.BandTable` pattern, 0 or :data:`MASK_VALUE`).  (Folding the
+    scale into bf16 ``q`` instead would save the multiply per score but rounds ``q``: 0.096 relative
+    error where the bf16 bound is 0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``.)"""
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     s = lax.dot_general(k, q, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
     s = s * (sm_scale * LOG2E)
@@ -213,7 +213,7 @@ class BandTile:
 
     def __init__(self, mask: BandSinkMask, q0, rows: int, k0, cols: int, L: int, pad: bool):
         self.mask, self.L, self.pad = mask, L, pad
-        self.side = jnp.where(k0 + (cols - 1) - q0 > mask.window, 1, -1) if one_edge(mask, rows, cols) else None
+        self.side = jnp.where(crosses_upper_edge(mask, q0, k0, cols), 1, -1) if one_edge(mask, rows, cols) else None
         fold = self.side is None and mask.sink > 0 and 2 * mask.window >= rows + 2
         self.mid = q0 + rows // 2 if fold else None
         self.sink_per_score = self.side is None and mask.sink > 0 and not fold
@@ -246,6 +246,12 @@ def one_edge(mask: BandSinkMask, rows: int, cols: int) -> bool:
     ``k - q`` span ``rows + cols - 2``, so with ``rows + cols <= 2W + 3`` a tile with ``k - q > W``
     somewhere has ``k - q >= -W`` everywhere, and the other way round."""
     return rows + cols <= 2 * mask.window + 3
+
+
+def crosses_upper_edge(mask: BandSinkMask, q0, k0, cols: int):
+    """Whether a one-edge tile (:func:`one_edge`) with first query ``q0`` and keys ``k0 .. k0 + cols``
+    can cross the band's upper edge ``k - q <= W`` (else only the lower one): its largest offset is past it."""
+    return k0 + (cols - 1) - q0 > mask.window
 
 
 def _decode(word, kv_bits: int):
@@ -287,12 +293,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     # Keys of the last kv tile that are real (< L): a "padding" plan's partial tiles all sit there.
     tail = L - (-(-L // block_kv) - 1) * block_kv
 
+    def tile_origin():
+        """The tile's first query and key (traced scalars)."""
+        return (q_tile + row0) * block_q, kv_tile * block_kv
+
     def chunk_masker(row_clusters):
         """``mask(lo, q_lo, width)``: the bool mask of the kv chunk at ``lo`` and the queries ``q_lo ..
         q_lo + width`` of the tile, oriented as the scores (ids a column and a row, broadcast by the
         comparisons).  One per body: what depends only on the keys is built once per chunk, what
         depends only on the queries once per strip (a band + sink mask: :class:`BandTile`)."""
-        q0, k0 = (q_tile + row0) * block_q, kv_tile * block_kv
+        q0, k0 = tile_origin()
         band = BandTile(mask, q0, block_q, k0, block_kv, L, pad) if isinstance(mask, BandSinkMask) else None
         per_chunk, per_strip = {}, {}
 
@@ -405,8 +415,8 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
         items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
 
-        q0, k0 = (q_tile + row0) * block_q, kv_tile * block_kv
-        upper = k0 + (block_kv - 1) - q0 > mask.window if band is not None else None
+        q0, k0 = tile_origin()
+        upper = crosses_upper_edge(mask, q0, k0, block_kv) if band is not None else None
 
         def scores(item):
             lo, chunk_masked, q_lo, width = item
@@ -450,7 +460,8 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
 
 
 def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
-                mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int, band: BandTable | None = None):
+                   mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int,
+                   band: BandTable | None = None):
     """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
 
     ``chunk.words`` may be a numpy plan (static masks) or a traced array (:mod:`svgtpu.kernels.dynamic`).
@@ -531,8 +542,8 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     plan: TilePlan = tile_plan(mask, L, config.block_q, config.block_kv, config.fast_path)
     memory = device_memory(device)
     band = None
-    if config.layout == "key-major" and plan.mask_source == "iota" and not isinstance(mask, tuple) \
-            and isinstance(mask, BandSinkMask) and one_edge(mask, config.block_q, config.block_kv):
+    if config.layout == "key-major" and plan.mask_source == "iota" and isinstance(mask, BandSinkMask) \
+            and one_edge(mask, config.block_q, config.block_kv):
         band = band_table(mask, plan.L, config.block_q, config.block_kv_compute, STRIP)
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory,
                             band.nbytes if band is not None else 0)
@@ -575,4 +586,4 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-__all__ = ["block_sparse_attention", "tile_update", "BandTile", "one_edge"]
+__all__ = ["block_sparse_attention", "tile_update", "BandTile", "one_edge", "crosses_upper_edge"]
