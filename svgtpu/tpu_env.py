@@ -27,12 +27,30 @@ GOOGLE_PCI_VENDOR = "0x1ae0"
 QUIET_VALUES = {"TPU_ACCELERATOR_TYPE": "v6e-1", "TPU_WORKER_HOSTNAMES": "localhost",
                 "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 PTH_NAME = "svgtpu_quiet_libtpu.pth"
+#: XLA flags that make the CPU backend compile fast and run slower: XLA's own optimization level 0 and no
+#: expensive LLVM passes.  The test suite compiles far more programs than it runs (interpret-mode kernels, one
+#: compile per shape), so tests/conftest.py sets them; a timing taken under them is never reported.  They are
+#: no flags of ours for a TPU compile: :func:`without_cpu_compile_flags` drops them from a compile child's
+#: environment, so a static TPU schedule never depends on how the tests were run.
+FAST_CPU_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
 
 
 def package_version(package: str) -> str:
     """The installed version of ``package`` (``jax``, ``libtpu``): compiled results record both."""
     from importlib import metadata
     return metadata.version(package)
+
+
+def with_fast_cpu_compile(xla_flags: str) -> str:
+    """``xla_flags`` (an ``XLA_FLAGS`` value) plus :data:`FAST_CPU_COMPILE_FLAGS`, keeping the user's own."""
+    names = {f.split("=")[0] for f in xla_flags.split()}
+    return " ".join([xla_flags, *(f for f in FAST_CPU_COMPILE_FLAGS if f.split("=")[0] not in names)]).strip()
+
+
+def without_cpu_compile_flags(xla_flags: str) -> str:
+    """``xla_flags`` less :data:`FAST_CPU_COMPILE_FLAGS` (for a TPU compile child)."""
+    names = {f.split("=")[0] for f in FAST_CPU_COMPILE_FLAGS}
+    return " ".join(f for f in xla_flags.split() if f.split("=")[0] not in names)
 
 
 def has_tpu_chip() -> bool:

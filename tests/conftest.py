@@ -7,9 +7,17 @@ a fresh pytest subprocess with the flag set, so the outer run skips collecting t
 ``make test`` hands tests to two xdist workers as they free up (``--dist loadgroup``); the tests marked
 ``slow`` go first, so that what is left at the end is short and both workers finish together.  Tests that
 share a module fixture or compiles cached in build/ carry an ``xdist_group``: one worker runs them in turn.
+
+The suite compiles far more than it runs, so XLA's CPU backend compiles at optimization level 0
+(:data:`svgtpu.tpu_env.FAST_CPU_COMPILE_FLAGS`, set here before any backend starts and inherited by the
+notebook kernels and subprocesses the tests start; TPU compile children drop them).
 """
 
 import os
+
+from svgtpu.tpu_env import with_fast_cpu_compile
+
+os.environ["XLA_FLAGS"] = with_fast_cpu_compile(os.environ.get("XLA_FLAGS", ""))
 
 collect_ignore = [] if os.environ.get("SVGTPU_MULTIDEVICE") else ["multidevice"]
 

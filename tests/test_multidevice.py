@@ -12,7 +12,7 @@ import pytest
 def test_multidevice_suite():
     here = pathlib.Path(__file__).parent
     env = dict(os.environ, SVGTPU_MULTIDEVICE="1",
-               XLA_FLAGS="--xla_force_host_platform_device_count=8")
+               XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip())
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            str(here / "multidevice")], env=env, capture_output=True, text=True,
                           timeout=600)

@@ -15,6 +15,7 @@ import pytest
 
 from svgtpu.cli import main
 from svgtpu.launch import LaunchError, first_json, launch
+from svgtpu.tpu_env import with_fast_cpu_compile
 from svgtpu.warmup import DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -51,7 +52,7 @@ def _generate(tmp_path, name, *extra):
     proc = subprocess.run([sys.executable, "-m", "svgtpu", "generate", "--devices", "6", "--attention", "svg",
                            "--steps", str(STEPS), "--labels", "0", "3", "--out", str(gif), "--json", *extra],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+                          env=dict(os.environ, XLA_FLAGS=with_fast_cpu_compile("")))  # no device count: --devices sets it
     assert proc.returncode == 0, proc.stderr[-3000:]
     return gif.read_bytes(), json.loads(proc.stdout)
 

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 from svgtpu.errors import BadInput
+from svgtpu.tpu_env import without_cpu_compile_flags
 
 #: Bump when what the cached results hold, or how they are read, changes.
 SCHEMA = 2
@@ -41,13 +42,15 @@ _CUSTOM_CALL = re.compile(r'%([\w.\-]+) = [^\n]*?custom-call\([^\n]*custom_call_
 
 def child_env(jf: Path | None = None, mosaic: Path | None = None, all_passes: bool = False) -> dict:
     """The environment of a child compile that dumps schedules into ``jf`` (only the final ones
-    unless ``all_passes``) and Mosaic's passes into ``mosaic``."""
+    unless ``all_passes``) and Mosaic's passes into ``mosaic``; never the test suite's CPU compile flags."""
     flags = [os.environ.get("LIBTPU_INIT_ARGS", "")]
     if jf is not None:
         flags += [f.format(dir=jf) for f in SCHEDULE_FLAGS[:2 if all_passes else 3]]
     if mosaic is not None:
         flags.append(f"--xla_mosaic_dump_to={mosaic}")
-    return dict(os.environ, LIBTPU_INIT_ARGS=" ".join(flags).strip())
+    env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join(flags).strip())
+    env["XLA_FLAGS"] = without_cpu_compile_flags(env.get("XLA_FLAGS", ""))
+    return env
 
 
 def run_child(code: str, env: dict, what: str) -> subprocess.CompletedProcess:
