@@ -170,8 +170,9 @@ def test_shipped_checkpoint_samples_videos(tmp_path):
     assert config == CONFIGS["toy"] == DiTConfig()  # one toy: the defaults are the shipped model
     video = sample(params, config, [0, 3], seed=1, num_steps=3, progress=False)
     assert video.shape == (2, config.frames, config.height, config.width, 3)
-    # the same samples as the toy's blocks gave before they became WanBlock (tests/test_wan.py)
-    np.testing.assert_allclose(video, np.load(RECORDED)["dense_sample"], rtol=0, atol=1e-5)
+    # the same samples as the toy's blocks gave before they became WanBlock (tests/test_wan.py), to the rounding of
+    # XLA's CPU code at optimization level 0, which the suite compiles at (tests/conftest.py): 1.8e-5 at worst
+    np.testing.assert_allclose(video, np.load(RECORDED)["dense_sample"], rtol=0, atol=5e-5)
     assert np.isfinite(video).all() and video.std() > 0.1
     assert np.abs(np.diff(video, axis=1)).mean() > 1e-3  # frames differ
     gif, png = save_video(video, str(tmp_path / "v.gif"))

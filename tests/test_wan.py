@@ -142,8 +142,10 @@ def test_the_shipped_checkpoint_gives_the_recorded_outputs(monkeypatch):
         diff = np.abs(np.asarray(value) - recorded[name]).max()
         print(f"{name}: max |now - recorded| = {diff:.2e}")
         # 1e-5 until issue 37: the key-major kernel sums keys in another order and exponentiates in base 2
-        # (1.01e-5 on the SVG sample); its accuracy against float64 is tests/test_kernels.py's
-        assert diff <= 2e-5, name
+        # (1.01e-5 on the SVG sample); its accuracy against float64 is tests/test_kernels.py's.  5e-5 since the
+        # suite compiles XLA's CPU code at optimization level 0 (tests/conftest.py), which sums in another order:
+        # 2.18e-5 on the SVG sample.
+        assert diff <= 5e-5, name
 
 
 def test_every_dense_self_attention_gives_the_same_block():
