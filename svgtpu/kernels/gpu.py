@@ -32,13 +32,18 @@ Scores are computed in base 2 (``exp2`` is the GPU's native transcendental; ``sm
 is folded into the scores), softmax statistics and the accumulator stay float32 in registers,
 bf16 inputs feed the tensor cores in bf16 and float32 inputs are multiplied at full float32
 precision (no TF32).  Rows with no allowed key return zeros, as on TPU.
+
+**One update rule on both platforms.**  The online-softmax step is the TPU kernel's
+(:func:`svgtpu.kernels.block_sparse.tile_update`): base-2 scores, masked ones at the same finite
+:data:`~svgtpu.kernels.block_sparse.MASK_VALUE` (no row maximum is ever ``-inf``, so no guard), and a row
+whose maximum never rose above it written as zeros.  What differs is layout only: Triton keeps one float32
+statistic per query row in registers (``[bq]``) where the TPU body keeps a lane-replicated vreg per row.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +52,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
+from svgtpu.kernels.block_sparse import LOG2E, MASK_VALUE
 from svgtpu.kernels.common import check_inputs, check_sm_scale, pad_qkv, resolve_config
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, tile_plan
@@ -58,7 +64,6 @@ from svgtpu.errors import BadInput
 PROGRAM_TILES = (16, 32, 64, 128)
 DEFAULT_GPU_BLOCK_Q = 128
 DEFAULT_GPU_BLOCK_KV = 64
-LOG2_E = math.log2(math.e)
 
 
 def default_program_tile(name: str, plan_tile: int, cap: int) -> int:
@@ -149,16 +154,16 @@ def row_plan_for(mask, L: int, block_q: int, block_kv: int, fast_path: bool) -> 
 def _online_softmax_step(q, k, v, m_prev, l_prev, acc_prev, *, scale: float, mask=None, precision=None):
     """One base-2 online-softmax step on a ``[bq, d] x [bkv, d]`` tile; ``m, l``: ``[bq]``, ``acc``: ``[bq, d]``.
 
-    Masked scores become ``-inf``; a row that has seen no allowed key keeps ``m = -inf`` and is
-    shifted by 0 instead, so it adds nothing (and no NaN).  Full tiles (``mask=None``) need no guard.
+    :func:`svgtpu.kernels.block_sparse.tile_update`'s rule in Triton's layout: masked scores become
+    :data:`~svgtpu.kernels.block_sparse.MASK_VALUE`, finite, so no guard; the junk a row collects before
+    its first allowed key is multiplied by ``alpha = exp2(MASK_VALUE - m) = 0`` there.
     """
     s = pltriton.dot(q, k, trans_b=True, precision=precision) * scale
     if mask is not None:
-        s = jnp.where(mask, s, -jnp.inf)
+        s = jnp.where(mask, s, MASK_VALUE)
     m_next = jnp.maximum(m_prev, jnp.max(s, axis=1))
-    shift = m_next if mask is None else jnp.where(m_next == -jnp.inf, 0.0, m_next)
-    p = jnp.exp2(s - shift[:, None])
-    alpha = jnp.exp2(m_prev - shift)
+    p = jnp.exp2(s - m_next[:, None])
+    alpha = jnp.exp2(m_prev - m_next)
     l_next = alpha * l_prev + jnp.sum(p, axis=1)
     acc_next = alpha[:, None] * acc_prev + pltriton.dot(p.astype(v.dtype), v, precision=precision)
     return m_next, l_next, acc_next
@@ -204,8 +209,8 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
              jnp.zeros((bqc, d), jnp.float32))
     state = lax.fori_loop(start, start + n_full, functools.partial(visit, masked=False), state)
     state = lax.fori_loop(start + n_full, start + n_full + n_partial, functools.partial(visit, masked=True), state)
-    _, l, acc = state
-    inv = jnp.where(l == 0.0, 0.0, 1.0 / l)  # rows with no allowed key -> 0
+    m, l, acc = state
+    inv = jnp.where(m > MASK_VALUE, 1.0 / l, 0.0)  # rows with no allowed key -> 0
     o_ref[...] = (acc * inv[:, None]).astype(o_ref.dtype)
 
 
@@ -239,7 +244,7 @@ def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, 
     kernel = functools.partial(
         _kernel, mask=None if isinstance(mask, tuple) else mask, source=plan.mask_source, L=L,
         block_q=block_q, block_kv=block_kv, bqc=bqc, bkc=bkc, per_head=plan.plan_heads > 1,
-        scale=sm_scale * LOG2_E, precision=precision)
+        scale=sm_scale * LOG2E, precision=precision)
     out = pl.pallas_call(
         kernel,
         grid=(Lq // bqc, heads),  # q rows vary fastest: programs running together share one head's K, V in L2
