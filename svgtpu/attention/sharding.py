@@ -106,11 +106,14 @@ def ulysses(attention: AttentionFn, mesh: Mesh) -> AttentionFn:
     return _shard(ulysses_local(attention), mesh, P("data", "heads", "seq", None), seq_sharded=True)
 
 
+@functools.lru_cache(maxsize=32)
 def sharded_backend(attention: Callable[..., jax.Array], mesh: Mesh, mode: str = "heads"):
     """A DiT attention backend (``attention(q, k, v, *, layer, step, ...)``) run under ``mesh``.
 
     ``mode``: ``heads`` (:func:`head_parallel`) or ``ulysses`` (:func:`ulysses`).  The backend must
-    return the output array only (no per-head info: that would need its own sharding).
+    return the output array only (no per-head info: that would need its own sharding).  Cached: a jitted
+    step takes the backend as a static argument, so one backend per (attention, mesh, mode) keeps a second
+    sharded run from compiling again.
     """
     wraps = {"heads": head_parallel, "ulysses": ulysses}
     if mode not in wraps:

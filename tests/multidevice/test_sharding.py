@@ -90,6 +90,9 @@ def test_sharded_sampler_steps_equal_single_device():
         for n in device_counts:
             np.testing.assert_allclose(run(mesh_for_model(n, config.heads)), ref, rtol=1e-4, atol=1e-5,
                                        err_msg=f"{backend} on {n} devices")
+        compiled = sampler.guided_velocity._cache_size()
+        run(mesh_for_model(device_counts[-1], config.heads))   # the same mesh again: the same compiled step
+        assert sampler.guided_velocity._cache_size() == compiled, f"{backend}: a second sharded run compiled again"
     with pytest.raises(ValueError, match="heads = 4 must be divisible"):
         mesh_for_model(6, config.heads)
     with pytest.raises(ValueError, match="only 8 are available"):
