@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 from svgtpu.errors import BadInput
-from svgtpu.tpu_env import without_cpu_compile_flags
+from svgtpu.tpu_env import PERSISTENT_CACHE_VARS, without_cpu_compile_flags
 
 #: Bump when what the cached results hold, or how they are read, changes.
 SCHEMA = 2
@@ -42,7 +42,8 @@ _CUSTOM_CALL = re.compile(r'%([\w.\-]+) = [^\n]*?custom-call\([^\n]*custom_call_
 
 def child_env(jf: Path | None = None, mosaic: Path | None = None, all_passes: bool = False) -> dict:
     """The environment of a child compile that dumps schedules into ``jf`` (only the final ones
-    unless ``all_passes``) and Mosaic's passes into ``mosaic``; never the test suite's CPU compile flags."""
+    unless ``all_passes``) and Mosaic's passes into ``mosaic``; never the test suite's CPU compile flags
+    or its persistent compilation cache (a hit would dump nothing)."""
     flags = [os.environ.get("LIBTPU_INIT_ARGS", "")]
     if jf is not None:
         flags += [f.format(dir=jf) for f in SCHEDULE_FLAGS[:2 if all_passes else 3]]
@@ -50,6 +51,8 @@ def child_env(jf: Path | None = None, mosaic: Path | None = None, all_passes: bo
         flags.append(f"--xla_mosaic_dump_to={mosaic}")
     env = dict(os.environ, LIBTPU_INIT_ARGS=" ".join(flags).strip())
     env["XLA_FLAGS"] = without_cpu_compile_flags(env.get("XLA_FLAGS", ""))
+    for name in PERSISTENT_CACHE_VARS:
+        env.pop(name, None)
     return env
 
 
