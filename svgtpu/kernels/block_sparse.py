@@ -98,13 +98,17 @@ TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
 
 def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     """One online-softmax step on a ``[bq, d] x [bkv, d]`` tile; ``mask`` (bool) only for partial tiles.
+    The production kernels' one update: the TPU kernel's query-major body and the GPU kernel
+    (:mod:`svgtpu.kernels.gpu`) both run it; the key-major body is its transpose
+    (:func:`tile_update_key_major`).
 
     The float32 scores are multiplied by ``sm_scale * log2(e)`` and exponentiated with ``exp2``: the
     same softmax, in base 2 (``exp`` lowers to a multiply by ``log2(e)`` per score and ``exp2``; folded
     into the scale, that multiply is gone).  ``m`` is therefore the running row maximum in base-2
     units; float32 operands use ``Precision.HIGHEST``.
 
-    ``m`` and ``l`` are ``[bq, 128]`` lane-replicated float32, ``acc`` is ``[bq, d]`` float32.  Masked
+    ``m`` and ``l`` are float32 ``[bq, 128]`` (lane-replicated: one vreg per 8 rows, the TPU body's
+    layout) or ``[bq, 1]`` (one register per row, Triton's); ``acc`` is ``[bq, d]`` float32.  Masked
     scores become :data:`MASK_VALUE`, finite, so no row maximum is ever ``-inf`` and no guard is needed
     (two ops per row and update less than a ``-inf`` mask).  A row that has seen only masked keys so
     far has ``m = MASK_VALUE`` and collects junk in ``l`` and ``acc``; its first allowed key multiplies
@@ -112,7 +116,7 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     (``m <= MASK_VALUE`` at the finish).  Returns ``(m, l, acc)``.
     """
     (bq, d), (bkv, _) = q.shape, k.shape
-    assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape == (bq, LANES)
+    assert k.shape == v.shape == (bkv, d) and m_prev.shape == l_prev.shape and m_prev.shape in ((bq, 1), (bq, LANES))
     assert acc_prev.shape == (bq, d) and (mask is None or mask.shape[-1] == bkv)
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
@@ -120,12 +124,20 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     if mask is not None:
         s = jnp.where(mask, s, MASK_VALUE)
     m_next = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
-    p = jnp.exp2(s - jnp.tile(m_next, (1, bkv // LANES)))
+    p = jnp.exp2(s - _across(m_next, bkv))
     alpha = jnp.exp2(m_prev - m_next)
     l_next = alpha * l_prev + p.sum(axis=-1, keepdims=True)
     pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
-    acc_next = jnp.tile(alpha, (1, -(-d // LANES)))[:, :d] * acc_prev + pv
+    acc_next = _across(alpha, d) * acc_prev + pv
     return m_next, l_next, acc_next
+
+
+def _across(stat, width: int):
+    """A row statistic (``[rows, 1]`` or lane-replicated ``[rows, 128]``) to combine with ``[rows, width]``:
+    broadcasting spreads a column; lane-replicated vregs are repeated (and cut to ``width`` when under 128)."""
+    if stat.shape[1] == 1:
+        return stat
+    return jnp.tile(stat, (1, -(-width // LANES)))[:, :width]
 
 
 def tile_update_key_major(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):

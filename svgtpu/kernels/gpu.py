@@ -33,11 +33,11 @@ is folded into the scores), softmax statistics and the accumulator stay float32 
 bf16 inputs feed the tensor cores in bf16 and float32 inputs are multiplied at full float32
 precision (no TF32).  Rows with no allowed key return zeros, as on TPU.
 
-**One update rule on both platforms.**  The online-softmax step is the TPU kernel's
-(:func:`svgtpu.kernels.block_sparse.tile_update`): base-2 scores, masked ones at the same finite
+**One update on both platforms.**  Each kv chunk runs the TPU kernel's own online-softmax step,
+:func:`svgtpu.kernels.block_sparse.tile_update`: base-2 scores, masked ones at the same finite
 :data:`~svgtpu.kernels.block_sparse.MASK_VALUE` (no row maximum is ever ``-inf``, so no guard), and a row
-whose maximum never rose above it written as zeros.  What differs is layout only: Triton keeps one float32
-statistic per query row in registers (``[bq]``) where the TPU body keeps a lane-replicated vreg per row.
+whose maximum never rose above it written as zeros.  What differs is layout only: here the row statistics
+are ``[bq, 1]`` (one float32 register per query row) where the TPU body keeps a lane-replicated vreg per row.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from svgtpu.kernels.block_sparse import LOG2E, MASK_VALUE
+from svgtpu.kernels.block_sparse import MASK_VALUE, tile_update
 from svgtpu.kernels.common import check_inputs, check_sm_scale, pad_qkv, resolve_config
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.plan import TilePlan, tile_plan
@@ -151,26 +151,8 @@ def row_plan_for(mask, L: int, block_q: int, block_kv: int, fast_path: bool) -> 
     return row_plan(tile_plan(mask, L, block_q, block_kv, fast_path))
 
 
-def _online_softmax_step(q, k, v, m_prev, l_prev, acc_prev, *, scale: float, mask=None, precision=None):
-    """One base-2 online-softmax step on a ``[bq, d] x [bkv, d]`` tile; ``m, l``: ``[bq]``, ``acc``: ``[bq, d]``.
-
-    :func:`svgtpu.kernels.block_sparse.tile_update`'s rule in Triton's layout: masked scores become
-    :data:`~svgtpu.kernels.block_sparse.MASK_VALUE`, finite, so no guard; the junk a row collects before
-    its first allowed key is multiplied by ``alpha = exp2(MASK_VALUE - m) = 0`` there.
-    """
-    s = pltriton.dot(q, k, trans_b=True, precision=precision) * scale
-    if mask is not None:
-        s = jnp.where(mask, s, MASK_VALUE)
-    m_next = jnp.maximum(m_prev, jnp.max(s, axis=1))
-    p = jnp.exp2(s - m_next[:, None])
-    alpha = jnp.exp2(m_prev - m_next)
-    l_next = alpha * l_prev + jnp.sum(p, axis=1)
-    acc_next = alpha[:, None] * acc_prev + pltriton.dot(p.astype(v.dtype), v, precision=precision)
-    return m_next, l_next, acc_next
-
-
 def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask | None, source: str,
-            L: int, block_q: int, block_kv: int, bqc: int, bkc: int, per_head: bool, scale: float, precision):
+            L: int, block_q: int, block_kv: int, bqc: int, bkc: int, per_head: bool, sm_scale: float):
     if source == "blocks":
         block_index_ref, q_ref, k_ref, v_ref, blocks_ref, o_ref = refs
     else:
@@ -201,17 +183,16 @@ def _kernel(start_ref, n_full_ref, n_partial_ref, kv_tile_ref, *refs, mask: Mask
         for c in range(block_kv // bkc):  # static: the plan tile in program-tile chunks
             k0 = pl.multiple_of(t * block_kv + c * bkc, bkc)
             k, v = k_ref[pl.ds(k0, bkc), :], v_ref[pl.ds(k0, bkc), :]
-            state = _online_softmax_step(q, k, v, *state, scale=scale, precision=precision,
-                                         mask=chunk_mask(t, c, block) if masked else None)
+            state = tile_update(q, k, v, *state, chunk_mask(t, c, block) if masked else None, sm_scale)
         return state
 
-    state = (jnp.full((bqc,), -jnp.inf, jnp.float32), jnp.zeros((bqc,), jnp.float32),
+    state = (jnp.full((bqc, 1), -jnp.inf, jnp.float32), jnp.zeros((bqc, 1), jnp.float32),
              jnp.zeros((bqc, d), jnp.float32))
     state = lax.fori_loop(start, start + n_full, functools.partial(visit, masked=False), state)
     state = lax.fori_loop(start + n_full, start + n_full + n_partial, functools.partial(visit, masked=True), state)
     m, l, acc = state
     inv = jnp.where(m > MASK_VALUE, 1.0 / l, 0.0)  # rows with no allowed key -> 0
-    o_ref[...] = (acc * inv[:, None]).astype(o_ref.dtype)
+    o_ref[...] = (acc * inv).astype(o_ref.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("mask", "block_q", "block_kv", "bqc", "bkc", "fast_path",
@@ -240,11 +221,10 @@ def _gpu_block_sparse(q, k, v, *, mask, block_q, block_kv, bqc, bkc, fast_path, 
         in_specs.append(whole(blocks))
         operands.append(blocks)
 
-    precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     kernel = functools.partial(
         _kernel, mask=None if isinstance(mask, tuple) else mask, source=plan.mask_source, L=L,
         block_q=block_q, block_kv=block_kv, bqc=bqc, bkc=bkc, per_head=plan.plan_heads > 1,
-        scale=sm_scale * LOG2E, precision=precision)
+        sm_scale=sm_scale)
     out = pl.pallas_call(
         kernel,
         grid=(Lq // bqc, heads),  # q rows vary fastest: programs running together share one head's K, V in L2
