@@ -12,7 +12,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -c "import svgtpu.tpu_env as e; e.install_pth()"  # libtpu quiet without a TPU (svgtpu/tpu_env.py)
+	$(PY) -c "import svgtpu.tpu_env as e; e.install_pth()"  # without a TPU: libtpu quiet, the CPU backend fit for Pallas' interpreter (svgtpu/tpu_env.py)
 	$(PY) -m ipykernel install --user --name svgtpu --display-name "svgtpu (.venv)" >/dev/null
 	touch $@
 

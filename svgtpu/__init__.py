@@ -16,11 +16,12 @@ One module per concept, on floors that import only downward (drawn in :mod:`svgt
 - :mod:`~svgtpu.bench`: timings (CPU interpret mode, the prepared GPU run, every sparse method);
 - :mod:`~svgtpu.report`: figures, the notebook runner, the paper's generated blocks, the preflight;
 - :mod:`~svgtpu.explore`: the interactive tile/mask/budget/cost explorer (JupyterLab, ipywidgets);
-  :mod:`~svgtpu.cli`: the ``svgtpu`` command; :mod:`~svgtpu.tpu_env`: keeps libtpu quiet without a TPU.
+  :mod:`~svgtpu.cli`: the ``svgtpu`` command; :mod:`~svgtpu.tpu_env`: keeps libtpu quiet without a TPU and
+  its CPU backend fit for Pallas' interpreter.
 """
 
 __version__ = "0.1.0"
 
-from svgtpu.tpu_env import quiet_libtpu_without_tpu
+from svgtpu.tpu_env import prepare_without_tpu
 
-quiet_libtpu_without_tpu()  # before JAX starts libtpu; a no-op where a TPU is present
+prepare_without_tpu()  # before JAX starts libtpu and its CPU backend; a no-op where a TPU is present

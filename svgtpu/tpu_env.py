@@ -1,4 +1,4 @@
-"""Keep libtpu quiet on machines without a TPU, without hiding a real one.
+"""Keep libtpu quiet on machines without a TPU, without hiding a real one, and let Pallas' interpreter run there.
 
 With ``libtpu`` installed (it brings the TPU compiler for ``svgtpu compile``), JAX asks it to start
 a TPU client on every machine.  Without a TPU, libtpu cannot learn the accelerator type and worker
@@ -15,6 +15,15 @@ values name a one-chip v6e host on localhost; ahead-of-time compilation names it
 
 :func:`quiet_libtpu_without_tpu` runs when :mod:`svgtpu` is imported, and ``make install`` adds a
 ``.pth`` file to the virtual environment so that plain ``import jax`` there is quiet too.
+
+Off a TPU every kernel of ours runs in Pallas' interpreter, which turns the grid into an XLA while loop that
+slices each operand's block out of the loop state and writes it back at every grid step, inputs included.
+XLA's CPU backend then copies each whole operand at every step (a value read and updated in the same iteration),
+so a grid step costs time in proportion to the operands, not the block: the toy DiT's attention, six heads, ran
+several times slower than one head per call.  Copy insertion with region analysis
+(:data:`INTERPRET_CPU_FLAGS`) proves the update in place; :func:`fast_interpret_without_tpu` adds it to
+``XLA_FLAGS`` with the libtpu values above (same rule: no TPU chip, never over a user's own setting), before
+JAX starts its CPU backend.  ``tests/test_tpu_env.py`` checks the compiled loop holds no such copy.
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ PTH_NAME = "svgtpu_quiet_libtpu.pth"
 #: no flags of ours for a TPU compile: :func:`without_cpu_compile_flags` drops them from a compile child's
 #: environment, so a static TPU schedule never depends on how the tests were run.
 FAST_CPU_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+#: XLA flags for Pallas' interpreter on CPU: copy insertion with region analysis, so the interpreter's grid loop
+#: updates its operands in place instead of copying each whole operand at every grid step (module doc).
+INTERPRET_CPU_FLAGS = ("--xla_cpu_copy_insertion_use_region_analysis=true",)
 #: JAX's persistent compilation cache, as the test suite sets it (``build/jax-cache``, keyed by JAX on the program,
 #: the jax and XLA versions and the flags): its processes (two workers, notebook kernels, subprocesses) compile
 #: many of the same interpret-mode programs, and a second local run reuses them all.  A compile child drops it:
@@ -47,10 +59,15 @@ def package_version(package: str) -> str:
     return metadata.version(package)
 
 
+def _with_flags(xla_flags: str, flags: tuple[str, ...]) -> str:
+    """``xla_flags`` (an ``XLA_FLAGS`` value) plus those of ``flags`` it does not name already (the user's win)."""
+    names = {f.split("=")[0] for f in xla_flags.split()}
+    return " ".join([xla_flags, *(f for f in flags if f.split("=")[0] not in names)]).strip()
+
+
 def with_fast_cpu_compile(xla_flags: str) -> str:
     """``xla_flags`` (an ``XLA_FLAGS`` value) plus :data:`FAST_CPU_COMPILE_FLAGS`, keeping the user's own."""
-    names = {f.split("=")[0] for f in xla_flags.split()}
-    return " ".join([xla_flags, *(f for f in FAST_CPU_COMPILE_FLAGS if f.split("=")[0] not in names)]).strip()
+    return _with_flags(xla_flags, FAST_CPU_COMPILE_FLAGS)
 
 
 def without_cpu_compile_flags(xla_flags: str) -> str:
@@ -84,10 +101,25 @@ def quiet_libtpu_without_tpu() -> None:
         os.environ.setdefault(name, value)
 
 
+def fast_interpret_without_tpu() -> None:
+    """On a machine without a TPU chip, add :data:`INTERPRET_CPU_FLAGS` to ``XLA_FLAGS`` (the user's own win).
+
+    XLA reads ``XLA_FLAGS`` when JAX starts a backend: where one has started already, this changes nothing."""
+    if has_tpu_chip():
+        return
+    os.environ["XLA_FLAGS"] = _with_flags(os.environ.get("XLA_FLAGS", ""), INTERPRET_CPU_FLAGS)
+
+
+def prepare_without_tpu() -> None:
+    """Both of the above: what importing :mod:`svgtpu` and the ``.pth`` file run."""
+    quiet_libtpu_without_tpu()
+    fast_interpret_without_tpu()
+
+
 def install_pth() -> str:
-    """Write the ``.pth`` file that runs :func:`quiet_libtpu_without_tpu` at interpreter start-up."""
+    """Write the ``.pth`` file that runs :func:`prepare_without_tpu` at interpreter start-up."""
     path = os.path.join(sysconfig.get_paths()["purelib"], PTH_NAME)
     with open(path, "w") as f:
-        f.write("import svgtpu.tpu_env as _svgtpu_env; _svgtpu_env.quiet_libtpu_without_tpu()\n")
+        f.write("import svgtpu.tpu_env as _svgtpu_env; _svgtpu_env.prepare_without_tpu()\n")
     return path
 
