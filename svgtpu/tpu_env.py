@@ -13,7 +13,7 @@ is no chip to share.  We set them **only when no Google TPU device is on the PCI
 values name a one-chip v6e host on localhost; ahead-of-time compilation names its own topology
 (``get_topology_desc``) and is unaffected (``tests/test_compile.py`` compiles for v5e too).
 
-:func:`quiet_libtpu_without_tpu` runs when :mod:`svgtpu` is imported, and ``make install`` adds a
+:func:`prepare_without_tpu` runs when :mod:`svgtpu` is imported, and ``make install`` adds a
 ``.pth`` file to the virtual environment so that plain ``import jax`` there is quiet too.
 
 Off a TPU every kernel of ours runs in Pallas' interpreter, which turns the grid into an XLA while loop that
@@ -21,7 +21,7 @@ slices each operand's block out of the loop state and writes it back at every gr
 XLA's CPU backend then copies each whole operand at every step (a value read and updated in the same iteration),
 so a grid step costs time in proportion to the operands, not the block: the toy DiT's attention, six heads, ran
 several times slower than one head per call.  Copy insertion with region analysis
-(:data:`INTERPRET_CPU_FLAGS`) proves the update in place; :func:`fast_interpret_without_tpu` adds it to
+(:data:`INTERPRET_CPU_FLAGS`) proves the update in place; :func:`prepare_without_tpu` adds it to
 ``XLA_FLAGS`` with the libtpu values above (same rule: no TPU chip, never over a user's own setting), before
 JAX starts its CPU backend.  ``tests/test_tpu_env.py`` checks the compiled loop holds no such copy.
 """
@@ -93,27 +93,20 @@ def has_tpu_chip() -> bool:
     return False
 
 
-def quiet_libtpu_without_tpu() -> None:
-    """On a machine without a TPU chip, give libtpu the values it would print warnings about."""
+def prepare_without_tpu() -> None:
+    """On a machine without a TPU chip (checked once), give libtpu the values it would print warnings about and
+    add :data:`INTERPRET_CPU_FLAGS` to ``XLA_FLAGS``; a value the user set wins.  What importing :mod:`svgtpu` and
+    the ``.pth`` file run.  XLA reads ``XLA_FLAGS`` when JAX starts a backend: where one has started, the flag
+    changes nothing."""
     if has_tpu_chip():
         return
     for name, value in QUIET_VALUES.items():
         os.environ.setdefault(name, value)
-
-
-def fast_interpret_without_tpu() -> None:
-    """On a machine without a TPU chip, add :data:`INTERPRET_CPU_FLAGS` to ``XLA_FLAGS`` (the user's own win).
-
-    XLA reads ``XLA_FLAGS`` when JAX starts a backend: where one has started already, this changes nothing."""
-    if has_tpu_chip():
-        return
     os.environ["XLA_FLAGS"] = _with_flags(os.environ.get("XLA_FLAGS", ""), INTERPRET_CPU_FLAGS)
 
 
-def prepare_without_tpu() -> None:
-    """Both of the above: what importing :mod:`svgtpu` and the ``.pth`` file run."""
-    quiet_libtpu_without_tpu()
-    fast_interpret_without_tpu()
+#: The name the ``.pth`` file of a venv installed before the interpreter flag calls (``make install`` rewrites it).
+quiet_libtpu_without_tpu = prepare_without_tpu
 
 
 def install_pth() -> str:
