@@ -120,6 +120,20 @@ def test_loglog_fit_and_its_bootstrap_on_hand_made_powers():
     assert bootstrap_exponent(L, [[x ** 2] * 5 for x in L], n=50) == pytest.approx([2.0, 2.0])
 
 
+def test_a_load_every_length_shared_in_a_round_does_not_widen_the_interval():
+    """Rounds resampled whole: a round's load (here up to 3x) multiplies every length of it alike and leaves the
+    slope alone; drawn per length instead, it would spread the exponent over several tenths."""
+    L = np.array([280.0, 560.0, 1120.0, 2240.0])
+    rng = np.random.default_rng(11)
+    print("seed 11")
+    load = rng.uniform(1.0, 3.0, 9)
+    rounds = [1e-9 * x ** 1.8 * load * rng.uniform(0.99, 1.01, 9) for x in L]
+    lo, hi = bootstrap_exponent(L, rounds, n=400, seed=2)
+    assert lo < 1.8 < hi and hi - lo < 0.02
+    with pytest.raises(ValueError, match="same number"):
+        bootstrap_exponent(L, [r[:5] for r in rounds[:3]] + [rounds[3]])
+
+
 def test_bad_jobs_are_refused_in_one_line(capsys):
     with pytest.raises(ValueError, match="device must be one of v6e, v7x"):
         wb.BlockJob(device="v5e")

@@ -1,5 +1,6 @@
-"""Benchmarks that keep the cost model honest on this CPU: its rates, measured now, and the toy
-DiT's self-attention share, modeled with those rates and timed.
+"""Benchmarks that keep the cost model honest on this CPU: its rates, measured now, the toy
+DiT's self-attention share, modeled with those rates and timed, and how the toy's attention time
+grows with the clip length.
 
 The cost model (:mod:`svgtpu.costmodel`) is what predicts; this module only measures.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from svgtpu.errors import BadInput
 from svgtpu.costmodel import XLA_UNFUSED, DeviceSpec, Efficiency, ModelConfig, Setup, forward_breakdown
 from svgtpu.facts.results import provenance
 from svgtpu.bench.timing import interleaved_times, paired_ratio
@@ -54,7 +56,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     score matrix passes through memory), efficiencies 1 (the rates were measured on the same kinds
     of op), no stages or host time.  Measured: jitted forward pass (dense attention) vs ``depth``
     calls of the jitted dense attention on the same q/k/v shapes, interleaved over ``rounds``
-    rounds; median of the per-round shares (each round's attention seconds kept too, for intervals).
+    rounds; median of the per-round shares.
     """
     import jax
     import jax.numpy as jnp
@@ -76,18 +78,48 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     t = jnp.linspace(0.2, 0.8, batch)
     labels = jnp.zeros((batch,), jnp.int32)
     fwd = jax.jit(lambda p, x: dit.forward(p, config, x, t, labels))
-    qkv = jax.random.normal(key, (3, batch, config.heads, g.L, config.head_dim))
-    attn = jax.jit(lambda q, k, v: dit.dense_attention(q, k, v))
-    times = interleaved_times({"forward": lambda: fwd(params, video),
-                               "attention": lambda: [attn(*qkv) for _ in range(config.depth)]},
+    times = interleaved_times({"forward": lambda: fwd(params, video), "attention": _attention_call(config, batch, seed)},
                               rounds=rounds, desc="toy DiT timing", progress=False)
     return {"model": "toy", "L": g.L, "batch": batch, "device": device.as_dict(),
             "modeled_attention_share": modeled, "modeled_forward_seconds": sum(breakdown.values()),
             "measured_attention_share": paired_ratio(times, "attention", "forward"),
             "measured_forward_seconds": float(np.median(times["forward"])),
             "measured_attention_seconds": float(np.median(times["attention"])),
-            "measured_attention_rounds": [float(t) for t in times["attention"]],
             "provenance": {"modeled": provenance("modeled", device="cpu"), "measured": provenance("measured")}}
 
 
-__all__ = ["calibrate_cpu", "toy_attention_share_measured_vs_modeled"]
+def _attention_call(config, batch: int, seed: int):
+    """A call running what one forward pass of the toy ``config`` spends in self-attention: ``depth`` calls of
+    the jitted dense attention on random q/k/v of its shapes."""
+    import jax
+
+    from svgtpu.toy import dit
+
+    qkv = jax.random.normal(jax.random.PRNGKey(seed), (3, batch, config.heads, config.geometry.L, config.head_dim))
+    attn = jax.jit(lambda q, k, v: dit.dense_attention(q, k, v))
+    return lambda: [attn(*qkv) for _ in range(config.depth)]
+
+
+def toy_attention_scaling(configs, *, batch: int = 2, rounds: int = 9, seed: int = 0) -> dict:
+    """The toy DiT's self-attention seconds per forward pass at each of ``configs``' lengths (toy
+    :class:`svgtpu.toy.dit.DiTConfig` shapes), the lengths timed in turn within every round
+    (:func:`svgtpu.bench.timing.interleaved_times`): a change in this machine's load lands on every length
+    of a round alike instead of on whichever length was being timed, so it cannot bend the fitted growth,
+    and resampling whole rounds (:func:`svgtpu.compiler.scaling.bootstrap_exponent`) shows how far it moves it.
+
+    ``{"L": [...], "median_seconds": [...], "rounds": [[seconds of round 0, 1, ...] per length], ...}``.
+    """
+    from svgtpu.geometry import check_positive_int
+
+    check_positive_int("rounds", rounds)
+    lengths = [c.geometry.L for c in configs]
+    if len(set(lengths)) != len(lengths) or len(lengths) < 2:
+        raise BadInput(f"configs must give at least two different lengths, got L = {lengths}")
+    times = interleaved_times({c.geometry.L: _attention_call(c, batch, seed) for c in configs}, rounds=rounds,
+                              desc="toy attention by length", progress=False)
+    return {"model": "toy", "batch": batch, "rounds_timed": rounds, "L": lengths,
+            "median_seconds": [float(np.median(times[L])) for L in lengths],
+            "rounds": [[float(t) for t in times[L]] for L in lengths], "provenance": provenance("measured")}
+
+
+__all__ = ["calibrate_cpu", "toy_attention_share_measured_vs_modeled", "toy_attention_scaling"]

@@ -6,8 +6,8 @@
   program is the same at every length but for its grid loop's bound.
 - :func:`loglog_fit`: the exponent ``k`` of ``cost ~ L^k`` by least squares on log-log axes, with each
   point's residual (how far it sits off the line, in log units).
-- :func:`bootstrap_exponent`: for a timing (the toy DiT on this CPU), an interval for ``k`` from
-  resampling each length's timing rounds: the spread a rerun could show.
+- :func:`bootstrap_exponent`: for a timing (the toy DiT on this CPU, every length timed in each round), an
+  interval for ``k`` from resampling whole rounds: the spread a rerun could show.
 """
 
 from __future__ import annotations
@@ -30,12 +30,19 @@ def loglog_fit(L, values) -> dict:
 
 
 def bootstrap_exponent(L, rounds, *, n: int = 2000, seed: int = 0, level: float = 0.95) -> list[float]:
-    """``[lo, hi]``: the central ``level`` interval of the log-log slope over ``n`` resamples, each taking
-    every length's median over its timing ``rounds`` drawn with replacement (seeded)."""
+    """``[lo, hi]``: the central ``level`` interval of the log-log slope over ``n`` resamples.  ``rounds[i][r]``
+    is length ``L[i]``'s time in round ``r``, every length timed in each round
+    (:func:`svgtpu.bench.cpu.toy_attention_scaling`); a resample draws whole rounds with replacement (seeded),
+    so the lengths keep what a round shared (the machine's load then), and takes each length's median."""
     rng = np.random.default_rng(seed)
-    rounds = [np.asarray(r, float) for r in rounds]
+    counts = [len(r) for r in rounds]
+    if len(counts) != len(L) or len(set(counts)) != 1 or counts[0] < 2:
+        raise BadInput(f"rounds must hold the same number (at least two) of rounds for each of the {len(L)} "
+                       f"lengths, got {counts}")
+    times = np.asarray(rounds, float)
     x = np.log(np.asarray(L, float))
-    slopes = [np.polyfit(x, np.log([np.median(rng.choice(r, len(r))) for r in rounds]), 1)[0] for _ in range(n)]
+    picks = rng.integers(0, times.shape[1], size=(n, times.shape[1]))
+    slopes = [np.polyfit(x, np.log(np.median(times[:, p], axis=1)), 1)[0] for p in picks]
     tail = (1 - level) / 2 * 100
     return [float(v) for v in np.percentile(slopes, [tail, 100 - tail])]
 
