@@ -7,6 +7,8 @@ The cost model (:mod:`svgtpu.costmodel`) is what predicts; this module only meas
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from svgtpu.errors import BadInput
@@ -88,15 +90,22 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
             "provenance": {"modeled": provenance("modeled", device="cpu"), "measured": provenance("measured")}}
 
 
+@functools.cache
+def _jitted_dense_attention():
+    """The toy's dense attention, jitted once: the share and the scaling timings of one length share its compile."""
+    import jax
+
+    from svgtpu.toy import dit
+    return jax.jit(dit.dense_attention)
+
+
 def _attention_call(config, batch: int, seed: int):
     """A call running what one forward pass of the toy ``config`` spends in self-attention: ``depth`` calls of
     the jitted dense attention on random q/k/v of its shapes."""
     import jax
 
-    from svgtpu.toy import dit
-
     qkv = jax.random.normal(jax.random.PRNGKey(seed), (3, batch, config.heads, config.geometry.L, config.head_dim))
-    attn = jax.jit(lambda q, k, v: dit.dense_attention(q, k, v))
+    attn = _jitted_dense_attention()
     return lambda: [attn(*qkv) for _ in range(config.depth)]
 
 
@@ -109,9 +118,6 @@ def toy_attention_scaling(configs, *, batch: int = 2, rounds: int = 9, seed: int
 
     ``{"L": [...], "median_seconds": [...], "rounds": [[seconds of round 0, 1, ...] per length], ...}``.
     """
-    from svgtpu.geometry import check_positive_int
-
-    check_positive_int("rounds", rounds)
     lengths = [c.geometry.L for c in configs]
     if len(set(lengths)) != len(lengths) or len(lengths) < 2:
         raise BadInput(f"configs must give at least two different lengths, got L = {lengths}")

@@ -509,7 +509,8 @@ def _c5_toy(data):
     if entry is None or spread is None:
         return None
     verdict, why = judge("interval", entry["value"], 2.0, tuple(spread["value"]))
-    return entry, verdict, f"secondary: toy DiT attention timed on this CPU, every length in each round, bootstrap interval over whole rounds; {why}."
+    return entry, verdict, (f"secondary: toy DiT attention timed on this CPU, every length in each round, bootstrap "
+                            f"interval over whole rounds; {why}.")
 
 
 #: The verdict table's rows: (claim, what is claimed, the write-up's words, the rule, how to judge it from the results).
