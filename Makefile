@@ -1,9 +1,10 @@
-# The README's two commands: `make figures` and `make test`.  Both create .venv on first use.
+# The README's two commands: `make figures` and `make test`.  Both create .venv on first use.  `make test-system`
+# runs the end-to-end tests `make test` leaves out (notebooks, JupyterLab in chromium, several processes); CI runs both.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= cpu
 
-.PHONY: install test figures lab clean gpu-bench
+.PHONY: install test test-system figures lab clean gpu-bench
 
 install: $(VENV)/.installed
 
@@ -18,9 +19,17 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # Bytecode first: every compile child and notebook kernel imports the package, and where PYTHONDONTWRITEBYTECODE
 # is set (containers, CI images) each would compile it again (about 0.6 s a process).
+# Two tiers of one suite (tests/conftest.py): `make test` the library, kernels and compiles, `make test-system` the
+# end-to-end runs (marked `system`).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
+
 test: install
 	$(PY) -m compileall -q svgtpu
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
+	$(PYTEST) -m "not system" tests
+
+test-system: install
+	$(PY) -m compileall -q svgtpu
+	$(PYTEST) -m system tests
 
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)

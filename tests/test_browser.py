@@ -31,7 +31,7 @@ from svgtpu import explore
 from svgtpu.report import reproduce
 
 # one worker runs the file (make test: --dist loadgroup): one JupyterLab and one chromium for all of its tests
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 REPO = Path(__file__).resolve().parents[1]
 SHOTS = REPO / "build" / "browser"

@@ -11,6 +11,7 @@ from svgtpu.cli import main
 from svgtpu.facts.results import load_results
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     out = tmp_path / "results-gpu.json"

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_multidevice_suite():
     here = pathlib.Path(__file__).parent

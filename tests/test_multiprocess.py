@@ -19,6 +19,8 @@ from svgtpu.tpu_env import with_fast_cpu_compile
 from svgtpu.warmup import DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: Every test here starts processes of its own (make test-system runs them).
+pytestmark = pytest.mark.system
 
 
 def _gone(pid: int) -> bool:

@@ -77,6 +77,7 @@ def isolated_jupyter(monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", "")
 
 
+@pytest.mark.system
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", list(EXPECTED))
 def test_notebook_runs_quick_and_writes_figures_and_results(notebook, tmp_path, isolated_jupyter):
@@ -253,6 +254,7 @@ def test_committed_notebooks_are_clean_and_parameterized(notebook):
             assert cell.outputs == [] and cell.execution_count is None, "commit notebooks without outputs"
 
 
+@pytest.mark.system
 def test_a_failing_notebook_names_its_cell_and_the_next_still_runs(tmp_path, isolated_jupyter):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -270,6 +272,7 @@ def test_a_failing_notebook_names_its_cell_and_the_next_still_runs(tmp_path, iso
     assert any(o.get("ename") == "RuntimeError" for c in executed["cells"] for o in c.get("outputs", []))
 
 
+@pytest.mark.system
 def test_notebooks_side_by_side_report_their_own_figures_and_keep_every_result(tmp_path, isolated_jupyter):
     """Two notebooks in two worker processes, each saving its results twice (the read-modify-write under the
     lock): each result names its own figure files only, and the results file keeps every entry of both."""

@@ -75,6 +75,7 @@ def test_head_kinds_counts_fractions_per_layer():
                          "decisiveness": pytest.approx(np.median([2 / 3, 1 / 2, 3 / 4, 0.0]))}
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_quality_study_on_the_shipped_checkpoint():
     params, config = load_checkpoint(CHECKPOINT)

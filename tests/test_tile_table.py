@@ -162,6 +162,8 @@ def check_tile_table(table: dict) -> None:
     assert {(d, k) for d, _ in kinds for k in ("ours", "splash", "tokamax")} == kinds
 
 
+@pytest.mark.system
+@pytest.mark.slow
 def test_tile_table_file_matches_its_schema(tmp_path):
     from svgtpu.compiler.tile_table import bench_compiled, tile_table_file
     from svgtpu.compiler.probe import probe
