@@ -22,6 +22,7 @@ share what they compile; a user's own cache settings win.
 """
 
 import os
+import sys
 
 from svgtpu.facts.paths import BUILD_DIR
 from svgtpu.tpu_env import persistent_cache_env, with_fast_cpu_compile
@@ -29,6 +30,12 @@ from svgtpu.tpu_env import persistent_cache_env, with_fast_cpu_compile
 os.environ["XLA_FLAGS"] = with_fast_cpu_compile(os.environ.get("XLA_FLAGS", ""))
 for _name, _value in persistent_cache_env(str(BUILD_DIR / "jax-cache")).items():
     os.environ.setdefault(_name, _value)
+
+# jsonschema (under nbformat, which three test modules import) imports rfc3987_syntax for its optional "iri" format
+# checks when that package is installed (jupyter-events asks for it), and rfc3987_syntax builds an Earley parser
+# as it is imported: about 5 s in each worker, of about 12 s of collecting.  No test checks an IRI's syntax; a None
+# entry makes the import fail, and jsonschema goes without those two format checks, as it does without the package.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 collect_ignore = [] if os.environ.get("SVGTPU_MULTIDEVICE") else ["multidevice"]
 

@@ -415,6 +415,7 @@ def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():
     assert by[("temporal-frame-major", True, "partial")]["mask_block_loads"] == 1
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_bench_kernels_command_reports_every_variant(capsys):
     import json

@@ -25,6 +25,7 @@ def test_checks_follow_the_profile_sizes():
     assert {(b.model, b.block_q, b.block_kv, b.kernel) for b in blocks} == {("wan2.1-14b", *tuned_production, "in-block")}
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not libtpu_available(), reason="libtpu not installed: no TPU compiler")
 def test_preflight_quick_profile_compiles_one_host_and_several():
     # the DiT steps (a minute of compiling each here) are left out of the test; the CLI runs them

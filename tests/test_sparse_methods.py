@@ -189,6 +189,7 @@ def test_pareto_front_by_hand():
     assert [p["v"] for p in pareto_front(points, "t", "q")] == ["a", "b"]  # c, d: a beats them; e: b does
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     import dataclasses
