@@ -1,7 +1,8 @@
 """Every notebook runs through papermill with the ``quick`` profile and writes its figures and results.
 
 Outputs go to a temporary folder (the ``figures_dir`` parameter), so the tests never rewrite the
-committed figures.  One test per notebook, so ``pytest -n 2`` spreads them over both cores.  The
+committed figures.  One test per notebook, so ``pytest -n 2`` spreads them over both cores; the runs are
+``system`` tests (``make test-system``), the static checks of the committed notebooks run in ``make test``.  The
 executed copies must show their figures inline, and every figure of the teaching notebooks is
 followed by a takeaway sentence generated from the results.
 """
