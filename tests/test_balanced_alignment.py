@@ -142,3 +142,27 @@ def test_pair_accounting_table():
     assert "balanced-row" in format_pair_accounting(result)
     with pytest.raises(BadInput, match="modes"):
         pair_accounting(["2x8x12"], [(32, 48)], modes=["round"])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_mode_in_turn_on_one_mask_keeps_its_own_rule(seed):
+    """The modes round one count of each tile (shared between calls, as the C3 search tries every mode on a
+    mask): each in turn, then each again in reverse order, keeps the tiles its rule names on the brute-force
+    counts (valid pairs: rows and keys inside L), and the shared counts cannot be written through."""
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    L, bq, bk = int(rng.integers(20, 60)), int(rng.integers(3, 17)), int(rng.integers(3, 17))
+    A = rng.random((L, L)) < rng.uniform(0.1, 0.7)
+    mask = ArrayMask(A)
+    allowed, valid = brute_tiles(A, bq, bk)   # valid: the tile's pairs inside L (an edge tile is cut short)
+    rules = {"snap": 2 * allowed >= valid, "cover": allowed > 0, "inner": allowed == valid}
+    for mode in list(ALIGN_MODES) + list(reversed(ALIGN_MODES)):
+        tiles = align(mask, bq, bk, mode).tiles
+        if mode in rules:
+            np.testing.assert_array_equal(tiles, rules[mode], err_msg=f"{mode} seed {seed}")
+        else:
+            check_balanced(A, tiles, bq, bk, per_row=mode == "balanced-row")
+    from svgtpu.masks.core import _tile_pairs
+    counts, _ = _tile_pairs(mask, bq, bk)
+    with pytest.raises(ValueError):
+        counts[0, 0] += 1

@@ -19,6 +19,7 @@ transformation to spatial-major order (:meth:`VideoGeometry.to_spatial_major`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 
 import numpy as np
@@ -567,6 +568,17 @@ def tile_valid_pairs(L: int, q_edges: np.ndarray, k_edges: np.ndarray) -> np.nda
     return tile_valid_lengths(L, q_edges)[:, None] * tile_valid_lengths(L, k_edges)[None, :]
 
 
+@functools.lru_cache(maxsize=16)
+def _tile_pairs(mask: Mask, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only ``(allowed, valid)`` pairs of each ``block_q x block_kv`` tile of ``mask``: every alignment mode
+    rounds the same counts, so a caller trying several modes on one mask (the C3 search) counts them once."""
+    qe, ke = tile_grid(mask.L, block_q, block_kv)
+    counts, valid = mask.count_grid(qe, ke), tile_valid_pairs(mask.L, qe, ke)
+    counts.setflags(write=False)
+    valid.setflags(write=False)
+    return counts, valid
+
+
 def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMask:
     """A tile-aligned version of ``mask`` for ``block_q x block_kv`` tiles.
 
@@ -589,9 +601,7 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
     """
     if mode not in ALIGN_MODES:
         raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
-    qe, ke = tile_grid(mask.L, block_q, block_kv)
-    counts = mask.count_grid(qe, ke)
-    valid = tile_valid_pairs(mask.L, qe, ke)
+    counts, valid = _tile_pairs(mask, block_q, block_kv)
     if mode == "snap":
         keep = 2 * counts >= valid
     elif mode == "cover":
