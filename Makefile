@@ -17,19 +17,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --user --name svgtpu --display-name "svgtpu (.venv)" >/dev/null
 	touch $@
 
-# Bytecode first: every compile child and notebook kernel imports the package, and where PYTHONDONTWRITEBYTECODE
-# is set (containers, CI images) each would compile it again (about 0.6 s a process).
 # Two tiers of one suite (tests/conftest.py): `make test` the library, kernels and compiles, `make test-system` the
-# end-to-end runs (marked `system`).
-PYTEST := $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
-
-test: install
+# end-to-end runs (marked `system`).  Bytecode first: every compile child and notebook kernel imports the package,
+# and where PYTHONDONTWRITEBYTECODE is set (containers, CI images) each would compile it again (about 0.6 s a process).
+test: TIER = not system
+test-system: TIER = system
+test test-system: install
 	$(PY) -m compileall -q svgtpu
-	$(PYTEST) -m "not system" tests
-
-test-system: install
-	$(PY) -m compileall -q svgtpu
-	$(PYTEST) -m system tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 -m "$(TIER)" tests
 
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)
