@@ -131,17 +131,19 @@ def cache_key(description: dict, sources=()) -> str:
 
 
 def cached(device: str, name: str, key: str, compute) -> dict:
-    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``."""
+    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``.  A fresh
+    result is returned as read back from its JSON, so the first call and every later one give the same value
+    (tuples come back as lists either way)."""
     from svgtpu.facts.paths import REPO_ROOT
     path = Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json")
     if path.exists():
         return json.loads(path.read_text())
-    result = compute()
+    text = json.dumps(compute())
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result))
+    tmp.write_text(text)
     tmp.replace(path)
-    return result
+    return json.loads(text)
 
 
 __all__ = ["SCHEMA", "versions", "cache_key", "cached", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]
