@@ -130,12 +130,10 @@ def cache_key(description: dict, sources=()) -> str:
     return h.hexdigest()[:20]
 
 
-def cached(device: str, name: str, key: str, compute) -> dict:
-    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``.  A fresh
+def cached_json(path: Path, compute) -> dict:
+    """``compute()`` (a JSON-able dict), kept in the file ``path`` (written whole or not at all).  A fresh
     result is returned as read back from its JSON, so the first call and every later one give the same value
     (tuples come back as lists either way)."""
-    from svgtpu.facts.paths import REPO_ROOT
-    path = Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json")
     if path.exists():
         return json.loads(path.read_text())
     text = json.dumps(compute())
@@ -146,4 +144,11 @@ def cached(device: str, name: str, key: str, compute) -> dict:
     return json.loads(text)
 
 
-__all__ = ["SCHEMA", "versions", "cache_key", "cached", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]
+def cached(device: str, name: str, key: str, compute) -> dict:
+    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``
+    (:func:`cached_json`)."""
+    from svgtpu.facts.paths import REPO_ROOT
+    return cached_json(Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json"), compute)
+
+
+__all__ = ["SCHEMA", "versions", "cache_key", "cached_json", "cached", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]

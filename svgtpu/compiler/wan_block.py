@@ -321,17 +321,12 @@ def cache_key(job: BlockJob) -> str:
 
 
 def cached_compile_block(job: BlockJob) -> dict:
-    """:func:`compile_block`, cached in ``build/compiled-wan-block/<name>-<content key>.json``."""
+    """:func:`compile_block`, cached in ``build/compiled-wan-block/<name>-<content key>.json``
+    (:func:`svgtpu.compiler.dumps.cached_json`)."""
+    from svgtpu.compiler.dumps import cached_json
     from svgtpu.facts.paths import REPO_ROOT
-    path = Path(REPO_ROOT, "build", "compiled-wan-block", f"{job.name}-{cache_key(job)}.json")
-    if path.exists():
-        return json.loads(path.read_text())
-    result = compile_block(job)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(path)
-    return result
+    return cached_json(Path(REPO_ROOT, "build", "compiled-wan-block", f"{job.name}-{cache_key(job)}.json"),
+                       lambda: compile_block(job))
 
 
 def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
