@@ -17,18 +17,18 @@ share a module fixture or compiles cached in build/ carry an ``xdist_group``: on
 The suite compiles far more than it runs, so XLA's CPU backend compiles at optimization level 0
 (:data:`svgtpu.tpu_env.FAST_CPU_COMPILE_FLAGS`, set here before any backend starts and inherited by the
 notebook kernels and subprocesses the tests start; TPU compile children drop them), and JAX's persistent
-compilation cache in ``build/jax-cache`` (:func:`svgtpu.tpu_env.persistent_cache_env`) lets the suite's processes
+compilation cache in ``build/jax-cache`` (``JAX_CACHE_DIR``, :func:`svgtpu.tpu_env.persistent_cache_env`) lets the suite's processes
 share what they compile; a user's own cache settings win.
 """
 
 import os
 import sys
 
-from svgtpu.facts.paths import BUILD_DIR
+from svgtpu.facts.paths import JAX_CACHE_DIR
 from svgtpu.tpu_env import persistent_cache_env, with_fast_cpu_compile
 
 os.environ["XLA_FLAGS"] = with_fast_cpu_compile(os.environ.get("XLA_FLAGS", ""))
-for _name, _value in persistent_cache_env(str(BUILD_DIR / "jax-cache")).items():
+for _name, _value in persistent_cache_env(str(JAX_CACHE_DIR)).items():
     os.environ.setdefault(_name, _value)
 
 # jsonschema (under nbformat, which three test modules import) imports rfc3987_syntax for its optional "iri" format

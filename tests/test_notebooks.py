@@ -9,6 +9,7 @@ followed by a takeaway sentence generated from the results.
 
 import ast
 import json
+import os
 import re
 import string
 import subprocess
@@ -335,3 +336,24 @@ def test_make_lab_turns_off_jupyterlab_news_and_update_checks():
     assert setting["fetchNews"] == "false"
     assert {"const": "false", "title": "Never"} in schema["properties"]["fetchNews"]["oneOf"]
     assert setting["checkForUpdates"] is False and schema["properties"]["checkForUpdates"]["type"] == "boolean"
+
+
+@pytest.mark.parametrize("users_own", [None, "/somewhere/of/theirs"])
+def test_notebook_kernels_get_jaxs_compilation_cache_unless_the_user_set_one(tmp_path, monkeypatch, users_own):
+    """The environment papermill starts the kernel in (it inherits this process's) names build/jax-cache, or the
+    user's own folder; afterwards this process's environment is as it was."""
+    import papermill
+    from svgtpu.facts.paths import JAX_CACHE_DIR
+    if users_own is None:
+        monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    else:
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", users_own)
+    before = dict(os.environ)
+    seen = {}
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **kw: seen.update(os.environ))
+    result = reproduce.run_notebook("00_primer", "quick", figures_dir=tmp_path / "figures", output_dir=tmp_path / "out",
+                                    kernel_name="unused")
+    assert result.status == "ok", result.error
+    assert seen["JAX_COMPILATION_CACHE_DIR"] == (users_own or str(JAX_CACHE_DIR))
+    assert float(seen["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) > 0
+    assert dict(os.environ) == before

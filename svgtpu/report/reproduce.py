@@ -9,7 +9,9 @@ results file (under a lock), their results stay intact.
 
 Notebooks run :data:`JOBS` at a time (the cpu profile: two, one per core of a 2-core machine), each
 in a worker process of its own, in file order but for what they read from each other (:data:`AFTER`)
-and never two that time code on this machine side by side (:data:`TIMED`).
+and never two that time code on this machine side by side (:data:`TIMED`).  Their kernels share JAX's
+persistent compilation cache in ``build/jax-cache`` (``make clean`` empties it), so a second run skips the XLA
+compiles of the first; libtpu's compiles for the static schedules have their own cache in ``build/compiled/``.
 
 The profiles trade size for time.  ``quick`` is for the test suite (seconds per notebook),
 ``cpu`` is the default of ``make figures`` on a 2-core machine (minutes in all), ``tpu`` uses the
@@ -34,7 +36,8 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
 from svgtpu.production import PRODUCTION
-from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, REPO_ROOT
+from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, JAX_CACHE_DIR, REPO_ROOT
+from svgtpu.tpu_env import persistent_cache_env
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "svgtpu-reproduce"
@@ -252,9 +255,14 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     log.write_text("")
     start = time.perf_counter()
     status, error = "ok", ""
-    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG)}
+    cache = persistent_cache_env(str(JAX_CACHE_DIR))
+    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG, *cache)}
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     os.environ[FIGURE_LOG] = str(log)         # and this: it names every figure file it writes there
+    # and JAX's compilation cache (unless the user set their own): a second run reuses every XLA compile of the
+    # first (07's toy samplings compile once per attention backend); timings warm up first, so no recorded number moves
+    for key, value in cache.items():
+        os.environ.setdefault(key, value)
     try:
         papermill.execute_notebook(
             str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
