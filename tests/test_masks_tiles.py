@@ -209,3 +209,17 @@ def test_wan_1440p_c3_alignment():
     assert 0.15 < before < 0.35
     for bq, bk in [(512, 512), (1024, 1024), (3024, 2048)]:
         assert classify(align(m, bq, bk), bq, bk).stats.partial_share <= 0.0222
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pairs_with_offset_at_most_counts_like_brute_force(seed):
+    # the closed form under every band count: empty and reversed ranges, offsets far below, inside and above
+    from svgtpu.masks.core import pairs_with_offset_at_most
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        q0, k0 = rng.integers(0, 30, 2)
+        q1, k1 = q0 + rng.integers(-3, 30), k0 + rng.integers(-3, 30)
+        c = int(rng.integers(-70, 70))
+        brute = sum(k - q <= c for q in range(q0, q1) for k in range(k0, k1))
+        assert pairs_with_offset_at_most(q0, q1, k0, k1, c) == brute, (q0, q1, k0, k1, c)

@@ -165,10 +165,9 @@ def pairs_with_offset_at_most(q0, q1, k0, k1, c):
     """
     n = np.maximum(k1 - k0, 0)
 
-    def S(x):  # sum_{y <= x} clip(y, 0, n)
-        inside = x * (x + 1) // 2
-        above = n * (n + 1) // 2 + (x - n) * n
-        return np.where(x < 0, 0, np.where(x <= n, inside, above))
+    def S(x):  # sum_{y <= x} clip(y, 0, n): the ramp up to m = clip(x, 0, n), then n for each y in (n, x]
+        m = np.clip(x, 0, n)
+        return m * (m + 1) // 2 + np.maximum(x - n, 0) * n
 
     a = q0 + c - k0 + 1
     b = q1 - 1 + c - k0 + 1
