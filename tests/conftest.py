@@ -17,8 +17,8 @@ share a module fixture or compiles cached in build/ carry an ``xdist_group``: on
 The suite compiles far more than it runs, so XLA's CPU backend compiles at optimization level 0
 (:data:`svgtpu.tpu_env.FAST_CPU_COMPILE_FLAGS`, set here before any backend starts and inherited by the
 notebook kernels and subprocesses the tests start; TPU compile children drop them), and JAX's persistent
-compilation cache in ``build/jax-cache`` (``JAX_CACHE_DIR``, :func:`svgtpu.tpu_env.persistent_cache_env`) lets the suite's processes
-share what they compile; a user's own cache settings win.
+compilation cache in ``build/jax-cache`` (``JAX_CACHE_DIR``, :func:`svgtpu.tpu_env.persistent_cache_env`) lets
+the suite's processes share what they compile; a user's own cache settings win.
 """
 
 import os

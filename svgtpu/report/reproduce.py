@@ -259,9 +259,7 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG, *cache)}
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     os.environ[FIGURE_LOG] = str(log)         # and this: it names every figure file it writes there
-    # and JAX's compilation cache (unless the user set their own): a second run reuses every XLA compile of the
-    # first (07's toy samplings compile once per attention backend); timings warm up first, so no recorded number moves
-    for key, value in cache.items():
+    for key, value in cache.items():          # and JAX's compilation cache, unless the user set their own
         os.environ.setdefault(key, value)
     try:
         papermill.execute_notebook(
