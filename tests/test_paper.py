@@ -5,6 +5,8 @@ hand must be the write-up's or a published spec (``svgtpu.report.paper.their_num
 cases below show the check catches the sentences it was written for.
 """
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -122,7 +124,12 @@ def test_gpu_and_validation_sections_render_before_any_such_run(tmp_path):
 
     gpu = results.NotebookRun("04_fast_path_ablation", "quick", tmp_path / "gpu")
     gpu.record("C4", "fast_path_speedup", 1.21, provenance="measured-gpu-h200", unit="ratio")
-    (tmp_path / results.GPU_RESULTS_NAME).write_text(gpu.save().read_text())
+    raw = gpu.save().read_bytes()
+    (tmp_path / "gpu-runs").mkdir()
+    (tmp_path / "gpu-runs" / "2026-01-02-abc1234.json").write_bytes(raw)
+    (tmp_path / "gpu-runs" / "index.json").write_text(json.dumps({"runs": [{
+        "file": "2026-01-02-abc1234.json", "kind": "package", "date": "2026-01-02", "commit": "abc1234",
+        "provenance": "measured-gpu-h200", "device": "NVIDIA H200", "sha256": hashlib.sha256(raw).hexdigest()}]}))
     data = _results(tmp_path / "cpu", **{"C4.llo_masking_ops_full": (0, {"provenance": "compiled-v6e"}),
                                          "C1.validation_wan_a100": (0.93, {"provenance": "modeled-v6e",
                                                                            "unit": "ratio"}),

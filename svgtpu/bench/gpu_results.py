@@ -1,17 +1,22 @@
 """The GPU run's results: its entries in the results file, the file itself, reading it back, and its tables.
 
-:func:`write` stores a :func:`svgtpu.bench.gpu.run` as ``figures/results-gpu.json`` in the layout of
-``results.json`` (claims -> entries, read by ``svgtpu paper``) with the full run under ``"run"``;
-:func:`gpu_rows` reads it back for notebooks (``None`` when there is no GPU run yet); :func:`format_result`
-prints it.  No JAX here: the notebooks read the file on any machine.
+:func:`write` stores a :func:`svgtpu.bench.gpu.run` in the layout of ``results.json`` (claims -> entries, read
+by ``svgtpu paper``) with the full run under ``"run"``; :func:`format_result` prints it.  Measured runs are
+committed under ``figures/gpu-runs/`` (:data:`~svgtpu.facts.paths.GPU_RUNS_DIR`), one dated file each, listed
+with its sha256, kind, commit and provenance in ``index.json`` and never rewritten: :func:`committed_runs` reads
+them all (the package's own runs and the peers measured beside them by separate scripts), :func:`gpu_rows` the
+newest package run for notebooks, and :func:`attention_rows`, :func:`block_rows`, :func:`exponent_rows`,
+:func:`tpu_ideas` the tables of notebook 08.  No JAX here: the notebooks read the files on any machine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from svgtpu.facts.results import GPU_RESULTS_NAME, NotebookRun, figures_dir, write_results
+from svgtpu.facts.paths import GPU_RUNS_DIR
+from svgtpu.facts.results import NotebookRun, write_results
 from svgtpu.facts.tables import format_table
 
 #: The results file's notebook name for the GPU run.
@@ -83,19 +88,138 @@ def write(result: dict, path: str | Path) -> Path:
     return write_results(data, path)
 
 
-def gpu_rows(path: str | Path | None = None) -> dict | None:
-    """The GPU run's results for notebooks and the paper, or ``None`` when there is none yet.
+def committed_runs(directory: str | Path | None = None) -> list[dict]:
+    """Every committed GPU run in ``index.json``'s order: its index entry (file, kind ``package`` or ``peer``,
+    date, commit, provenance, command, sha256) with the file's JSON under ``data``.  A file whose sha256 is not
+    its index entry's has been edited after the run, which never happens to a dated run: that raises."""
+    directory = Path(directory) if directory is not None else GPU_RUNS_DIR
+    index = directory / "index.json"
+    if not index.exists():
+        return []
+    runs = []
+    for entry in json.loads(index.read_text())["runs"]:
+        raw = (directory / entry["file"]).read_bytes()
+        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            raise RuntimeError(f"{directory / entry['file']}: sha256 differs from index.json's; a dated run is "
+                               "never rewritten (add a new dated file instead)")
+        runs.append(entry | {"data": json.loads(raw)})
+    return runs
 
-    ``{"device", "provenance", "jax", "attention": [...], "block": [...], "end_to_end": [...]}``
-    read from ``figures/results-gpu.json`` (default).
+
+def latest_run(directory: str | Path | None = None) -> dict | None:
+    """The newest committed package run (``svgtpu bench gpu``): its index entry with ``data``, or ``None``."""
+    package = [r for r in committed_runs(directory) if r["kind"] == "package"]
+    return max(package, key=lambda r: (r["date"], r["file"])) if package else None
+
+
+def peers(run: dict, directory: str | Path | None = None) -> dict[str, dict]:
+    """The peer runs measured beside package run ``run`` (same date and device), by file name."""
+    return {r["file"]: r for r in committed_runs(directory)
+            if r["kind"] == "peer" and r["date"] == run["date"] and r["device"] == run["device"]}
+
+
+def gpu_rows(path: str | Path | None = None) -> dict | None:
+    """A GPU run's results for notebooks and the paper, or ``None`` when there is none.
+
+    ``{"device", "provenance", "jax", "date", "attention": [...], "block": [...], "end_to_end": [...]}``
+    read from the results file at ``path``, by default the newest committed package run (:func:`latest_run`).
     """
-    path = Path(path) if path is not None else figures_dir() / GPU_RESULTS_NAME
-    if not path.exists():
-        return None
-    run_ = json.loads(path.read_text()).get("run")
+    if path is None:
+        latest = latest_run()
+        data = latest["data"] if latest else {}
+    else:
+        data = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    run_ = data.get("run")
     if not run_:
         return None
     return {k: run_[k] for k in ("device", "provenance", "jax", "date", "attention", "block", "end_to_end")}
+
+
+def _ok(rows: list[dict]) -> dict[str, dict]:
+    return {r["variant"]: r for r in rows if r.get("status", "ok") == "ok"}
+
+
+def attention_rows(run: dict, peer_runs: dict[str, dict] | None = None) -> list[dict]:
+    """Attention time per variant and resolution: the package run's rows (seconds, cuDNN dense time over the
+    variant's, useful TFLOP/s, tile density) then each peer's, each against the cuDNN dense of its own process;
+    a variant that did not run keeps its row with the reason."""
+    out = []
+    for a in run["data"]["run"]["attention"]:
+        cudnn = _ok(a["rows"]).get("cudnn-dense")
+        for r in a["rows"]:
+            row = {"geometry": a["geometry"], "heads": a["heads"], "variant": r["variant"], "measured_by": run["file"]}
+            if r["status"] == "ok":
+                row |= {"seconds": r["median_s"], "x_cudnn": cudnn["median_s"] / r["median_s"] if cudnn else None,
+                        "tflops": r["tflops"], "density": r["density"], "reason": ""}
+            else:
+                row |= {"seconds": None, "x_cudnn": None, "tflops": None, "density": r["density"],
+                        "reason": r["reason"]}
+            out.append(row)
+    for name, peer in (peer_runs or {}).items():
+        data = peer["data"]
+        cases = data["cases"] if "cases" in data else [{"geometry": "720p", "heads": 40, "rows": data["rows"]}]
+        for case in cases:
+            for variant, r in case["rows"].items():
+                out.append({"geometry": case["geometry"], "heads": case["heads"], "variant": variant,
+                            "measured_by": name, "seconds": r["median_s"], "x_cudnn": r["speedup_over_cudnn"],
+                            "tflops": r.get("tflops_useful", r.get("tflops")), "density": None, "reason": ""})
+    return out
+
+
+def block_rows(run: dict) -> list[dict]:
+    """The measured block per resolution and self-attention kernel: block and self-attention seconds and the
+    self-attention share (the paired-ratio median over rounds, as the run recorded it)."""
+    return [{"geometry": b["geometry"], "L": b["L"], "attention": r["attention"], "block_s": r.get("block_s"),
+             "attention_s": r.get("attention_s"), "attention_share": r.get("attention_share"), "reason": r["reason"]}
+            for b in run["data"]["run"]["block"] for r in b["rows"]]
+
+
+#: Why the GPU exponents carry no interval: the run file keeps each timing's median, not its rounds.
+NO_ROUNDS = "the run kept each timing's median, not its rounds: no interval, so no verdict"
+
+
+def exponent_rows(run: dict) -> list[dict]:
+    """C5 on the device: the run's slope of log self-attention seconds against log L per kernel, with an
+    interval from its rounds where the run kept them (none in a run that kept medians only: :data:`NO_ROUNDS`)."""
+    blocks = run["data"]["run"]["block"]
+    return [{"attention": kind, "exponent": k, "resolutions": ", ".join(b["geometry"] for b in blocks),
+             "interval": None, "why": NO_ROUNDS}
+            for kind, k in run["data"]["run"].get("attention_exponent", {}).items()]
+
+
+#: What each TPU idea changes, as (idea, kernel, what is held, variant without, variant with, whose file):
+#: "buys" is the time without over the time with (above 1: the idea is faster on this GPU).
+IDEAS = (
+    ("alignment", "ours", "fast path on", "ours-svg-fast", "ours-aligned-fast", "package"),
+    ("alignment", "ours", "fast path off", "ours-svg-nofast", "ours-aligned-nofast", "package"),
+    ("alignment", "FlexAttention", "its block mask", "flex-svg", "flex-aligned", "2026-12-04-peer-flexattention.json"),
+    ("fast path", "ours", "SVG mask", "ours-svg-nofast", "ours-svg-fast", "package"),
+    ("fast path", "ours", "aligned mask", "ours-aligned-nofast", "ours-aligned-fast", "package"),
+    ("program tile 128x64 -> 128x128", "ours", "dense, 8 warps, 2 stages", "ours-dense",
+     "ours-dense-128x128-w8-s2", "package"),
+    ("program tile 128x64 -> 128x128", "ours", "dense, 8 warps, 3 stages vs 2", "ours-dense-128x64-w8-s2",
+     "ours-dense-128x128-w8-s3", "2026-12-04-peer-jax-mosaic-gpu-probe.json"),
+    ("program tile 128x64 -> 128x128", "ours", "aligned, 8 warps, 3 stages vs 2", "ours-aligned-128x64-w8-s2",
+     "ours-aligned-128x128-w8-s3", "2026-12-04-peer-jax-mosaic-gpu-probe.json"),
+)
+
+
+def tpu_ideas(run: dict, peer_runs: dict[str, dict] | None = None) -> list[dict]:
+    """What each TPU idea buys on this GPU (:data:`IDEAS`), per resolution both variants ran at: the ratio of
+    their medians measured in the same process (the run's own paired-ratio medians are in its headline)."""
+    times: dict[tuple[str, str], dict[str, float]] = {}
+    for r in attention_rows(run, peer_runs):
+        if r["seconds"] is not None:
+            source = "package" if r["measured_by"] == run["file"] else r["measured_by"]
+            times.setdefault((source, r["geometry"]), {})[r["variant"]] = r["seconds"]
+    out = []
+    for idea, kernel, held, without, with_, source in IDEAS:
+        for (src, geometry), t in times.items():
+            if src == source and without in t and with_ in t:
+                out.append({"idea": idea, "kernel": kernel, "held": held, "geometry": geometry,
+                            "without_s": t[without], "with_s": t[with_], "buys": t[without] / t[with_],
+                            "measured_by": run["file"] if source == "package" else source})
+    return out
 
 
 def format_result(result: dict) -> str:
@@ -132,4 +256,5 @@ def format_result(result: dict) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["NOTEBOOK", "results_entries", "write", "gpu_rows", "format_result"]
+__all__ = ["NOTEBOOK", "results_entries", "write", "committed_runs", "latest_run", "peers", "gpu_rows",
+           "attention_rows", "block_rows", "NO_ROUNDS", "exponent_rows", "IDEAS", "tpu_ideas", "format_result"]

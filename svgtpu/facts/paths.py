@@ -25,6 +25,9 @@ REPO_ROOT = checkout_root()
 #: The shipped toy DiT (``svgtpu train`` reproduces it): the default checkpoint of every command and notebook
 #: that samples, found from the package's location, so they work from any working directory.
 CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
+#: Measured GPU runs, one dated file each beside ``index.json`` (their sha256, kind, commit, provenance): inputs
+#: committed as they came off the machine, never rewritten (:func:`svgtpu.bench.gpu_results.committed_runs`).
+GPU_RUNS_DIR = REPO_ROOT / "figures" / "gpu-runs"
 #: What commands build and cache (compiles, scratch figures, sampled videos); ignored by git.
 BUILD_DIR = REPO_ROOT / "build"
 #: JAX's persistent compilation cache of the test suite and of ``svgtpu reproduce``'s notebook kernels

@@ -20,7 +20,7 @@ and this module regenerates what is between them from ``figures/results.json``:
 - ``figure NAME``: the figure image, its caption and provenance;
 - ``environment``: versions, backend and profile of each notebook's last run;
 - ``compiled``: every result counted in a program the real TPU compiler built (``compiled-*``);
-- ``gpu``: the claims of ``figures/results-gpu.json`` (a run on a GPU machine), if there is one;
+- ``gpu``: the claims of every committed GPU run of the package (``figures/gpu-runs/``), if there is one;
 - ``entries CLAIM PREFIX``: the results of ``CLAIM`` whose names start with ``PREFIX``;
 - ``CLAIM except PREFIX``: the other results of ``CLAIM`` (when an ``entries`` block shows those).
 
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from svgtpu.production import PRODUCTION
 from svgtpu.facts.results import (
-    CLAIMS, GPU_RESULTS_NAME, REPORTED, RESULTS_NAME, load_results, results_path,
+    CLAIMS, REPORTED, RESULTS_NAME, load_results, results_path,
 )
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.errors import BadInput, user_file
@@ -272,13 +272,21 @@ def _is_table(value) -> bool:
 
 
 def gpu_table(figures: Path) -> str:
-    """The claims of a GPU run (``figures/results-gpu.json``), or why there are none."""
-    path = figures / GPU_RESULTS_NAME
-    if not path.exists():
-        return f"_{NOT_YET.capitalize()}: no GPU run yet (`{GPU_RESULTS_NAME}` is absent)._"
-    data = load_results(path)
-    parts = [f"**{claim}**\n\n" + claim_details(data, claim) for claim in sorted(data["claims"])]
-    return "\n\n".join(parts) or f"_{NOT_YET.capitalize()}: `{GPU_RESULTS_NAME}` holds no result._"
+    """The claims of every committed GPU run of the package (``figures/gpu-runs/``, newest first, each named by
+    its file and commit; the peers measured beside them are notebook 08's), or why there are none."""
+    from svgtpu.bench.gpu_results import committed_runs
+
+    runs = sorted((r for r in committed_runs(figures / "gpu-runs") if r["kind"] == "package"),
+                  key=lambda r: (r["date"], r["file"]), reverse=True)
+    if not runs:
+        return f"_{NOT_YET.capitalize()}: no GPU run yet (`figures/gpu-runs/` holds none)._"
+    parts = []
+    for r in runs:
+        data = load_results(figures / "gpu-runs" / r["file"])
+        parts.append(f"*`{r['file']}`: `svgtpu bench gpu` at commit {r['commit']} on {r['device']}, "
+                     f"`{r['provenance']}`*")
+        parts += [f"**{claim}**\n\n" + claim_details(data, claim) for claim in sorted(data["claims"])]
+    return "\n\n".join(parts)
 
 
 def compiled_table(data: dict) -> str:
