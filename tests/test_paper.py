@@ -235,3 +235,17 @@ def test_roofline_ratios_join_the_claims_table_by_name(tmp_path):
         "C4.compiled_aligned_over_our_dense": (1.0, {"unit": "ratio", "provenance": "compiled-v6e"})})
     table = paper.claims_table(data)
     assert "ours over the MXU roofline" in table and "sparse overhead vs our dense" in table
+
+
+def test_a_verdict_row_is_data_judged_by_the_one_rule(tmp_path):
+    """A new row needs no code: its evidence keys, interval source and reason template are enough."""
+    row = paper.VerdictRow("C5", "a test row", "quadratic", "interval", ("C5.missing", "C5.flops_exponent"),
+                           "from `{key}` ({interval_source}): {why}.", reported=2.0, interval="tolerance")
+    data = _results(tmp_path, **{"C5.flops_exponent": (1.9, {"provenance": "computed"})})
+    entry, verdict, why = paper.judge_row(row, data)
+    assert verdict == "contradicted: our evidence puts it lower than reported"      # 1.9 + 0.05 < 2
+    assert why.startswith("from `C5.flops_exponent` (±0.05, a deterministic instrument): the reported 2 lies outside")
+    assert paper.judge_row(row, results.empty_results()) is None                      # no evidence: not yet
+    waits = paper.VerdictRow("C5", "waits for an interval", "quadratic", "interval", ("C5.flops_exponent",), "{why}",
+                             reported=2.0)
+    assert paper.judge_row(waits, data) is None                                       # "own" interval missing

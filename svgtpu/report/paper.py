@@ -437,115 +437,145 @@ def _scenarios_containing(data: dict, reported: float) -> str:
             else f" No scenario row's interval holds {reported:g}x.")
 
 
-def _c1_speedup(data):
-    entry = _entry(data, "C1.speedup")
-    if entry is None or not _interval(entry):
-        return None
-    reported = REPORTED["C1", "speedup"]
-    verdict, why = judge("interval", entry["value"], reported, _interval(entry), sense=("faster", "slower"),
-                         ours="our model")
+def _sparse_layers(entry: dict) -> str:
     stretch = entry.get("sparse_stretch")
-    sparse = ("sparse layers as compiled; interval of the unknown constants with the calibration refitted"
-              if stretch in (None, 1) else
-              f"sparse layers priced from MaxDiffusion's measured TPU runs (sparse stretch {stretch:.2f}); interval of "
-              "the unknown constants with the calibration refitted and of the sparse-layer evidence")
-    return entry, verdict, (f"central scenario ({entry.get('mask', 'SVG')}), {sparse}; {why}."
-                            f"{_scenarios_containing(data, reported)}")
+    return ("sparse layers as compiled; interval of the unknown constants with the calibration refitted"
+            if stretch in (None, 1) else
+            f"sparse layers priced from MaxDiffusion's measured TPU runs (sparse stretch {stretch:.2f}); interval of "
+            "the unknown constants with the calibration refitted and of the sparse-layer evidence")
 
 
-def _c1_minutes(data):
-    entry = _entry(data, "C1.minutes_saved")
-    if entry is None or not _interval(entry):
-        return None
-    verdict, why = judge("lower bound", entry["value"], REPORTED["C1", "minutes_saved"], _interval(entry),
-                         ours="our model")
-    return entry, verdict, (f"{why}; at {REPORTED['C1', 'speedup']:g}x, saving over {REPORTED['C1', 'minutes_saved']:g} "
-                            f"min means the dense run took at least {saved_minutes_floor():.1f} min.")
-
-
-def _c2(data):
-    entry = _entry(data, "C2.attention_share_1440p")
-    if entry is None or not _interval(entry):
-        return None
-    verdict, why = judge("interval", entry["value"], REPORTED["C2", "attention_share_1440p"], _interval(entry),
-                         ours="our model")
+def _compiled_share(data: dict) -> str:
     compiled = _entry(data, "C2.compiled_attention_share_1440p")
-    extra = (f" The compiled Wan block's static-cycle share: {_ours(compiled)} `{compiled['provenance']}`."
-             if compiled else " The compiled Wan block's share: not yet measured.")
-    return entry, verdict, f"modeled share of the DiT's time; {why}.{extra}"
+    return (f" The compiled Wan block's static-cycle share: {_ours(compiled)} `{compiled['provenance']}`."
+            if compiled else " The compiled Wan block's share: not yet measured.")
 
 
-def _c3(data):
-    before, after = _entry(data, "C3.partial_share_before"), _entry(data, "C3.partial_share_after")
-    if before is None or after is None:
+#: The named pieces a row's reason may hold besides the rule's own ``{why}``: each made from the results and
+#: the judged entry.  ``{key}`` is the judged entry's results key.
+NOTES = {
+    "mask": lambda data, entry, row: entry.get("mask", "SVG"),
+    "tiles": lambda data, entry, row: _tiles(entry),
+    "sparse_layers": lambda data, entry, row: _sparse_layers(entry),
+    "scenarios": lambda data, entry, row: _scenarios_containing(data, row.reported),
+    "dense_floor": lambda data, entry, row: f"{saved_minutes_floor():.1f}",
+    "compiled_share": lambda data, entry, row: _compiled_share(data),
+    "interval_source": lambda data, entry, row: ("given" if _interval(entry) else
+                                                 f"±{EXPONENT_TOLERANCE:g}, a deterministic instrument"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictRow:
+    """One row of the verdict table, as data: which results it judges, by which rule, and the reason's wording.
+
+    ``evidence``: results keys, the first the results hold is judged (``{key}`` in the reason).  ``interval``:
+    ``"own"`` the entry's band, interval or IQR (the row waits for one: *not yet*); ``"tolerance"`` its own, else
+    ± :data:`EXPONENT_TOLERANCE` around the value (a deterministic instrument); ``"CLAIM.name"`` the value of that
+    entry.  ``before``: the effect rule's *before* entry (the evidence is *after*).  ``reason``: the why, a
+    template holding ``{why}`` (the rule's reason in numbers) and any of :data:`NOTES`.
+    """
+
+    claim: str
+    what: str
+    reported_text: str
+    rule: str
+    evidence: tuple[str, ...]
+    reason: str
+    reported: float | None = None
+    interval: str = "own"
+    before: str | None = None
+    sense: tuple[str, str] = ("higher", "lower")
+    ours: str = "our evidence"
+
+
+class _Reason(dict):
+    """The fields of one row's reason, each note made only when the template names it."""
+
+    def __init__(self, data, entry, row, why, key):
+        super().__init__(why=why, key=key)
+        self.data, self.entry, self.row = data, entry, row
+
+    def __missing__(self, name):
+        return NOTES[name](self.data, self.entry, self.row)
+
+
+def judge_row(row: VerdictRow, data: dict) -> tuple[dict, str, str] | None:
+    """The judged entry, the verdict and the reason of ``row`` from the results; ``None`` while they lack
+    its evidence."""
+    key = next((k for k in row.evidence if _entry(data, k) is not None), None)
+    if key is None:
         return None
-    verdict, why = judge("effect", (before["value"], after["value"]))
-    return after, verdict, (f"the write-up's band, tiles and counting are unpublished, so its exact "
-                            f"{100 * REPORTED['C3', 'partial_share_before']:g} % -> "
-                            f"{100 * REPORTED['C3', 'partial_share_after']:g} % cannot be tested (the settings "
-                            f"search: notebook 03); {why} ({after.get('mask', 'SVG mask')}, {_tiles(after)} tiles).")
+    entry = _entry(data, key)
+    value = entry["value"]
+    if row.before is not None:
+        before = _entry(data, row.before)
+        if before is None:
+            return None
+        value = (before["value"], value)
+    interval = None
+    if row.interval == "own":
+        interval = _interval(entry)
+        if interval is None and row.rule in ("interval", "lower bound"):
+            return None
+    elif row.interval == "tolerance":
+        interval = _interval(entry) or (value - EXPONENT_TOLERANCE, value + EXPONENT_TOLERANCE)
+    else:
+        other = _entry(data, row.interval)
+        if other is None:
+            return None
+        interval = tuple(other["value"])
+    verdict, why = judge(row.rule, value, row.reported, interval, sense=row.sense, ours=row.ours)
+    return entry, verdict, row.reason.format_map(_Reason(data, entry, row, why, key))
 
 
-def _c4(data):
-    entry = _entry(data, "C4.compiled_fast_path_speedup_svg")
-    if entry is None:
-        return None
-    verdict, why = judge("direction", entry["value"])
-    return entry, verdict, (f"the write-up gives a direction, no number; at the production tile, whole-kernel static "
-                            f"cycles of ours on the SVG mask, fast path off / on: {why} (compiled, not run: static "
-                            "cycles are not latency).")
+_C3_BEFORE, _C3_AFTER = (100 * REPORTED["C3", k] for k in ("partial_share_before", "partial_share_after"))
 
-
-def _exponent_interval(entry: dict) -> tuple[float, float]:
-    return _interval(entry) or (entry["value"] - EXPONENT_TOLERANCE, entry["value"] + EXPONENT_TOLERANCE)
-
-
-def _c5(data):
-    for key in ("C5.compiled_cycles_exponent", "C5.flops_exponent"):
-        entry = _entry(data, key)
-        if entry is not None:
-            verdict, why = judge("interval", entry["value"], 2.0, _exponent_interval(entry))
-            source = "given" if _interval(entry) else f"±{EXPONENT_TOLERANCE:g}, a deterministic instrument"
-            return entry, verdict, (f"exponent k of cost ∝ L^k over the resolutions (`{key}`, interval {source}); "
-                                    f"quadratic is k = 2: {why}.")
-    return None
-
-
-def _c5_toy(data):
-    entry = _entry(data, "C5.toy_attention_exponent")
-    spread = _entry(data, "C5.toy_attention_exponent_interval")
-    if entry is None or spread is None:
-        return None
-    verdict, why = judge("interval", entry["value"], 2.0, tuple(spread["value"]))
-    return entry, verdict, (f"secondary: toy DiT attention timed on this CPU, every length in each round, bootstrap "
-                            f"interval over whole rounds; {why}.")
-
-
-#: The verdict table's rows: (claim, what is claimed, the write-up's words, the rule, how to judge it from the results).
+#: The verdict table: one rule (:func:`judge_row`), these rows as data (docs/verdicts.md states each in words).
 VERDICT_ROWS = [
-    ("C1", "1440p end-to-end speedup", "{:g}x".format(REPORTED["C1", "speedup"]), "interval", _c1_speedup),
-    ("C1", "minutes saved per video", "over {:g} min".format(REPORTED["C1", "minutes_saved"]), "lower bound", _c1_minutes),
-    ("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]), "interval", _c2),
-    ("C3", "partial tiles before -> after alignment", "{:g} % -> {:g} %".format(
-        100 * REPORTED["C3", "partial_share_before"], 100 * REPORTED["C3", "partial_share_after"]), "effect", _c3),
-    ("C4", "mask-free fast path lowers latency", "lower latency (no number)", "direction", _c4),
-    ("C5", "attention cost quadratic in resolution", "quadratic", "interval", _c5),
-    ("C5", "the same, toy DiT timed on this CPU (secondary)", "quadratic", "interval", _c5_toy),
+    VerdictRow("C1", "1440p end-to-end speedup", "{:g}x".format(REPORTED["C1", "speedup"]), "interval",
+               ("C1.speedup",), "central scenario ({mask}), {sparse_layers}; {why}.{scenarios}",
+               reported=REPORTED["C1", "speedup"], sense=("faster", "slower"), ours="our model"),
+    VerdictRow("C1", "minutes saved per video", "over {:g} min".format(REPORTED["C1", "minutes_saved"]),
+               "lower bound", ("C1.minutes_saved",),
+               f"{{why}}; at {REPORTED['C1', 'speedup']:g}x, saving over {REPORTED['C1', 'minutes_saved']:g} min means "
+               "the dense run took at least {dense_floor} min.",
+               reported=REPORTED["C1", "minutes_saved"], ours="our model"),
+    VerdictRow("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]),
+               "interval", ("C2.attention_share_1440p",), "modeled share of the DiT's time; {why}.{compiled_share}",
+               reported=REPORTED["C2", "attention_share_1440p"], ours="our model"),
+    VerdictRow("C3", "partial tiles before -> after alignment", f"{_C3_BEFORE:g} % -> {_C3_AFTER:g} %", "effect",
+               ("C3.partial_share_after",),
+               f"the write-up's band, tiles and counting are unpublished, so its exact {_C3_BEFORE:g} % -> "
+               f"{_C3_AFTER:g} % cannot be tested (the settings search: notebook 03); {{why}} ({{mask}}, {{tiles}} tiles).",
+               before="C3.partial_share_before"),
+    VerdictRow("C4", "mask-free fast path lowers latency", "lower latency (no number)", "direction",
+               ("C4.compiled_fast_path_speedup_svg",),
+               "the write-up gives a direction, no number; at the production tile, whole-kernel static cycles of ours "
+               "on the SVG mask, fast path off / on: {why} (compiled, not run: static cycles are not latency)."),
+    VerdictRow("C5", "attention cost quadratic in resolution", "quadratic", "interval",
+               ("C5.compiled_cycles_exponent", "C5.flops_exponent"),
+               "exponent k of cost ∝ L^k over the resolutions (`{key}`, interval {interval_source}); quadratic is "
+               "k = 2: {why}.", reported=2.0, interval="tolerance"),
+    VerdictRow("C5", "the same, toy DiT timed on this CPU (secondary)", "quadratic", "interval",
+               ("C5.toy_attention_exponent",),
+               "secondary: toy DiT attention timed on this CPU, every length in each round, bootstrap interval over "
+               "whole rounds; {why}.", reported=2.0, interval="C5.toy_attention_exponent_interval"),
 ]
 
 
 def verdicts(data: dict) -> list[dict]:
     """One row per :data:`VERDICT_ROWS` entry: claim, reported, ours, verdict, the rule, why."""
     rows = []
-    for claim, what, reported, rule, judged in VERDICT_ROWS:
-        found = judged(data)
+    for row in VERDICT_ROWS:
+        found = judge_row(row, data)
         if found is None:
             ours, verdict, why = "—", NOT_YET_VERDICT, f"{NOT_YET}: the results file lacks this row's evidence."
         else:
             entry, verdict, why = found
             ours = f"{_ours(entry)} `{entry['provenance']}`"
-        rows.append({"claim": f"{claim} {what}", "reported": reported, "ours": ours, "verdict": verdict,
-                     "rule": rule, "why": why})
+        rows.append({"claim": f"{row.claim} {row.what}", "reported": row.reported_text, "ours": ours,
+                     "verdict": verdict, "rule": row.rule, "why": why})
     return rows
 
 
@@ -724,6 +754,6 @@ def generate(results: str | os.PathLike | None = None,
 
 
 __all__ = ["VERDICTS", "NOT_YET_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES", "judge",
-           "VERDICT_ROWS", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
            "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "against_tpu_table", "claims_table", "claim_details", "inline_value",
            "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]
