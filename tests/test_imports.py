@@ -28,7 +28,8 @@ LAYERS = [
     {"svgtpu.compiler"},
     {"svgtpu.bench"},
     {"svgtpu.report"},
-    {"svgtpu.explore", "svgtpu.cli", "svgtpu.__main__"},
+    {"svgtpu.explore", "svgtpu.cli.common"},   # the command registry and shared arguments, under every group
+    {"svgtpu.cli", "svgtpu.__main__"},
 ]
 
 

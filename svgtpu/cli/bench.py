@@ -1,0 +1,95 @@
+"""``svgtpu bench kernels | ops | compiled | gpu``: the attention kernel benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+
+from svgtpu.cli.common import command, tile_arguments
+from svgtpu.errors import positive_int
+from svgtpu.production import PRODUCTION
+
+
+# -- svgtpu bench kernels | ops | compiled | gpu ---------------------------------------------
+
+def _bench_kernel_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``bench kernels`` and ``bench ops`` share: a small geometry and one kernel setting."""
+    from svgtpu.kernels.common import HEAD_DIMS
+    p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
+    p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
+    tile_arguments(p, 512, 512)
+    p.add_argument("--block-kv-compute", type=positive_int, default=None)
+    p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+
+
+def _bench_kernels_arguments(p: argparse.ArgumentParser) -> None:
+    _bench_kernel_arguments(p)
+    p.add_argument("--heads", type=positive_int, default=2)
+    p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds")
+    p.add_argument("--repeats", type=positive_int, default=3, help="calls per variant per round, fastest kept")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _bench_ops_arguments(p: argparse.ArgumentParser) -> None:
+    _bench_kernel_arguments(p)
+    p.add_argument("--compiled", action="store_true",
+                   help="also the LLO instructions and static bundles libtpu emits per tile body for v6e "
+                        "(compiled ahead of time; needs libtpu, about a minute per variant)")
+
+
+def _kernel_setting(args) -> dict:
+    return dict(block_q=args.block_q, block_kv=args.block_kv, block_kv_compute=args.block_kv_compute,
+                head_dim=args.head_dim, dtype=args.dtype, multiplier=args.multiplier)
+
+
+@command("bench kernels", "interleaved interpret-mode timings of the attention variants (ours, Splash, tokamax)",
+         _bench_kernels_arguments)
+def run_bench_kernels(args):
+    from svgtpu.bench.kernel_timing import bench_kernels, format_kernels
+    result = bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, repeats=args.repeats, seed=args.seed,
+                           **_kernel_setting(args))
+    return result, format_kernels(result)
+
+
+@command("bench ops", "vector ops per tile kind in the kernel's jaxpr, and its tile plans", _bench_ops_arguments)
+def run_bench_ops(args):
+    from svgtpu.bench.kernel_timing import bench_ops, format_ops
+    result = bench_ops(args.geometry, **_kernel_setting(args))
+    if args.compiled:
+        from svgtpu.compiler.llo import compiled_ops
+        result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **_kernel_setting(args))
+    return result, format_ops(result)
+
+
+def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.geometry import format_tile
+    p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset or TxHxW")
+    tiles = f"{PRODUCTION.tiles},{format_tile(512, 512)}"
+    p.add_argument("--tiles", default=tiles, help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {tiles})")
+    p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
+                   help="the TPU compiled for (v7x: one core of tpu7x:2x2x1)")
+    p.add_argument("--sweep", action="store_true",
+                   help="also sweep the libraries' block_kv_compute on the aligned mask (production tile)")
+
+
+@command("bench compiled", "whole-kernel static cycles of ours, Splash and tokamax from the real compiler (v6e, v7x), "
+         "each tile body unit by unit, every ratio next to the roofline",
+         _bench_compiled_arguments)
+def run_bench_compiled(args):
+    from svgtpu.compiler.tile_table import bench_compiled_command
+    return bench_compiled_command(args)
+
+
+def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--smoke", action="store_true", help="the same run at tiny shapes, on any backend")
+    p.add_argument("--out", help="write the results file here (figures/results-gpu.json for a GPU run)")
+    p.add_argument("--budget", type=float, default=None, help="time budget of the run in seconds")
+
+
+@command("bench gpu", "the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`)", _bench_gpu_arguments)
+def run_bench_gpu(args):
+    from svgtpu.bench import gpu as gpu_bench
+    result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget)
+    if args.out:
+        result["written"] = str(gpu_bench.write(result, args.out))
+    return result, gpu_bench.format_result(result)

@@ -1,0 +1,53 @@
+"""What every subcommand module shares: the registry (:func:`command`), the arguments several take, ``svgtpu info``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from svgtpu.errors import positive_int
+from svgtpu.production import PRODUCTION
+from svgtpu.warmup import DEFAULT_KEPT
+
+COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
+#: Commands made of subcommands (``bench kernels``, ``bench ops``, ...), with their help.
+GROUPS = {"bench": "attention kernel benchmarks (C4): timings, op counts, the compiler's cycles, the GPU run"}
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register ``run(args) -> (result_dict, table_str)`` as the subcommand ``name``."""
+    def register(run):
+        COMMANDS[name] = (help, arguments, run)
+        return run
+    return register
+
+
+def tile_arguments(p: argparse.ArgumentParser, block_q: int = PRODUCTION.block_q,
+                   block_kv: int = PRODUCTION.block_kv) -> None:
+    p.add_argument("--block-q", type=positive_int, default=block_q, help=f"q rows per tile (default {block_q})")
+    p.add_argument("--block-kv", type=positive_int, default=block_kv, help=f"keys per tile (default {block_kv})")
+
+
+def mask_arguments(p: argparse.ArgumentParser, geometry: str, default: str = f"kept {DEFAULT_KEPT}", *,
+                   align: tuple[str, ...] | None = None, align_default: str | None = None) -> argparse._MutuallyExclusiveGroup:
+    """``--geometry``, SVG's ``--kept`` or ``--multiplier`` (the group, for more choices) and ``--align``."""
+    from svgtpu.masks.core import ALIGN_MODES
+    p.add_argument("--geometry", default=geometry, help=f"preset (480p ... 2160p) or TxHxW (default {geometry})")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float, help=f"SVG kept fraction in (0, 1) (default {default})")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier (W = ceil(m*F/128)*128), instead of --kept")
+    p.add_argument("--align", choices=align or ALIGN_MODES, default=align_default, help="tile-align the mask")
+    return group
+
+
+# -- svgtpu info ------------------------------------------------------------------------------
+
+@command("info", "backend, devices and versions", lambda p: None)
+def run_info(args):
+    import jax
+    import numpy as np
+
+    from svgtpu.facts.results import environment
+    result = {**environment(), "numpy": np.__version__, "devices": [str(d) for d in jax.devices()],
+              "device_count": jax.device_count()}
+    return result, "\n".join(f"{k:>12}: {v}" for k, v in result.items())

@@ -1,0 +1,72 @@
+"""``svgtpu tune`` and ``svgtpu compile``: ahead-of-time compiles for a TPU, no TPU needed."""
+
+from __future__ import annotations
+
+import argparse
+
+from svgtpu.cli.common import command, mask_arguments, tile_arguments
+from svgtpu.errors import positive_int
+from svgtpu.warmup import DEFAULT_KEPT
+
+
+# -- svgtpu tune ------------------------------------------------------------------------------
+
+def _tune_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.compiler.tune import ALIGNS, DEVICES, TUNED_FILE
+    p.add_argument("--resolution", default="720p", help="preset (480p ... 2160p) or TxHxW (default 720p)")
+    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(DEVICES)} (default v6e)")
+    p.add_argument("--kept", type=float, default=DEFAULT_KEPT, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_KEPT})")
+    p.add_argument("--align", default="snap", help=f"tile alignment of the SVG band: {', '.join(ALIGNS)} (default snap; "
+                                                   "balanced: every tile at about the band's pairs)")
+    p.add_argument("--record", action="store_true",
+                   help=f"write the winner into figures/{TUNED_FILE} (the tpu profile of svgtpu reproduce reads it)")
+
+
+@command("tune", "our kernel's candidate tiles compiled for a TPU (no TPU needed), ranked by whole-kernel static "
+         "cycles on the aligned SVG mask, HBM bytes per step beside them; the winner", _tune_arguments)
+def run_tune(args):
+    from svgtpu.compiler.tune import tune_command
+    return tune_command(args)
+
+
+# -- svgtpu compile ---------------------------------------------------------------------------
+
+def _compile_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.compiler.compile import TARGETS
+    from svgtpu.compiler.multihost import MULTIHOST_TARGETS
+    from svgtpu.kernels.budget import TPU_GENERATIONS
+    from svgtpu.kernels.common import HEAD_DIMS
+    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
+    p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
+                   "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
+    mask_arguments(p, "720p")
+    tile_arguments(p)
+    p.add_argument("--block-kv-compute", type=positive_int, default=None)
+    p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--heads", type=positive_int, default=None,
+                   help="heads per chip (default 5); for the sharded targets the model's heads (default 40)")
+    p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
+    p.add_argument("--what", default=None,
+                   help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
+                        f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)}); or wan-block: "
+                        "one Wan 2.1 14B block on a v6e-8 / v7x slice, dense and SVG, static cycles by role")
+
+
+@command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
+         "needed (exit 1 if the compiler refuses)", _compile_arguments)
+def run_compile(args):
+    """``(result, table, exit status)``; 1 when anything was refused."""
+    if args.what == "wan-block":
+        from svgtpu.compiler.wan_block import wan_block_command
+        return wan_block_command(args)
+    from svgtpu.compiler.compile import CompileJob
+    from svgtpu.compiler.multihost import compile_command
+    from svgtpu.kernels import KernelConfig
+
+    job = CompileJob(geometry=args.geometry, device=args.device, dtype=args.dtype, head_dim=args.head_dim,
+                     kept=args.kept, multiplier=args.multiplier, align=args.align,
+                     config=KernelConfig(args.block_q, args.block_kv, args.block_kv_compute,
+                                         fast_path=not args.no_fast_path))
+    result, table = compile_command(job, args.what, args.topology, heads=args.heads, progress=not args.json)
+    return result, table, 0 if result["compiled"] else 1

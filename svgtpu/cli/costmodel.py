@@ -1,0 +1,103 @@
+"""``svgtpu costmodel``: the modeled attention share, dense vs SVG time and speedup."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from svgtpu.cli.common import command
+from svgtpu.errors import BadInput, positive_int
+from svgtpu.facts.tables import format_table
+from svgtpu.production import PRODUCTION
+from svgtpu.recipes import DEFAULT_RECIPE
+from svgtpu.warmup import DEFAULT_KEPT
+
+
+# -- svgtpu costmodel --------------------------------------------------------------------------
+
+def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.costmodel import ATTENTION_KERNELS, DEVICES, MODEL_NAMES, PARTS, PRESETS, SLICE_COUNTS, WEIGHTS
+    p.add_argument("--model", default=PRODUCTION.model, help=f"one of {', '.join(MODEL_NAMES)}")
+    p.add_argument("--resolution", help=f"one of {', '.join(PRESETS)}, a preset or TxHxW "
+                   f"(default {PRODUCTION.resolution}; the toy DiT's own grid for --model toy)")
+    p.add_argument("--device", help=f"one of {', '.join(DEVICES)}, or cpu (rates measured now); default "
+                   f"{PRODUCTION.device}, or the device a slice name in --chips gives")
+    p.add_argument("--chips", default=str(PRODUCTION.chips),
+                   help="chips sharing the work (a chip, not a TensorCore: v5p and v7x have two TensorCores per chip), "
+                        "or a Cloud TPU slice name such as v6e-8 or v7x-8 (" + ", ".join(
+                            f"{d}-N counts {c}" for d, c in SLICE_COUNTS.items()) + f"; v7x-8 is 4 chips); default "
+                        f"{PRODUCTION.chips}")
+    p.add_argument("--steps", type=positive_int, default=PRODUCTION.steps, help=f"denoising steps (default {PRODUCTION.steps})")
+    p.add_argument("--cfg", action=argparse.BooleanOptionalAction, default=True,
+                   help="classifier-free guidance: 2 transformer passes per step")
+    p.add_argument("--cfg-split", action="store_true", help="run the two CFG passes at once on two halves of the slice")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto",
+                   help="auto: shard (and all-gather) weights only when replicas do not fit in HBM")
+    p.add_argument("--exclude", action="append", choices=PARTS, default=[],
+                   help="leave a term out of the video's time (repeatable)")
+    p.add_argument("--kernel", choices=ATTENTION_KERNELS, default="ours",
+                   help="attention kernel of dense and SVG layers (flash: a GPU's FlashAttention)")
+    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the dense reference's kernel (default: --kernel)")
+    p.add_argument("--compiled-tiles", help="the compiled tile table pricing TPU attention (default "
+                   "figures/compiled_tiles.json when it exists; none: priors)")
+    p.add_argument("--sweep", choices=("resolution", "chips"),
+                   help="resolution: the C2/C5 curve over 480p ... 2160p; chips: 8/16/32/64 chips, one slice or two over "
+                        "the data-center network, the split picked per count (svgtpu.costmodel.multihost)")
+    p.add_argument("--validate", action="store_true",
+                   help="predicted vs published measured Wan generation times: independent points apart from those "
+                        "sharing a calibration point's setting")
+    p.add_argument("--policy", metavar="NAME|FILE.yml",
+                   help="a MaxDiffusion SVG policy on v6e-8: maxdiffusion-conservative, maxdiffusion-moderate, "
+                        "maxdiffusion-aggressive, or a MaxDiffusion YAML whose svg_* keys give it (keys it lacks: "
+                        "base_wan_27b.yml's Wan 2.2 T2V, 720x1280, 81 frames, 40 steps)")
+    p.add_argument("--sparse-evidence", action="store_true",
+                   help="where the central sparse-layer efficiency comes from (the compiled schedule, SVG's extra work) "
+                        "and what SVG's published GPU runs imply (a scenario)")
+    p.add_argument("--sparse-efficiency", type=float, default=1.0,
+                   help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
+    p.add_argument("--block-q", type=positive_int, default=PRODUCTION.block_q)
+    p.add_argument("--block-kv", type=positive_int, default=PRODUCTION.block_kv)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--kept", "--sparsity", dest="kept", type=float,
+                       help=f"SVG kept fraction (default {DEFAULT_KEPT}, recipe {DEFAULT_RECIPE.name})")
+    group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --kept")
+    p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
+    p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
+    p.add_argument("--attention-efficiency", type=float, help="default: the device family's")
+    p.add_argument("--memory-efficiency", type=float)
+    p.add_argument("--vector-scale", type=float, help="multiplier on the derived VPU/EUP rates")
+    p.add_argument("--mxu-width-penalty", action=argparse.BooleanOptionalAction, default=True,
+                   help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
+
+
+def _check_costmodel(args) -> None:
+    """What the command would otherwise ignore or fail on deep inside, refused before any work: two modes at
+    once (each mode runs alone), a ``--compiled-tiles`` file that is not there."""
+    modes = [flag for flag, given in (("--validate", args.validate), ("--sparse-evidence", args.sparse_evidence),
+                                      (f"--sweep {args.sweep}", args.sweep), (f"--policy {args.policy}", args.policy))
+             if given]
+    if len(modes) > 1:
+        raise BadInput(f"give at most one of --validate, --sparse-evidence, --sweep or --policy (each is a mode of its "
+                       f"own), got {' '.join(modes)}")
+    path = args.compiled_tiles
+    if path not in (None, "none") and not Path(path).is_file():
+        raise BadInput(f"--compiled-tiles must be a compiled tile table file (notebook 04 writes "
+                       f"figures/compiled_tiles.json) or none (priors), got {path}: no such file")
+
+
+@command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
+def run_costmodel(args):
+    from svgtpu.costmodel.command import costmodel_command
+
+    _check_costmodel(args)
+    if args.device == "cpu" and args.model == "toy" and not args.validate:
+        from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
+        result = toy_attention_share_measured_vs_modeled()
+        table = format_table([{k: result[k] for k in (
+            "model", "L", "modeled_attention_share", "measured_attention_share",
+            "modeled_forward_seconds", "measured_forward_seconds")}])
+        return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
+    if args.device == "cpu" and not args.validate:
+        from svgtpu.bench.cpu import calibrate_cpu
+        return costmodel_command(args, device=calibrate_cpu())
+    return costmodel_command(args)

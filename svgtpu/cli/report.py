@@ -1,0 +1,59 @@
+"""``svgtpu reproduce`` and ``svgtpu paper``: the notebooks, the figures and the paper's tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from svgtpu.cli.common import command
+from svgtpu.facts.tables import format_table
+
+
+# -- svgtpu reproduce / svgtpu paper ---------------------------------------------------------
+
+def _reproduce_arguments(p: argparse.ArgumentParser) -> None:
+    from svgtpu.report.reproduce import JOBS, NOTEBOOKS, PROFILES
+    p.add_argument("--profile", default="cpu", choices=list(PROFILES),
+                   help="sizes: quick (tests), cpu (make figures), tpu (real sizes on a TPU VM)")
+    p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
+                   help=f"run only these notebooks, by number or name ({', '.join(n.split('_')[0] for n in NOTEBOOKS)})")
+    p.add_argument("--figures-dir", help="where figures and results.json go (default: figures/)")
+    p.add_argument("--jobs", type=int, help="notebooks run at once (default: "
+                   + ", ".join(f"{n} for the {profile} profile" for profile, n in JOBS.items()) + ", else 1)")
+    p.add_argument("--no-paper", action="store_true",
+                   help="do not regenerate the paper's tables afterwards (never done with --figures-dir)")
+    p.add_argument("--preflight", action="store_true",
+                   help="run nothing: compile for v6e on this CPU (libtpu) what the profile's notebooks and "
+                        "multi-host sampling will run, one host and several, and report what would fail")
+
+
+@command("reproduce", "run the notebooks (papermill): every figure, results.json, the paper's tables",
+         _reproduce_arguments)
+def run_reproduce(args):
+    if args.preflight:   # (result, table, 1 if anything would fail)
+        from svgtpu.report.preflight import format_preflight, preflight
+        result = preflight(args.profile, progress=not args.json)
+        return result, format_preflight(result), 0 if result["passed"] else 1
+    from svgtpu.report.reproduce import format_reproduce, reproduce_all
+    result = reproduce_all(args.profile, args.only, figures_dir=args.figures_dir, paper=not args.no_paper,
+                           jobs=args.jobs)
+    if result["failed"]:  # print the summary, then exit non-zero naming the failed notebooks
+        print(json.dumps(result, indent=2) if args.json else format_reproduce(result))
+        print(f"svgtpu reproduce: {len(result['failed'])} notebook(s) failed: {', '.join(result['failed'])}",
+              file=sys.stderr)
+        raise SystemExit(1)
+    return result, format_reproduce(result)
+
+
+def _paper_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", help="results file (default: figures/results.json)")
+    p.add_argument("files", nargs="*", help="files with svgtpu markers (default: paper/svgtpu.md and README.md)")
+
+
+@command("paper", "regenerate the paper's tables and figure blocks from the results file", _paper_arguments)
+def run_paper(args):
+    from svgtpu.report.paper import generate
+
+    report = generate(args.results, args.files or None)
+    return {"files": report}, format_table(report)
