@@ -39,16 +39,20 @@ lab: install
 		> $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-# The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python and jax, from the checkout (no
-# venv, no installs), about 7 of the 8 minutes one command may take on an H200.  Where $OUT names a
-# folder (a remote runner's way back), the results file is copied there too.
+# The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python, jax and torch, from the checkout (no
+# venv, no installs), within the 10 minutes one command may take there.  Each call writes its own run file,
+# figures/gpu-runs/<date>-<commit>.json (the commit from git, or SVGTPU_COMMIT where the copy has no git), and
+# where $OUT names a folder (a remote runner's way back) copies it there.  JAX takes 70 % of the GPU's memory,
+# leaving the rest to PyTorch's peers in the same process.  The default call: the float64 check, then attention at
+# 720p and 1440p; the block section is a second call: make gpu-bench GPU_ARGS="--sections block --budget 420".
 GPU_PYTHON ?= python3
+GPU_ARGS ?= --sections attention --resolution 720p,1440p --budget 420
 
 gpu-bench:
-	PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu --out figures/results-gpu.json
-	@if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp figures/results-gpu.json "$$OUT"/ && echo "copied to $$OUT"; fi
-	@echo "Commit the run: git add figures/results-gpu.json && git commit -m 'H200 run: make gpu-bench' -- figures/results-gpu.json"
-	@echo "then regenerate the paper's GPU section: python -m svgtpu paper"
+	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS)
+	@run=$$(ls -t figures/gpu-runs/*.json | head -1); echo "run file: $$run"; \
+	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" "$$OUT"/ && echo "copied to $$OUT"; fi
+	@echo "Commit the run file: git add figures/gpu-runs/ && git commit -m 'H200 run: make gpu-bench'"
 
 clean:
 	rm -rf build .pytest_cache

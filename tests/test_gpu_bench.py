@@ -1,13 +1,17 @@
 """The prepared GPU run (``svgtpu bench gpu``): its smoke run end to end on this CPU, the results file it
 writes, the end-to-end extrapolation worked by hand, and its refusals."""
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from svgtpu.bench import gpu as gpu_bench
-from svgtpu.bench.gpu_timing import reason
+from svgtpu.bench import gpu_peers, gpu_results
+from svgtpu.bench.gpu_timing import Budget, reason
 from svgtpu.cli import main
+from svgtpu.errors import BadInput
 from svgtpu.facts.results import load_results
 
 
@@ -18,7 +22,10 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert main(["bench", "gpu", "--smoke", "--json", "--out", str(out)]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["smoke"] and result["provenance"] == "measured-cpu-interpret" and not result["errors"]
-    assert result["check"]["all_ok"] and result["check"]["rows"]
+    checks = {r["variant"]: r for r in result["check"]["rows"]}
+    for name in ("xla-dense", "jax-triton-flash-dense", "ours-dense", "ours-aligned-fast", "ours-per-head-fast"):
+        assert checks[name]["ok"] is True and checks[name]["max_rel_error"] < 2e-2, checks[name]
+    assert checks["cudnn-dense"]["ok"] is None and not result["check"]["all_ok"]  # no cuDNN here: not all ok
     rows = {r["variant"]: r for r in result["attention"][0]["rows"]}
     for name in ("xla-dense", "ours-dense", "ours-aligned-fast"):
         assert rows[name]["status"] == "ok" and rows[name]["median_s"] > 0 and rows[name]["tflops"] > 0
@@ -27,7 +34,8 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert aligned["ratio_to_ours_dense"] > 0 and aligned["overhead_vs_ideal"] == pytest.approx(
         aligned["ratio_to_ours_dense"] / aligned["density"])
     assert 0 < aligned["density"] <= dense["density"] == 1
-    assert rows["cudnn-dense"]["status"] == "skipped" and rows["cudnn-dense"]["reason"]  # no GPU here
+    assert rows["cudnn-dense"]["status"] == "skipped"  # no GPU here: its check did not run, so it is not timed
+    assert rows["cudnn-dense"]["reason"].startswith("not timed: its float64 check did not run")
     assert rows["ours-svg-fast"]["reason"] == "not in the smoke profile"
     for row in rows.values():   # every skip says why in words (a bare assert in JAX once showed "AssertionError: ")
         words = row["reason"].split(":", 1)[-1].split() if row["status"] == "skipped" else ["ok", "ran"]
@@ -90,11 +98,165 @@ def test_attention_exponent_is_the_log_log_slope():
     assert gpu_bench.attention_exponents(blocks[:1]) == {}
 
 
-def test_refusals_are_one_line_with_exit_status_2(capsys):
+def test_refusals_are_one_line_with_exit_status_2(capsys, tmp_path, monkeypatch):
     assert main(["bench", "gpu"]) == 2  # the full run needs a GPU
     assert "needs a GPU backend" in capsys.readouterr().err
     assert main(["bench", "gpu", "--smoke", "--budget", "-5"]) == 2
     assert "budget must be a positive number of seconds" in capsys.readouterr().err
+
+    def no_work(**kwargs):
+        raise AssertionError("the run started before its arguments were checked")
+    monkeypatch.setattr(gpu_bench, "run", no_work)
+    earlier = tmp_path / "2026-12-04-314194b.json"
+    earlier.write_text("{}")
+    for argv, words in ((["--out", str(earlier)], "already exists"),
+                        (["--out", str(tmp_path / "absent" / "run.json")], "must exist and be writable"),
+                        (["--sections", "attention,tpu"], "sections must be a comma-separated list of check, attention"),
+                        (["--resolution", "4k"], "resolution must be a comma-separated list of 2x8x10"),
+                        (["--sections", "block", "--resolution", ""], "resolution must be")):
+        assert main(["bench", "gpu", "--smoke", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, (argv, err)
+    assert earlier.read_text() == "{}"
+
+
+# -- checked before timed ------------------------------------------------------------------------
+
+def _planted_variants(calls: list):
+    """Variants with known outputs on the check's inputs: one right (float64 dense attention), one wrong (zeros),
+    one unavailable; each call is logged in ``calls``."""
+    from svgtpu.kernels.reference import float64_attention
+
+    def planted(q, k, v, g, sizes, interpret, per_head=False):
+        def right():
+            calls.append(("right", q.shape[1]))
+            return float64_attention(q, k, v).astype(np.float32)
+
+        def wrong():
+            calls.append(("wrong", q.shape[1]))
+            return np.zeros(q.shape, np.float32)
+        info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": q.shape[0] * q.shape[1] ** 2}
+        return {"right": gpu_bench.Variant(right, info), "wrong": gpu_bench.Variant(wrong, info),
+                "unavailable": gpu_bench.Variant(None, info, reason="torch is not importable here")}
+    return planted
+
+
+def test_only_variants_whose_float64_check_ran_and_passed_are_timed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpu_bench, "attention_variants", _planted_variants(calls))
+    sizes = dataclasses.replace(gpu_bench.SMOKE, variants=None, max_rounds=1)
+    check = gpu_bench.check_variants("2x8x10", 2, sizes, Budget(60), interpret=True)
+    ok = {r["variant"]: r["ok"] for r in check["rows"]}
+    assert ok == {"right": True, "wrong": False, "unavailable": None} and not check["all_ok"]
+    calls.clear()
+    section = gpu_bench.bench_attention("2x8x10", 2, sizes, Budget(60), True, check)
+    rows = {r["variant"]: r for r in section["rows"]}
+    assert rows["right"]["status"] == "ok" and {name for name, _ in calls} == {"right"}
+    assert rows["wrong"]["reason"].startswith("not timed: its float64 check failed")
+    assert rows["unavailable"]["reason"] == "torch is not importable here"
+    # a variant the check never saw is not timed either
+    assert gpu_bench.check_verdict({"rows": []}, "right") == "not timed: no float64 check of it ran in this run"
+
+
+def test_a_check_that_did_not_run_for_time_is_not_ok_and_its_variant_is_not_timed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpu_bench, "attention_variants", _planted_variants(calls))
+    sizes = dataclasses.replace(gpu_bench.SMOKE, variants=None, max_rounds=1)
+    spent = Budget(60)
+    spent.section(0.0)
+    check = gpu_bench.check_variants("2x8x10", 2, sizes, spent, interpret=True)
+    assert [r["ok"] for r in check["rows"]] == [None, None, None] and not check["all_ok"]  # 2026-12-04 said all_ok
+    assert not calls
+    section = gpu_bench.bench_attention("2x8x10", 2, sizes, Budget(60), True, check)
+    assert all(r["status"] == "skipped" for r in section["rows"]) and not calls
+    assert "did not run (time budget" in {r["variant"]: r for r in section["rows"]}["right"]["reason"]
+    block = {"rows": [{"variant": "ours-dense", "ok": True}, {"variant": "cudnn-dense", "ok": None,
+                                                               "reason": "time budget: no time left to check it"}]}
+    assert gpu_bench.check_verdict(block, "ours-dense") is None
+    assert "did not run" in gpu_bench.check_verdict(block, gpu_bench.BLOCK_CHECKS["dense-cudnn"])
+
+
+def test_sections_and_resolutions_keep_the_check_first():
+    sizes = gpu_bench.select(gpu_bench.FULL, ["attention"], ["720p"])
+    assert [s[:2] for s in sizes.sections] == [("check", "11x16x20"), ("attention", "720p")]
+    assert gpu_bench.checked_names(sizes) is None  # every variant the attention section may time
+    sizes = gpu_bench.select(gpu_bench.FULL, ["block"], ["1440p"])
+    assert [s[:2] for s in sizes.sections] == [("check", "11x16x20"), ("block", "1440p")]
+    assert gpu_bench.checked_names(sizes) == set(gpu_bench.BLOCK_CHECKS.values())
+    with pytest.raises(BadInput, match="no attention section at resolution 480p"):
+        gpu_bench.select(gpu_bench.FULL, ["attention"], ["480p"])
+
+
+# -- run files -------------------------------------------------------------------------------------
+
+def test_run_files_are_dated_carry_their_commit_and_never_overwrite(tmp_path):
+    first = gpu_results.run_path("2026-12-04T19:05:00+00:00", "abc1234", tmp_path)
+    assert first.name == "2026-12-04-abc1234.json"
+    first.write_text("{}")
+    second = gpu_results.run_path("2026-12-04T19:30:00+00:00", "abc1234", tmp_path)
+    assert second.name == "2026-12-04-abc1234-2.json"
+    with pytest.raises(BadInput, match="already exists"):
+        gpu_results.write({"profile": "smoke"}, first)
+    assert first.read_text() == "{}"
+    commit = gpu_results.source_commit()
+    assert len(commit["commit"]) >= 7 and commit["dirty"] in (True, False)  # this checkout has git
+
+
+def _package_run(name, date, sections):
+    rows = lambda medians: [{"variant": f"ours-dense-{s}", "status": "ok", "median_s": t}  # noqa: E731
+                            for s, t in medians.items()] + [{"variant": "ours-dense-64x64-w4-s2", "status": "skipped"}]
+    return {"file": name, "kind": "package", "date": date, "data": {"run": {"attention": [{"rows": rows(m)}
+                                                                                         for m in sections]}}}
+
+
+def test_triton_launch_is_chosen_from_the_newest_recorded_sweep():
+    assert gpu_results.triton_launch([])["settings"] is None
+    old = _package_run("old.json", "2026-12-04", [{"128x64-w8-s2": 1.0, "128x128-w8-s3": 2.0}])
+    new = _package_run("new.json", "2026-12-05", [{"128x64-w8-s2": 0.33, "128x128-w8-s3": 0.30, "128x128-w8-s2": 0.32},
+                                                  {"128x64-w8-s2": 1.00, "128x128-w8-s3": 1.01}])  # 1440p: nearly tied
+    peer = _package_run("peer.json", "2026-12-06", [{"64x64-w4-s2": 0.1}]) | {"kind": "peer"}
+    chosen = gpu_results.triton_launch([new, old, peer])
+    assert chosen["settings"] == {"gpu_block_q": 128, "gpu_block_kv": 128, "num_warps": 8, "num_stages": 3}
+    assert chosen["source"].endswith("new.json") and chosen["swept"] == 2  # 128x128-w8-s2 not swept at 1440p
+    assert chosen["over_fastest"] == pytest.approx((1.0 + 1.01) / 2)
+    assert gpu_results.triton_launch([old])["settings"]["gpu_block_kv"] == 64
+
+
+# -- peers -----------------------------------------------------------------------------------------
+
+def test_flex_block_lists_are_our_tiles_by_brute_force():
+    """FlexAttention's block mask from our classification: per q tile, its partial kv tiles (some but not all of
+    the tile's in-L pairs allowed, or a padded key) and its full ones, read off the mask's array."""
+    from svgtpu.masks.core import BandSinkMask, DenseMask, align
+    L, block = 700, 128   # not a tile multiple
+    band = BandSinkMask(L, 90, 150)
+    for mask in (band, align(band, block, block, "snap"), DenseMask(L)):
+        allowed = mask.to_array()
+        n = -(-L // block)
+        padded = np.zeros((n * block, n * block), bool)
+        padded[:L, :L] = allowed
+        kv_num, kv_idx, full_num, full_idx = gpu_peers.flex_block_lists(mask, block)
+        for i in range(n):
+            rows = padded[i * block:min((i + 1) * block, L)]
+            tiles = [rows[:, j * block:(j + 1) * block] for j in range(n)]
+            full = [j for j, t in enumerate(tiles) if t.all()]
+            partial = [j for j, t in enumerate(tiles) if t.any() and not t.all()]
+            assert list(full_idx[i, :full_num[i]]) == full and list(kv_idx[i, :kv_num[i]]) == partial, (mask, i)
+        assert kv_idx.dtype == np.int32 and kv_idx.shape == (n, n)
+
+
+def test_peers_without_torch_say_why_in_words(monkeypatch):
+    import builtins
+    real = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    peers = gpu_peers.torch_peers(None, None, None, {}, 128)
+    assert set(peers) == set(gpu_peers.PEERS)
+    assert all(call is None and why.startswith("torch is not importable here") for call, why in peers.values())
 
 
 def test_cost_model_prediction_for_the_block_is_available():

@@ -42,14 +42,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from svgtpu.attention.svg import SVGConfig
-from svgtpu.bench.gpu_results import format_result, gpu_rows, write
+from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, triton_launch, write
 from svgtpu.bench.gpu_timing import Budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
 from svgtpu.kernels.common import resolve_interpret
-from svgtpu.kernels.gpu import DEFAULT_GPU_BLOCK_KV, DEFAULT_GPU_BLOCK_Q, gpu_block_sparse_attention, row_plan_for
+from svgtpu.bench.gpu_peers import PEERS, torch_peers
+from svgtpu.bench.gpu_peers import to_numpy as peer_numpy
+from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan_for
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
@@ -77,20 +79,21 @@ class Sizes:
     steps: int = 50
     max_rounds: int = 7
     budget_s: float = 400.0
-    check_cases: tuple[tuple[str, str, bool], ...] = (
-        ("bfloat16", "dense", True), ("bfloat16", "svg", False), ("bfloat16", "svg", True),
-        ("bfloat16", "aligned", True), ("bfloat16", "per-head", True), ("float32", "svg", True))
-    variants: tuple[str, ...] | None = None   # attention variants to time (None: all)
+    variants: tuple[str, ...] | None = None   # attention variants to check and time (None: all)
     #: extra dense runs of our kernel at other Triton settings (gpu_block_q, gpu_block_kv, num_warps,
-    #: num_stages), to choose the defaults from a measurement next time
-    tunings: tuple[tuple[int, int, int, int], ...] = ((128, 128, 8, 2), (128, 64, 8, 3), (64, 64, 4, 2))
+    #: num_stages): the recorded sweep the next run chooses its launch settings from (:func:`triton_launch`)
+    tunings: tuple[tuple[int, int, int, int], ...] = ((128, 64, 8, 2), (128, 128, 8, 2), (128, 128, 8, 3),
+                                                      (128, 64, 8, 3), (64, 64, 4, 2))
+    #: the Triton launch settings of our kernel's runs (``gpu_block_q``, ``gpu_block_kv``, ``num_warps``,
+    #: ``num_stages``; ``None``: the kernel's defaults), set by :func:`run` from the recorded sweep
+    launch: dict | None = None
     block_attentions: tuple[str, ...] = ("dense-cudnn", "dense-ours", "svg-aligned-ours")
     profile: str = "h200"
 
 
 #: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
 #: weights guess where compile time (every section) and run time (the 1440p ones) go.
-FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "720p", 40, 0.14),
+FULL = Sizes(sections=(("check", "11x16x20", 4, 0.25), ("attention", "720p", 40, 0.14),
                        ("attention", "1440p", 8, 0.23), ("block", "480p", None, 0.10),
                        ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
@@ -99,10 +102,9 @@ FULL = Sizes(sections=(("check", "11x16x20", 4, 0.05), ("attention", "720p", 40,
 SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                                 source="the smoke profile: tiny shapes"),
-              max_rounds=2, budget_s=300.0,
-              check_cases=(("float32", "per-head", False),), profile="smoke",
-              variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense", "ours-dense",
-                        "ours-aligned-fast"),
+              max_rounds=2, budget_s=300.0, profile="smoke",
+              variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
+                        "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast"),
               tunings=())
 
 
@@ -113,32 +115,89 @@ def _device_memory() -> float | None:
         return None
 
 
-# -- 1. correctness on the device ---------------------------------------------------------------
+# -- 1. every variant checked on the device ----------------------------------------------------
 
-def check_kernel(geometry: str, heads: int, sizes: Sizes, budget: Budget) -> dict:
-    """Max relative error of our GPU kernel vs a float64 host reference for ``sizes.check_cases``
-    (dtype, mask kind: dense / svg / aligned / per-head, fast path)."""
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One attention variant of the run: ``call()`` runs it on the inputs it was made for (``None``: it cannot
+    run here, ``reason`` says why); ``mask`` names the run's mask it computes (``dense``, ``svg``, ``aligned``,
+    ``per-head``); ``output`` turns its result into ``[heads, L, d]`` for the float64 check; ``padded_keys``:
+    keys it attends to beyond ``L`` (zero vectors: JAX's Mosaic flash has no masking), which the check's
+    reference includes; ``dtype``: what it computes in."""
+
+    call: Callable | None
+    info: dict
+    mask: str = "dense"
+    output: Callable = np.asarray
+    padded_keys: int = 0
+    dtype: str = "bfloat16"
+    reason: str = ""
+
+
+#: Tolerance of the float64 check (max relative error) by the dtype a variant computes in.
+TOLERANCE = {"float32": 1e-4, "bfloat16": 2e-2, "float16": 2e-2}
+
+
+def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
+                   names: set[str] | None = None) -> dict:
+    """Every variant the run times (``names``; ``None``: all), made by the same code as for timing
+    (:func:`attention_variants`) at ``geometry`` (``L`` not a tile multiple), run on the device and compared with a
+    float64 reference on the host of the mask it computes.  A check that could not run (no time left, the variant
+    not available, an error) is ``ok: None`` with its reason; ``all_ok`` is true only when every check ran and
+    passed."""
     g = get_geometry(geometry)
     L = g.L
-    per_head = np.stack([BandSinkMask(L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
-    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv) | {"per-head": per_head}
-    tolerance = {"float32": 1e-4, "bfloat16": 2e-2}
     rng = np.random.default_rng(0)
-    data = [rng.standard_normal((heads, L, 128)).astype(np.float32) for _ in range(3)]
+    data = [rng.standard_normal((heads, L, 128)).astype(jnp.bfloat16) for _ in range(3)]  # rounded on the host
+    q, k, v = (jnp.asarray(x) for x in data)
+    variants = attention_variants(q, k, v, g, sizes, interpret, per_head=True)
+    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv) | {"per-head": per_head_masks(g, heads)}
+    references: dict = {}
+
+    def reference(variant: Variant):
+        key = (variant.mask, variant.padded_keys)
+        if key not in references:
+            allowed = mask_array(masks[variant.mask], heads, L)
+            kk, vv = data[1], data[2]
+            if variant.padded_keys:  # what it computes: zero keys and values beyond L, unmasked
+                pad = ((0, 0), (0, variant.padded_keys), (0, 0))
+                kk, vv = (np.pad(x.astype(np.float32), pad) for x in (kk, vv))
+                allowed = np.pad(allowed, ((0, 0), (0, 0), (0, variant.padded_keys)), constant_values=True)
+            references[key] = float64_attention(data[0], kk, vv, allowed)
+        return references[key]
+
     rows = []
-    for dtype, name, fast_path in sizes.check_cases:
-        row = {"mask": name, "dtype": dtype, "fast_path": fast_path}
-        if budget.left() <= 0:
-            rows.append(row | {"ok": None, "reason": "time budget"})
+    for name, variant in tqdm(variants.items(), desc=f"check {g}", leave=False):
+        if names is not None and name not in names:
             continue
-        q, k, v = (jnp.asarray(x.astype(jnp.dtype(dtype))) for x in data)  # rounded on the host
-        ref = float64_attention(q, k, v, mask_array(masks[name], heads, L))
-        out = gpu_block_sparse_attention(q, k, v, masks[name], block_q=sizes.block_q, block_kv=sizes.block_kv,
-                                     fast_path=fast_path)
-        err = relative_error(out, ref)
-        rows.append(row | {"max_rel_error": err, "ok": err <= tolerance[dtype]})
+        row = {"variant": name, "mask": variant.mask, "dtype": variant.dtype}
+        if variant.call is None:
+            rows.append(row | {"ok": None, "reason": f"not available: {variant.reason}"})
+            continue
+        if budget.left() <= 0:
+            rows.append(row | {"ok": None, "reason": "time budget: no time left to check it"})
+            continue
+        try:
+            out = variant.output(variant.call())
+        except Exception as error:  # noqa: BLE001 - unsupported here, OOM: recorded, not timed
+            rows.append(row | {"ok": None, "reason": reason(error)})
+            continue
+        err = relative_error(out, reference(variant))
+        rows.append(row | {"max_rel_error": err, "ok": bool(err <= TOLERANCE[variant.dtype])})
     return {"geometry": str(g), "L": L, "heads": heads, "rows": rows,
-            "all_ok": all(r["ok"] for r in rows if r["ok"] is not None)}
+            "all_ok": bool(rows) and all(r["ok"] is True for r in rows)}
+
+
+def check_verdict(check: dict | None, name: str) -> str | None:
+    """``None`` when ``name``'s float64 check ran and passed, else why it must not be timed, in words."""
+    row = next((r for r in (check or {}).get("rows", ()) if r["variant"] == name), None)
+    if row is None:
+        return "not timed: no float64 check of it ran in this run"
+    if row["ok"] is True:
+        return None
+    if row["ok"] is False:
+        return f"not timed: its float64 check failed (max rel. error {row['max_rel_error']:.2e})"
+    return f"not timed: its float64 check did not run ({row['reason']})"
 
 
 # -- 2. attention at Wan shapes -----------------------------------------------------------------
@@ -166,6 +225,11 @@ def _blhd(x, multiple: int = 1):
     return jnp.pad(x, ((0, 0), (0, -L % multiple), (0, 0))).transpose(1, 0, 2)[None]
 
 
+def _hld(L: int):
+    """``[1, L', heads, d]`` (a flash kernel's layout, maybe padded) -> numpy ``[heads, L, d]``."""
+    return lambda out: np.asarray(out[0, :L].astype(jnp.float32)).transpose(1, 0, 2)
+
+
 @functools.lru_cache(maxsize=8)
 def svg_masks(g, kept: float, block_q: int, block_kv: int) -> dict:
     """The dense, SVG (kept fraction ``kept``) and tile-aligned SVG masks of geometry ``g``, made once per run
@@ -174,26 +238,38 @@ def svg_masks(g, kept: float, block_q: int, block_kv: int) -> dict:
     return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, block_q, block_kv, "snap")}
 
 
-def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, tuple[Callable, dict]]:
-    """``name -> (call, info)`` on bf16 ``q, k, v [heads, L, d]``; info: the mask's tile statistics and
-    the score pairs computed."""
+#: Largest per-head mask a variant takes: a bool ``[heads, L, L]`` array (the kernels take no per-head mask objects).
+PER_HEAD_BYTES = 2 ** 28
+
+
+def per_head_masks(g, heads: int) -> np.ndarray:
+    """Per-head masks of ``g``: band + sink of a different window per head, the sink on every other head."""
+    return np.stack([BandSinkMask(g.L, g.F * (h % 2), 128 * (h + 1)).to_array() for h in range(heads)])
+
+
+#: JAX's Mosaic GPU flash attention at the tuning fastest in the probe of 2026-12-04
+#: (``/work/shared/gpu-runs/2026-12-04/jax-mosaic-gpu-probe.json``: 64 x 128, 2 concurrent steps, float16).
+JAX_MOSAIC_TUNING = dict(block_q=64, block_kv=128, max_concurrent_steps=2)
+
+
+def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dict[str, Variant]:
+    """The baselines and peers: XLA dense, cuDNN, JAX's Pallas flash kernels (Triton; Mosaic GPU in float16),
+    and PyTorch's FlexAttention and SDPA cuDNN (:mod:`svgtpu.bench.gpu_peers`)."""
     heads, L, d = q.shape
-    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
-    tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     dense_info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": heads * L * L}
-    variants: dict[str, tuple[Callable, dict]] = {}
+    variants: dict[str, Variant] = {}
 
     memory = _device_memory()
     score_bytes = 10.0 * L * L   # f32 scores + exp + bf16 probabilities of one head
     if memory is None or score_bytes < 0.6 * memory:
         xla = jax.jit(_xla_dense)
-        variants["xla-dense"] = (lambda: xla(q, k, v), dense_info)
+        variants["xla-dense"] = Variant(lambda: xla(q, k, v), dense_info)
     else:
-        variants["xla-dense"] = (None, dense_info | {"reason": f"one head's [L, L] scores need "
-                                                               f"{score_bytes / 1e9:.0f} GB of {memory / 1e9:.0f} GB"})
+        variants["xla-dense"] = Variant(None, dense_info, reason=f"one head's [L, L] scores need "
+                                        f"{score_bytes / 1e9:.0f} GB of {memory / 1e9:.0f} GB")
     qb, kb, vb = (_blhd(x, 1) for x in (q, k, v))
     cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
-    variants["cudnn-dense"] = (lambda: cudnn(qb, kb, vb), dense_info)
+    variants["cudnn-dense"] = Variant(lambda: cudnn(qb, kb, vb), dense_info, output=_hld(L))
 
     try:  # JAX's Pallas Triton flash attention; L padded to its 128-row blocks, padding as a 2nd segment
         from jax.experimental.pallas.ops.gpu import attention as jax_triton
@@ -201,59 +277,97 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool) -> dict[str, t
         qp, kp, vp = (_blhd(x, 128) for x in (q, k, v))
         segments = jnp.asarray((np.arange(Lp) >= L).astype(np.int32))[None]
         flash = jax.jit(functools.partial(jax_triton.mha, sm_scale=1 / math.sqrt(d), interpret=interpret))
-        variants["jax-triton-flash-dense"] = (lambda: flash(qp, kp, vp, segments),
-                                              dense_info | {"computed_pairs": heads * Lp * Lp})
+        variants["jax-triton-flash-dense"] = Variant(lambda: flash(qp, kp, vp, segments),
+                                                     dense_info | {"computed_pairs": heads * Lp * Lp}, output=_hld(L))
     except Exception as error:
-        variants["jax-triton-flash-dense"] = (None, dense_info | {"reason": reason(error)})
-    try:  # JAX's Mosaic GPU (Hopper) flash attention: no masking, so padded keys count (timing only)
+        variants["jax-triton-flash-dense"] = Variant(None, dense_info, reason=reason(error))
+    info = dense_info | {"note": "float16 (its shared-memory buffers are float16); padded keys unmasked"}
+    try:  # JAX's Mosaic GPU (Hopper) flash attention: float16 only, no masking (padded keys count)
         from jax.experimental.pallas.ops.gpu import attention_mgpu
         Lp = L + (-L % 256)
-        qp, kp, vp = (_blhd(x, 256) for x in (q, k, v))
-        config = attention_mgpu.TuningConfig(block_q=128, block_kv=128, max_concurrent_steps=2)
-        mosaic = jax.jit(functools.partial(attention_mgpu.attention, config=config))
-        variants["jax-mosaic-flash-dense"] = (lambda: mosaic(qp, kp, vp),
-                                              dense_info | {"computed_pairs": heads * Lp * Lp,
-                                                            "note": f"{Lp - L} padded keys unmasked (timing only)"})
+        qp, kp, vp = (_blhd(x, 256).astype(jnp.float16) for x in (q, k, v))
+        mosaic = jax.jit(functools.partial(attention_mgpu.attention,
+                                           config=attention_mgpu.TuningConfig(**JAX_MOSAIC_TUNING)))
+        variants["jax-mosaic-flash-dense-f16"] = Variant(
+            lambda: mosaic(qp, kp, vp), info | {"computed_pairs": heads * Lp * Lp}, output=_hld(L),
+            padded_keys=Lp - L, dtype="float16")
     except Exception as error:
-        variants["jax-mosaic-flash-dense"] = (None, dense_info | {"reason": reason(error)})
+        variants["jax-mosaic-flash-dense-f16"] = Variant(None, info, dtype="float16", reason=reason(error))
 
+    for name, (call, why) in torch_peers(q, k, v, masks, sizes.block_q).items():
+        mask = PEERS[name]
+        variants[name] = Variant(call, dense_info if mask == "dense" else tile_info(masks[mask], heads, L, sizes),
+                                 mask=mask, output=peer_numpy, reason=why or "")
+    return variants
+
+
+def tile_info(mask, heads: int, L: int, sizes: Sizes, fast_path: bool = True) -> dict:
+    """Density, partial share and score pairs computed of a block-sparse run of ``mask`` at the run's tiles."""
+    rows = row_plan_for(mask, L, sizes.block_q, sizes.block_kv, fast_path)  # cached: the kernel's own
+    stats = rows.plan.as_dict()
+    return {"density": stats["density"], "partial_share": stats["partial_share"],
+            "computed_pairs": heads * rows.tiles_computed * sizes.block_q * sizes.block_kv}
+
+
+def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool = False) -> dict[str, Variant]:
+    """Every variant on bf16 ``q, k, v [heads, L, d]`` of geometry ``g``: the peers (:func:`peer_variants`), then
+    ours dense, on the SVG mask and on the aligned one, fast path off and on, per-head masks (``per_head``: where
+    their ``[heads, L, L]`` array fits), and the extra Triton launch settings of ``sizes.tunings``."""
+    heads, L, d = q.shape
+    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
+    tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
+    launch = sizes.launch or {}
+    variants = peer_variants(q, k, v, g, sizes, interpret, masks)
     for label, mask in masks.items():
         for fast_path in ((True,) if label == "dense" else (False, True)):
-            rows = row_plan_for(mask, L, sizes.block_q, sizes.block_kv, fast_path)  # cached: the kernel's own
-            stats = rows.plan.as_dict()
-            info = {"density": stats["density"], "partial_share": stats["partial_share"],
-                    "computed_pairs": heads * rows.tiles_computed * sizes.block_q * sizes.block_kv}
             f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=mask, fast_path=fast_path,
-                                          interpret=interpret, **tiles))
+                                          interpret=interpret, **tiles, **launch))
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
-            variants[name] = (functools.partial(f, q, k, v), info)
-            if label == "dense":
-                dense_ours = info
+            variants[name] = Variant(functools.partial(f, q, k, v), tile_info(mask, heads, L, sizes, fast_path),
+                                     mask=label)
+    if per_head:
+        info = {"density": float("nan"), "partial_share": float("nan"), "computed_pairs": heads * L * L}
+        if heads * L * L <= PER_HEAD_BYTES:
+            f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=per_head_masks(g, heads),
+                                          interpret=interpret, **tiles, **launch))
+            variants["ours-per-head-fast"] = Variant(functools.partial(f, q, k, v), info, mask="per-head")
+        else:
+            variants["ours-per-head-fast"] = Variant(None, info, mask="per-head", reason=(
+                f"per-head masks are a bool [heads, L, L] array: {heads * L * L / 1e9:.1f} GB here"))
     for bq, bkv, warps, stages in sizes.tunings:
         f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=masks["dense"], gpu_block_q=bq,
                                       gpu_block_kv=bkv, num_warps=warps, num_stages=stages, interpret=interpret,
                                       **tiles))
-        variants[f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"] = (functools.partial(f, q, k, v), dense_ours)
+        variants[f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"] = Variant(functools.partial(f, q, k, v),
+                                                                        variants["ours-dense"].info)
     return variants
 
 
-def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool) -> dict:
+def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
+                    check: dict | None) -> dict:
+    """Time every variant whose float64 check in ``check`` ran and passed; the others are skipped with why."""
     g = get_geometry(geometry)
     d = 128
     q, k, v = random_qkv((heads, g.L, d), jax.random.PRNGKey(0))
     variants = attention_variants(q, k, v, g, sizes, interpret)
-    if sizes.variants is not None:
-        variants = {n: (c, info) if n in sizes.variants else (None, info | {"reason": f"not in the {sizes.profile} "
-                                                                                        "profile"})
-                    for n, (c, info) in variants.items()}
-    calls = {n: c for n, (c, _) in variants.items() if c is not None}
-    times, skipped = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
-    skipped |= {n: info["reason"] for n, (c, info) in variants.items() if c is None}
+    skipped = {}
+    for name, variant in variants.items():
+        if sizes.variants is not None and name not in sizes.variants:
+            skipped[name] = f"not in the {sizes.profile} profile"
+        elif variant.call is None:
+            skipped[name] = variant.reason
+        elif (verdict := check_verdict(check, name)) is not None:
+            skipped[name] = verdict
+    calls = {n: v_.call for n, v_ in variants.items() if n not in skipped}
+    times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
+    skipped |= not_timed
     base = "ours-dense" if "ours-dense" in times else None
     rows = []
-    for name, (_, info) in variants.items():
+    for name, variant in variants.items():
+        info = variant.info
         row = {"variant": name, "status": "ok" if name in times else "skipped", "reason": skipped.get(name, ""),
-               "density": info["density"], "partial_share": info["partial_share"], "note": info.get("note", "")}
+               "density": info["density"], "partial_share": info["partial_share"], "note": info.get("note", ""),
+               "dtype": variant.dtype}
         if name in times:
             median = statistics.median(times[name])
             row |= {"median_s": median, "rounds": len(times[name]),
@@ -274,13 +388,14 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
         "svg_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-svg-fast"),
         "aligned_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-aligned-fast"),
         "aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-aligned-fast"),
+        "svg_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-svg-fast"),
+        "flex_svg_speedup_over_cudnn": ratio("cudnn-dense", "flex-svg"),
         "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
         "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
     }
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "heads": heads, "head_dim": d,
             "dtype": "bfloat16", "tile": f"{sizes.block_q}x{sizes.block_kv}",
-            "program_tile": f"{min(sizes.block_q, DEFAULT_GPU_BLOCK_Q)}x{min(sizes.block_kv, DEFAULT_GPU_BLOCK_KV)}",
-            "kept": sizes.kept, "rows": rows, "headline": headline}
+            "launch": sizes.launch, "kept": sizes.kept, "rows": rows, "headline": headline}
 
 
 # -- 3. one Wan 2.1 14B block ------------------------------------------------------------------
@@ -324,8 +439,13 @@ def block_attentions(g, sizes: Sizes) -> dict[str, Callable]:
             "svg-aligned-ours": self_attention("svg", g, svg_config=svg, implementation="triton", **tiles)}
 
 
-def bench_block(geometry: str, sizes: Sizes, budget: Budget) -> dict:
-    """One block and its self-attention alone, per attention variant, timed in the same rounds."""
+#: The attention variant whose float64 check stands for each block attention (the same kernel and mask).
+BLOCK_CHECKS = {"dense-cudnn": "cudnn-dense", "dense-ours": "ours-dense", "svg-aligned-ours": "ours-aligned-fast"}
+
+
+def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None) -> dict:
+    """One block and its self-attention alone, per attention variant whose kernel passed its float64 check
+    (:data:`BLOCK_CHECKS`), timed in the same rounds."""
     g = get_geometry(geometry)
     block = WanBlock(sizes.block)
     p = init_block(block)
@@ -333,19 +453,22 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget) -> dict:
     angles = rope_angles(g, sizes.block.head_dim)
     key = jax.random.PRNGKey(0)
     attentions = {n: a for n, a in block_attentions(g, sizes).items() if n in sizes.block_attentions}
+    skipped = {n: why for n in attentions if (why := check_verdict(check, BLOCK_CHECKS[n])) is not None}
     calls = {}
     for name, attend in attentions.items():
+        if name in skipped:
+            continue
         blk = jax.jit(lambda p, x, t, c, a, key, attend=attend: block(p, x, t, c, a, attention=attend, key=key,
                                                                       **SPARSE_CALL)[0])
         att = jax.jit(lambda q, k, v, key, attend=attend: attend(q, k, v, key=key, **SPARSE_CALL))
         calls[f"block:{name}"] = functools.partial(blk, p, x, t_mod, context, angles, key)
         calls[f"attention:{name}"] = functools.partial(att, *qkv, key)
-    times, skipped = time_variants(calls, budget, sizes.max_rounds, f"block {g.name or g}")
+    times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"block {g.name or g}")
     rows = []
     for name in attentions:
         b, a = f"block:{name}", f"attention:{name}"
         row = {"attention": name, "status": "ok" if b in times and a in times else "skipped",
-               "reason": skipped.get(b) or skipped.get(a) or ""}
+               "reason": skipped.get(name) or not_timed.get(b) or not_timed.get(a) or ""}
         if row["status"] == "ok":
             row |= {"block_s": statistics.median(times[b]), "attention_s": statistics.median(times[a]),
                     "attention_share": paired_ratio(times, a, b)}
@@ -419,24 +542,63 @@ def attention_exponents(blocks: list[dict]) -> dict[str, float]:
 
 # -- the run -------------------------------------------------------------------------------------
 
-def run(smoke: bool = False, budget_s: float | None = None) -> dict:
-    """The whole benchmark (``smoke``: tiny shapes, any backend); returns the result dict."""
-    sizes = SMOKE if smoke else FULL
+#: The sections ``--sections`` may name (the check always runs before the others: nothing unchecked is timed).
+SECTIONS = ("check", "attention", "block")
+
+
+def select(sizes: Sizes, sections=None, resolutions=None) -> Sizes:
+    """``sizes`` with only the named ``sections`` (of :data:`SECTIONS`) and attention / block ``resolutions``
+    (geometry names of its sections), the check kept first whenever anything else runs (one clear line
+    for a name it does not have)."""
+    named = {geometry for kind, geometry, _, _ in sizes.sections if kind != "check"}
+    for value, allowed, what in ((sections, SECTIONS, "sections"), (resolutions, sorted(named), "resolution")):
+        unknown = [x for x in (value or ()) if x not in allowed]
+        if unknown or (value is not None and not value):
+            raise BadInput(f"{what} must be a comma-separated list of {', '.join(allowed)}, got {','.join(value)!r}")
+    kept = tuple(s for s in sizes.sections if s[0] == "check" or (
+        (sections is None or s[0] in sections) and (resolutions is None or s[1] in resolutions)))
+    if not any(s[0] != "check" for s in kept) and sections is not None and set(sections) != {"check"}:
+        raise BadInput(f"no {'/'.join(x for x in sections if x != 'check')} section at resolution "
+                       f"{','.join(resolutions or ())}: this profile has "
+                       + ", ".join(f"{k} {g}" for k, g, _, _ in sizes.sections if k != "check"))
+    return dataclasses.replace(sizes, sections=kept)
+
+
+def checked_names(sizes: Sizes) -> set[str] | None:
+    """The variants the check must cover: all the attention sections time (``None``: every one), else those the
+    block sections' attentions stand on."""
+    kinds = {kind for kind, *_ in sizes.sections}
+    if "attention" in kinds:
+        return set(sizes.variants) if sizes.variants is not None else None
+    return {BLOCK_CHECKS[n] for n in sizes.block_attentions} if "block" in kinds else None
+
+
+def run(smoke: bool = False, budget_s: float | None = None, sections=None, resolutions=None,
+        recorded: list[dict] | None = None) -> dict:
+    """The benchmark (``smoke``: tiny shapes, any backend; ``sections`` / ``resolutions``: a part of it, see
+    :func:`select`; ``recorded``: the runs to choose our Triton launch settings from, default the committed ones:
+    :func:`svgtpu.bench.gpu_results.triton_launch`); returns the result dict."""
+    sizes = select(SMOKE if smoke else FULL, sections, resolutions)
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-            raise BadInput(f"budget must be a positive number of seconds (an H200 run: 8 minutes in all, so "
+            raise BadInput(f"budget must be a positive number of seconds (an H200 call: 10 minutes in all, so "
                            f"about {FULL.budget_s:.0f}), got {budget_s!r}")
         sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
     if not smoke and jax.default_backend() != "gpu":
         raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
                        f"use --smoke to run the same code at tiny shapes here")
+    launch = triton_launch(recorded)
+    if not smoke:
+        sizes = dataclasses.replace(sizes, launch=launch["settings"])
     interpret = jax.default_backend() != "gpu"
     budget = Budget(sizes.budget_s)
     result = {"provenance": provenance("measured", interpret=resolve_interpret(None)), "device": jax.devices()[0].device_kind,
               "backend": jax.default_backend(), "jax": jax.__version__, "smoke": smoke, "profile": sizes.profile,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              **source_commit(), "sections": [f"{kind} {geometry}" for kind, geometry, _, _ in sizes.sections],
               "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,
-              "kept": sizes.kept, "attention": [], "block": [], "end_to_end": [], "errors": []}
+              "kept": sizes.kept, "triton_launch": launch | {"used": sizes.launch is not None},
+              "attention": [], "block": [], "end_to_end": [], "errors": []}
 
     def guarded(section: str, fn, *args):
         try:
@@ -450,13 +612,15 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
     for i, (kind, geometry, heads, _) in enumerate(tqdm(sizes.sections, desc="bench gpu")):
         budget.section(weights[i] / sum(weights[i:]))
         if kind == "check":
-            result["check"] = guarded("check", check_kernel, geometry, heads, sizes, budget)
+            result["check"] = guarded("check", check_variants, geometry, heads, sizes, budget, interpret,
+                                      checked_names(sizes))
         elif kind == "attention":
-            found = guarded(f"attention {geometry}", bench_attention, geometry, heads, sizes, budget, interpret)
+            found = guarded(f"attention {geometry}", bench_attention, geometry, heads, sizes, budget, interpret,
+                            result.get("check"))
             if found:
                 result["attention"].append(found)
         else:
-            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget)
+            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget, result.get("check"))
             if found:
                 result["block"].append(found)
                 e2e = extrapolate(found, sizes)
@@ -468,5 +632,6 @@ def run(smoke: bool = False, budget_s: float | None = None) -> dict:
 
 
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",
-           "block_inputs", "block_attentions", "check_kernel", "bench_attention", "bench_block", "modeled_block",
+           "block_inputs", "block_attentions", "Variant", "check_variants", "check_verdict", "attention_variants",
+           "select", "SECTIONS", "BLOCK_CHECKS", "bench_attention", "bench_block", "modeled_block",
            "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for"]

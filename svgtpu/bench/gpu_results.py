@@ -2,25 +2,35 @@
 
 :func:`write` stores a :func:`svgtpu.bench.gpu.run` in the layout of ``results.json`` (claims -> entries, read
 by ``svgtpu paper``) with the full run under ``"run"``; :func:`format_result` prints it.  Measured runs are
-committed under ``figures/gpu-runs/`` (:data:`~svgtpu.facts.paths.GPU_RUNS_DIR`), one dated file each, listed
+committed under ``figures/gpu-runs/`` (:data:`~svgtpu.facts.paths.GPU_RUNS_DIR`), one dated file each (each call
+of ``svgtpu bench gpu`` writes a new one, ``<date>-<commit>.json``: :func:`run_path`; :func:`check_out` refuses an
+``--out`` that exists, before any work; the commit inside: :func:`source_commit`), listed
 with its sha256, kind, commit and provenance in ``index.json`` and never rewritten: :func:`committed_runs` reads
 them all (the package's own runs and the peers measured beside them by separate scripts), :func:`gpu_rows` the
 newest package run for notebooks, and :func:`attention_rows`, :func:`block_rows`, :func:`exponent_rows`,
-:func:`tpu_ideas` the tables of notebook 08.  No JAX here: the notebooks read the files on any machine.
+:func:`tpu_ideas` the tables of notebook 08; :func:`triton_launch` chooses our Triton kernel's launch settings from the
+sweep recorded in the newest package run.  No JAX here: the notebooks read the files on any machine.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import statistics
+import subprocess
 from pathlib import Path
 
-from svgtpu.facts.paths import GPU_RUNS_DIR
+from svgtpu.errors import BadInput
+from svgtpu.facts.paths import GPU_RUNS_DIR, REPO_ROOT
 from svgtpu.facts.results import NotebookRun, write_results
 from svgtpu.facts.tables import format_table
 
 #: The results file's notebook name for the GPU run.
 NOTEBOOK = "gpu-bench"
+#: Names the commit a run came from where the checkout has no git (a copy on the GPU machine).
+COMMIT_ENV = "SVGTPU_COMMIT"
 
 
 def _key(geometry: str) -> str:
@@ -33,7 +43,7 @@ def results_entries(result: dict):
     check = result.get("check")
     if check:
         yield ("C4", "gpu_kernel_check", check["rows"],
-               dict(provenance=prov, description=f"our GPU kernel vs a float64 reference at {check['geometry']} "
+               dict(provenance=prov, description=f"every variant vs a float64 reference at {check['geometry']} "
                     f"(L={check['L']}, {check['heads']} heads) on {result['device']}: max relative error"))
     for a in result["attention"]:
         g = _key(a["geometry"])
@@ -75,9 +85,50 @@ def results_entries(result: dict):
                     "with SVG's profiling and layout transform; no VAE or text encoder"))
 
 
-def write(result: dict, path: str | Path) -> Path:
-    """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``."""
+def source_commit() -> dict:
+    """``{"commit": ..., "dirty": ...}`` of the checkout the run came from: git's short hash and whether tracked
+    files differ from it, or ``$SVGTPU_COMMIT`` where the checkout has no git (``dirty`` then unknown: ``None``)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=30)
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode == 0:
+            return {"commit": head.stdout.strip(), "dirty": bool(git("status", "--porcelain", "-uno").stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"commit": os.environ.get(COMMIT_ENV) or "unknown", "dirty": None}
+
+
+def run_path(date: str, commit: str, directory: str | Path | None = None) -> Path:
+    """A new run file's path, ``<figures>/gpu-runs/<date>-<commit>.json``, or with ``-2``, ``-3``, ... where a
+    run of that day and commit is already there: never an earlier run's name."""
+    folder = Path(directory) if directory is not None else GPU_RUNS_DIR
+    stem = f"{date[:10]}-{commit}"
+    path, n = folder / f"{stem}.json", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.json"
+    return path
+
+
+def check_out(path: str | Path) -> Path:
+    """``path`` if a run file may be written there: not an existing file (runs are never overwritten), in a
+    folder that exists and is writable; else one clear line (:class:`BadInput`), before any work."""
     path = Path(path)
+    if path.exists():
+        raise BadInput(f"--out {path} already exists: each GPU run writes a new file (runs are never overwritten); "
+                       f"name another, or leave --out out for figures/gpu-runs/<date>-<commit>.json")
+    if path.suffix != ".json":
+        raise BadInput(f"--out must name a .json file, got {str(path)!r}")
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise BadInput(f"--out {path}: its folder {path.parent} must exist and be writable")
+    return path
+
+
+def write(result: dict, path: str | Path) -> Path:
+    """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``;
+    an existing file is never overwritten (:func:`check_out`)."""
+    path = check_out(path)
     notebook = NotebookRun(NOTEBOOK, result["profile"], path.parent)
     for claim, name, value, kwargs in results_entries(result):
         notebook.record(claim, name, value, **kwargs)
@@ -222,21 +273,48 @@ def tpu_ideas(run: dict, peer_runs: dict[str, dict] | None = None) -> list[dict]
     return out
 
 
+#: Our dense kernel at a launch setting in a run's attention rows: ``ours-dense-<bq>x<bkv>-w<warps>-s<stages>``.
+_TUNING = re.compile(r"ours-dense-(\d+)x(\d+)-w(\d+)-s(\d+)$")
+
+
+def triton_launch(runs: list[dict] | None = None) -> dict:
+    """Our Triton kernel's launch settings chosen from the newest package run (of ``runs``, default
+    :func:`committed_runs`) whose attention sections timed a sweep of them (rows
+    ``ours-dense-<bq>x<bkv>-w<warps>-s<stages>``): of the settings every such section timed, the one with the lowest
+    median over the sections of its time over the section's fastest.  ``settings`` (keyword arguments of
+    :func:`~svgtpu.kernels.gpu.gpu_block_sparse_attention`) is ``None`` without a sweep: the kernel's defaults."""
+    runs = committed_runs() if runs is None else runs
+    for run in sorted((r for r in runs if r["kind"] == "package"), key=lambda r: (r["date"], r["file"]), reverse=True):
+        sections = [{tuple(map(int, m.groups())): r["median_s"] for r in a["rows"]
+                     if r.get("status") == "ok" and (m := _TUNING.match(r["variant"]))}
+                    for a in run["data"]["run"]["attention"]]
+        sections = [t for t in sections if t]
+        if not sections:
+            continue
+        settings = set.intersection(*(set(t) for t in sections))
+        score = {s: statistics.median(t[s] / min(t.values()) for t in sections) for s in settings}
+        best = min(sorted(score), key=score.get)
+        return {"settings": dict(zip(("gpu_block_q", "gpu_block_kv", "num_warps", "num_stages"), best)),
+                "source": f"figures/gpu-runs/{run['file']}", "over_fastest": score[best], "swept": len(settings)}
+    return {"settings": None, "source": "no recorded sweep: the kernel's defaults"}
+
+
 def format_result(result: dict) -> str:
     """The run as tables, for the terminal."""
     parts = [f"bench gpu on {result['device']} ({result['backend']}, jax {result['jax']}) "
-             f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, {result['elapsed_s']:.0f} s "
-             f"of a {result['budget_s']:.0f} s budget"]
+             f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, commit {result.get('commit')}, "
+             f"{result['elapsed_s']:.0f} s of a {result['budget_s']:.0f} s budget; our Triton launch: "
+             f"{result['triton_launch']['settings'] or 'defaults'} ({result['triton_launch']['source']})"]
     check = result.get("check")
     if check:
-        worst = max((r for r in check["rows"] if "max_rel_error" in r), key=lambda r: r["max_rel_error"])
-        parts.append(f"check at {check['geometry']}: {'all ok' if check['all_ok'] else 'FAILED'} "
-                     f"(worst {worst['max_rel_error']:.2e}: {worst['mask']} {worst['dtype']})")
+        parts.append(f"float64 check at {check['geometry']} (L={check['L']}): "
+                     f"{'all ran and passed' if check['all_ok'] else 'NOT ALL OK: failed or unchecked variants are not timed'}"
+                     "\n" + format_table(check["rows"], ["variant", "mask", "dtype", "ok", "max_rel_error", "reason"]))
     columns = ["variant", "status", "median_s", "ratio_to_ours_dense", "ratio_to_cudnn", "tflops", "density",
                "overhead_vs_ideal", "reason"]
     for a in result["attention"]:
-        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']} "
-                     f"(program {a['program_tile']})\n" + format_table(a["rows"], columns))
+        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']}\n"
+                     + format_table(a["rows"], columns))
     for b in result["block"]:
         modeled = b["modeled"]
         note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
@@ -256,5 +334,6 @@ def format_result(result: dict) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["NOTEBOOK", "results_entries", "write", "committed_runs", "latest_run", "peers", "gpu_rows",
+__all__ = ["NOTEBOOK", "COMMIT_ENV", "results_entries", "source_commit", "run_path", "check_out", "write",
+           "triton_launch", "committed_runs", "latest_run", "peers", "gpu_rows",
            "attention_rows", "block_rows", "NO_ROUNDS", "exponent_rows", "IDEAS", "tpu_ideas", "format_result"]

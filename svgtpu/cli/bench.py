@@ -82,14 +82,28 @@ def run_bench_compiled(args):
 
 def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--smoke", action="store_true", help="the same run at tiny shapes, on any backend")
-    p.add_argument("--out", help="write the results file here (figures/results-gpu.json for a GPU run)")
+    p.add_argument("--out", help="the new run file (default: figures/gpu-runs/<date>-<commit>.json on a GPU, none "
+                                 "with --smoke); an existing file is refused before any work")
     p.add_argument("--budget", type=float, default=None, help="time budget of the run in seconds")
+    p.add_argument("--sections", default=None,
+                   help="comma-separated sections to run: check, attention, block (default all; the float64 check "
+                        "always runs first: nothing unchecked is timed)")
+    p.add_argument("--resolution", default=None,
+                   help="comma-separated resolutions of the attention and block sections (e.g. 720p; default all)")
 
 
 @command("bench gpu", "the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`)", _bench_gpu_arguments)
 def run_bench_gpu(args):
     from svgtpu.bench import gpu as gpu_bench
-    result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget)
-    if args.out:
-        result["written"] = str(gpu_bench.write(result, args.out))
+    from svgtpu.bench import gpu_results
+    split = lambda text: None if text is None else [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    sections, resolutions = split(args.sections), split(args.resolution)
+    gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions)  # refusals first
+    out = gpu_results.check_out(args.out) if args.out else None
+    result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget, sections=sections, resolutions=resolutions)
+    if out is None and not args.smoke:
+        out = gpu_results.run_path(result["date"], result["commit"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        result["written"] = str(gpu_bench.write(result, out))
     return result, gpu_bench.format_result(result)
