@@ -289,3 +289,14 @@ def test_the_cost_models_refusal_is_recorded_and_its_bugs_raise(monkeypatch):
     monkeypatch.setattr(costmodel, "calibrated_setup", bug)
     with pytest.raises(KeyError):
         gpu_bench.modeled_block(geometry, gpu_bench.SMOKE)
+
+
+def test_a_run_written_beside_the_committed_runs_is_listed_in_their_index(tmp_path):
+    (tmp_path / "index.json").write_text(json.dumps({"about": "runs", "runs": []}))
+    result = {"profile": "h200", "provenance": "measured-gpu-h200", "device": "NVIDIA H200", "date": "2026-12-05T10:00:00",
+              "commit": "abc1234", "jax": "0.11.2", "backend": "gpu", "attention": [], "block": [], "end_to_end": [],
+              "command": "svgtpu bench gpu --sections attention"}
+    path = gpu_results.write(result, gpu_results.run_path(result["date"], result["commit"], tmp_path))
+    runs = gpu_results.committed_runs(tmp_path)   # checks the listed sha256 against the file
+    assert [(r["file"], r["kind"], r["commit"]) for r in runs] == [(path.name, "package", "abc1234")]
+    assert runs[0]["data"]["run"]["command"] == "svgtpu bench gpu --sections attention"

@@ -127,7 +127,8 @@ def check_out(path: str | Path) -> Path:
 
 def write(result: dict, path: str | Path) -> Path:
     """Store ``result`` as a results file (claims -> entries, as ``results.json``) with the run under ``run``;
-    an existing file is never overwritten (:func:`check_out`)."""
+    an existing file is never overwritten (:func:`check_out`).  Written into a folder with an ``index.json`` (the
+    committed runs'), the run is listed there with its sha256."""
     path = check_out(path)
     notebook = NotebookRun(NOTEBOOK, result["profile"], path.parent)
     for claim, name, value, kwargs in results_entries(result):
@@ -136,7 +137,17 @@ def write(result: dict, path: str | Path) -> Path:
             "notebooks": {NOTEBOOK: {"profile": result["profile"], "finished": result["date"],
                                      "figures": [], "device": result["device"], **notebook.env}},
             "run": result}
-    return write_results(data, path)
+    written = write_results(data, path)
+    index = path.parent / "index.json"
+    if index.exists():  # a run written into the committed runs' folder is listed there, as it came off the machine
+        listed = json.loads(index.read_text())
+        listed["runs"].append({"file": path.name, "kind": "package", "date": result["date"][:10],
+                               "commit": result.get("commit"), "provenance": result["provenance"],
+                               "device": result["device"], "command": result.get("command", "svgtpu bench gpu"),
+                               "machine": f"jax {result['jax']} ({result['backend']})",
+                               "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+        index.write_text(json.dumps(listed, indent=1) + "\n")
+    return written
 
 
 def committed_runs(directory: str | Path | None = None) -> list[dict]:

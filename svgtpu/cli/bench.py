@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from svgtpu.cli.common import command, tile_arguments
 from svgtpu.errors import positive_int
@@ -101,6 +102,7 @@ def run_bench_gpu(args):
     gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions)  # refusals first
     out = gpu_results.check_out(args.out) if args.out else None
     result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget, sections=sections, resolutions=resolutions)
+    result["command"] = " ".join(["svgtpu bench gpu", *sys.argv[3:]]) if sys.argv[1:3] == ["bench", "gpu"] else None
     if out is None and not args.smoke:
         out = gpu_results.run_path(result["date"], result["commit"])
         out.parent.mkdir(parents=True, exist_ok=True)
