@@ -7,7 +7,8 @@ One module per concept, on floors that import only downward (drawn in :mod:`svgt
   :mod:`~svgtpu.recipes`, :mod:`~svgtpu.production`, :mod:`~svgtpu.warmup`: SVG's cited recipes, the
   production setup, SVG's dense warm-up (steps and layers);
 - :mod:`~svgtpu.masks`: SVG masks, tile alignment, tile classification (C3), STA / radial / block masks;
-- :mod:`~svgtpu.kernels`: reference, Splash and tokamax baselines and our block-sparse Pallas kernel (C4);
+- :mod:`~svgtpu.kernels`: our block-sparse Pallas kernel (C4), its GPU port and the float64 reference;
+  :mod:`~svgtpu.baselines`: JAX's Splash and tokamax on our masks; :mod:`~svgtpu.course`: notebooks 01/01b's answers;
 - :mod:`~svgtpu.attention`: online head profiling, ``svg_attention``, SVG2, multi-device sharding;
 - :mod:`~svgtpu.model`, :mod:`~svgtpu.toy`: one Wan block; the toy Wan-shaped video DiT, its training,
   sampling and fidelity;

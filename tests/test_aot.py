@@ -15,7 +15,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from svgtpu.compiler.aot import compile_report, compile_reports, describe, unit_table
 from svgtpu.compiler.compile import libtpu_available
-from svgtpu.kernels import lessons
+from svgtpu.course import lessons
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 

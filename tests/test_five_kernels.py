@@ -19,8 +19,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from svgtpu.kernels import lessons, lessons_by_hand
-from svgtpu.kernels.lessons import MASK_VALUE, online_softmax_update, tile_mask
+from svgtpu.course import lessons, lessons_by_hand
+from svgtpu.course.lessons import MASK_VALUE, online_softmax_update, tile_mask
 from svgtpu.kernels.plan import FIRST, LAST
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.report.reproduce import NOTEBOOK_DIR
@@ -480,3 +480,44 @@ def test_a_check_reads_the_kernel_as_edited_not_its_first_trace(tmp_path):
     namespace["matmul_kernel"] = _matmul_kernel(f32_result=False)  # broken again, the check rerun
     with pytest.raises(AssertionError, match="returns bfloat16"):
         exec(check, namespace)
+
+
+def test_the_lessons_updates_are_the_production_update():
+    """The course's online-softmax updates (query-major, exercise 3; key-major, exercise 11) carry the same state
+    as the production kernels' ``tile_update`` and ``tile_update_key_major`` over a masked tile in three chunks:
+    the sums ``l`` and outputs ``acc`` agree step by step (the production kernels keep ``m`` in base 2 and
+    scale inside; a row with no allowed key yet collects the same junk in both), and the finished rows are
+    float64 attention."""
+    from svgtpu.kernels.block_sparse import LOG2E, tile_update, tile_update_key_major
+    seed = 52
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    bq, bkv, d, chunks = 136, 72, 40, 3  # no tile multiple
+    q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for n in (bq, chunks * bkv, chunks * bkv))
+    allowed = rng.random((bq, chunks * bkv)) < 0.5
+    allowed[:4] = False                 # rows with no key at all
+    allowed[4:9, :2 * bkv] = False      # rows whose first allowed key comes in the last chunk
+    scale = 1 / np.sqrt(d)
+    ours = (jnp.full((bq, 1), -jnp.inf), jnp.zeros((bq, 1)), jnp.zeros((bq, d)))
+    ours_km = (jnp.full((8, bq), -jnp.inf), jnp.zeros((8, bq)), jnp.zeros((d, bq)))
+    lesson = (jnp.full((bq, 1), MASK_VALUE), jnp.zeros((bq, 1)), jnp.zeros((bq, d)))
+    lesson_km = (jnp.full((1, bq), MASK_VALUE), jnp.zeros((1, bq)), jnp.zeros((d, bq)))
+    for c in range(chunks):
+        keys = slice(c * bkv, (c + 1) * bkv)
+        mask = jnp.asarray(allowed[:, keys])
+        s = jnp.where(mask, jnp.asarray(q @ k[keys].T * scale), MASK_VALUE)
+        ours = tile_update(q, k[keys], v[keys], *ours, mask, scale)
+        ours_km = tile_update_key_major(q, k[keys], v[keys], *ours_km, mask.T, scale)
+        lesson = online_softmax_update(s, v[keys], *lesson)
+        lesson_km = lessons_by_hand.key_major_update(s.T, v[keys], *lesson_km)
+        for name, (_, l, acc) in {"query-major": lesson, "key-major": (None, lesson_km[1].T, lesson_km[2].T)}.items():
+            production = ours if name == "query-major" else (None, ours_km[1][:1].T, ours_km[2].T)
+            np.testing.assert_allclose(l, production[1], rtol=1e-5, err_msg=f"{name} l, chunk {c}")
+            np.testing.assert_allclose(acc, production[2], rtol=1e-5, atol=1e-4, err_msg=f"{name} acc, chunk {c}")
+    seen = allowed.any(axis=1)
+    np.testing.assert_allclose(np.asarray(ours[0])[seen, 0], np.asarray(lesson[0])[seen, 0] * LOG2E, rtol=1e-6)
+    logits = np.where(allowed, q.astype(np.float64) @ k.T.astype(np.float64) * scale, -np.inf)[seen]
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    reference = weights @ v.astype(np.float64) / weights.sum(axis=1, keepdims=True)
+    for out in (np.asarray(lesson[2] / lesson[1]), np.asarray(lesson_km[2] / lesson_km[1]).T):
+        assert np.abs(out[seen] - reference).max() <= 1e-5 * np.abs(reference).max()

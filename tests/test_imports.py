@@ -21,6 +21,8 @@ LAYERS = [
      "svgtpu.model.config"},
     {"svgtpu.masks"},
     {"svgtpu.kernels"},
+    {"svgtpu.baselines"},
+    {"svgtpu.course"},
     {"svgtpu.attention"},
     {"svgtpu.model"},
     {"svgtpu.toy"},

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from svgtpu.geometry import VideoGeometry
-from svgtpu.kernels import (KernelConfig, block_sparse_attention, mask_array, reference_attention,
-                            splash_attention, tile_plan)
+from svgtpu.baselines.splash import splash_attention
+from svgtpu.kernels import KernelConfig, block_sparse_attention, mask_array, reference_attention, tile_plan
 from svgtpu.kernels.plan import FIRST, LAST
 from svgtpu.masks.core import ArrayMask, BandSinkMask, DenseMask, PermutedMask, align, svg_mask
 from svgtpu.masks.tiles import EMPTY, classify

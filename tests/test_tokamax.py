@@ -1,11 +1,11 @@
-"""tokamax's splash kernel on our masks (svgtpu.kernels.tokamax), Pallas interpret mode, against float64."""
+"""tokamax's splash kernel on our masks (svgtpu.baselines.tokamax), Pallas interpret mode, against float64."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from svgtpu.kernels.reference import float64_attention
-from svgtpu.kernels.tokamax import tokamax_attention
+from svgtpu.baselines.tokamax import tokamax_attention
 from svgtpu.masks.core import ArrayMask, BandSinkMask
 
 

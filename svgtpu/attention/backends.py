@@ -13,7 +13,8 @@ from svgtpu.attention.base import Attention, dense_attention, with_warmup
 from svgtpu.attention.svg import SVGConfig, svg_attention
 from svgtpu.attention.svg2 import SVG2Config, svg2_backend
 from svgtpu.geometry import VideoGeometry
-from svgtpu.kernels import KernelConfig, splash_attention
+from svgtpu.baselines.splash import splash_attention
+from svgtpu.kernels import KernelConfig
 from svgtpu.kernels.api import block_sparse
 from svgtpu.masks.core import DenseMask, Mask
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION

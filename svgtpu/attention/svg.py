@@ -164,8 +164,8 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, mask: Mask, config: SVGConf
     if config.kernel == "reference":
         out = kernels.reference_attention(q, k, v, mask, sm_scale=scale)
     elif config.kernel == "splash":
-        out = kernels.splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
-                                       sm_scale=scale)
+        from svgtpu.baselines.splash import splash_attention
+        out = splash_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv, sm_scale=scale)
     else:
         out = block_sparse(q, k, v, mask, config=config.kernel_config, sm_scale=scale)  # TPU or GPU kernel
     return out.reshape(*lead, L, d)

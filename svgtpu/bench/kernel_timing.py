@@ -26,11 +26,12 @@ import numpy as np
 
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
-from svgtpu.kernels import splash_attention, tile_plan
+from svgtpu.baselines.splash import splash_attention
+from svgtpu.kernels import tile_plan
 from svgtpu.kernels.api import block_sparse
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.common import as_masks, resolve_interpret
-from svgtpu.kernels.tokamax import tokamax_attention
+from svgtpu.baselines.tokamax import tokamax_attention
 from svgtpu.masks.core import DenseMask, align, alignment_diff, make_mask, svg_mask
 from svgtpu.facts.results import provenance
 from svgtpu.masks.tiles import classify

@@ -15,7 +15,9 @@ and those below, never one above)::
     costmodel                       the TPU cost model
     toy, model                      the toy DiT, the Wan block
     attention                       SVG: profiling, layout, sharding
-    kernels                         our Pallas kernels and the baselines
+    course                          the notebooks' worked answers and their checks
+    baselines                       Splash and tokamax on our masks
+    kernels                         our Pallas kernels (TPU, GPU), their plan, the reference
     masks                           masks and tiles
     geometry, recipes, production, warmup, launch, model.config      the setting
     facts, errors, tpu_env          this floor: imports nothing of svgtpu but errors

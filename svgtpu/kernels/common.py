@@ -2,7 +2,7 @@
 softmax scale, padding to tiles, and which TPU generation code is lowered for (interpret or compiled).
 
 The TPU kernels (:mod:`~svgtpu.kernels.block_sparse`, :mod:`~svgtpu.kernels.dynamic`), the GPU port
-(:mod:`~svgtpu.kernels.gpu`) and the Splash baseline (:mod:`~svgtpu.kernels.splash`) all validate
+(:mod:`~svgtpu.kernels.gpu`) and the Splash baseline (:mod:`~svgtpu.baselines.splash`) all validate
 their inputs here, once, at the boundary; none of them imports another to borrow a check.
 """
 

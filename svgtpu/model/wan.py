@@ -235,10 +235,10 @@ def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q:
     def kernel(q, k, v):  # [heads, L, d] -> [heads, L, d], one dense mask for every head
         L = q.shape[1]
         if name == "splash":
-            from svgtpu.kernels.splash import splash_attention
+            from svgtpu.baselines.splash import splash_attention
             return splash_attention(q, k, v, DenseMask(L), block_q=block_q, block_kv=block_kv)
         if name == "tokamax":
-            from svgtpu.kernels.tokamax import tokamax_attention
+            from svgtpu.baselines.tokamax import tokamax_attention
             return tokamax_attention(q, k, v, DenseMask(L), block_q=block_q, block_kv=block_kv)
         from svgtpu.kernels.api import block_sparse
         return block_sparse(q, k, v, DenseMask(L), config=config, implementation=implementation)

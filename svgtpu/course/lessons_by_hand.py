@@ -2,8 +2,8 @@
 
 Notebook 01 hands the student the plan, the grid and the copies; 01b has them write each (the notebook
 gives the ``pallas_call`` around a kernel, the student writes the part named here).  The first exercise,
-the row plan and the scalar-prefetch grid, has its answers in :mod:`svgtpu.kernels.lessons`
-(:func:`~svgtpu.kernels.lessons.row_plan`, :func:`~svgtpu.kernels.lessons.sparse_attention`), where
+the row plan and the scalar-prefetch grid, has its answers in :mod:`svgtpu.course.lessons`
+(:func:`~svgtpu.course.lessons.row_plan`, :func:`~svgtpu.course.lessons.sparse_attention`), where
 notebook 01 imports them as given code.
 
 7. :func:`chunked_flash_kernel` — flash attention whose kv tile is walked in ``block_kv_compute`` chunks by
@@ -28,7 +28,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from svgtpu.kernels.lessons import online_softmax_update
+from svgtpu.course.lessons import online_softmax_update
 
 
 # -- 7. the kv-chunk loop ------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def mha_flash_attention(q, k, v, kernel, block_q: int = 128, block_kv: int = 128
 # -- 11. the PV product key-major ----------------------------------------------------------------
 
 def key_major_update(s, v, m_prev, l_prev, acc_prev):
-    """:func:`~svgtpu.kernels.lessons.online_softmax_update` turned key-major: scores ``s`` [bkv, bq]
+    """:func:`~svgtpu.course.lessons.online_softmax_update` turned key-major: scores ``s`` [bkv, bq]
     (keys down, queries across), values ``v`` [bkv, d], per-query ``m`` and ``l`` [1, bq] (reduced over
     keys, axis 0), unnormalized output ``acc`` [d, bq].  The PV product is ``vᵀ·p``: it contracts the keys
     (axis 0 of both) and its output is as wide as the query block."""

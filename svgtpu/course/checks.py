@@ -47,7 +47,7 @@ DEVICE_KINDS = {"v5e": ("TPU v5 lite", 1), "v5p": ("TPU v5", 2), "v6e": ("TPU v6
 #: fraction of it.
 BF16_ROUNDING = float(jnp.finfo(jnp.bfloat16).eps) / 2
 #: Modules whose functions are worked solutions (what :func:`whose` calls "the worked solution").
-SOLUTION_MODULES = ("svgtpu.kernels.lessons", "svgtpu.kernels.lessons_by_hand")
+SOLUTION_MODULES = ("svgtpu.course.lessons", "svgtpu.course.lessons_by_hand")
 
 
 def attention64(q, k, v, allowed=None) -> np.ndarray:
@@ -105,11 +105,11 @@ def check_row_plan(row_plan, rng: np.random.Generator, maps: int = 12) -> int:
 
 
 def whose(*functions) -> str:
-    """``"the worked solution (svgtpu/kernels/lessons.py)"`` when every function comes from it, else
+    """``"the worked solution (svgtpu/course/lessons.py)"`` when every function comes from it, else
     ``"your code"``: each check prints it, so a student always knows what passed."""
     from_solutions = [getattr(f, "__module__", None) in SOLUTION_MODULES for f in functions]
     if all(from_solutions):
-        return "the worked solution (svgtpu/kernels/lessons.py)"
+        return "the worked solution (svgtpu/course/lessons.py)"
     return "your code" if not any(from_solutions) else "your code with parts of the worked solution"
 
 

@@ -14,7 +14,7 @@ kernel, :mod:`svgtpu.kernels.block_sparse`, adds those).
 
 :func:`row_plan` and :func:`sparse_attention` (the plan and the scalar-prefetch grid around kernels 4 and
 5) are given in notebook 01 and written by the student in ``notebooks/01b_block_sparse_by_hand``, whose
-other answers live in :mod:`svgtpu.kernels.lessons_by_hand`.
+other answers live in :mod:`svgtpu.course.lessons_by_hand`.
 """
 
 from __future__ import annotations

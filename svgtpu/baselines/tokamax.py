@@ -2,7 +2,7 @@
 
 tokamax (the Pallas kernel library, pinned in requirements.txt) carries the current TPU splash
 kernel: it walks a compacted list of the active tiles (like our ragged plan) and runs a mask-free
-body for full tiles (like our fast path).  Used as a library, as :mod:`svgtpu.kernels.splash` uses
+body for full tiles (like our fast path).  Used as a library, as :mod:`svgtpu.baselines.splash` uses
 JAX's Splash: q is padded to a multiple of ``block_q``, k and v to one of ``block_kv``, and the mask
 (one for every head: tokamax takes a 2-D mask) becomes a ``NumpyMask`` of the padded shape with the
 padded keys disallowed (materialized: fine at test and benchmark sizes).  tokamax takes no softmax
@@ -50,7 +50,7 @@ def _tokamax(q, k, v, rows, *, kernel, Lq, Lk, sm_scale):
 def tokamax_attention(q, k, v, mask, *, block_q: int, block_kv: int, block_kv_compute: int | None = None,
                       interpret=None, sm_scale: float | None = None):
     """Masked attention with tokamax's splash kernel; same inputs and conventions as
-    :func:`~svgtpu.kernels.splash.splash_attention` (``[heads, L, d]``, ``sm_scale=None`` ->
+    :func:`~svgtpu.baselines.splash.splash_attention` (``[heads, L, d]``, ``sm_scale=None`` ->
     ``1/sqrt(d)``, zeros for rows without keys, interpret mode off-TPU), one mask for all heads."""
     config = resolve_config(None, block_q, block_kv, block_kv_compute, True)
     masks = check_inputs(q, k, v, mask)
