@@ -204,21 +204,60 @@ def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
     assert "recipe A" in speedup["why"] and "recipe B" not in speedup["why"]
     assert rows["minutes saved per video"]["verdict"] == "contradicted: our model puts it lower than reported"  # < 16
     assert rows["self-attention share at 1440p"]["verdict"] == "contradicted: our model puts it higher than reported"
-    assert "compiled Wan block's share: not yet measured" in rows["self-attention share at 1440p"]["why"]
+    assert "compiled Wan block's static-cycle share: not yet measured" in rows["self-attention share at 1440p"]["why"]
     assert rows["partial tiles before -> after alignment"]["verdict"] == "not testable here"
     assert rows["mask-free fast path lowers latency"]["verdict"] == "direction only"
-    assert rows["attention cost quadratic in resolution"]["verdict"] == \
-        "contradicted: our evidence puts it lower than reported"                           # 1.7 + 0.05 < 2
-    assert rows["the same, toy DiT timed on this CPU (secondary)"]["verdict"] == "consistent"
+    # C5 is judged on a measured exponent with an interval; the compiled one and the toy's are checks
+    assert rows["attention cost quadratic in resolution"]["verdict"] == paper.NOT_YET_VERDICT
+    assert rows["the same, compiled cycles or exact FLOPs"]["verdict"] == paper.CHECK_VERDICT
+    assert "lies outside" in rows["the same, compiled cycles or exact FLOPs"]["why"]          # 1.7 + 0.05 < 2
+    assert rows["the same, toy DiT timed on this CPU"]["verdict"] == paper.CHECK_VERDICT
     summary = paper.verdict_summary(data)
-    assert summary.startswith("Does it reproduce? Consistent: C1 1440p end-to-end speedup; C5 the same")
+    assert summary.startswith("Does it reproduce? Consistent: C1 1440p end-to-end speedup. Contradicted: ")
     assert "C2 self-attention share at 1440p (our model puts it higher than reported)" in summary
+    assert "Checks, not evidence: C5 the same, compiled cycles or exact FLOPs; C5 the same, toy DiT" in summary
     # a row whose evidence is missing renders "not yet", never a verdict
     empty = {r["claim"]: r["verdict"] for r in paper.verdicts(results.empty_results())}
     assert set(empty.values()) == {paper.NOT_YET_VERDICT}
     exact = _results(tmp_path / "b", **{"C5.flops_exponent": (2.01, {"provenance": "computed"})})
-    c5 = next(r for r in paper.verdicts(exact) if r["claim"].startswith("C5 attention"))
-    assert c5["verdict"] == "reproduced" and "±0.05" in c5["why"]
+    c5 = next(r for r in paper.verdicts(exact) if r["claim"].startswith("C5 the same, compiled"))
+    assert c5["verdict"] == paper.CHECK_VERDICT and "±0.05" in c5["why"] and "lies inside" in c5["why"]
+
+
+def test_c5_is_judged_on_a_measured_exponent_only_with_its_interval(tmp_path):
+    """The measured row waits (and says what it holds) until the exponent carries an interval; then it can fail."""
+    def c5(**extra):
+        data = _results(tmp_path / str(len(extra)), **{"C5.gpu_attention_exponent_dense-cudnn": (
+            2.01, {"provenance": "measured-gpu-h200", **extra})})
+        return next(r for r in paper.verdicts(data) if r["claim"].startswith("C5 attention"))
+    bare = c5()
+    assert bare["verdict"] == paper.NOT_YET_VERDICT and "2.01 `measured-gpu-h200` without an interval" in bare["why"]
+    assert c5(interval=[1.97, 2.05])["verdict"] == "reproduced"
+    assert c5(interval=[2.005, 2.02])["verdict"] == "contradicted: our evidence puts it higher than reported"
+
+
+def test_two_primary_instruments_must_agree():
+    """The agreement rule can fail both ways: a point or an interval outside the first's interval disagrees."""
+    assert paper.agreement(0.89, (0.86, 0.90), 0.88) is None                     # inside: agree
+    assert paper.agreement(0.89, (0.86, 0.90), 0.92) == "higher"
+    assert paper.agreement(0.89, (0.86, 0.90), 0.80) == "lower"
+    assert paper.agreement(0.89, (0.86, 0.90), 0.92, (0.895, 0.95)) is None      # intervals overlap
+    assert paper.agreement(0.89, (0.86, 0.90), 0.92, (0.905, 0.95)) == "higher"
+
+
+def test_c2_says_when_the_compiled_block_falls_outside_the_model(tmp_path):
+    def c2(compiled):
+        data = _results(tmp_path / str(compiled), **{
+            "C2.attention_share_1440p": (0.893, {"unit": "fraction", "band": [0.858, 0.902], "provenance": "modeled-v6e"}),
+            "C2.compiled_attention_share_1440p": (compiled, {"unit": "fraction", "provenance": "compiled-v6e"})})
+        return next(r for r in paper.verdicts(data) if r["claim"].startswith("C2"))
+    agree, disagree = c2(0.88), c2(0.9218)
+    assert agree["verdict"] == "reproduced" and "the instruments agree" in agree["why"]
+    assert disagree["verdict"] == "instruments disagree: the compiled Wan block puts it higher than our model"
+    assert "our model alone: reproduced" in disagree["why"] and "92.18 %" in disagree["why"]
+    assert "Instruments disagree: C2 self-attention share at 1440p" in paper.verdict_summary(
+        _results(tmp_path / "s", **{"C2.attention_share_1440p": (0.893, {"unit": "fraction", "band": [0.858, 0.902]}),
+                                    "C2.compiled_attention_share_1440p": (0.9218, {"unit": "fraction"})}))
 
 
 def test_sixteen_minutes_saved_is_a_floor_on_the_dense_time():

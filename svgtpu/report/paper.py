@@ -124,10 +124,12 @@ CLAIM_ROWS = [
     ClaimRow("C2", "compiled_attention_share_1440p", f"self-attention share of one compiled Wan block's static cycles, "
              f"{PRODUCTION.resolution}", "{}", compare_to="attention_share_1440p"),
     ClaimRow("C2", "compiled_attention_share_720p", "the same at 720p"),
-    ClaimRow("C5", "compiled_cycles_exponent", "our kernel's compiled whole-kernel cycles ∝ L^k over 480p ... 2160p",
+    ClaimRow("C5", "compiled_cycles_exponent", "our kernel's compiled whole-kernel cycles ∝ L^k over 480p ... 2160p "
+             "(a check: quadratic by construction)",
              "quadratic"),
-    ClaimRow("C5", "flops_exponent", "exact FLOPs ∝ L^k over 480p ... 2160p", "quadratic"),
-    ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU (secondary)",
+    ClaimRow("C5", "flops_exponent", "exact FLOPs ∝ L^k over 480p ... 2160p (a check: quadratic by construction)", "quadratic"),
+    ClaimRow("C5", "toy_attention_exponent", "attention time ∝ L^k, exponent k, toy DiT timed on this CPU (a check: "
+             "its interval does not hold the spread between runs)",
              "quadratic"),
     ClaimRow("Q", "psnr_aligned", "PSNR of snap-aligned SVG vs dense video, toy DiT (snapping changes the kept pairs: "
              "not at the unaligned row's density)"),
@@ -343,9 +345,12 @@ def against_tpu_table(data: dict) -> str:
 # -- does it reproduce? ----------------------------------------------------------------------
 # The rules are written once, in judge() below, and explained for readers in docs/verdicts.md.
 
-VERDICTS = ("reproduced", "consistent", "contradicted", "direction only", "not testable here")
+VERDICTS = ("reproduced", "consistent", "contradicted", "instruments disagree", "direction only", "not testable here")
 #: What a row says when the results file does not hold its evidence yet (not a verdict).
 NOT_YET_VERDICT = "not yet"
+#: What a row says that could not have failed, or whose interval does not hold its run-to-run spread: shown
+#: as a check of our arithmetic or timing, never as evidence (not a verdict).
+CHECK_VERDICT = "check"
 #: An interval discriminates when its width is at most this share of its central value: then a value
 #: inside it is *reproduced*, else only *consistent* with it.
 NARROW = 0.20
@@ -445,12 +450,6 @@ def _sparse_layers(entry: dict) -> str:
             "the unknown constants with the calibration refitted and of the sparse-layer evidence")
 
 
-def _compiled_share(data: dict) -> str:
-    compiled = _entry(data, "C2.compiled_attention_share_1440p")
-    return (f" The compiled Wan block's static-cycle share: {_ours(compiled)} `{compiled['provenance']}`."
-            if compiled else " The compiled Wan block's share: not yet measured.")
-
-
 #: The named pieces a row's reason may hold besides the rule's own ``{why}``: each made from the results and
 #: the judged entry.  ``{key}`` is the judged entry's results key.
 NOTES = {
@@ -459,7 +458,6 @@ NOTES = {
     "sparse_layers": lambda data, entry, row: _sparse_layers(entry),
     "scenarios": lambda data, entry, row: _scenarios_containing(data, row.reported),
     "dense_floor": lambda data, entry, row: f"{saved_minutes_floor():.1f}",
-    "compiled_share": lambda data, entry, row: _compiled_share(data),
     "interval_source": lambda data, entry, row: ("given" if _interval(entry) else
                                                  f"±{EXPONENT_TOLERANCE:g}, a deterministic instrument"),
 }
@@ -473,7 +471,9 @@ class VerdictRow:
     ``"own"`` the entry's band, interval or IQR (the row waits for one: *not yet*); ``"tolerance"`` its own, else
     ± :data:`EXPONENT_TOLERANCE` around the value (a deterministic instrument); ``"CLAIM.name"`` the value of that
     entry.  ``before``: the effect rule's *before* entry (the evidence is *after*).  ``reason``: the why, a
-    template holding ``{why}`` (the rule's reason in numbers) and any of :data:`NOTES`.
+    template holding ``{why}`` (the rule's reason in numbers) and any of :data:`NOTES`.  ``second``: a second
+    primary instrument's key, named ``second_name`` (*the compiled Wan block*) and described by ``second_what``:
+    the agreement rule (:func:`agreement`) applies.  ``check``: the row is a check, never a verdict.
     """
 
     claim: str
@@ -487,6 +487,10 @@ class VerdictRow:
     before: str | None = None
     sense: tuple[str, str] = ("higher", "lower")
     ours: str = "our evidence"
+    second: str | None = None
+    second_name: str = ""
+    second_what: str = ""
+    check: bool = False
 
 
 class _Reason(dict):
@@ -500,9 +504,39 @@ class _Reason(dict):
         return NOTES[name](self.data, self.entry, self.row)
 
 
+def agreement(value: float, interval: tuple[float, float], second: float,
+              second_interval: tuple[float, float] | None = None) -> str | None:
+    """Where a second primary instrument falls against the first's ``interval`` (docs/verdicts.md, agreement):
+    ``None`` when they agree (a point ``second`` inside it, or its ``second_interval`` overlapping it), else
+    ``"higher"`` or ``"lower"``."""
+    low, high = interval
+    s_low, s_high = second_interval or (second, second)
+    if s_high < low:
+        return "lower"
+    if s_low > high:
+        return "higher"
+    return None
+
+
+def _agree(row: VerdictRow, data: dict, entry: dict, interval, verdict: str) -> tuple[str, str]:
+    """The verdict after the agreement rule, and the sentence that says where the second instrument falls."""
+    second = _entry(data, row.second)
+    if second is None:
+        return verdict, f" {row.second_what[0].upper()}{row.second_what[1:]}: not yet measured."
+    shown = f"{row.second_what}: {_ours(second)} `{second['provenance']}`"
+    side = agreement(entry["value"], interval, second["value"], _interval(second))
+    if side is None:
+        return verdict, f" {shown[0].upper()}{shown[1:]}, inside {row.ours}'s interval: the instruments agree."
+    unit = entry.get("unit", "")
+    bounds = " – ".join(format_value(b, unit) for b in interval)
+    return (f"instruments disagree: {row.second_name} puts it {side} than {row.ours}",
+            f" {shown[0].upper()}{shown[1:]}, {'above' if side == 'higher' else 'below'} {row.ours}'s interval "
+            f"({bounds}): the instruments disagree; {row.ours} alone: {verdict}.")
+
+
 def judge_row(row: VerdictRow, data: dict) -> tuple[dict, str, str] | None:
     """The judged entry, the verdict and the reason of ``row`` from the results; ``None`` while they lack
-    its evidence."""
+    its evidence (:func:`waiting` says what is missing)."""
     key = next((k for k in row.evidence if _entry(data, k) is not None), None)
     if key is None:
         return None
@@ -526,7 +560,21 @@ def judge_row(row: VerdictRow, data: dict) -> tuple[dict, str, str] | None:
             return None
         interval = tuple(other["value"])
     verdict, why = judge(row.rule, value, row.reported, interval, sense=row.sense, ours=row.ours)
-    return entry, verdict, row.reason.format_map(_Reason(data, entry, row, why, key))
+    reason = row.reason.format_map(_Reason(data, entry, row, why, key))
+    if row.second is not None:
+        verdict, sentence = _agree(row, data, entry, interval, verdict)
+        reason += sentence
+    return entry, (CHECK_VERDICT if row.check else verdict), reason
+
+
+def waiting(row: VerdictRow, data: dict) -> str:
+    """Why ``row`` has no verdict yet: the evidence it lacks, or the value it holds without an interval."""
+    held = next((k for k in row.evidence if _entry(data, k) is not None), None)
+    if held is not None and row.interval == "own" and not _interval(_entry(data, held)):
+        entry = _entry(data, held)
+        return (f"{NOT_YET}: `{held}` holds {_ours(entry)} `{entry['provenance']}` without an interval, and this row "
+                "is judged only with one.")
+    return f"{NOT_YET}: the results file lacks this row's evidence."
 
 
 _C3_BEFORE, _C3_AFTER = (100 * REPORTED["C3", k] for k in ("partial_share_before", "partial_share_after"))
@@ -542,8 +590,10 @@ VERDICT_ROWS = [
                "the dense run took at least {dense_floor} min.",
                reported=REPORTED["C1", "minutes_saved"], ours="our model"),
     VerdictRow("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]),
-               "interval", ("C2.attention_share_1440p",), "modeled share of the DiT's time; {why}.{compiled_share}",
-               reported=REPORTED["C2", "attention_share_1440p"], ours="our model"),
+               "interval", ("C2.attention_share_1440p",), "modeled share of the DiT's time; {why}.",
+               reported=REPORTED["C2", "attention_share_1440p"], ours="our model",
+               second="C2.compiled_attention_share_1440p", second_name="the compiled Wan block",
+               second_what="the compiled Wan block's static-cycle share"),
     VerdictRow("C3", "partial tiles before -> after alignment", f"{_C3_BEFORE:g} % -> {_C3_AFTER:g} %", "effect",
                ("C3.partial_share_after",),
                f"the write-up's band, tiles and counting are unpublished, so its exact {_C3_BEFORE:g} % -> "
@@ -554,13 +604,19 @@ VERDICT_ROWS = [
                "the write-up gives a direction, no number; at the production tile, whole-kernel static cycles of ours "
                "on the SVG mask, fast path off / on: {why} (compiled, not run: static cycles are not latency)."),
     VerdictRow("C5", "attention cost quadratic in resolution", "quadratic", "interval",
-               ("C5.compiled_cycles_exponent", "C5.flops_exponent"),
-               "exponent k of cost ∝ L^k over the resolutions (`{key}`, interval {interval_source}); quadratic is "
-               "k = 2: {why}.", reported=2.0, interval="tolerance"),
-    VerdictRow("C5", "the same, toy DiT timed on this CPU (secondary)", "quadratic", "interval",
+               ("C5.gpu_attention_exponent_dense-cudnn",),
+               "exponent k of dense attention time ∝ L^k measured over the resolutions (`{key}`, interval from its "
+               "timing rounds); quadratic is k = 2: {why}.", reported=2.0),
+    VerdictRow("C5", "the same, compiled cycles or exact FLOPs", "quadratic",
+               "interval", ("C5.compiled_cycles_exponent", "C5.flops_exponent"),
+               "check, not evidence: one tile body's static cycles times a tile count that grows as L², or FLOPs "
+               "counted, cannot depart from k = 2 beyond per-step overhead (`{key}`, interval {interval_source}): "
+               "{why}.", reported=2.0, interval="tolerance", check=True),
+    VerdictRow("C5", "the same, toy DiT timed on this CPU", "quadratic", "interval",
                ("C5.toy_attention_exponent",),
-               "secondary: toy DiT attention timed on this CPU, every length in each round, bootstrap interval over "
-               "whole rounds; {why}.", reported=2.0, interval="C5.toy_attention_exponent_interval"),
+               "check, not evidence: toy DiT attention timed on this CPU, bootstrap interval over whole rounds of one "
+               "run, which does not hold the spread between runs (docs/verdicts.md); {why}.", reported=2.0,
+               interval="C5.toy_attention_exponent_interval", check=True),
 ]
 
 
@@ -570,13 +626,31 @@ def verdicts(data: dict) -> list[dict]:
     for row in VERDICT_ROWS:
         found = judge_row(row, data)
         if found is None:
-            ours, verdict, why = "—", NOT_YET_VERDICT, f"{NOT_YET}: the results file lacks this row's evidence."
+            held = next((_entry(data, k) for k in row.evidence if _entry(data, k) is not None), None)
+            ours = f"{_ours(held)} `{held['provenance']}`" if held else "—"
+            verdict, why = NOT_YET_VERDICT, waiting(row, data)
         else:
             entry, verdict, why = found
             ours = f"{_ours(entry)} `{entry['provenance']}`"
         rows.append({"claim": f"{row.claim} {row.what}", "reported": row.reported_text, "ours": ours,
-                     "verdict": verdict, "rule": row.rule, "why": why})
+                     "verdict": verdict, "rule": row.rule + (", agreement" if row.second else ""),
+                "why": why})
     return rows
+
+
+def with_measured_runs(data: dict, figures: Path) -> dict:
+    """``data`` with the entries of the newest committed GPU run of the package (``figures/gpu-runs/``) added
+    where ``data`` has none of that name: the measured instruments a verdict row may read (C5's timing)."""
+    from svgtpu.bench.gpu_results import latest_run
+
+    run = latest_run(figures / "gpu-runs")
+    if run is None:
+        return data
+    claims = {claim: dict(entries) for claim, entries in data["claims"].items()}
+    for claim, entries in run["data"].get("claims", {}).items():
+        for name, entry in entries.items():
+            claims.setdefault(claim, {}).setdefault(name, entry)
+    return {**data, "claims": claims}
 
 
 def verdict_table(data: dict) -> str:
@@ -587,20 +661,20 @@ def verdict_summary(data: dict) -> str:
     """One sentence per verdict: the claims it covers (rules: docs/verdicts.md)."""
     rows = verdicts(data)
     parts = []
-    for verdict in (*VERDICTS, NOT_YET_VERDICT):   # a contradiction says its direction after the claim
+    for verdict in (*VERDICTS, NOT_YET_VERDICT, CHECK_VERDICT):   # a contradiction says its direction after the claim
         names = [r["claim"] + (f" ({direction})" if direction else "")
                  for r in rows for category, _, direction in [r["verdict"].partition(": ")] if category == verdict]
         if names:
-            parts.append(f"{verdict}: {'; '.join(names)}")
+            parts.append(f"{'checks, not evidence' if verdict == CHECK_VERDICT else verdict}: {'; '.join(names)}")
     return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + " (rules: docs/verdicts.md)."
 
 
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
     if name == "verdicts":
-        return verdict_table(data)
+        return verdict_table(with_measured_runs(data, figures))
     if name == "verdict-summary":
-        return verdict_summary(data)
+        return verdict_summary(with_measured_runs(data, figures))
     if name == "claims":
         return claims_table(data)
     if name == "environment":
@@ -754,6 +828,6 @@ def generate(results: str | os.PathLike | None = None,
 
 
 __all__ = ["VERDICTS", "NOT_YET_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES", "judge",
-           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "agreement", "waiting", "with_measured_runs", "CHECK_VERDICT", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
            "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "against_tpu_table", "claims_table", "claim_details", "inline_value",
            "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]
