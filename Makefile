@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= cpu
 
-.PHONY: install test test-system figures lab clean gpu-bench
+.PHONY: install test test-system figures lab clean gpu-bench tpu-bench
 
 install: $(VENV)/.installed
 
@@ -53,6 +53,14 @@ gpu-bench:
 	@run=$$(ls -t figures/gpu-runs/*.json | head -1); echo "run file: $$run"; \
 	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi
 	@echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit -m 'H200 run: make gpu-bench'"
+
+# The prepared TPU run (svgtpu/bench/tpu.py) on a v6e VM, from the venv: a dated run file in figures/tpu-runs/
+# (never overwritten), copied to $$OUT where that names a folder.
+tpu-bench: install
+	mkdir -p build; $(PY) -m svgtpu bench tpu --json > build/tpu-bench.json; status=$$?; \
+	  tail -c 2000 build/tpu-bench.json; \
+	  if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp figures/tpu-runs/*.json build/tpu-bench.json "$$OUT"/; fi; exit $$status
+	@echo "Commit the run: git add figures/tpu-runs && git commit -m 'v6e run: make tpu-bench'"
 
 clean:
 	rm -rf build .pytest_cache

@@ -12,6 +12,9 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
 - the slices of notebook 05: one Wan 2.1 block per resolution and device of the profile, dense and SVG,
   as :mod:`svgtpu.compiler.wan_block` compiles it (cached in ``build/``, so the notebook reuses the compiles).
 
+Profile ``tpu-bench`` (``svgtpu bench tpu --preflight``) is instead every program of the prepared TPU run,
+:func:`svgtpu.bench.tpu.all_programs`, each compiled for the slice it runs on (:data:`svgtpu.bench.tpu.SLICES`).
+
 A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
 see: run-time errors, speed, and anything outside these programs (the host loop, file output).
 Provenance ``compiled-v6e``.
@@ -39,19 +42,49 @@ class Check:
 
     notebook: str
     what: str
-    job: CompileJob | BlockJob | None   # None: the profile's sizes are refused before compiling (``error``)
+    job: "CompileJob | BlockJob | Program | None"   # None: the profile's sizes are refused before compiling (``error``)
     target: str
     dit_config: str | None = None
     error: str | None = None
 
     @property
     def hosts(self) -> str:
+        if self.target == "tpu-bench":
+            return "several" if self.job.chips > 1 else "one"
         return "several" if self.target.startswith("sharded") or self.target == "wan-block" else "one"
+
+
+#: The profile of the prepared TPU run's programs (:mod:`svgtpu.bench.tpu`).
+TPU_BENCH = "tpu-bench"
+
+
+def tpu_bench_checks() -> list[Check]:
+    """Every program of ``svgtpu bench tpu`` (:func:`svgtpu.bench.tpu.all_programs`) as a compile check."""
+    from svgtpu.bench.tpu import FULL, all_programs
+    return [Check("bench tpu", p.name, p, "tpu-bench") for p in all_programs(FULL)]
+
+
+def compile_bench_program(p) -> dict:
+    """Compile one :class:`svgtpu.bench.tpu.Program` for v6e on the topology of its slice (in this process)."""
+    from jax.experimental import topologies
+
+    from svgtpu.bench.tpu import SLICES, program
+    from svgtpu.compiler.compile import compile_program
+    from svgtpu.kernels.common import compiling_for
+    devices = topologies.get_topology_desc(platform="tpu", topology_name=SLICES[p.chips]).devices[:p.chips]
+    try:
+        fn, args = program(p, devices)
+    except BadInput as e:
+        return {"compiled": False, "reason": str(e), "compile_s": 0.0}
+    with compiling_for("v6e"):
+        return compile_program(fn, args)[1]
 
 
 def checks(profile: str, dit: bool = True) -> list[Check]:
     """The programs ``profile`` will run, as compile checks (``dit=False`` leaves out the DiT steps,
     the slow ones to compile)."""
+    if profile == TPU_BENCH:
+        return tpu_bench_checks()
     out = []
     err = settings("03_mask_alignment", profile)
     if "error_geometry" in err:
@@ -116,6 +149,13 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
             rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": ONE_HOST,
                          "geometry": None, "compiled": False, "compile_s": 0.0, "reason": c.error})
             continue
+        if c.target == "tpu-bench":
+            from svgtpu.bench.tpu import SLICES
+            row = compile_bench_program(c.job)
+            rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": SLICES[c.job.chips],
+                         "geometry": c.job.geometry, "compiled": row["compiled"], "compile_s": row["compile_s"],
+                         "reason": row.get("reason")})
+            continue
         if c.target == "wan-block":
             result = cached_compile_block(c.job)
             rows.append({"notebook": c.notebook, "what": c.what, "target": c.target,
@@ -147,5 +187,5 @@ def format_preflight(result: dict) -> str:
                     + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
 
 
-__all__ = ["ONE_HOST", "MULTI_HOST", "Check", "checks", "wan_block_checks", "preflight",
+__all__ = ["ONE_HOST", "MULTI_HOST", "TPU_BENCH", "Check", "checks", "tpu_bench_checks", "compile_bench_program", "wan_block_checks", "preflight",
            "format_preflight"]

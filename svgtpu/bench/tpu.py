@@ -1,0 +1,573 @@
+"""The prepared TPU run (``svgtpu bench tpu``, ``make tpu-bench``): one run on a v6e VM (v6e-1 or v6e-8), within 30 minutes.
+
+No TPU has run anything of ours; this is the run that would settle the claims, written and tested before
+there is one (``--smoke`` runs the same code at tiny shapes on CPU, in Pallas' interpreter).  Every program
+it will run is one :class:`Program` of :func:`programs`, the one list the run and its compile check read
+(``svgtpu bench tpu --preflight`` compiles each for v6e ahead of time, :mod:`svgtpu.report.preflight`).
+Sections (``--sections``), each under its share of the time budget:
+
+1. **kernels** (720p, 1440p; one head, ``d = 128``, bf16): our kernel and JAX's Splash, each at its own best
+   tiles (ours: the tile ``svgtpu tune`` recorded, ``figures/tuned_tiles.json``; Splash: MaxDiffusion's Wan
+   tile for v6e with ``block_q`` a lane multiple, :data:`svgtpu.production.PRODUCTION`, and MaxDiffusion's
+   ``block_kv_compute``), on the dense mask, SVG's mask and the mask snapped to the tiles; ours with the fast
+   path off and on (C4 measured);
+2. **block** (720p, 1440p): one Wan 2.1 14B block (:class:`svgtpu.model.wan.WanBlock`, random bf16 weights)
+   with self-attention dense through Splash and through ours, with SVG (profiling, layout transform, ours on
+   the snapped mask), and with no attention (its output is ``v``): the self-attention share (C2) is
+   ``1 - t(no attention) / t(dense)``, the sparse block's speedup ``t(dense) / t(SVG)``;
+3. **moderate**: MaxDiffusion's moderate run's 720p setting (Wan 2.2 A14B, its two SVG densities), one block
+   as in 2.
+
+On several chips a block runs on all of them (CFG pair x Ulysses over the rest, weights replicated); a
+kernel on the first.  **Every variant is checked against float64 before it is timed** (sampled query rows
+against every key, on the host); a variant whose check fails or is skipped is not timed and the run's
+``all_ok`` is false.  A block's check is its self-attention function's (the rest of the block is the same
+XLA code in every variant); the block without attention is checked for a finite output.  Timing:
+interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios with their IQR.
+
+The run file is ``figures/tpu-runs/<date>-<commit>.json`` (provenance ``measured-tpu``), never overwritten:
+the path is checked before any work.  :func:`quantities` flattens it to the measured quantities that
+``figures/predictions/*.json`` predicted (:mod:`svgtpu.report.predictions`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import math
+import statistics
+import subprocess
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from svgtpu.errors import BadInput
+from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.production import PRODUCTION
+from svgtpu.warmup import DEFAULT_KEPT
+
+SECTIONS = ("kernels", "block", "moderate")
+#: The slices the run is prepared for: chips -> the topology its programs are compiled for (libtpu has no
+#: one-chip v6e topology: one chip is the first of a host's four).
+SLICES = {1: "v6e:2x2x1", 8: "v6e:2x4x1"}
+#: MaxDiffusion's moderate run (``svgtpu.costmodel.policy.MODERATE_KEYS``): its model, resolution and the
+#: SVG densities of its two experts (high noise, low noise).
+MODERATE_MODEL = "wan2.2-a14b"
+#: The Splash variants' tolerance and ours: bf16 inputs, float32 accumulation (as the GPU run's check).
+TOLERANCE = 2e-2
+#: Mask variants of the kernel section (:data:`svgtpu.compiler.variants.MASKS`).
+KERNEL_MASKS = ("dense", "svg", "svg-aligned")
+#: A block's self-attention variants: dense through Splash and ours, SVG through ours, none.
+BLOCK_ATTENTIONS = ("dense-splash", "dense-ours", "svg-ours", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """What one run measures: geometries per section, the block models, rows checked, time budget."""
+
+    kernel_geometries: tuple[str, ...] = ("720p", "1440p")
+    block_geometries: tuple[str, ...] = ("720p", "1440p")
+    moderate_geometry: str = "720p"
+    model: str | ModelConfig = PRODUCTION.model
+    moderate_model: str | ModelConfig = MODERATE_MODEL
+    moderate_kept: tuple[float, ...] = (0.5, 0.2)
+    kept: float = DEFAULT_KEPT
+    check_rows: int = 128
+    max_rounds: int = 9
+    budget_s: float = 1500.0
+    #: section -> weight of the time budget (compile time dominates the blocks)
+    weights: tuple[tuple[str, float], ...] = (("kernels", 0.3), ("block", 0.5), ("moderate", 0.2))
+    #: None: each kernel's best tiles (:func:`best_tiles`); else one ``(block_q, block_kv, kv_compute)`` for all
+    tiles: tuple[int, int, int] | None = None
+    profile: str = "v6e"
+
+
+FULL = Sizes()
+_SMOKE_MODEL = ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
+                           source="the smoke profile: tiny shapes")
+#: The same code at tiny shapes (interpret mode on CPU): one small geometry everywhere, 128-square tiles.
+SMOKE = Sizes(kernel_geometries=("2x8x10",), block_geometries=("2x8x10",), moderate_geometry="2x8x10",
+              model=_SMOKE_MODEL, moderate_model=_SMOKE_MODEL, check_rows=16, max_rounds=2, budget_s=600.0,
+              tiles=(128, 128, 128), profile="smoke")
+
+
+def _model(m: str | ModelConfig) -> ModelConfig:
+    return m if isinstance(m, ModelConfig) else MODELS[m]
+
+
+def best_tiles(kernel: str, geometry: str, sizes: Sizes = FULL) -> tuple[int, int, int]:
+    """``(block_q, block_kv, block_kv_compute)`` a kernel runs at: ours the tile ``svgtpu tune`` recorded for
+    v6e at ``geometry`` (the production tile where none is), Splash MaxDiffusion's (module doc)."""
+    if sizes.tiles is not None:
+        return sizes.tiles
+    from svgtpu.compiler.tile_table import theirs_kv_compute
+    if kernel == "splash":
+        return PRODUCTION.block_q, PRODUCTION.block_kv, theirs_kv_compute(PRODUCTION.block_q, PRODUCTION.block_kv)
+    from svgtpu.compiler.tune import tuned_tile
+    from svgtpu.kernels.config import default_block_kv_compute
+    t = tuned_tile(geometry, "v6e")
+    if t is None:
+        return PRODUCTION.block_q, PRODUCTION.block_kv, default_block_kv_compute(PRODUCTION.block_q, PRODUCTION.block_kv)
+    return t["block_q"], t["block_kv"], t["block_kv_compute"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One program the run times: a kernel on a mask (``section`` kernels: ``variant`` ``ours-svg-fast``,
+    ``splash-dense``, as :class:`svgtpu.compiler.variants.Variant` names them) or a block with one
+    self-attention (:data:`BLOCK_ATTENTIONS`, ``svg-ours`` at a kept fraction) on ``chips`` chips."""
+
+    section: str
+    geometry: str
+    variant: str
+    kernel: str
+    mask: str
+    block_q: int
+    block_kv: int
+    block_kv_compute: int
+    fast_path: bool = True
+    kept: float = DEFAULT_KEPT
+    model: str | ModelConfig | None = None
+    chips: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.section} {self.geometry} {self.variant}"
+
+    def svg_config(self):
+        from svgtpu.attention.svg import SVGConfig
+        return SVGConfig(kept=self.kept, block_q=self.block_q, block_kv=self.block_kv,
+                         block_kv_compute=self.block_kv_compute, align="snap", fast_path=self.fast_path)
+
+    def the_mask(self):
+        """The mask the program's kernel runs (kernels: its variant's; blocks: dense or SVG's snapped band)."""
+        from svgtpu.geometry import get_geometry
+        from svgtpu.masks.core import DenseMask
+        g = get_geometry(self.geometry)
+        if self.mask == "dense":
+            return DenseMask(g.L)
+        if self.section == "kernels":
+            from svgtpu.attention.svg import SVGConfig
+            return SVGConfig(kept=self.kept, block_q=self.block_q, block_kv=self.block_kv,
+                             align="snap" if self.mask == "svg-aligned" else None).mask(g)
+        return self.svg_config().mask(g)
+
+
+def all_programs(sizes: Sizes = FULL) -> list[Program]:
+    """The programs of a run on any slice of :data:`SLICES` (a kernel runs on one chip of any): what
+    ``svgtpu bench tpu --preflight`` compiles."""
+    out = []
+    for chips in SLICES:
+        out += [p for p in programs(sizes, chips) if p not in out]
+    return out
+
+
+def programs(sizes: Sizes = FULL, chips: int = 1, sections=SECTIONS) -> list[Program]:
+    """Every program a run of ``sizes`` on ``chips`` chips times, in run order (the list preflight compiles)."""
+    out = []
+    if "kernels" in sections:
+        for g in sizes.kernel_geometries:
+            for kernel in ("ours", "splash"):
+                bq, bkv, kc = best_tiles(kernel, g, sizes)
+                for mask in KERNEL_MASKS:
+                    for fast in ((True, False) if kernel == "ours" and mask != "dense" else (True,)):
+                        tail = "" if kernel != "ours" else ("-fast" if fast else "-nofast")
+                        out.append(Program("kernels", g, f"{kernel}-{mask}{tail}", kernel, mask, bq, bkv, kc, fast,
+                                           kept=sizes.kept))
+    block_sections = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries if "block" in sections]
+    if "moderate" in sections:
+        block_sections.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
+    for section, g, model, kepts in block_sections:
+        ours, splash = best_tiles("ours", g, sizes), best_tiles("splash", g, sizes)
+        out.append(Program(section, g, "dense-splash", "splash", "dense", *splash, model=model, chips=chips))
+        out.append(Program(section, g, "dense-ours", "ours", "dense", *ours, model=model, chips=chips))
+        for kept in kepts:
+            name = "svg-ours" if len(kepts) == 1 else f"svg-ours-kept{kept:g}"
+            out.append(Program(section, g, name, "ours", "svg", *ours, kept=kept, model=model, chips=chips))
+        out.append(Program(section, g, "none", "none", "dense", *ours, model=model, chips=chips))
+    return out
+
+
+# -- the programs as functions ------------------------------------------------------------------
+
+def splash_heads(mask, L: int, block_q: int, block_kv: int, block_kv_compute: int):
+    """JAX's Splash on ``[heads, L, d]`` (scaled by ``1/sqrt(d)`` before it, padded to its tiles, heads one
+    after another), its mask read block by block as the compiled comparison gives it
+    (:func:`svgtpu.compiler.variants.library_mask`), with the VMEM limit our kernel asks for (the default
+    refuses MaxDiffusion's own tiles); interpret mode off-TPU."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.tpu import splash_attention as lib
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mlib
+
+    from svgtpu.compiler.variants import _with_vmem_limit, library_mask
+    from svgtpu.geometry import round_up
+    from svgtpu.kernels.common import resolve_interpret
+    _with_vmem_limit(splash_attention_kernel, "v6e")
+    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
+    kernel = lib.make_splash_mha(lib.MultiHeadMask([library_mask(mlib, mask, (Lq, Lk))]),
+                                 block_sizes=lib.BlockSizes(block_q=block_q, block_kv=block_kv,
+                                                            block_kv_compute=block_kv_compute),
+                                 head_shards=1, q_seq_shards=1, interpret=resolve_interpret(None))
+
+    def attend(q, k, v):
+        q = (q.astype(jnp.float32) / math.sqrt(q.shape[-1])).astype(q.dtype)
+        pad = lambda x, n: jnp.pad(x, ((0, 0), (0, n - L), (0, 0)))  # noqa: E731
+        one = lambda x: kernel(x[0][None], x[1][None], x[2][None])[0]  # noqa: E731
+        return jax.lax.map(one, (pad(q, Lq), pad(k, Lk), pad(v, Lk)))[:, :L]
+    return attend
+
+
+def kernel_fn(p: Program):
+    """``[heads, L, d] x 3 -> [heads, L, d]``: the kernel of a kernels-section program on its mask."""
+    mask = p.the_mask()
+    if p.kernel == "splash":
+        return splash_heads(mask, mask.L, p.block_q, p.block_kv, p.block_kv_compute)
+    from svgtpu.kernels.api import block_sparse
+    from svgtpu.kernels.config import KernelConfig
+    config = KernelConfig(p.block_q, p.block_kv, p.block_kv_compute, p.fast_path)
+    return lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic")
+
+
+def attention_fn(p: Program):
+    """A block program's self-attention (:class:`svgtpu.model.wan.WanBlock`'s ``attention``): ``[B, H, L, d]``."""
+    from svgtpu.geometry import get_geometry
+    from svgtpu.model.wan import self_attention
+    if p.variant == "none":
+        return lambda q, k, v, **_: v
+    if p.kernel == "splash":
+        heads = splash_heads(p.the_mask(), get_geometry(p.geometry).L, p.block_q, p.block_kv, p.block_kv_compute)
+
+        def attend(q, k, v, **_):
+            B, H, L, d = q.shape
+            return heads(*(x.reshape(B * H, L, d) for x in (q, k, v))).reshape(B, H, L, d)
+        return attend
+    if p.mask == "dense":
+        return self_attention("ours-dense", block_q=p.block_q, block_kv=p.block_kv, implementation="mosaic")
+    return self_attention("svg", get_geometry(p.geometry), svg_config=p.svg_config())
+
+
+def block_program(p: Program, devices):
+    """``(fn, abstract args)``: one block on ``devices`` (one: plainly; several: a CFG pair over ``data`` and
+    Ulysses over ``seq``, weights replicated), at the last step and layer (past SVG's dense warm-up)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    from svgtpu.attention.sharding import ulysses_local
+    from svgtpu.geometry import get_geometry
+    from svgtpu.model.wan import WanBlock
+    model, g = _model(p.model), get_geometry(p.geometry)
+    data = 2 if len(devices) % 2 == 0 and len(devices) > 1 else 1
+    seq = len(devices) // data
+    if model.heads % seq or g.L % seq:
+        raise BadInput(f"{p.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
+    mesh = Mesh(np.array(devices).reshape(data, seq), ("data", "seq"))
+    block = WanBlock(model)
+    shapes = jax.eval_shape(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16),
+                            jax.random.key(0))
+    attention = ulysses_local(attention_fn(p))
+
+    def local(params, x, t_mod, context, angles, key):
+        return block(params, x, t_mod, context, angles, attention=attention, key=jax.random.wrap_key_data(key),
+                     **PRODUCTION.sparse_call())[0]
+
+    specs = (jax.tree.map(lambda _: P(), shapes), P("data", "seq"), P("data"), P("data"), P("seq"), P())
+    fn = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P("data", "seq"), check_vma=False)
+
+    def arg(shape, dtype, spec):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+    D = model.dim
+    args = (jax.tree.map(lambda a: arg(a.shape, a.dtype, P()), shapes),
+            arg((data, g.L, D), jnp.float32, P("data", "seq")), arg((data, 6, D), jnp.float32, P("data")),
+            arg((data, model.text_len, D), jnp.bfloat16, P("data")),
+            arg((g.L, model.head_dim // 2), jnp.float32, P("seq")), arg((2,), jnp.uint32, P()))
+    return fn, args
+
+
+def program(p: Program, devices):
+    """``(fn, abstract args)`` of ``p`` on ``devices`` (a kernel: the first of them)."""
+    import jax
+    import jax.numpy as jnp
+
+    from svgtpu.geometry import get_geometry
+    if p.section != "kernels":
+        return block_program(p, devices)
+    x = jax.ShapeDtypeStruct((1, get_geometry(p.geometry).L, 128), jnp.bfloat16,
+                             sharding=jax.sharding.SingleDeviceSharding(devices[0]))
+    return kernel_fn(p), (x, x, x)
+
+
+def concrete(args, seed: int = 0):
+    """Random arrays for abstract ``args`` (their shapes, dtypes and shardings), made on the devices: normal,
+    weights scaled by ``1/sqrt(fan_in)`` (2-D leaves), keys random bits."""
+    import jax
+    import jax.numpy as jnp
+    leaves, tree = jax.tree.flatten(args)
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+
+    def make(key, a):
+        if jnp.issubdtype(a.dtype, jnp.integer):
+            return jax.random.bits(key, a.shape, a.dtype)
+        x = jax.random.normal(key, a.shape, jnp.float32)
+        return (x / math.sqrt(a.shape[0]) if len(a.shape) == 2 and a.shape[0] > 16 else x).astype(a.dtype)
+    made = [jax.jit(functools.partial(make, a=a), out_shardings=a.sharding)(k) for k, a in zip(keys, leaves)]
+    return jax.tree.unflatten(tree, made)
+
+
+# -- checks against float64 ----------------------------------------------------------------------
+
+def _rows(L: int, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` query rows to check: the first and last and a seeded sample between."""
+    rng = np.random.default_rng(seed)
+    return np.unique(np.concatenate([[0, L - 1], rng.choice(L, size=min(n, L), replace=False)]))
+
+
+def check_rows(out, q, k, v, mask, rows) -> float:
+    """Max relative error of ``out``'s ``rows`` (``[H, L, d]``) against float64 attention of those rows on ``mask``."""
+    from svgtpu.kernels.reference import float64_attention, relative_error
+    allowed = np.asarray(mask.allowed(rows[:, None], np.arange(mask.L)[None, :]))
+    ref = np.stack([float64_attention(q[h, rows], k[h], v[h], allowed) for h in range(q.shape[0])])
+    return relative_error(np.asarray(out, np.float32)[:, rows], ref)
+
+
+def check(p: Program, sizes: Sizes, device) -> dict:
+    """``p``'s check before it is timed: ``{"ok", "max_rel_error" | "reason"}`` (module doc: what is checked)."""
+    import jax
+    import jax.numpy as jnp
+
+    from svgtpu.geometry import get_geometry
+    g = get_geometry(p.geometry)
+    if p.variant == "none":
+        return {"ok": None, "reason": "checked in the run: finite output"}
+    heads = 1 if p.section == "kernels" else 2
+    rng = np.random.default_rng(1)
+    host = [rng.standard_normal((heads, g.L, 128)).astype(np.float32) for _ in range(3)]
+    q, k, v = (jax.device_put(jnp.asarray(x, jnp.bfloat16), device) for x in host)
+    host = [np.asarray(x.astype(jnp.float32)) for x in (q, k, v)]  # what the kernel sees
+    rows = _rows(g.L, sizes.check_rows)
+    mask = p.the_mask()
+    if p.section == "kernels":
+        out = jax.jit(kernel_fn(p))(q, k, v)
+        return _verdict(check_rows(out, *host, mask, rows))
+    if p.mask == "dense":
+        out = jax.jit(attention_fn(p))(q[None], k[None], v[None])[0]
+        return _verdict(check_rows(out, *host, mask, rows))
+    from svgtpu.attention.svg import svg_attention
+    fn = jax.jit(lambda q, k, v, key: svg_attention(q, k, v, g, p.svg_config(), key=key, return_info=True,
+                                                     **PRODUCTION.sparse_call()))
+    out, info = fn(q, k, v, jax.random.PRNGKey(0))
+    out, kinds = np.asarray(out, np.float32), np.asarray(info.kinds)
+    worst = 0.0
+    for h in range(heads):  # a temporal head ran the band in spatial-major order
+        idx = g.to_spatial_major_index() if kinds[h] == 1 else np.arange(g.L)
+        worst = max(worst, check_rows(out[h][idx][None], *(x[h][idx][None] for x in host), mask, rows))
+    return _verdict(worst)
+
+
+def _verdict(err: float) -> dict:
+    return {"ok": bool(err <= TOLERANCE), "max_rel_error": err}
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+def commit() -> str:
+    """The checkout's short commit (``unknown`` outside git), ``+`` when it has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+RUNS_DIR = Path("figures", "tpu-runs")
+
+
+def default_out(smoke: bool, when: datetime.datetime | None = None) -> Path:
+    """``figures/tpu-runs/<date>-<commit>.json`` (a smoke run: ``build/tpu-runs/``, not committed)."""
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    folder = REPO_ROOT / ("build/tpu-runs" if smoke else RUNS_DIR)
+    return folder / f"{when:%Y-%m-%d}-{commit()}{'-smoke' if smoke else ''}.json"
+
+
+def check_out(path: str | Path) -> Path:
+    """Refuse (:class:`BadInput`) a run file that exists (runs are never overwritten) or a folder that cannot hold it."""
+    path = Path(path)
+    if path.exists():
+        raise BadInput(f"--out {path} exists: a run file is never overwritten (name another file)")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise BadInput(f"--out {path}: {path.parent} is not a folder")
+    return path
+
+
+def check_sections(sections) -> tuple[str, ...]:
+    sections = tuple(sections)
+    bad = [s for s in sections if s not in SECTIONS]
+    if bad or not sections:
+        raise BadInput(f"sections must be some of {', '.join(SECTIONS)}, got {', '.join(sections) or 'none'}")
+    return sections
+
+
+def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, budget_s: float | None = None) -> dict:
+    """The whole run (``smoke``: tiny shapes, any backend); writes the run file (``out``, default
+    :func:`default_out`) and returns the result dict."""
+    import jax
+    from tqdm.auto import tqdm
+
+    from svgtpu.bench.gpu_timing import Budget, reason, time_variants
+    from svgtpu.compiler.dumps import versions
+    from svgtpu.facts.results import provenance
+    from svgtpu.kernels.common import resolve_interpret
+    sections = check_sections(sections)
+    path = check_out(out or default_out(smoke))
+    sizes = SMOKE if smoke else FULL
+    if budget_s is not None:
+        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
+            raise BadInput(f"budget must be a positive number of seconds (a v6e run: about {FULL.budget_s:.0f}), "
+                           f"got {budget_s!r}")
+        sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
+    if not smoke and jax.default_backend() != "tpu":
+        raise BadInput(f"bench tpu needs a TPU backend (jax.default_backend() is {jax.default_backend()!r}); "
+                       f"use --smoke to run the same code at tiny shapes here")
+    devices = jax.devices()
+    chips = max(c for c in SLICES if c <= len(devices))
+    todo = programs(sizes, chips, sections)
+    budget = Budget(sizes.budget_s)
+    v = versions() if not smoke else {"jax": jax.__version__}
+    result = {"provenance": provenance("measured", interpret=resolve_interpret(None)),
+              "device": devices[0].device_kind, "chips": chips, "backend": jax.default_backend(), **v,
+              "commit": commit(), "smoke": smoke, "profile": sizes.profile, "sections": list(sections),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "budget_s": sizes.budget_s, "programs": [p.name for p in todo], "kernels": [], "blocks": [],
+              "errors": []}
+    weights = dict(sizes.weights)
+    groups: dict[tuple[str, str], list[Program]] = {}
+    for p in todo:
+        groups.setdefault((p.section, p.geometry), []).append(p)
+    left = [weights[s] for s, _ in groups]
+    for i, ((section, geometry), group) in enumerate(tqdm(groups.items(), desc="bench tpu")):
+        budget.section(left[i] / sum(left[i:]))
+        try:
+            checks = {}
+            for p in tqdm(group, desc=f"{section} {geometry}: check vs float64", leave=False):
+                checks[p.name] = check(p, sizes, devices[0]) if budget.left() > 0 else {"ok": False,
+                                                                                          "reason": "time budget"}
+            calls = {}
+            for p in group:
+                if checks[p.name]["ok"] is False:
+                    continue
+                fn, args = program(p, devices[:chips])
+                compiled, concrete_args = jax.jit(fn), concrete(args)
+                calls[p.name] = functools.partial(compiled, *concrete_args)
+            times, skipped = time_variants(calls, budget, sizes.max_rounds, f"{section} {geometry}")
+            for p in group:  # the block without attention: its check is a finite output
+                if p.variant == "none" and p.name in calls and p.name in times:
+                    checks[p.name] = {"ok": bool(np.isfinite(np.asarray(calls[p.name](), np.float32)).all())}
+                    if not checks[p.name]["ok"]:
+                        times.pop(p.name)
+            found = _section_rows(section, geometry, group, checks, times, skipped)
+            result["kernels" if section == "kernels" else "blocks"].append(found)
+        except Exception as error:  # one broken section must not lose the others' numbers
+            result["errors"].append({"section": f"{section} {geometry}", "reason": reason(error),
+                                     "traceback": traceback.format_exc(limit=4)})
+    rows = [r for s in result["kernels"] + result["blocks"] for r in s["rows"]]
+    result["all_ok"] = not result["errors"] and len(rows) == len(todo) and all(r["check"]["ok"] for r in rows)
+    result["quantities"] = quantities(result)
+    result["elapsed_s"] = budget.elapsed()
+    result["written"] = str(write(result, path))
+    return result
+
+
+def _section_rows(section, geometry, group, checks, times, skipped) -> dict:
+    from svgtpu.bench.timing import paired_ratio, paired_ratio_iqr
+    rows = []
+    for p in group:
+        row = {"variant": p.variant, "kernel": p.kernel, "mask": p.mask, "fast_path": p.fast_path, "kept": p.kept,
+               "tile": f"{p.block_q}x{p.block_kv}/{p.block_kv_compute}", "check": checks[p.name],
+               "status": "ok" if p.name in times else "not timed",
+               "reason": ("check failed or skipped" if not checks[p.name]["ok"] and checks[p.name]["ok"] is not None
+                          else skipped.get(p.name, ""))}
+        if p.name in times:
+            row |= {"median_s": statistics.median(times[p.name]), "rounds": len(times[p.name])}
+        rows.append(row)
+    ratios = {}
+    names = {p.variant: p.name for p in group if p.name in times}
+    for a in names:
+        for b in names:
+            if a != b:
+                ratios[f"{a}/{b}"] = {"value": paired_ratio(times, names[a], names[b]),
+                                      "iqr": paired_ratio_iqr(times, names[a], names[b])}
+    model = group[0].model
+    return {"section": section, "geometry": geometry, "chips": group[0].chips,
+            "model": None if model is None else _model(model).name, "rows": rows, "ratios": ratios}
+
+
+def quantities(result: dict) -> dict:
+    """The run's measured quantities by id (those a predictions file predicts): ``{id: {"value", "interval"}}``
+    (interval: the IQR of the per-round ratios)."""
+    out = {}
+
+    def put(qid, section, a, b, transform=None):
+        r = section["ratios"].get(f"{a}/{b}")
+        if r is not None:
+            f = transform or (lambda x: x)
+            lo, hi = sorted((f(r["iqr"][0]), f(r["iqr"][1])))
+            out[qid] = {"value": f(r["value"]), "interval": [lo, hi]}
+    for s in result["kernels"]:
+        g = s["geometry"]
+        for mask in ("svg", "svg-aligned"):
+            put(f"kernels_{g}_fast_path_speedup_{mask}", s, f"ours-{mask}-nofast", f"ours-{mask}-fast")
+            put(f"kernels_{g}_sparse_speedup_{mask}", s, "ours-dense-fast", f"ours-{mask}-fast")
+        for mask in KERNEL_MASKS:
+            put(f"kernels_{g}_ours_over_splash_{mask}", s, f"ours-{mask}-fast", f"splash-{mask}")
+    for s in result["blocks"]:
+        g, sec = s["geometry"], s["section"]
+        for dense in ("splash", "ours"):
+            put(f"{sec}_{g}_attention_share_{dense}", s, "none", f"dense-{dense}", lambda x: 1 - x)
+        for variant in (r["variant"] for r in s["rows"] if r["variant"].startswith("svg")):
+            put(f"{sec}_{g}_block_speedup_{variant}", s, "dense-splash", variant)
+    return out
+
+
+def write(result: dict, path: str | Path) -> Path:
+    """Write the run file (JSON) at ``path``, refusing one that exists."""
+    import json
+    path = check_out(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x") as f:
+        json.dump(result, f, indent=1, default=float)
+        f.write("\n")
+    return path
+
+
+def format_result(result: dict) -> str:
+    """The run as tables, for the terminal."""
+    from svgtpu.facts.tables import format_table
+    parts = [f"bench tpu on {result['device']} x{result['chips']} ({result['backend']}, jax {result['jax']}) "
+             f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, {result['elapsed_s']:.0f} s of a "
+             f"{result['budget_s']:.0f} s budget; every check passed: {result['all_ok']}"]
+    for s in result["kernels"] + result["blocks"]:
+        rows = [{**{k: r.get(k) for k in ("variant", "tile", "status", "median_s", "rounds", "reason")},
+                 "check": r["check"].get("max_rel_error", r["check"].get("reason"))} for r in s["rows"]]
+        parts.append(f"{s['section']} {s['geometry']}" + (f" ({s['model']}, {s['chips']} chips)" if s["model"] else "")
+                     + "\n" + format_table(rows))
+    if result["quantities"]:
+        parts.append("measured quantities (median paired ratio, IQR over rounds)\n" + format_table(
+            [{"quantity": k, "value": q["value"], "iqr": f"[{q['interval'][0]:.3g}, {q['interval'][1]:.3g}]"}
+             for k, q in result["quantities"].items()]))
+    for e in result["errors"]:
+        parts.append(f"section {e['section']} failed: {e['reason']}")
+    return "\n\n".join(parts + [f"written: {result['written']}"])
+
+
+__all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "FULL",
+           "SMOKE", "best_tiles", "Program", "all_programs", "programs", "splash_heads", "kernel_fn", "attention_fn", "block_program",
+           "program", "concrete", "check_rows", "check", "commit", "RUNS_DIR", "default_out", "check_out",
+           "check_sections", "run", "quantities", "write", "format_result"]

@@ -1,0 +1,91 @@
+"""The prepared TPU run (``svgtpu bench tpu``): preflight compiles what it runs, its float64 check catches a
+wrong kernel, it refuses an existing run file before any work, and its smoke run end to end on this CPU."""
+
+import json
+
+import numpy as np
+import pytest
+
+from svgtpu.bench import tpu
+from svgtpu.cli import main
+from svgtpu.errors import BadInput
+from svgtpu.report.preflight import TPU_BENCH, checks
+
+
+def test_preflight_compiles_every_program_the_run_runs():
+    compiled = [c.job for c in checks(TPU_BENCH)]
+    assert len(set(compiled)) == len(compiled)
+    for chips in tpu.SLICES:   # a run on any prepared slice runs only programs preflight compiled
+        ran = tpu.programs(tpu.FULL, chips)
+        assert ran and set(ran) <= set(compiled)
+    assert set(compiled) == {p for chips in tpu.SLICES for p in tpu.programs(tpu.FULL, chips)}
+    # the real run's sections: both kernels at both resolutions, C4's fast path off and on, blocks on every slice
+    names = {c.what for c in checks(TPU_BENCH)}
+    for g in ("720p", "1440p"):
+        assert {f"kernels {g} ours-svg-aligned-nofast", f"kernels {g} splash-svg", f"block {g} svg-ours",
+                f"block {g} none"} <= names
+    assert {p.chips for p in compiled if p.section == "block"} == set(tpu.SLICES)
+
+
+def test_each_kernel_at_its_own_tiles():
+    ours, splash = tpu.best_tiles("ours", "720p"), tpu.best_tiles("splash", "720p")
+    from svgtpu.compiler.tune import tuned_tile
+    recorded = tuned_tile("720p", "v6e")
+    if recorded is not None:
+        assert ours == (recorded["block_q"], recorded["block_kv"], recorded["block_kv_compute"])
+    assert splash[:2] == (tpu.PRODUCTION.block_q, tpu.PRODUCTION.block_kv)
+
+
+def test_check_fails_a_kernel_that_ignores_the_mask(monkeypatch):
+    program = next(p for p in tpu.programs(tpu.SMOKE) if p.variant == "ours-svg-fast")
+    assert tpu.check(program, tpu.SMOKE, None)["ok"]
+    dense = next(p for p in tpu.programs(tpu.SMOKE) if p.variant == "ours-dense-fast")
+    wrong = tpu.kernel_fn(dense)   # dense attention where the SVG mask was asked for
+    monkeypatch.setattr(tpu, "kernel_fn", lambda p: wrong)
+    result = tpu.check(program, tpu.SMOKE, None)
+    assert result["ok"] is False and result["max_rel_error"] > tpu.TOLERANCE
+
+
+def test_an_existing_run_file_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "run.json"
+    out.write_text("{}")
+    with pytest.raises(BadInput, match="never overwritten"):
+        tpu.run(smoke=True, out=out)
+    assert out.read_text() == "{}"
+    with pytest.raises(BadInput, match="sections must be some of"):
+        tpu.run(smoke=True, sections=["kernel"], out=tmp_path / "other.json")
+    assert main(["bench", "tpu", "--smoke", "--sections", "nope", "--out", str(tmp_path / "x.json")]) == 2
+    with pytest.raises(BadInput, match="needs a TPU backend"):
+        tpu.run(out=tmp_path / "real.json")
+
+
+def test_quantities_from_a_run_by_hand():
+    section = {"section": "block", "geometry": "720p", "rows": [{"variant": "svg-ours"}],
+               "ratios": {"none/dense-splash": {"value": 0.2, "iqr": [0.1, 0.3]},
+                          "dense-splash/svg-ours": {"value": 1.5, "iqr": [1.4, 1.6]}}}
+    q = tpu.quantities({"kernels": [], "blocks": [section]})
+    assert q["block_720p_attention_share_splash"]["value"] == pytest.approx(0.8)
+    assert q["block_720p_attention_share_splash"]["interval"] == pytest.approx([0.7, 0.9])
+    assert q["block_720p_block_speedup_svg-ours"] == {"value": 1.5, "interval": [1.4, 1.6]}
+    assert "block_720p_attention_share_ours" not in q   # not timed: no quantity
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_smoke_run_writes_a_run_file(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert main(["bench", "tpu", "--smoke", "--json", "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["all_ok"] and not result["errors"] and result["provenance"] == "measured-cpu-interpret"
+    assert result["programs"] == [p.name for p in tpu.programs(tpu.SMOKE)]
+    data = json.loads(out.read_text())
+    rows = [r for s in data["kernels"] + data["blocks"] for r in s["rows"]]
+    assert len(rows) == len(data["programs"]) and all(r["status"] == "ok" and r["median_s"] > 0 for r in rows)
+    assert all(r["check"]["ok"] for r in rows)
+    assert {"kernels_2x8x10_fast_path_speedup_svg", "kernels_2x8x10_ours_over_splash_dense",
+            "block_2x8x10_attention_share_splash", "moderate_2x8x10_block_speedup_svg-ours-kept0.2"} \
+        <= set(data["quantities"])
+    share = data["quantities"]["block_2x8x10_attention_share_splash"]
+    assert 0 < share["value"] < 1 and np.isfinite(share["interval"]).all()
+    with pytest.raises(BadInput):
+        tpu.run(smoke=True, out=out)
