@@ -1,4 +1,5 @@
-"""``svgtpu reproduce`` and ``svgtpu paper``: the notebooks, the figures and the paper's tables."""
+"""``svgtpu reproduce``, ``svgtpu paper`` and ``svgtpu verdict-history``: the notebooks, the figures and the paper's
+tables."""
 
 from __future__ import annotations
 
@@ -57,3 +58,13 @@ def run_paper(args):
 
     report = generate(args.results, args.files or None)
     return {"files": report}, format_table(report)
+
+
+@command("verdict-history", "record each claim's published verdict per round and why it moved (git history) in "
+         "figures/verdict_history.json", lambda p: None)
+def run_verdict_history(args):
+    from svgtpu.report.history import HISTORY, moves_table
+    from svgtpu.report.paper import record_verdict_history
+
+    history = record_verdict_history()
+    return history | {"file": str(HISTORY)}, moves_table(history) + f"\n\nwritten to {HISTORY}; `svgtpu paper` renders it"

@@ -14,6 +14,8 @@ and this module regenerates what is between them from ``figures/results.json``:
   consistent, contradicted, direction only, not testable here; or *not yet*), the rule and one generated
   sentence on why in numbers (:func:`verdicts`; the rules: :func:`judge` and ``docs/verdicts.md``);
 - ``verdict-summary``: one sentence naming the claims that held and those that did not;
+- ``verdict-history``, ``verdict-moves``, ``verdict-history-summary``: each claim's published verdict per round and
+  why it moved (:mod:`svgtpu.report.history`, from ``figures/verdict_history.json``);
 - ``claims``: the claims table (claim, what, mask, kept pairs, tiles, reported, ours, provenance);
 - ``C1`` ... ``C5``, ``Q``: every number recorded for that claim, with its provenance and profile,
   and the list-valued results as tables of their own;
@@ -53,6 +55,8 @@ PAPER = REPO_ROOT / "paper" / "svgtpu.md"
 #: The paper's appendix: every result of every claim, so the note itself prints each table once.
 APPENDIX = REPO_ROOT / "paper" / "appendix.md"
 README = REPO_ROOT / "README.md"
+#: Each claim's verdict per round and why it moved, generated from ``figures/verdict_history.json``.
+VERDICT_HISTORY_DOC = REPO_ROOT / "docs" / "verdict_history.md"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 #: The results the paper and README are filled from: what ``make figures`` writes and git tracks.
 COMMITTED_RESULTS = REPO_ROOT / "figures" / RESULTS_NAME
@@ -669,12 +673,35 @@ def verdict_summary(data: dict) -> str:
     return "Does it reproduce? " + ". ".join(p[0].upper() + p[1:] for p in parts) + " (rules: docs/verdicts.md)."
 
 
+def record_verdict_history(repo: str | os.PathLike = REPO_ROOT,
+                           path: str | os.PathLike | None = None) -> dict:
+    """Each verdict row's published verdict per round from ``repo``'s git history, written to
+    ``figures/verdict_history.json`` (or ``path``): :mod:`svgtpu.report.history` with today's rows, each with the
+    results keys of its central value (an effect row's before -> after)."""
+    from svgtpu.report import history
+
+    rows = {f"{r.claim} {r.what}": [r.evidence] if r.before is None else [(r.before,), r.evidence]
+            for r in VERDICT_ROWS}
+    return history.write(history.collect(repo, rows, format_value), path or history.HISTORY)
+
+
+#: The verdict history's blocks (:mod:`svgtpu.report.history`, from ``figures/verdict_history.json``).
+HISTORY_BLOCKS = {"verdict-history": "history_table", "verdict-moves": "moves_table",
+                  "verdict-history-summary": "history_summary"}
+
+
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
     if name == "verdicts":
         return verdict_table(with_measured_runs(data, figures))
     if name == "verdict-summary":
         return verdict_summary(with_measured_runs(data, figures))
+    if name in HISTORY_BLOCKS:
+        from svgtpu.report import history
+        record = history.load(figures / history.HISTORY.name)
+        if record is None:
+            return f"_{NOT_YET.capitalize()}: no verdict history yet (run `svgtpu verdict-history`)._"
+        return getattr(history, HISTORY_BLOCKS[name])(record)
     if name == "claims":
         return claims_table(data)
     if name == "environment":
@@ -694,7 +721,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, claims, environment, compiled, gpu, against-tpu, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, {', '.join(HISTORY_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
@@ -806,7 +833,8 @@ def generate(results: str | os.PathLike | None = None,
     with user_file("results", path):
         data = load_results(path)
     figures = path.parent
-    files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX] + ([README] if README.exists() else [])
+    files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX, VERDICT_HISTORY_DOC] + (
+        [README] if README.exists() else [])
     filled = []   # every file filled before any is written: a refused one leaves all as they were
     for target in files:
         if not target.exists():
@@ -828,6 +856,6 @@ def generate(results: str | os.PathLike | None = None,
 
 
 __all__ = ["VERDICTS", "NOT_YET_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES", "judge",
-           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "agreement", "waiting", "with_measured_runs", "CHECK_VERDICT", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "record_verdict_history", "agreement", "waiting", "with_measured_runs", "CHECK_VERDICT", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
            "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "against_tpu_table", "claims_table", "claim_details", "inline_value",
            "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]

@@ -1,0 +1,170 @@
+"""The verdict history: each claim's published verdict and central value at each round, and why each moved.
+
+Made from the records, never typed: the verdict table as the README published it at each commit that changed
+the README or ``figures/results.json`` (git history of the main line, ``--first-parent``), and the central value
+the table showed with it (before the README had a verdict table: the value of the row's evidence in the results
+file then).  A *round* is a day (UTC, the commit's date): its state is that of its last commit.
+A *move* is a commit whose published verdict of a row differs from the one before; its reason is that commit's
+subject, the house's one-line account of what changed and why, cut at its first clause.
+
+``svgtpu verdict-history`` writes :data:`HISTORY` (committed; the rows are
+:func:`svgtpu.report.paper.record_verdict_history`'s); ``svgtpu paper`` renders it into
+``docs/verdict_history.md`` (:func:`history_table`, :func:`moves_table`) and a one-line-per-claim summary
+(:func:`history_summary`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.facts.results import RESULTS_NAME
+
+#: The committed record ``svgtpu verdict-history`` writes.
+HISTORY = REPO_ROOT / "figures" / "verdict_history.json"
+#: The files whose history holds the published verdicts and the values they judged.
+SOURCES = ("README.md", f"figures/{RESULTS_NAME}")
+#: Earlier names of today's verdict rows (a row renamed keeps its history).
+ALIASES = {
+    "C3 partial tiles before alignment": "C3 partial tiles before -> after alignment",
+    "C3 partial tiles after alignment": "C3 partial tiles before -> after alignment",
+    "C5 the same, toy DiT timed on this CPU (secondary)": "C5 the same, toy DiT timed on this CPU",
+}
+#: A move's reason is its commit's subject up to this many characters, cut at a clause boundary.
+REASON_CHARS = 160
+
+
+_INTERVAL = re.compile(r" \((?:band|interval|IQR)[^)]*\)")
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def published_verdicts(readme: str) -> dict[str, dict]:
+    """The README's generated verdict table as ``{row: {"verdict", "ours"}}`` (rows under today's names:
+    :data:`ALIASES`); empty when the README has none."""
+    begin, end = "<!-- svgtpu:begin verdicts -->", "<!-- svgtpu:end verdicts -->"
+    if begin not in readme:
+        return {}
+    lines = [line.strip() for line in readme.split(begin, 1)[1].split(end, 1)[0].strip().splitlines()]
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    ours = next(i for i, c in enumerate(header) if c.startswith("ours"))
+    rows = {}
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        row = ALIASES.get(cells[0], cells[0])
+        central = _INTERVAL.sub("", cells[ours].replace("`", ""))
+        rows[row] = {"verdict": cells[header.index("verdict")], "ours": "" if central == "—" else central}
+    return rows
+
+
+def _central(results: dict, keys: tuple[str, ...], format_value) -> str:
+    """The first of ``keys`` the results hold, as ``format_value`` writes it (with its provenance), else ``—``."""
+    for key in keys:
+        claim, name = key.split(".", 1)
+        entry = results.get("claims", {}).get(claim, {}).get(name)
+        if entry is not None and isinstance(entry.get("value"), (int, float)):
+            return f"{format_value(entry['value'], entry.get('unit', ''))} {entry.get('provenance', '')}".strip()
+    return "—"
+
+
+def _reason(repo: Path, commit: str, subject: str) -> str:
+    """The commit's subject, cut at its first clause; for a merge, the newest subject of the merged commits that
+    changed :data:`SOURCES` (a merge's own subject names the branch, not the change)."""
+    parents = _git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
+    if len(parents) > 1:
+        merged = _git(repo, "log", "--no-merges", "-n", "1", "--format=%s", f"{parents[0]}..{commit}", "--", *SOURCES)
+        subject = f"merged: {merged.strip() or subject}"
+    cut = subject.split("; ", 1)[0]
+    if cut.count("(") > cut.count(")"):   # a clause boundary inside parentheses: not a clause
+        cut = subject
+    if len(cut) > REASON_CHARS:
+        cut = cut[:REASON_CHARS].rsplit(" ", 1)[0] + " …"
+    return cut
+
+
+def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], format_value) -> dict:
+    """The history from ``repo``'s git log of :data:`SOURCES`: ``{"rows", "rounds", "moves", "sources"}``.
+
+    ``rows``: today's verdict rows, each with the results keys of its central value (the first key of each tuple
+    the results hold; two tuples: before -> after), as :func:`svgtpu.report.paper.record_verdict_history` passes
+    them with its ``format_value``; ``rounds``: per day, its last commit and each row's published verdict and
+    central value; ``moves``: each commit that changed a row's published verdict, from -> to, and why."""
+    repo = Path(repo)
+    log = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %cI %s", "--", *SOURCES).splitlines()
+    rounds: dict[str, dict] = {}
+    moves, last = [], {}
+    for line in log:
+        commit, when, subject = (line.split(" ", 2) + [""])[:3]
+        files = set(_git(repo, "ls-tree", "--name-only", commit, *SOURCES).split())
+        published = published_verdicts(_git(repo, "show", f"{commit}:README.md")) if "README.md" in files else {}
+        results = json.loads(_git(repo, "show", f"{commit}:{SOURCES[1]}")) if SOURCES[1] in files else {}
+        state = {}
+        for row, keys in rows.items():
+            shown = published.get(row, {})
+            state[row] = {"verdict": shown.get("verdict", "—"),
+                          "value": shown.get("ours") or " -> ".join(_central(results, k, format_value) for k in keys)}
+            if shown.get("verdict", "—") != last.get(row, "—"):
+                moves.append({"date": when[:10], "commit": commit[:7], "row": row, "from": last.get(row, "—"),
+                              "to": shown.get("verdict", "—"), "reason": _reason(repo, commit, subject)})
+                last[row] = shown.get("verdict", "—")
+        rounds[when[:10]] = {"date": when[:10], "commit": commit[:7], "rows": state}
+    return {"rows": list(rows), "rounds": list(rounds.values()), "moves": moves,
+            "sources": list(SOURCES)}
+
+
+def write(history: dict, path: str | os.PathLike = HISTORY) -> dict:
+    """Write ``history`` (:func:`collect`) to ``path`` as JSON; returns it."""
+    Path(path).write_text(json.dumps(history, indent=1, ensure_ascii=False) + "\n")
+    return history
+
+
+def load(path: str | os.PathLike = HISTORY) -> dict | None:
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _short(verdict: str) -> str:
+    return verdict.split(": ", 1)[0]
+
+
+def history_table(history: dict) -> str:
+    """One line per round: each row's published verdict and the central value the results held."""
+    head = ["round (last commit)"] + history["rows"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in history["rounds"]:
+        cells = [f"{r['date']} ({r['commit']})"] + [f"{_short(r['rows'][row]['verdict'])}; {r['rows'][row]['value']}"
+                                                   for row in history["rows"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def moves_table(history: dict) -> str:
+    """Every move of a published verdict: when, which commit, from -> to, and the commit's own reason."""
+    lines = ["| date | commit | row | from | to | why (the commit's subject) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {m['date']} | {m['commit']} | {m['row']} | {m['from']} | {m['to']} | {m['reason'].replace('|', '/')} |"
+              for m in history["moves"]]
+    return "\n".join(lines)
+
+
+def history_summary(history: dict) -> str:
+    """Per row, the sequence of its published verdicts by round (consecutive repeats merged)."""
+    parts = []
+    for row in history["rows"]:
+        seq = []
+        for r in history["rounds"]:
+            verdict = _short(r["rows"][row]["verdict"])
+            if verdict != "—" and (not seq or seq[-1][0] != verdict):
+                seq.append((verdict, r["date"]))
+        if seq:
+            parts.append(f"{row}: " + " → ".join(f"{v} ({d[5:]})" for v, d in seq))
+    return "; ".join(parts) + "." if parts else "_No published verdict yet._"
+
+
+__all__ = ["HISTORY", "ALIASES", "published_verdicts", "collect", "write", "load", "history_table", "moves_table",
+           "history_summary"]

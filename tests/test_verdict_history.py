@@ -1,0 +1,69 @@
+"""The verdict history is read from the records: a README's published verdict table and the results file at each
+commit of a throwaway git repository, rounds by day, moves with their commit's own reason."""
+
+import json
+import os
+import subprocess
+
+from svgtpu.report import history, paper
+
+ROW = "C1 1440p end-to-end speedup"
+
+
+def _readme(verdict: str, ours: str) -> str:
+    return ("# x\n\n<!-- svgtpu:begin verdicts -->\n| claim | reported | ours | verdict | rule | why |\n"
+            "|---|---|---|---|---|---|\n"
+            f"| {ROW} | 1.69x | {ours} | {verdict} | interval | because |\n"
+            "| C5 the same, toy DiT timed on this CPU (secondary) | quadratic | 1.74 `measured-cpu` | reproduced | "
+            "interval | why |\n<!-- svgtpu:end verdicts -->\n")
+
+
+def _commit(repo, when: str, subject: str, readme: str | None, speedup: float):
+    if readme is not None:
+        (repo / "README.md").write_text(readme)
+    (repo / "figures").mkdir(exist_ok=True)
+    (repo / "figures" / "results.json").write_text(json.dumps({"claims": {"C1": {"speedup": {
+        "value": speedup, "unit": "ratio", "provenance": "modeled-v6e"}}}}))
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", subject], check=True, env=env)
+
+
+def test_rounds_are_days_and_moves_carry_their_commits_reason(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _commit(tmp_path, "2026-01-01T08:00:00+00:00", "figures: first run", None, 2.10)
+    _commit(tmp_path, "2026-01-02T08:00:00+00:00", "paper: the verdict table; with more words", _readme(
+        "contradicted: our model puts it faster than reported", "2.00x (interval 1.90x – 2.05x) `modeled-v6e`"), 2.0)
+    _commit(tmp_path, "2026-01-02T20:00:00+00:00", "costmodel: a wider interval (more evidence); and so on",
+            _readme("consistent", "1.97x (interval 1.56x – 2.00x) `modeled-v6e`"), 1.97)
+    _commit(tmp_path, "2026-01-03T08:00:00+00:00", "figures: rerun", _readme(
+        "consistent", "1.96x (interval 1.56x – 2.00x) `modeled-v6e`"), 1.96)
+    record = paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+    assert json.loads((tmp_path / "history.json").read_text()) == record
+    rounds = {r["date"]: r["rows"] for r in record["rounds"]}
+    assert list(rounds) == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    # before any verdict table: the value from the results file; after: the published central value
+    assert rounds["2026-01-01"][ROW] == {"verdict": "—", "value": "2.10x modeled-v6e"}
+    assert rounds["2026-01-02"][ROW] == {"verdict": "consistent", "value": "1.97x modeled-v6e"}   # the day's last
+    moves = [(m["date"], m["from"], m["to"], m["reason"]) for m in record["moves"] if m["row"] == ROW]
+    assert moves == [("2026-01-02", "—", "contradicted: our model puts it faster than reported",
+                      "paper: the verdict table"),
+                     ("2026-01-02", "contradicted: our model puts it faster than reported", "consistent",
+                      "costmodel: a wider interval (more evidence)")]
+    # an old row name keeps its history under today's
+    assert rounds["2026-01-03"]["C5 the same, toy DiT timed on this CPU"]["verdict"] == "reproduced"
+    assert history.history_summary(record).startswith(f"{ROW}: consistent (01-02);")
+
+
+def test_the_history_renders_from_its_record_or_says_not_yet(tmp_path):
+    assert "not yet" in paper.render("verdict-history", {}, tmp_path / "d.md", tmp_path).lower()
+    record = {"rows": [ROW], "rounds": [{"date": "2026-01-02", "commit": "abc1234", "rows": {
+        ROW: {"verdict": "contradicted: our model puts it faster", "value": "2.00x modeled-v6e"}}}],
+        "moves": [{"date": "2026-01-02", "commit": "abc1234", "row": ROW, "from": "—", "to": "contradicted",
+                   "reason": "paper: the table"}]}
+    (tmp_path / history.HISTORY.name).write_text(json.dumps(record))
+    table = paper.render("verdict-history", {}, tmp_path / "d.md", tmp_path)
+    assert "| 2026-01-02 (abc1234) | contradicted; 2.00x modeled-v6e |" in table
+    assert "| 2026-01-02 | abc1234 | C1 1440p end-to-end speedup | — | contradicted | paper: the table |" in \
+        paper.render("verdict-moves", {}, tmp_path / "d.md", tmp_path)
