@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from svgtpu.cli.common import command
+from svgtpu.errors import BadInput
 from svgtpu.facts.tables import format_table
 
 
@@ -68,3 +70,21 @@ def run_verdict_history(args):
 
     history = record_verdict_history()
     return history | {"file": str(HISTORY)}, moves_table(history) + f"\n\nwritten to {HISTORY}; `svgtpu paper` renders it"
+
+
+def _predict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="write the predictions here (figures/predictions/<date>.json to freeze them; an "
+                                 "existing file is refused)")
+    p.add_argument("--note", default="", help="a note stored in the file (what the predictions were made from)")
+
+
+@command("predict", "what the package predicts svgtpu bench tpu will measure, each with its interval and the values "
+         "that flip a verdict (svgtpu.report.predictions)", _predict_arguments)
+def run_predict(args):
+    from svgtpu.report import predictions
+    if args.out and Path(args.out).exists():   # refused before any work
+        raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")
+    result = predictions.predict(note=args.note)
+    if args.out:
+        result["written"] = str(predictions.write(result, args.out))
+    return result, predictions.format_predictions(result)

@@ -1,0 +1,245 @@
+"""Predictions frozen before the TPU run: what the package expects ``svgtpu bench tpu`` to measure (``svgtpu predict``).
+
+For every quantity the run measures (:func:`svgtpu.bench.tpu.quantities`, on each prepared slice) the cost model
+(:mod:`svgtpu.costmodel`, priced from the compiled tile table where it holds the tile, ``modeled-v6e``) gives a
+central value and an interval: the root sum of squares of the one-at-a-time swings of its unknown constants
+(:data:`svgtpu.costmodel.KNOBS`, each at both ends with the calibration refitted), the rule ``docs/verdicts.md``
+states for C1.  Each quantity also says which measured values would **refute the prediction** (outside its
+interval) and, where a claim's verdict reads it, which would **flip the verdict** (the rule's threshold:
+``docs/verdicts.md``): C2's interval rule around 0.882 on the 1440p share, C4's direction rule at 1 on the fast
+path's speedup.  The claims' current verdict values (``figures/results.json``) are recorded beside them.
+
+A predictions file is dated (``figures/predictions/<date>.json``), committed, and never edited after its date:
+``tests/test_predictions.py`` compares each committed file's sha256 with the one listed in
+:data:`FROZEN`; a new prediction is a new dated file.  :func:`compare` puts a run file (``figures/tpu-runs/``)
+beside the predictions, quantity by quantity.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from pathlib import Path
+
+from svgtpu.errors import BadInput
+from svgtpu.facts.claims import REPORTED
+from svgtpu.facts.paths import REPO_ROOT
+
+PREDICTIONS_DIR = Path("figures", "predictions")
+#: The frozen files and their sha256 (the test compares them; a file is never edited once listed).
+FROZEN: dict[str, str] = {}
+#: The thresholds of ``docs/verdicts.md``: C4 direction (ours without / with the fast path above 1), C2 interval
+#: around the reported share.
+C4_DIRECTION = 1.0
+
+
+def _setups(model, geometry: str, chips: int, kept: float | None = None) -> dict:
+    """The cost model's setups of one run setting: ``ours`` at our tile, ``splash`` at Splash's (each kernel at its
+    own tiles, as the run times them), every SVG layer sparse (the run times a sparse block), ``chips`` chips
+    (several: the CFG pair side by side, as the run's block runs)."""
+    from svgtpu.bench.tpu import FULL, best_tiles
+    from svgtpu.costmodel import calibrated_setup
+    from svgtpu.warmup import DEFAULT_KEPT
+    out = {}
+    for kernel in ("ours", "splash"):
+        bq, bkv, _ = best_tiles(kernel, geometry, FULL)
+        out[kernel] = calibrated_setup(model, geometry, "v6e", chips=chips, cfg_split=chips > 1, block_q=bq,
+                                       block_kv=bkv, kernel=kernel, kept=kept or DEFAULT_KEPT, warmup_steps=0.0,
+                                       warmup_layers=0.0)
+    return out
+
+
+def _head(s, kernel: str, mask: str, fast_path: bool = True) -> float:
+    stats, info = s.tiles(mask)
+    seconds = s.head_seconds(stats, fast_path=fast_path, kernel=kernel, info=info)
+    return seconds * (s.sparse_stretch if mask != "dense" else 1.0)   # the stretch the sparse layers' evidence fits
+
+
+def _share(s) -> float:
+    from svgtpu.costmodel import forward_breakdown
+    b = forward_breakdown(s)
+    return b["self_attention"] / sum(b.values())
+
+
+def _block_speedup(dense, sparse) -> float:
+    from svgtpu.costmodel import dit_seconds
+    return dit_seconds(dense, "dense", True) / dit_seconds(sparse, "svg-aligned", True)
+
+
+def quantity_functions(sizes=None) -> dict:
+    """``{(id, chips): (setups, fn)}``: each quantity the run measures on each slice, as a function of the
+    setups (:func:`_setups`); ids as :func:`svgtpu.bench.tpu.quantities` names them."""
+    from svgtpu.bench.tpu import FULL, SLICES
+    sizes = sizes or FULL
+    out = {}
+    for chips in SLICES:
+        for g in sizes.kernel_geometries:
+            s = _setups(sizes.model, g, 1)
+            for mask in ("svg", "svg-aligned"):
+                out[f"kernels_{g}_fast_path_speedup_{mask}", chips] = (
+                    s, lambda s, m=mask: _head(s["ours"], "ours", m, False) / _head(s["ours"], "ours", m, True))
+                out[f"kernels_{g}_sparse_speedup_{mask}", chips] = (
+                    s, lambda s, m=mask: _head(s["ours"], "ours", "dense") / _head(s["ours"], "ours", m))
+            for mask in ("dense", "svg", "svg-aligned"):
+                out[f"kernels_{g}_ours_over_splash_{mask}", chips] = (
+                    s, lambda s, m=mask: _head(s["ours"], "ours", m) / _head(s["splash"], "splash", m))
+        blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries]
+        blocks.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
+        for section, g, model, kepts in blocks:
+            s = _setups(model, g, chips)
+            for kernel in ("splash", "ours"):
+                out[f"{section}_{g}_attention_share_{kernel}", chips] = (s, lambda s, k=kernel: _share(s[k]))
+            for kept in kepts:
+                name = "svg-ours" if len(kepts) == 1 else f"svg-ours-kept{kept:g}"
+                sk = _setups(model, g, chips, kept)
+                out[f"{section}_{g}_block_speedup_{name}", chips] = (
+                    sk, lambda s: _block_speedup(s["splash"], s["ours"]))
+    return out
+
+
+def predict_one(setups: dict, fn) -> dict:
+    """``fn``'s central value and its interval over the unknown constants (module doc), with the swings."""
+    from svgtpu.costmodel import KNOBS, at_knob
+    from svgtpu.costmodel.validate import Unreachable
+    central = fn(setups)
+    lows, highs, swings = [], [], {}
+    for knob in KNOBS:
+        if not all(knob.applies(s) for s in setups.values()):
+            continue
+        ends = []
+        for value in (knob.low, knob.high):
+            try:
+                ends.append(fn({k: at_knob(s, knob, value) for k, s in setups.items()}))
+            except Unreachable:  # no efficiency meets the calibration point there: not a possible end (as sensitivity)
+                continue
+        if ends:
+            swings[knob.path] = ends
+            lows.append(min(0.0, min(ends) - central))
+            highs.append(max(0.0, max(ends) - central))
+    return {"value": central, "interval": [central - math.sqrt(sum(x * x for x in lows)),
+                                           central + math.sqrt(sum(x * x for x in highs))], "swings": swings}
+
+
+def flips(qid: str) -> dict | None:
+    """The measured values that would flip a claim's verdict (``docs/verdicts.md``), where one reads ``qid``."""
+    if "_fast_path_speedup_" in qid:
+        return {"claim": "C4", "rule": "direction", "threshold": C4_DIRECTION,
+                "flips_if": f"measured median at or below {C4_DIRECTION:g}: contradicted (the fast path does not "
+                            "lower latency); above it: direction only"}
+    if qid.startswith("block_1440p_attention_share_splash"):
+        reported = REPORTED["C2", "attention_share_1440p"]
+        return {"claim": "C2", "rule": "interval", "threshold": reported,
+                "flips_if": f"measured interval wholly below {reported:g}: contradicted (lower); wholly above: "
+                            "contradicted (higher); holding it: reproduced if at most 20 % of its value wide, "
+                            "else consistent"}
+    return None
+
+
+def claims_now(results_path: str | Path | None = None) -> dict:
+    """The claims' verdict values as the results file holds them now (value, interval, provenance)."""
+    from svgtpu.facts.results import load_results
+    path = Path(results_path) if results_path else REPO_ROOT / "figures" / "results.json"
+    claims = load_results(path)["claims"]
+    keys = {"C1": "speedup", "C2": "attention_share_1440p", "C4": "compiled_fast_path_speedup_svg",
+            "C5": "compiled_cycles_exponent"}
+    out = {}
+    for claim, key in keys.items():
+        e = claims.get(claim, {}).get(key)
+        if e is not None:
+            out[claim] = {"key": f"{claim}.{key}", "value": e["value"], "interval": e.get("band"),
+                          "provenance": e["provenance"], "reported": REPORTED.get((claim, key))}
+    return out
+
+
+def predict(note: str = "", sizes=None) -> dict:
+    """Every prediction (module doc) as one JSON-able dict."""
+    from svgtpu.bench.tpu import SLICES, commit
+    from svgtpu.compiler.dumps import versions
+    from tqdm.auto import tqdm
+    functions = quantity_functions(sizes)
+    slices = {f"v6e-{c}": {} for c in SLICES}
+    for (qid, chips), (setups, fn) in tqdm(functions.items(), desc="predict", unit="quantity"):
+        p = predict_one(setups, fn)
+        p |= {"provenance": next(iter(setups.values())).provenance,
+              "pricing": {k: s.attention_pricing() for k, s in setups.items()},
+              "tiles": {k: f"{s.block_q}x{s.block_kv}" for k, s in setups.items()},
+              "refuted_if": f"measured median outside [{p['interval'][0]:.4g}, {p['interval'][1]:.4g}]"}
+        flip = flips(qid)
+        if flip:
+            p["verdict_flip"] = flip
+        slices[f"v6e-{chips}"][qid] = p
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit(),
+            "versions": versions(), "command": "svgtpu predict", "note": note,
+            "interval_rule": "root sum of squares of the one-at-a-time swings of svgtpu.costmodel.KNOBS, each at both "
+                             "ends with the calibration refitted (docs/verdicts.md, C1's rule)",
+            "claims_now": claims_now(), "quantities": slices}
+
+
+def write(data: dict, path: str | Path) -> Path:
+    """Write a predictions file, refusing one that exists (a frozen file is never rewritten)."""
+    path = Path(path)
+    if path.exists():
+        raise BadInput(f"--out {path} exists: a predictions file is never rewritten (a new one is a new dated file)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x") as f:
+        json.dump(data, f, indent=1, default=float)
+        f.write("\n")
+    return path
+
+
+def latest(directory: str | Path | None = None) -> dict | None:
+    """The newest predictions file (by its dated name), or ``None``."""
+    folder = Path(directory) if directory is not None else REPO_ROOT / PREDICTIONS_DIR
+    files = sorted(folder.glob("*.json")) if folder.exists() else []
+    return json.loads(files[-1].read_text()) | {"file": files[-1].name} if files else None
+
+
+def compare(predictions: dict, run: dict) -> list[dict]:
+    """One row per quantity the run measured: its prediction for the run's slice, the measurement (median and
+    IQR, ``run["provenance"]``), whether the measurement refutes the prediction, and the verdict it flips to."""
+    slice_ = f"v6e-{run['chips']}"
+    predicted = predictions["quantities"].get(slice_)
+    if predicted is None:
+        raise BadInput(f"the predictions hold slices {', '.join(predictions['quantities'])}, the run ran on {slice_}")
+    rows = []
+    for qid, m in run["quantities"].items():
+        p = predicted.get(qid)
+        row = {"quantity": qid, "measured": m["value"], "measured_iqr": m["interval"], "provenance": run["provenance"]}
+        if p is None:
+            rows.append(row | {"predicted": None, "outcome": "not predicted"})
+            continue
+        lo, hi = p["interval"]
+        row |= {"predicted": p["value"], "interval": p["interval"],
+                "outcome": "within the predicted interval" if lo <= m["value"] <= hi else "prediction refuted"}
+        flip = p.get("verdict_flip")
+        if flip:
+            row["verdict"] = _verdict(flip, m)
+        rows.append(row)
+    return rows
+
+
+def _verdict(flip: dict, m: dict) -> str:
+    """The claim's verdict the measurement ``m`` gives by ``flip``'s rule (``docs/verdicts.md``)."""
+    t = flip["threshold"]
+    if flip["rule"] == "direction":
+        return f"{flip['claim']} direction only" if m["value"] > t else f"{flip['claim']} contradicted"
+    lo, hi = m["interval"]
+    if hi < t:
+        return f"{flip['claim']} contradicted (lower)"
+    if lo > t:
+        return f"{flip['claim']} contradicted (higher)"
+    return f"{flip['claim']} " + ("reproduced" if (hi - lo) / m["value"] <= 0.20 else "consistent")
+
+
+def format_predictions(data: dict) -> str:
+    from svgtpu.facts.tables import format_table
+    rows = [{"slice": s, "quantity": q, "predicted": p["value"], "low": p["interval"][0], "high": p["interval"][1],
+             "flips": p.get("verdict_flip", {}).get("claim", "")} for s, qs in data["quantities"].items()
+            for q, p in qs.items()]
+    return (f"predictions of {data['date']} at {data['commit']} ({data['note'] or 'no note'})\n"
+            + format_table(rows))
+
+
+__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "quantity_functions", "predict_one", "flips", "claims_now",
+           "predict", "write", "latest", "compare", "format_predictions"]

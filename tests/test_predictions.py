@@ -1,0 +1,76 @@
+"""Predictions frozen before the TPU run (``svgtpu predict``): every committed file unchanged since it was frozen,
+a prediction for every quantity the run measures, and a run file read back as prediction vs measurement."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from svgtpu.bench import tpu
+from svgtpu.errors import BadInput
+from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.report import predictions
+
+SYNTHETIC_RUN = Path(__file__).parent / "data" / "tpu_run_synthetic.json"
+
+
+def test_frozen_predictions_never_change():
+    folder = REPO_ROOT / predictions.PREDICTIONS_DIR
+    files = sorted(p.name for p in folder.glob("*.json")) if folder.exists() else []
+    assert files == sorted(predictions.FROZEN), "a new predictions file is listed in FROZEN with its sha256"
+    for name, digest in predictions.FROZEN.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, f"{name} was edited after its date"
+
+
+def test_every_measured_quantity_is_predicted_on_every_slice():
+    fns = predictions.quantity_functions()
+    smoke_run = {"kernels": [], "blocks": []}
+    # the ids the run can produce at full size: every ratio present
+    for p in tpu.programs(tpu.FULL, 8):
+        sec = "kernels" if p.section == "kernels" else "blocks"
+        found = next((s for s in smoke_run[sec] if (s["section"], s["geometry"]) == (p.section, p.geometry)), None)
+        if found is None:
+            found = {"section": p.section, "geometry": p.geometry, "rows": [], "ratios": {}}
+            smoke_run[sec].append(found)
+        found["rows"].append({"variant": p.variant})
+    for s in smoke_run["kernels"] + smoke_run["blocks"]:
+        s["ratios"] = {f"{a['variant']}/{b['variant']}": {"value": 1.0, "iqr": [1.0, 1.0]}
+                       for a in s["rows"] for b in s["rows"] if a is not b}
+    measured = set(tpu.quantities(smoke_run))
+    for chips in tpu.SLICES:
+        assert measured == {q for q, c in fns if c == chips}
+
+
+def test_a_prediction_has_an_interval_around_it_and_flip_thresholds():
+    fns = predictions.quantity_functions()
+    setups, fn = fns["block_1440p_attention_share_splash", 8]
+    p = predictions.predict_one(setups, fn)
+    assert p["interval"][0] <= p["value"] <= p["interval"][1] and 0 < p["value"] < 1
+    assert p["interval"][1] > p["interval"][0]   # the unknown constants move a share
+    assert predictions.flips("block_1440p_attention_share_splash")["threshold"] == 0.882
+    assert predictions.flips("kernels_720p_fast_path_speedup_svg")["claim"] == "C4"
+    assert predictions.flips("block_720p_block_speedup_svg-ours") is None
+
+
+def test_compare_reads_a_run_file(tmp_path):
+    run = json.loads(SYNTHETIC_RUN.read_text())
+    frozen = {"quantities": {"v6e-8": {
+        "kernels_1440p_fast_path_speedup_svg": {"value": 1.1, "interval": [1.05, 1.15],
+                                                "verdict_flip": predictions.flips("kernels_1440p_fast_path_speedup_svg")},
+        "block_1440p_attention_share_splash": {"value": 0.95, "interval": [0.94, 0.96],
+                                               "verdict_flip": predictions.flips("block_1440p_attention_share_splash")},
+        "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
+    rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
+    assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "prediction refuted"
+    assert rows["kernels_1440p_fast_path_speedup_svg"]["verdict"] == "C4 contradicted"
+    assert rows["block_1440p_attention_share_splash"]["verdict"] == "C2 contradicted (lower)"
+    assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == "within the predicted interval"
+    assert rows["a_quantity_nobody_predicted"]["outcome"] == "not predicted"
+    assert all(r["provenance"] == "synthetic-test" for r in rows.values())
+    with pytest.raises(BadInput, match="slices"):
+        predictions.compare(frozen, run | {"chips": 1})
+    out = tmp_path / "p.json"
+    predictions.write({"x": 1}, out)
+    with pytest.raises(BadInput, match="never rewritten"):
+        predictions.write({"x": 2}, out)
