@@ -5,8 +5,8 @@ by ``svgtpu paper``) with the full run under ``"run"``; :func:`format_result` pr
 committed under ``figures/gpu-runs/`` (:data:`~svgtpu.facts.paths.GPU_RUNS_DIR`), one dated file each (each call
 of ``svgtpu bench gpu`` writes a new one, ``<date>-<commit>.json``: :func:`run_path`; :func:`check_out` refuses an
 ``--out`` that exists, before any work; the commit inside: :func:`source_commit`), listed
-with its sha256, kind, commit and provenance in ``index.json`` and never rewritten: :func:`committed_runs` reads
-them all (the package's own runs and the peers measured beside them by separate scripts), :func:`gpu_rows` the
+with its sha256, kind, commit and provenance in ``index.json`` and never rewritten (read by
+:mod:`svgtpu.facts.gpu_runs`: ``committed_runs``, ``latest_run``, ``peers``, re-exported here), :func:`gpu_rows` the
 newest package run for notebooks, and :func:`attention_rows`, :func:`block_rows`, :func:`exponent_rows`,
 :func:`tpu_ideas` the tables of notebook 08; :func:`triton_launch` chooses our Triton kernel's launch settings from the
 sweep recorded in the newest package run.  No JAX here: the notebooks read the files on any machine.
@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from svgtpu.errors import BadInput
+from svgtpu.facts.gpu_runs import committed_runs, latest_run, peers
 from svgtpu.facts.paths import GPU_RUNS_DIR, REPO_ROOT
 from svgtpu.facts.results import NotebookRun, write_results
 from svgtpu.facts.tables import format_table
@@ -148,36 +149,6 @@ def write(result: dict, path: str | Path) -> Path:
                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
         index.write_text(json.dumps(listed, indent=1) + "\n")
     return written
-
-
-def committed_runs(directory: str | Path | None = None) -> list[dict]:
-    """Every committed GPU run in ``index.json``'s order: its index entry (file, kind ``package`` or ``peer``,
-    date, commit, provenance, command, sha256) with the file's JSON under ``data``.  A file whose sha256 is not
-    its index entry's has been edited after the run, which never happens to a dated run: that raises."""
-    directory = Path(directory) if directory is not None else GPU_RUNS_DIR
-    index = directory / "index.json"
-    if not index.exists():
-        return []
-    runs = []
-    for entry in json.loads(index.read_text())["runs"]:
-        raw = (directory / entry["file"]).read_bytes()
-        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-            raise RuntimeError(f"{directory / entry['file']}: sha256 differs from index.json's; a dated run is "
-                               "never rewritten (add a new dated file instead)")
-        runs.append(entry | {"data": json.loads(raw)})
-    return runs
-
-
-def latest_run(directory: str | Path | None = None) -> dict | None:
-    """The newest committed package run (``svgtpu bench gpu``): its index entry with ``data``, or ``None``."""
-    package = [r for r in committed_runs(directory) if r["kind"] == "package"]
-    return max(package, key=lambda r: (r["date"], r["file"])) if package else None
-
-
-def peers(run: dict, directory: str | Path | None = None) -> dict[str, dict]:
-    """The peer runs measured beside package run ``run`` (same date and device), by file name."""
-    return {r["file"]: r for r in committed_runs(directory)
-            if r["kind"] == "peer" and r["date"] == run["date"] and r["device"] == run["device"]}
 
 
 def gpu_rows(path: str | Path | None = None) -> dict | None:

@@ -61,6 +61,8 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                         for f, x in result["families"].items()]
                      + [f"{f}: sparse stretch {x['sparse_stretch']:.3f} fitted on {x['svg_calibrated_on']}"
                         for f, x in result["families"].items() if x["svg_calibrated_on"]]
+                     + [f"missed by more than {cm.MISS:.0%}: " + (", ".join(
+                         f"{m['id']} {m['error']:+.1%}" for m in result["misses"]) or "none")]
                      + [f"TPU clocks: {clocks}", f"compiled tile table: {result['compiled_table'] or 'none (priors)'}",
                         f"({result['provenance']})"])
     svg = [{k: r[k] for k in ("policy", "role", "published_speedup", "predicted_speedup", "error", "published_svg_s",

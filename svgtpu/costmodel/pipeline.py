@@ -43,6 +43,7 @@ from typing import Iterable
 
 from svgtpu.costmodel import parallel, stages
 from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
+from svgtpu.costmodel.gpu_rates import GpuRates
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
 from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
 from svgtpu.costmodel.specs import DeviceSpec
@@ -102,6 +103,7 @@ class Setup:
     kernel: str = "ours"              # attention kernel: ours, splash, tokamax (TPU) or flash (GPU)
     dense_kernel: str | None = None   # the dense reference's kernel (None: kernel)
     compiled: CompiledTable | None = None   # the compiled tile table pricing TPU attention (None: priors)
+    gpu_rates: GpuRates | None = None  # measured per-kernel rates pricing GPU attention (gpu_rates; None: priors)
     work: KernelWork | None = None   # prior work per score (None: our kernel's, kernel_work.counted_work)
     dtype_bytes: int = 2
     cfg_split: bool = False           # run the two CFG passes at once on two halves of the slice
@@ -199,8 +201,17 @@ class Setup:
         return self.compiled.tile(self.device.name, kernel or self.kernel, self.block_q, self.block_kv,
                                   self.model.head_dim, self.dtype)
 
+    def gpu_rate(self, kernel: str | None = None) -> float | None:
+        """The measured rate of ``kernel`` (default ``Setup.kernel``) on this GPU, or ``None`` (priors)."""
+        if not self.device.is_gpu or self.gpu_rates is None:
+            return None
+        return self.gpu_rates.rate(kernel or self.kernel)
+
     def attention_pricing(self, kernel: str | None = None) -> str:
-        """How attention of ``kernel`` is priced here: the compiled table (its provenance) or priors."""
+        """How attention of ``kernel`` is priced here: the compiled table (its provenance), a GPU kernel's
+        measured rate (its source), or priors."""
+        if self.gpu_rate(kernel):
+            return f"measured rate ({self.gpu_rates.source(kernel or self.kernel)})"
         found = self.compiled_tile(kernel)
         return f"compiled tile table ({found[1]})" if found else "priors (tile_costs.tile_units)"
 
@@ -223,6 +234,9 @@ class Setup:
             info = MaskFacts(density=None, q_rows=ceil_div(self.geometry.L, self.block_q), empty_rows=empty_row_steps,
                              max_row_tiles=None, mask_cuts_tiles=True)
         fast_path = fast_path and HAS_FAST_PATH.get(kernel, True)
+        if self.gpu_rate(kernel):   # a GPU kernel: its computed tiles at its measured rate, nothing else
+            return self.gpu_rates.head_seconds(kernel, stats.full + stats.partial, self.model.head_dim, self.block_q,
+                                               self.block_kv)
         found = self.compiled_tile(kernel)
         if found:
             return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,

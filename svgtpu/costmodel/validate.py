@@ -41,8 +41,9 @@ import statistics
 from pathlib import Path
 
 from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
+from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE as MEASURED_GPU_TILE, hopper_rates
 from svgtpu.costmodel.kernel_work import FLASH
-from svgtpu.costmodel.pipeline import (Setup, dit_seconds, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
+from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
@@ -142,6 +143,10 @@ class PublishedPoint:
         return (spec.family, spec.matmul_flops, spec.cores), shape, self.grid, self.chips
 
 
+#: A validation point the model misses by more than this is named in the summary (``validate()["misses"]``).
+MISS = 0.20
+
+
 @functools.lru_cache(maxsize=1)
 def published_points() -> tuple[PublishedPoint, ...]:
     """Every point of ``published.json``."""
@@ -167,9 +172,33 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel, work=work,
-                 compiled=compiled, parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
+                 compiled=compiled, gpu_rates=gpu_rates(device.family), parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, weights=point.weights,
                  attention_sharding=point.attention_sharding, segment_ids=point.segment_ids, **svg)
+
+
+def gpu_rates(family: str):
+    """The measured per-kernel attention rates of a GPU family (:mod:`~svgtpu.costmodel.gpu_rates`: Hopper, from
+    the committed H200 run), or ``None`` (priors)."""
+    return hopper_rates() if family == "hopper" else None
+
+
+def measured_block_setup(family: str, efficiency: Efficiency) -> Setup | None:
+    """One Wan 2.1 14B block as the committed GPU run measured it at its calibration resolution (one chip, one
+    pass, 128 x 128 tiles, no stage around it), or ``None`` for a family without a measured run."""
+    rates = gpu_rates(family)
+    if rates is None:
+        return None
+    return Setup(get_model("wan2.1-14b"), get_geometry(CALIBRATION_RESOLUTION), get_device("h200"), chips=1, steps=1,
+                 cfg=False, block_q=MEASURED_GPU_TILE, block_kv=MEASURED_GPU_TILE, efficiency=efficiency,
+                 kernel="cudnn", gpu_rates=rates, parts=frozenset())
+
+
+def block_rest_seconds(setup: Setup) -> float:
+    """One block's ops other than self-attention (:func:`forward_breakdown` per layer, without the once-per-pass
+    patch embedding and head): what a measured block minus its self-attention holds."""
+    per_pass = {"self_attention", "patch_embed", "head", "communication", "weight_gather"}
+    return sum(v for k, v in forward_breakdown(setup).items() if k not in per_pass) / setup.model.layers
 
 
 def setup_seconds(point: PublishedPoint, setup: Setup) -> float:
@@ -228,6 +257,18 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
 
     Returns ``{"efficiency", "calibrated_on" (point id or None), "fitted" (e or None)}``.
     """
+    block = measured_block_setup(family, prior)
+    if block is not None:   # a measured GPU run: the non-attention ops of its calibration block (docs/costmodel.md)
+        block = change(block) if change else block
+        rates = block.gpu_rates
+
+        def rest(e):
+            return block_rest_seconds(dataclasses.replace(block, efficiency=with_compute(block.efficiency, e)))
+        fitted = _solve(rest, rates.rest_seconds, 0.01, 1.0)
+        if fitted is None:
+            raise Unreachable(f"{rates.run}: no matmul efficiency in (0.01, 1] meets its {rates.rest_geometry} block")
+        return {"efficiency": with_compute(block.efficiency, fitted), "fitted": fitted,
+                "calibrated_on": f"{rates.run} ({rates.rest_geometry} dense blocks)"}
     point = calibration_point(family)
     if family == "cpu" or point is None:   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to fit
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}
@@ -301,17 +342,34 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     """A :class:`Setup` with the compiled evidence (``compiled``: default the committed table when it
     exists, :func:`svgtpu.costmodel.compiled.default_compiled`), the device's clock from its probe, and the
     device family's calibrated efficiency (:func:`family_efficiency`) unless ``efficiency`` is among
-    ``fields``, and its sparse stretch (:func:`family_stretch`) unless ``sparse_stretch`` is; every other
+    ``fields``, and its sparse stretch (:func:`family_stretch`) unless ``sparse_stretch`` is; on a GPU with
+    measured rates (:func:`gpu_rates`) those rates, the GPU kernels' 128 x 128 tile and cuDNN as the dense kernel
+    (what a user runs there) unless given; ``None`` for a tile or the dense kernel is the default; every other
     field as given."""
     compiled = resolve(fields.pop("compiled", AUTO))
     device = get_device(device, compiled) if isinstance(device, str) else device
+    fields = {k: v for k, v in fields.items() if v is not None or k not in ("block_q", "block_kv", "dense_kernel")}
     fields.setdefault("efficiency", family_efficiency(device.family, compiled)["efficiency"])
     fields.setdefault("sparse_stretch", family_stretch(device.family, compiled)["stretch"])
+    rates = gpu_rates(device.family)
+    if rates is not None:   # a GPU with measured rates: its kernels' own tile, and a user's dense kernel there
+        fields.setdefault("gpu_rates", rates)
+        fields.setdefault("block_q", MEASURED_GPU_TILE)
+        fields.setdefault("block_kv", MEASURED_GPU_TILE)
+        fields.setdefault("dense_kernel", "cudnn")
     return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
 
 
 def related_calibration(point: PublishedPoint) -> str | None:
-    """The id of the calibration point whose setting ``point`` shares (:attr:`PublishedPoint.setting`), or ``None``."""
+    """The id of the calibration point whose setting ``point`` shares (:attr:`PublishedPoint.setting`; for a family
+    calibrated on a measured GPU run, that run's block: the chip's compute, Wan 2.1 14B's shape, its grid, one
+    chip), or ``None``."""
+    block = measured_block_setup(point.family, Efficiency())
+    if block is not None and point.role != "calibration":
+        run = (get_device("h200").family, get_device("h200").matmul_flops, 1), \
+            dataclasses.replace(block.model, name="", source=""), (block.geometry.T, block.geometry.H, block.geometry.W), 1
+        mine = point.setting[0], point.setting[1], (lambda g: (g.T, g.H, g.W))(get_geometry(point.grid)), point.chips
+        return block.gpu_rates.run if mine == run else None
     calib = calibration_point(point.family)
     if point.role == "calibration" or calib is None:
         return None
@@ -380,10 +438,11 @@ def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
 
 
 def pricing(point: PublishedPoint, setup: Setup) -> str:
-    """How ``point``'s attention is priced: flash priors (GPU), the setup's own (TPU), or for MaxDiffusion's SVG
-    runs the compiled production-tile rows per score (:mod:`~svgtpu.costmodel.sparse_layers`)."""
+    """How ``point``'s attention is priced: the setup's own (a GPU kernel's measured rate, the compiled table, or
+    priors), or for MaxDiffusion's SVG runs the compiled production-tile rows per score
+    (:mod:`~svgtpu.costmodel.sparse_layers`)."""
     if setup.device.is_gpu:
-        return "priors (flash)"
+        return setup.attention_pricing() if setup.gpu_rate() else "priors (flash)"
     if point.maxdiffusion_svg:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim,
                                     setup.dtype)
@@ -482,6 +541,9 @@ def validate(compiled=AUTO) -> dict:
             "calibration_related": summary([r for r in validation if not r["independent"]]),
             "validation": summary(validation),
             "validation_unconfirmed": summary([r for r in rows if r["role"] == "validation-unconfirmed"]),
+            "misses": [{"id": r["id"], "error": r["error"], "independent": r["independent"]}
+                       for r in validation + [r for r in rows if r["role"] == "validation-unconfirmed"]
+                       if abs(r["error"]) > MISS],
             "speedups": speedups, "maxdiffusion_svg": maxdiffusion_rows(compiled) if compiled else [],
             "maxdiffusion_svg_skipped": skipped, "families": families, "tpu_clocks": clocks,
             "compiled_table": compiled.path if compiled else None,
@@ -489,7 +551,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows"]

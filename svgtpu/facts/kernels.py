@@ -38,8 +38,10 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
            compiled=True, modeled=True),
     Kernel("reference", "the readable jnp reference (svgtpu.kernels.reference)", fast_path=False, svg_layer=True,
            data_mask=True, compiled=False, modeled=False),
-    Kernel("flash", "FlashAttention on a GPU (the cost model's GPU kernel)", fast_path=True, svg_layer=False,
+    Kernel("flash", "FlashAttention-2 on a GPU (what the published GPU runs used)", fast_path=True, svg_layer=False,
            data_mask=False, compiled=False, modeled=True),
+    Kernel("cudnn", "cuDNN's fused attention on a GPU (jax.nn.dot_product_attention): a GPU user's dense kernel",
+           fast_path=True, svg_layer=False, data_mask=False, compiled=False, modeled=True),
 )}
 
 

@@ -1,0 +1,113 @@
+"""The model against a measured GPU: the committed H200 run (``figures/gpu-runs/``) row by row.
+
+Three numbers are fitted on the run's 720p dense blocks (:mod:`~svgtpu.costmodel.gpu_rates`: cuDNN's and our
+Triton kernel's attention rates, the non-attention ops' matmul efficiency); every other row is validation,
+predicted with them and never refitted (docs/costmodel.md, "The H200 model", written before this comparison):
+the blocks and their self-attention at every resolution and kernel, the self-attention shares, the attention
+variants of the run, and the video it extrapolates (dense DiT seconds with cuDNN, the DiT speedup of SVG through
+our kernel).  Beside each, what the model at 314194b predicted blind (``figures/blind/``), where it did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE
+from svgtpu.costmodel.pipeline import dit_seconds, svg_overhead_seconds
+from svgtpu.costmodel.validate import block_rest_seconds, calibrated_setup, family_efficiency, gpu_rates
+from svgtpu.facts.gpu_runs import latest_run
+from svgtpu.facts.paths import REPO_ROOT
+
+#: The model before this run, frozen (tests/test_blind_record.py).
+BLIND_RECORD = REPO_ROOT / "figures" / "blind" / "2026-12-04-314194b.json"
+#: The block's attention rows as the model's (kernel, mask): dense through cuDNN or ours, SVG (snap-aligned,
+#: profiling and layout transform included) through ours.
+BLOCK_KINDS = {"dense-cudnn": ("cudnn", "dense"), "dense-ours": ("ours", "dense"),
+               "svg-aligned-ours": ("ours", "svg-aligned")}
+#: The attention benchmark's variants as the model's (kernel, mask); with and without the fast path alike (the
+#: GPU form has no fast-path term).
+ATTENTION_KINDS = {"cudnn-dense": ("cudnn", "dense"), "ours-dense": ("ours", "dense"),
+                   "ours-svg-fast": ("ours", "svg"), "ours-svg-nofast": ("ours", "svg"),
+                   "ours-aligned-fast": ("ours", "svg-aligned"), "ours-aligned-nofast": ("ours", "svg-aligned")}
+#: The rows the three numbers are fitted on, and those they alone determine (the 720p cuDNN block, its share,
+#: its video): ``role`` calibration; everything else is validation.
+FITTED = {(CALIBRATION_RESOLUTION, "dense-cudnn", q) for q in ("attention_s", "rest_s", "block_s", "attention_share")} | {
+    (CALIBRATION_RESOLUTION, "dense-ours", "attention_s"), (CALIBRATION_RESOLUTION, "video (dense cuDNN)", "dense_dit_s")}
+
+
+def block_setup(geometry: str, kept: float):
+    """The H200 setup of one block's video: Wan 2.1 14B, one chip, 50 steps with CFG, 128 x 128 tiles."""
+    return calibrated_setup("wan2.1-14b", geometry, "h200", chips=1, steps=50, cfg=True, kept=kept)
+
+
+def modeled_block(setup, kernel: str, mask: str) -> dict:
+    """One block's modeled seconds: self-attention of ``kernel`` on ``mask`` (SVG's own work on an SVG layer)
+    and the rest."""
+    heads = setup.heads_per_chip
+    stats, info = setup.tiles(mask)
+    attention = heads * setup.head_seconds(stats, kernel=kernel, info=info)
+    if mask != "dense":
+        attention += sum(svg_overhead_seconds(setup).values())
+    rest = block_rest_seconds(setup)
+    return {"block_s": rest + attention, "attention_s": attention, "rest_s": rest,
+            "attention_share": attention / (rest + attention)}
+
+
+def _row(geometry, what, quantity, measured, predicted, blind=None):
+    role = "calibration" if (geometry, what, quantity) in FITTED else "validation"
+    return {"geometry": geometry, "what": what, "quantity": quantity, "role": role, "measured": measured,
+            "predicted": predicted, "error": predicted / measured - 1, "blind_314194b": blind,
+            "blind_error": None if blind is None else blind / measured - 1}
+
+
+def against_h200() -> dict:
+    """Every row of the newest committed H200 run against the model (module doc)."""
+    run = latest_run()
+    data = run["data"]["run"]
+    blind = {b["geometry"]: b for b in json.loads(BLIND_RECORD.read_text())["h200_blocks"]}
+    rows = []
+    for block in data["block"]:
+        g = block["geometry"]
+        setup = block_setup(g, data["kept"])
+        for r in block["rows"]:
+            if r["status"] != "ok":
+                continue
+            m = modeled_block(setup, *BLOCK_KINDS[r["attention"]])
+            b = blind.get(g, {}) if r["attention"] == "dense-ours" else {}   # 314194b priced dense with ours
+            rows.append(_row(g, r["attention"], "block_s", r["block_s"], m["block_s"], b.get("block_s_dense")))
+            rows.append(_row(g, r["attention"], "attention_s", r["attention_s"], m["attention_s"],
+                             b.get("block_attention_s_dense")))
+            rows.append(_row(g, r["attention"], "rest_s", r["block_s"] - r["attention_s"], m["rest_s"]))
+            rows.append(_row(g, r["attention"], "attention_share", r["attention_share"], m["attention_share"],
+                             b.get("attention_share_dense")))
+        video = next(e for e in data["end_to_end"] if e["geometry"] == g)
+        dense, svg = dit_seconds(setup, "dense", True), dit_seconds(setup, "svg-aligned", True)
+        rows.append(_row(g, "video (dense cuDNN)", "dense_dit_s", video["dense_s"], dense))
+        rows.append(_row(g, "video (SVG ours vs dense cuDNN)", "dit_speedup", video["speedup"], dense / svg,
+                         blind.get(g, {}).get("dit_speedup_svg_aligned")))
+    for a in data["attention"]:
+        g = a["geometry"]
+        setup = dataclasses.replace(block_setup(g, data["kept"]), chips=1)
+        for r in a["rows"]:
+            if r["status"] != "ok" or r["variant"] not in ATTENTION_KINDS:
+                continue
+            kernel, mask = ATTENTION_KINDS[r["variant"]]
+            stats, info = setup.tiles(mask)
+            predicted = a["heads"] * setup.head_seconds(stats, kernel=kernel, info=info)
+            rows.append(_row(g, f"attention {r['variant']} ({a['heads']} heads)", "seconds", r["median_s"], predicted))
+    rates = gpu_rates("hopper")
+    fit = family_efficiency("hopper")
+    validation = [r for r in rows if r["role"] == "validation"]
+    worst = max(validation, key=lambda r: abs(r["error"]))
+    return {"run": run["file"], "tile": f"{GPU_TILE}x{GPU_TILE}",
+            "fitted": {"rates_tflops": {k: v / 1e12 for k, v, _ in rates.rates},
+                       "rate_sources": {k: s for k, _, s in rates.rates},
+                       "rest_matmul_efficiency": fit["fitted"], "calibrated_on": fit["calibrated_on"]},
+            "rows": rows, "validation_points": len(validation),
+            "median_abs_error": sorted(abs(r["error"]) for r in validation)[len(validation) // 2],
+            "worst": {k: worst[k] for k in ("geometry", "what", "quantity", "error")},
+            "provenance": "modeled-h200 vs measured-gpu-h200"}
+
+
+__all__ = ["BLIND_RECORD", "BLOCK_KINDS", "ATTENTION_KINDS", "FITTED", "block_setup", "modeled_block", "against_h200"]

@@ -1,0 +1,103 @@
+"""Self-attention on a GPU priced per kernel from measured rates (docs/costmodel.md, "The H200 model").
+
+A GPU kernel's self-attention over a mask is its computed tiles at the GPU kernels' own 128 x 128 tile times
+the tile's matmul work (``4 x 128 x 128 x d``) over the kernel's rate: no per-step, per-row or fast-path
+term.  Each kernel has its own rate, separate from the matmul efficiency of the other ops:
+
+- ``cudnn`` (cuDNN's fused attention, ``jax.nn.dot_product_attention``) and ``ours`` (our Triton kernel, its
+  default launch): fitted on the 720p dense block rows of the committed H200 run, and nothing else;
+- ``flash`` (FlashAttention-2, what the published GPU runs used): read off the dense FlashAttention-2 row at
+  720p of the peer measured beside that run (torch SDPA's FlashAttention-2 backend, same GPU, same hour).
+
+The third fitted number, the non-attention ops' matmul efficiency, is fitted where setups are built
+(:func:`svgtpu.costmodel.validate.fit_efficiency`) against :attr:`GpuRates.rest_seconds`, the same run's
+720p dense-cuDNN block minus its self-attention.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from svgtpu.facts.gpu_runs import latest_run, peers
+from svgtpu.geometry import ceil_div
+
+#: The GPU kernels' tile (our Triton kernel's block_q x block_kv, FlashAttention's and cuDNN's 128-wide tiles).
+GPU_TILE = 128
+#: The resolution the rates are fitted at; every other row of the run is validation (docs/costmodel.md).
+CALIBRATION_RESOLUTION = "720p"
+#: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row.
+FLASH_PEER, FLASH_ROW = "peer-flexattention", "sdpa-flash2-dense"
+
+
+def tile_flops(head_dim: int) -> float:
+    """Matmul FLOPs of one 128 x 128 tile of one head: QK^T and PV, ``2 x 2 x 128 x 128 x d``."""
+    return 4.0 * GPU_TILE * GPU_TILE * head_dim
+
+
+def dense_tiles(L: int) -> int:
+    """Computed tiles of a dense head at 128 x 128, the padded tail included."""
+    return ceil_div(L, GPU_TILE) ** 2
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuRates:
+    """Measured attention rates of a GPU's kernels (FLOP/s of computed-tile work) and the calibration target of
+    the non-attention ops, with where each comes from."""
+
+    device: str
+    rates: tuple[tuple[str, float, str], ...]   # (kernel, rate, source)
+    rest_seconds: float                         # one block's non-attention seconds at the calibration resolution
+    rest_geometry: str
+    run: str                                    # the committed run file
+
+    def rate(self, kernel: str) -> float | None:
+        return next((r for k, r, _ in self.rates if k == kernel), None)
+
+    def source(self, kernel: str) -> str:
+        return next((s for k, _, s in self.rates if k == kernel), "")
+
+    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int = GPU_TILE,
+                     block_kv: int = GPU_TILE) -> float:
+        """One head of ``kernel`` over ``computed_tiles`` tiles of ``block_q x block_kv`` (128 x 128: the GPU
+        kernels' own; another tile is priced by its work at the same rate)."""
+        return computed_tiles * tile_flops(head_dim) * (block_q * block_kv) / GPU_TILE ** 2 / self.rate(kernel)
+
+
+def fit_rates(run: dict, peer_runs: dict[str, dict]) -> GpuRates:
+    """The rates of :class:`GpuRates` from a committed package run (``committed_runs`` entry) and its peers:
+    its :data:`CALIBRATION_RESOLUTION` dense blocks only (module doc)."""
+    data = run["data"]["run"]
+    block = next(b for b in data["block"] if b["geometry"] == CALIBRATION_RESOLUTION)
+    rows = {r["attention"]: r for r in block["rows"] if r["status"] == "ok"}
+    heads, head_dim = _block_heads(block["model"])
+    work = heads * dense_tiles(block["L"]) * tile_flops(head_dim)
+    where = f"{run['file']}, {CALIBRATION_RESOLUTION} block"
+    rates = [("cudnn", work / rows["dense-cudnn"]["attention_s"], f"fitted: {where}, dense-cudnn self-attention"),
+             ("ours", work / rows["dense-ours"]["attention_s"], f"fitted: {where}, dense-ours self-attention")]
+    peer = next((p for name, p in peer_runs.items() if FLASH_PEER in name), None)
+    if peer is not None:
+        case = next(c for c in peer["data"]["cases"] if c["geometry"] == CALIBRATION_RESOLUTION)
+        flash = case["heads"] * dense_tiles(case["L"]) * tile_flops(head_dim) / case["rows"][FLASH_ROW]["median_s"]
+        rates.append(("flash", flash, f"measured: {peer['file']}, {CALIBRATION_RESOLUTION} {FLASH_ROW}"))
+    cudnn = rows["dense-cudnn"]
+    return GpuRates(device=data["device"], rates=tuple(rates), rest_seconds=cudnn["block_s"] - cudnn["attention_s"],
+                    rest_geometry=CALIBRATION_RESOLUTION, run=run["file"])
+
+
+def _block_heads(model: str) -> tuple[int, int]:
+    from svgtpu.costmodel.workload import get_model
+    m = get_model(model)
+    return m.heads, m.head_dim
+
+
+@functools.lru_cache(maxsize=1)
+def hopper_rates() -> GpuRates | None:
+    """:func:`fit_rates` on the newest committed H200 package run (``None`` without one)."""
+    run = latest_run()
+    if run is None or "H200" not in run["device"]:
+        return None
+    return fit_rates(run, peers(run))
+
+
+__all__ = ["GPU_TILE", "CALIBRATION_RESOLUTION", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates"]

@@ -1,0 +1,48 @@
+"""The measured GPU runs committed under ``figures/gpu-runs/``: one dated file per run, listed with its sha256,
+kind, commit and provenance in ``index.json``, never rewritten (``tests/test_gpu_runs.py``).
+
+Kind ``package``: svgtpu's own ``svgtpu bench gpu`` at the commit in the file's name; kind ``peer``: a separate
+script measured beside it the same hour on the same GPU (read beside the package's run, never as it).  Read
+here, at the bottom layer, because the cost model calibrates on them and the notebooks and paper show them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from svgtpu.facts.paths import GPU_RUNS_DIR
+
+
+def committed_runs(directory: str | Path | None = None) -> list[dict]:
+    """Every committed GPU run in ``index.json``'s order: its index entry (file, kind ``package`` or ``peer``,
+    date, commit, provenance, command, sha256) with the file's JSON under ``data``.  A file whose sha256 is not
+    its index entry's has been edited after the run, which never happens to a dated run: that raises."""
+    directory = Path(directory) if directory is not None else GPU_RUNS_DIR
+    index = directory / "index.json"
+    if not index.exists():
+        return []
+    runs = []
+    for entry in json.loads(index.read_text())["runs"]:
+        raw = (directory / entry["file"]).read_bytes()
+        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+            raise RuntimeError(f"{directory / entry['file']}: sha256 differs from index.json's; a dated run is "
+                               "never rewritten (add a new dated file instead)")
+        runs.append(entry | {"data": json.loads(raw)})
+    return runs
+
+
+def latest_run(directory: str | Path | None = None) -> dict | None:
+    """The newest committed package run (``svgtpu bench gpu``): its index entry with ``data``, or ``None``."""
+    package = [r for r in committed_runs(directory) if r["kind"] == "package"]
+    return max(package, key=lambda r: (r["date"], r["file"])) if package else None
+
+
+def peers(run: dict, directory: str | Path | None = None) -> dict[str, dict]:
+    """The peer runs measured beside package run ``run`` (same date and device), by file name."""
+    return {r["file"]: r for r in committed_runs(directory)
+            if r["kind"] == "peer" and r["date"] == run["date"] and r["device"] == run["device"]}
+
+
+__all__ = ["committed_runs", "latest_run", "peers"]
