@@ -24,6 +24,7 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput
 from svgtpu.facts.gpu_runs import committed_runs, latest_run, peers
+from svgtpu.facts.outputs import check_output, write_text
 from svgtpu.facts.paths import GPU_RUNS_DIR, REPO_ROOT
 from svgtpu.facts.results import NotebookRun, write_results
 from svgtpu.facts.tables import format_table
@@ -114,15 +115,14 @@ def run_path(date: str, commit: str, directory: str | Path | None = None) -> Pat
 
 def check_out(path: str | Path) -> Path:
     """``path`` if a run file may be written there: not an existing file (runs are never overwritten), in a
-    folder that exists and is writable; else one clear line (:class:`BadInput`), before any work."""
-    path = Path(path)
-    if path.exists():
+    folder that exists and is writable (:func:`~svgtpu.facts.outputs.check_output`); else one clear line
+    (:class:`BadInput`), before any work."""
+    if Path(path).exists() and not Path(path).is_dir():
         raise BadInput(f"--out {path} already exists: each GPU run writes a new file (runs are never overwritten); "
                        f"name another, or leave --out out for figures/gpu-runs/<date>-<commit>.json")
+    path = check_output("--out", path)
     if path.suffix != ".json":
         raise BadInput(f"--out must name a .json file, got {str(path)!r}")
-    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-        raise BadInput(f"--out {path}: its folder {path.parent} must exist and be writable")
     return path
 
 
@@ -147,7 +147,7 @@ def write(result: dict, path: str | Path) -> Path:
                                "device": result["device"], "command": result.get("command", "svgtpu bench gpu"),
                                "machine": f"jax {result['jax']} ({result['backend']})",
                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
-        index.write_text(json.dumps(listed, indent=1) + "\n")
+        write_text(index, json.dumps(listed, indent=1) + "\n")
     return written
 
 

@@ -7,7 +7,7 @@ import sys
 
 from svgtpu.cli.common import command
 from svgtpu.errors import BadInput, positive_int
-from svgtpu.facts.paths import CHECKPOINT
+from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT, TRAINED_CHECKPOINT
 from svgtpu.production import PRODUCTION
 from svgtpu.warmup import DEFAULT_KEPT
 
@@ -22,8 +22,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
-    p.add_argument("--out", default=str(CHECKPOINT), help="checkpoint .npz (default: the shipped checkpoint of this "
-                   "checkout, whatever the working directory); the loss curve goes next to it as <name>.loss.json")
+    p.add_argument("--out", default=str(TRAINED_CHECKPOINT), help=f"checkpoint .npz (default "
+                   f"{TRAINED_CHECKPOINT.relative_to(REPO_ROOT)} of this checkout, ignored by git); the loss curve goes "
+                   "next to it as <name>.loss.json")
+    p.add_argument("--force", action="store_true",
+                   help=f"allow --out to overwrite the shipped checkpoint ({CHECKPOINT.relative_to(REPO_ROOT)})")
 
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
@@ -34,7 +37,8 @@ def run_train(args):
 
     command = "python -m svgtpu " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith(("svgtpu", "__main__.py")) else None
     result = train_and_save(args.config, args.out, steps=args.steps, seed=args.seed, batch_size=args.batch_size,
-                            lr=args.lr, warmup=args.warmup, init=args.init, command=command)
+                            lr=args.lr, warmup=args.warmup, init=args.init, command=command,
+                            force=args.force)
     return result, format_training(result)
 
 

@@ -45,6 +45,7 @@ import itertools
 import json
 
 from svgtpu.errors import BadInput
+from svgtpu.facts.outputs import write_text
 from svgtpu.production import PRODUCTION
 
 #: The candidate axes, by :class:`~svgtpu.kernels.KernelConfig` and :class:`~svgtpu.compiler.variants.Variant` field
@@ -225,7 +226,7 @@ def record(result: dict, figures_dir=None) -> str:
                  versions=result["versions"], kernel_sources=kernel_sources_key(),
                  command=TUNE_COMMAND.format(**result))
     data.setdefault("tiles", {}).setdefault(result["device"], {})[result["resolution"]] = entry
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return str(path)
 
 

@@ -33,5 +33,7 @@ BUILD_DIR = REPO_ROOT / "build"
 #: JAX's persistent compilation cache of the test suite and of ``svgtpu reproduce``'s notebook kernels
 #: (:func:`svgtpu.tpu_env.persistent_cache_env`); JAX keys each entry on the program, its versions and the XLA flags.
 JAX_CACHE_DIR = BUILD_DIR / "jax-cache"
+#: Where ``svgtpu train`` writes its checkpoint (and ``<name>.loss.json`` next to it) unless told: never the shipped one.
+TRAINED_CHECKPOINT = BUILD_DIR / "train" / "toy_dit.npz"
 #: Where ``svgtpu generate`` writes its GIF (and the contact sheet next to it) unless told: never the working directory.
 GENERATED_VIDEO = BUILD_DIR / "generate" / "video.gif"

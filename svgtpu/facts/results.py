@@ -84,12 +84,10 @@ def write_results(data: dict, path: str | os.PathLike | None = None) -> Path:
     Keys keep their order (table rows keep their column order); :meth:`NotebookRun.save` sorts
     claims, entries and figures by name so regenerated files diff cleanly.
     """
+    from svgtpu.facts.outputs import write_text
     path = Path(path) if path is not None else results_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, default=_jsonable) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, json.dumps(data, indent=1, default=_jsonable) + "\n")
 
 
 def _jsonable(value):
@@ -187,13 +185,15 @@ class NotebookRun:
     def save_figure(self, fig, name: str, *, caption: str, provenance: str, claim: str | None = None,
                     formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
         """Write ``fig`` as ``<name>.png`` (+ vector copies) and remember it with its caption."""
+        from svgtpu.facts.outputs import atomic_path
         if claim is not None:
             check_claim(claim)
         paths = []
         for fmt in formats:
             path = self.directory / f"{name}.{fmt}"
-            fig.savefig(path, dpi=150 if fmt == "png" else None, bbox_inches="tight",
-                        metadata=_figure_metadata(fmt, name))
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=150 if fmt == "png" else None, bbox_inches="tight",
+                            metadata=_figure_metadata(fmt, name))
             paths.append(path)
         if os.environ.get(FIGURE_LOG):
             with open(os.environ[FIGURE_LOG], "a") as log:

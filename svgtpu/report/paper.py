@@ -48,6 +48,7 @@ from svgtpu.production import PRODUCTION
 from svgtpu.facts.results import (
     CLAIMS, REPORTED, RESULTS_NAME, load_results, results_path,
 )
+from svgtpu.facts.outputs import write_text
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.errors import BadInput, user_file
 
@@ -850,7 +851,7 @@ def generate(results: str | os.PathLike | None = None,
     for target, text, new, names in filled:
         if new != text:
             with user_file("paper target", target):
-                target.write_text(new)
+                write_text(target, new)
         report.append({"file": str(target), "blocks": len(names), "changed": new != text})
     return report
 

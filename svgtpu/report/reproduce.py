@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from svgtpu.errors import BadInput, user_file
+from svgtpu.errors import BadInput
 from svgtpu.production import PRODUCTION
 from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, JAX_CACHE_DIR, REPO_ROOT
 from svgtpu.tpu_env import persistent_cache_env
@@ -188,14 +188,23 @@ def output_dir(figures_dir: str | os.PathLike | None = None, update_figures: boo
     return committed_figures_dir() if update_figures else SCRATCH_DIR
 
 
+def notebook_names(notebook: str) -> set[str]:
+    """What names ``notebook`` exactly: its file name, its number, its name after the number (``07_quality``:
+    ``07``, ``quality``)."""
+    number, _, rest = notebook.partition("_")
+    return {notebook, number} | ({rest} if rest else set())
+
+
 def select(only: list[str] | None) -> list[str]:
-    """Notebooks whose name starts with or contains any of ``only`` (all when empty)."""
-    if not only:
+    """The notebooks ``only`` names, each exactly (:func:`notebook_names`; ``01`` is not ``01b``), in file order;
+    all when ``only`` is ``None``.  A name that matches none is refused, the empty one too."""
+    if only is None:
         return list(NOTEBOOKS)
-    chosen = [n for n in NOTEBOOKS if any(n.startswith(o) or o in n for o in only)]
-    if not chosen:
-        raise BadInput(f"--only must name notebooks among {', '.join(NOTEBOOKS)} (e.g. 02), got {only}")
-    return chosen
+    unknown = [o for o in only if not any(o in notebook_names(n) for n in NOTEBOOKS)]
+    if unknown or not only:
+        raise BadInput(f"--only must name notebooks by number or name among {', '.join(NOTEBOOKS)} (e.g. 02), "
+                       f"got {', '.join(map(repr, unknown or only)) or 'none'}")
+    return [n for n in NOTEBOOKS if any(o in notebook_names(n) for o in only)]
 
 
 def install_kernel(build_dir: Path = BUILD_DIR) -> str:
@@ -327,6 +336,7 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
 
     from tqdm.auto import tqdm
 
+    from svgtpu.facts.outputs import check_output
     from svgtpu.facts.results import figures_dir as default_figures_dir
     from svgtpu.geometry import check_positive_int
 
@@ -335,9 +345,10 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
     jobs = check_positive_int("jobs", JOBS.get(profile, 1) if jobs is None else jobs)
     names = select(only)
     build = Path(build_dir) if build_dir is not None else BUILD_DIR
+    if figures_dir is not None:   # a folder the user named that cannot be made: refused at once
+        check_output("figures_dir", figures_dir, folder=True)
     figures = default_figures_dir(figures_dir).resolve()
-    with user_file("figures_dir", figures):   # a folder the user named that cannot be made: refused at once
-        figures.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
     output_dir = build / "notebooks"
     output_dir.mkdir(parents=True, exist_ok=True)
     kernel = install_kernel(build)
@@ -383,5 +394,5 @@ def format_reproduce(result: dict) -> str:
     return text
 
 
-__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "select", "install_kernel", "NotebookResult",
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "notebook_names", "select", "install_kernel", "NotebookResult",
            "run_notebook", "next_notebook", "run_notebooks", "reproduce", "reproduce_all", "format_reproduce"]

@@ -225,9 +225,11 @@ def _unflatten(flat: dict[str, np.ndarray]):
 
 
 def save_checkpoint(path: str, params: Params, config: DiTConfig) -> None:
-    """Write ``params`` (float32) and ``config`` to one ``.npz`` file."""
+    """Write ``params`` (float32) and ``config`` to one ``.npz`` file, atomically."""
+    from svgtpu.facts.outputs import atomic_path
     flat = {k: v.astype(np.float32) for k, v in _flatten(params).items()}
-    np.savez_compressed(path, __config__=np.array(config.to_json()), **flat)
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, __config__=np.array(config.to_json()), **flat)
 
 
 def load_checkpoint(path: str) -> tuple[Params, DiTConfig]:

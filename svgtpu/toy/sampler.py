@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -123,18 +122,25 @@ def contact_sheet(videos: np.ndarray, scale: int = 4, gap: int = 1) -> np.ndarra
     return sheet
 
 
+def sheet_path(gif: str) -> str:
+    """The contact sheet written beside the GIF ``gif``: the same name as ``.png``."""
+    return str(gif)[:-4] + ".png"
+
+
 def _gif_path(path: str) -> None:
-    """Refuse (:class:`BadInput`) a path that is no ``.gif`` or whose folder cannot be made."""
-    from svgtpu.errors import user_file
+    """Refuse (:class:`BadInput`) a path that is no ``.gif``, or where it or its contact sheet cannot be
+    written (:func:`~svgtpu.facts.outputs.check_output`)."""
+    from svgtpu.facts.outputs import check_output
     if not str(path).endswith(".gif"):
         raise BadInput(f"out must be a .gif path, got {path!r}")
-    with user_file("out", path):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    check_output("out", path, derived=(sheet_path(path),))
 
 
 def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> tuple[str, str]:
-    """Write an animated GIF (videos side by side) at ``path`` and a contact-sheet PNG next to it."""
+    """Write an animated GIF (videos side by side) at ``path`` and a contact-sheet PNG next to it, atomically."""
     from PIL import Image
+
+    from svgtpu.facts.outputs import atomic_path
 
     _gif_path(path)
     pixels = to_uint8(videos).repeat(scale, axis=2).repeat(scale, axis=3)
@@ -142,10 +148,12 @@ def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> t
     frames = [Image.fromarray(np.concatenate([np.pad(pixels[b, f], ((0, 0), (0, 1 if b < B - 1 else 0), (0, 0)),
                                                      constant_values=255) for b in range(B)], axis=1))
               for f in range(T)]
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=1000 // fps, loop=0)
-    sheet_path = path[:-4] + ".png"
-    Image.fromarray(contact_sheet(videos, scale)).save(sheet_path)
-    return path, sheet_path
+    with atomic_path(path) as tmp:
+        frames[0].save(tmp, save_all=True, append_images=frames[1:], duration=1000 // fps, loop=0)
+    sheet = sheet_path(path)
+    with atomic_path(sheet) as tmp:
+        Image.fromarray(contact_sheet(videos, scale)).save(tmp)
+    return path, sheet
 
 
 # -- svgtpu generate ---------------------------------------------------------------------------
@@ -224,5 +232,5 @@ def format_generate(result: dict) -> str:
                     if launcher else "")
 
 
-__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "save_video",
+__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "sheet_path", "save_video",
            "check_generate", "format_generate", "generate"]

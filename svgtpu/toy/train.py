@@ -101,15 +101,20 @@ def train(config: DiTConfig, *, steps: int, seed: int = 0, batch_size: int = 8, 
     return params, history
 
 
+def loss_curve_path(checkpoint: str) -> str:
+    """The training record written beside a checkpoint: ``<name>.loss.json``."""
+    return os.path.splitext(checkpoint)[0] + ".loss.json"
+
+
 def save_training(path: str, params: Params, config: DiTConfig, history: dict, *, config_name: str,
                   init: str | None = None, command: str | None = None) -> dict:
     """Save ``params`` at ``path`` and the run's record next to it as ``<name>.loss.json``.
 
     A run that went on from the checkpoint ``init`` carries the stages that made it (read from
     ``init``'s own ``.loss.json``), so the record of the shipped checkpoint lists every command
-    that reproduces it.  Returns the record without the per-step losses.
+    that reproduces it.  Returns the record without the per-step losses.  Both files are written atomically.
     """
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    from svgtpu.facts.outputs import write_text
     save_checkpoint(path, params, config)
     losses = history["losses"]
     tail = max(1, len(losses) // 20)
@@ -121,26 +126,31 @@ def save_training(path: str, params: Params, config: DiTConfig, history: dict, *
         with open(previous) as f:
             stages = json.load(f).get("stages", [])
     stages.append(stage)
-    curve_path = os.path.splitext(path)[0] + ".loss.json"
+    curve_path = loss_curve_path(path)
     record = {"config": config_name, "model": json.loads(config.to_json()), "params": count_params(params),
               "checkpoint": path, "loss_curve": curve_path, "checkpoint_bytes": os.path.getsize(path),
               **{k: v for k, v in stage.items() if k != "losses"},
               "total_steps": sum(s["steps"] for s in stages), "total_wall_s": sum(s["wall_s"] for s in stages),
               "reproduce": [s["command"] for s in stages], "provenance": provenance("measured")}
-    with open(curve_path, "w") as f:
-        json.dump({**record, "stages": stages}, f)
+    write_text(curve_path, json.dumps({**record, "stages": stages}))
     return record
 
 
-def train_and_save(config_name: str, out: str, *, steps: int, seed: int = 0, batch_size: int = 4, lr: float = 5e-4,
-                   warmup: int = 50, init: str | None = None, command: str | None = None) -> dict:
+def train_and_save(config_name: str, out: str | None = None, *, steps: int, seed: int = 0, batch_size: int = 4,
+                   lr: float = 5e-4, warmup: int = 50, init: str | None = None, command: str | None = None,
+                   force: bool = False) -> dict:
     """``svgtpu train``: train the ``config_name`` model (going on from the checkpoint ``init``, whose
-    model it must be) and save it at ``out`` with its record (:func:`save_training`)."""
+    model it must be) and save it at ``out`` (default :data:`~svgtpu.facts.paths.TRAINED_CHECKPOINT`, under
+    ``build/``) with its record (:func:`save_training`).  The shipped checkpoint is overwritten only with ``force``."""
     from svgtpu.errors import user_file
+    from svgtpu.facts.outputs import check_output
+    from svgtpu.facts.paths import TRAINED_CHECKPOINT
     from svgtpu.toy.dit import load_checkpoint
+    out = str(TRAINED_CHECKPOINT if out is None else out)
+    if not out.endswith(".npz"):
+        raise BadInput(f"out must be a .npz path (the checkpoint), got {out!r}")
     config, params = get_config(config_name), None
-    with user_file("out", out):   # before the work: a folder that cannot be made is refused at once
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    check_output("out", out, derived=(loss_curve_path(out),), force=force)   # before the work
     if init:
         params, init_config = load_checkpoint(init)
         if init_config != config:
@@ -151,11 +161,12 @@ def train_and_save(config_name: str, out: str, *, steps: int, seed: int = 0, bat
 
 
 def format_training(record: dict) -> str:
-    """:func:`train_and_save`'s record as one table row."""
+    """:func:`train_and_save`'s record as one table row, and the two files it wrote."""
     from svgtpu.facts.tables import format_table
     return format_table([{k: record[k] for k in ("config", "params", "steps", "batch_size", "first_loss", "final_loss",
-                                                  "wall_s", "checkpoint_bytes")}])
+                                                  "wall_s", "checkpoint_bytes")}]) + (
+        f"\nwrote {record['checkpoint']} and its training record {record['loss_curve']}")
 
 
-__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train", "save_training", "train_and_save",
-           "format_training"]
+__all__ = ["CONFIGS", "get_config", "flow_matching_loss", "make_optimizer", "train", "loss_curve_path", "save_training",
+           "train_and_save", "format_training"]
