@@ -110,7 +110,7 @@ def test_refusals_are_one_line_with_exit_status_2(capsys, tmp_path, monkeypatch)
     earlier = tmp_path / "2026-12-04-314194b.json"
     earlier.write_text("{}")
     for argv, words in ((["--out", str(earlier)], "already exists"),
-                        (["--out", str(tmp_path / "absent" / "run.json")], "must exist and be writable"),
+                        (["--out", str(tmp_path / "absent" / "run.json")], "does not exist"),
                         (["--sections", "attention,tpu"], "sections must be a comma-separated list of check, attention"),
                         (["--resolution", "4k"], "resolution must be a comma-separated list of 2x8x10"),
                         (["--sections", "block", "--resolution", ""], "resolution must be")):
