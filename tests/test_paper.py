@@ -26,7 +26,8 @@ def _results(tmp_path, **entries):
     return results.load_results(run.save())
 
 
-@pytest.mark.parametrize("path", [paper.PAPER, paper.APPENDIX, paper.README, *NOTEBOOKS], ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", [paper.PAPER, paper.APPENDIX, paper.README, paper.VERDICT_HISTORY_DOC, *NOTEBOOKS],
+                         ids=lambda p: Path(p).name)
 def test_prose_states_no_number_of_ours_by_hand(path):
     text = paper.notebook_markdown(path) if path.suffix == ".ipynb" else path.read_text()
     strays = paper.stray_numbers(text)
@@ -288,3 +289,30 @@ def test_a_verdict_row_is_data_judged_by_the_one_rule(tmp_path):
     waits = paper.VerdictRow("C5", "waits for an interval", "quadratic", "interval", ("C5.flops_exponent",), "{why}",
                              reported=2.0)
     assert paper.judge_row(waits, data) is None                                       # "own" interval missing
+
+
+def test_the_note_body_keeps_to_its_word_budget():
+    """Issue 52: the note's body at most BODY_WORDS words, generated tables aside (the rule: paper.body_words)."""
+    words = paper.body_words(paper.PAPER.read_text())
+    assert words <= paper.BODY_WORDS, f"paper/svgtpu.md's body is {words} words, over {paper.BODY_WORDS}"
+
+
+def test_body_words_counts_prose_and_captions_not_table_rows_or_code():
+    text = ("Two words.\n<!-- svgtpu:begin claims -->\n| a | b |\n|---|---|\n| c | d |\n*A caption here.*\n"
+            "<!-- svgtpu:end claims -->\n```\nmake figures\n```\nvalue <!-- svgtpu:value C1.speedup -->1.97x"
+            "<!-- /svgtpu --> — end ![x](y.png)")
+    assert paper.body_words(text) == 8        # Two words. A caption here. value 1.97x end
+
+
+def test_the_notes_first_screen_holds_the_summary_table_and_the_limits():
+    """Issue 54: a reader sees the verdicts and what limits them before anything else; a glossary follows."""
+    text = paper.PAPER.read_text()
+    head = paper._BLOCK.sub(lambda m: m.group(1) + m.group(4), text)   # generated rows take no room in the source
+    first = "\n".join(head.splitlines()[:45])
+    for needed in ("<!-- svgtpu:begin verdicts-brief -->", "No TPU timing", "absolute TPU error", "Single seeds",
+                   "Static cycles are not time", "Verdicts have moved", "docs/verdict_history.md"):
+        assert needed in first, f"the note's first screen lacks {needed!r}"
+    glossary = text[text.index("**Glossary.**"):text.index("## Question")]
+    for term in ("Kept fraction", "Kept pairs", "Tile density", "Snap / balanced rounding", "Full-fill roofline",
+                 "Push bound", "Fixed-M", "Sparse stretch"):
+        assert f"**{term}**" in glossary, f"the glossary lacks {term!r}"

@@ -13,6 +13,7 @@ and this module regenerates what is between them from ``figures/results.json``:
 - ``verdicts``: does it reproduce? per claim: reported, ours with its interval, the verdict (reproduced,
   consistent, contradicted, direction only, not testable here; or *not yet*), the rule and one generated
   sentence on why in numbers (:func:`verdicts`; the rules: :func:`judge` and ``docs/verdicts.md``);
+- ``verdicts-brief``: the same rows as a summary table (claim, reported, ours, verdict);
 - ``verdict-summary``: one sentence naming the claims that held and those that did not;
 - ``verdict-history``, ``verdict-moves``, ``verdict-history-summary``: each claim's published verdict per round and
   why it moved (:mod:`svgtpu.report.history`, from ``figures/verdict_history.json``);
@@ -662,6 +663,11 @@ def verdict_table(data: dict) -> str:
     return _markdown_table(verdicts(data))
 
 
+def verdict_brief(data: dict) -> str:
+    """The verdict table without its rule and reason: the note's summary table, up front."""
+    return _markdown_table(verdicts(data), ["claim", "reported", "ours", "verdict"])
+
+
 def verdict_summary(data: dict) -> str:
     """One sentence per verdict: the claims it covers (rules: docs/verdicts.md)."""
     rows = verdicts(data)
@@ -695,6 +701,8 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
     if name == "verdicts":
         return verdict_table(with_measured_runs(data, figures))
+    if name == "verdicts-brief":
+        return verdict_brief(with_measured_runs(data, figures))
     if name == "verdict-summary":
         return verdict_summary(with_measured_runs(data, figures))
     if name in HISTORY_BLOCKS:
@@ -722,7 +730,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdict-summary, {', '.join(HISTORY_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
@@ -813,6 +821,21 @@ def stray_numbers(text: str, allowed: set[float] | None = None) -> list[str]:
     return strays
 
 
+#: The note's body is at most this many words (:func:`body_words`): a note, with the long tables in the appendix.
+BODY_WORDS = 6500
+
+
+def body_words(text: str) -> int:
+    """Words of the note as a reader reads it: prose, generated sentences, figure captions and inline values count;
+    the rows of generated tables (lines starting with ``|`` between begin / end markers), code blocks, markers and
+    other HTML comments, and image links do not.  A word is a whitespace-separated token holding a letter or digit."""
+    text = _BLOCK.sub(lambda m: "\n".join(line for line in m["body"].splitlines()
+                                          if not line.lstrip().startswith("|")), text)
+    for pattern in (r"```.*?```", r"<!--.*?-->", r"!\[[^\]]*\]\([^)]*\)"):
+        text = re.sub(pattern, " ", text, flags=re.DOTALL)
+    return sum(1 for word in text.split() if re.search(r"\w", word))
+
+
 def notebook_markdown(path: str | os.PathLike) -> str:
     """The markdown cells of a notebook, joined (what a reader reads as prose)."""
     cells = json.loads(Path(path).read_text())["cells"]
@@ -857,6 +880,6 @@ def generate(results: str | os.PathLike | None = None,
 
 
 __all__ = ["VERDICTS", "NOT_YET_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES", "judge",
-           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "record_verdict_history", "agreement", "waiting", "with_measured_runs", "CHECK_VERDICT", "verdicts", "verdict_table", "verdict_summary", "saved_minutes_floor",
+           "VerdictRow", "VERDICT_ROWS", "NOTES", "judge_row", "record_verdict_history", "agreement", "waiting", "with_measured_runs", "CHECK_VERDICT", "verdicts", "verdict_table", "verdict_brief", "verdict_summary", "saved_minutes_floor",
            "ClaimRow", "CLAIM_ROWS", "PUBLISHED", "format_value", "against_tpu_table", "claims_table", "claim_details", "inline_value",
-           "fill", "generate", "their_numbers", "stray_numbers", "notebook_markdown"]
+           "fill", "generate", "BODY_WORDS", "body_words", "their_numbers", "stray_numbers", "notebook_markdown"]
