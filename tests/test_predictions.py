@@ -33,7 +33,7 @@ def test_every_measured_quantity_is_predicted_on_every_slice():
         if found is None:
             found = {"section": p.section, "geometry": p.geometry, "rows": [], "ratios": {}}
             smoke_run[sec].append(found)
-        found["rows"].append({"variant": p.variant})
+        found["rows"].append({"variant": p.variant, "times": [1.0, 1.1] if p.variant == "none" else [2.0, 2.2]})
     for s in smoke_run["kernels"] + smoke_run["blocks"]:
         s["ratios"] = {f"{a['variant']}/{b['variant']}": {"value": 1.0, "iqr": [1.0, 1.0]}
                        for a in s["rows"] for b in s["rows"] if a is not b}
@@ -74,3 +74,13 @@ def test_compare_reads_a_run_file(tmp_path):
     predictions.write({"x": 1}, out)
     with pytest.raises(BadInput, match="never rewritten"):
         predictions.write({"x": 2}, out)
+
+
+def test_markdown_for_the_paper():
+    assert "No predictions" in predictions.markdown(None, None)
+    frozen = {"date": "2026-12-04", "commit": "abc", "quantities": {"v6e-8": {
+        "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
+    assert "No TPU run yet" in predictions.markdown(frozen, None)
+    table = predictions.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
+    assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | within the predicted interval |" \
+        in table and "`synthetic-test`" in table

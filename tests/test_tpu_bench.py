@@ -89,3 +89,16 @@ def test_smoke_run_writes_a_run_file(tmp_path, capsys):
     assert 0 < share["value"] < 1 and np.isfinite(share["interval"]).all()
     with pytest.raises(BadInput):
         tpu.run(smoke=True, out=out)
+
+
+def test_attention_exponent_by_hand():
+    # self-attention = dense block - block without attention, per round: 1 s at 720p, 16 s at 1440p (L x 4): k = 2
+    def section(g, none, dense):
+        return {"section": "block", "geometry": g, "rows": [{"variant": "none", "times": none},
+                                                             {"variant": "dense-splash", "times": dense}]}
+    k = tpu.attention_exponent([section("1440p", [4.0, 4.0], [20.0, 20.0]), section("720p", [1.0, 1.0], [2.0, 2.0])],
+                               "dense-splash")
+    assert k["value"] == pytest.approx(2.0) and k["interval"] == pytest.approx([2.0, 2.0])
+    assert tpu.attention_exponent([section("720p", [1.0], [2.0])], "dense-splash") is None   # one resolution
+    assert tpu.attention_exponent([section("1440p", [4.0], [3.0]), section("720p", [1.0], [2.0])],
+                                  "dense-splash") is None   # no time left for attention at 1440p

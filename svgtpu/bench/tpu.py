@@ -10,7 +10,8 @@ Sections (``--sections``), each under its share of the time budget:
    tiles (ours: the tile ``svgtpu tune`` recorded, ``figures/tuned_tiles.json``; Splash: MaxDiffusion's Wan
    tile for v6e with ``block_q`` a lane multiple, :data:`svgtpu.production.PRODUCTION`, and MaxDiffusion's
    ``block_kv_compute``), on the dense mask, SVG's mask and the mask snapped to the tiles; ours with the fast
-   path off and on (C4 measured);
+   path off and on (C4 measured), and ours again at the production tile (``@production``: the tile of C4's
+   verdict row and of the compiled tile table the cost model prices both kernels from);
 2. **block** (720p, 1440p): one Wan 2.1 14B block (:class:`svgtpu.model.wan.WanBlock`, random bf16 weights)
    with self-attention dense through Splash and through ours, with SVG (profiling, layout transform, ours on
    the snapped mask), and with no attention (its output is ``v``): the self-attention share (C2) is
@@ -114,6 +115,19 @@ def best_tiles(kernel: str, geometry: str, sizes: Sizes = FULL) -> tuple[int, in
     return t["block_q"], t["block_kv"], t["block_kv_compute"]
 
 
+#: The name suffix of our kernel at the production tile (:func:`production_tiles`).
+PRODUCTION_TAG = "@production"
+
+
+def production_tiles(sizes: Sizes = FULL) -> tuple[int, int, int]:
+    """Our kernel at the production tile too (:data:`svgtpu.production.PRODUCTION`, the tile of the compiled
+    tile table the cost model prices from and of C4's verdict row), with its default ``block_kv_compute``."""
+    if sizes.tiles is not None:
+        return sizes.tiles
+    from svgtpu.kernels.config import default_block_kv_compute
+    return PRODUCTION.block_q, PRODUCTION.block_kv, default_block_kv_compute(PRODUCTION.block_q, PRODUCTION.block_kv)
+
+
 @dataclasses.dataclass(frozen=True)
 class Program:
     """One program the run times: a kernel on a mask (``section`` kernels: ``variant`` ``ours-svg-fast``,
@@ -170,12 +184,13 @@ def programs(sizes: Sizes = FULL, chips: int = 1, sections=SECTIONS) -> list[Pro
     out = []
     if "kernels" in sections:
         for g in sizes.kernel_geometries:
-            for kernel in ("ours", "splash"):
-                bq, bkv, kc = best_tiles(kernel, g, sizes)
+            for kernel, tiles, at in (("ours", best_tiles("ours", g, sizes), ""),
+                                      ("ours", production_tiles(sizes), PRODUCTION_TAG),
+                                      ("splash", best_tiles("splash", g, sizes), "")):
                 for mask in KERNEL_MASKS:
                     for fast in ((True, False) if kernel == "ours" and mask != "dense" else (True,)):
                         tail = "" if kernel != "ours" else ("-fast" if fast else "-nofast")
-                        out.append(Program("kernels", g, f"{kernel}-{mask}{tail}", kernel, mask, bq, bkv, kc, fast,
+                        out.append(Program("kernels", g, f"{kernel}-{mask}{tail}{at}", kernel, mask, *tiles, fast,
                                            kept=sizes.kept))
     block_sections = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries if "block" in sections]
     if "moderate" in sections:
@@ -495,7 +510,7 @@ def _section_rows(section, geometry, group, checks, times, skipped) -> dict:
                "reason": ("check failed or skipped" if not checks[p.name]["ok"] and checks[p.name]["ok"] is not None
                           else skipped.get(p.name, ""))}
         if p.name in times:
-            row |= {"median_s": statistics.median(times[p.name]), "rounds": len(times[p.name])}
+            row |= {"median_s": statistics.median(times[p.name]), "rounds": len(times[p.name]), "times": times[p.name]}
         rows.append(row)
     ratios = {}
     names = {p.variant: p.name for p in group if p.name in times}
@@ -511,7 +526,11 @@ def _section_rows(section, geometry, group, checks, times, skipped) -> dict:
 
 def quantities(result: dict) -> dict:
     """The run's measured quantities by id (those a predictions file predicts): ``{id: {"value", "interval"}}``
-    (interval: the IQR of the per-round ratios)."""
+    (interval: the IQR of the per-round ratios).  Kernels: the fast path's speedup (C4), the sparse mask's
+    speedup over dense and ours over Splash, at the production tile (both kernels priced from the compiled
+    table there) and with each kernel at its best tiles (``best_``); blocks: the self-attention share with
+    each dense kernel (C2) and SVG's block speedup over dense Splash; over the block resolutions, the
+    exponent of self-attention time (dense block minus the block without attention) in ``L`` (C5)."""
     out = {}
 
     def put(qid, section, a, b, transform=None):
@@ -522,18 +541,47 @@ def quantities(result: dict) -> dict:
             out[qid] = {"value": f(r["value"]), "interval": [lo, hi]}
     for s in result["kernels"]:
         g = s["geometry"]
-        for mask in ("svg", "svg-aligned"):
-            put(f"kernels_{g}_fast_path_speedup_{mask}", s, f"ours-{mask}-nofast", f"ours-{mask}-fast")
-            put(f"kernels_{g}_sparse_speedup_{mask}", s, "ours-dense-fast", f"ours-{mask}-fast")
-        for mask in KERNEL_MASKS:
-            put(f"kernels_{g}_ours_over_splash_{mask}", s, f"ours-{mask}-fast", f"splash-{mask}")
+        for prefix, at in (("", PRODUCTION_TAG), ("best_", "")):
+            for mask in ("svg", "svg-aligned"):
+                put(f"kernels_{g}_{prefix}fast_path_speedup_{mask}", s, f"ours-{mask}-nofast{at}", f"ours-{mask}-fast{at}")
+                put(f"kernels_{g}_{prefix}sparse_speedup_{mask}", s, f"ours-dense-fast{at}", f"ours-{mask}-fast{at}")
+            for mask in KERNEL_MASKS:
+                put(f"kernels_{g}_{prefix}ours_over_splash_{mask}", s, f"ours-{mask}-fast{at}", f"splash-{mask}")
     for s in result["blocks"]:
         g, sec = s["geometry"], s["section"]
         for dense in ("splash", "ours"):
             put(f"{sec}_{g}_attention_share_{dense}", s, "none", f"dense-{dense}", lambda x: 1 - x)
         for variant in (r["variant"] for r in s["rows"] if r["variant"].startswith("svg")):
             put(f"{sec}_{g}_block_speedup_{variant}", s, "dense-splash", variant)
+    for dense in ("splash", "ours"):
+        k = attention_exponent([s for s in result["blocks"] if s["section"] == "block"], f"dense-{dense}")
+        if k is not None:
+            out[f"block_attention_exponent_{dense}"] = k
     return out
+
+
+def attention_exponent(sections: list[dict], dense: str) -> dict | None:
+    """C5 measured: ``k`` of self-attention seconds ``~ L^k`` between the smallest and the largest block
+    resolution, self-attention being the block with ``dense`` attention minus the block without (per round,
+    as they ran interleaved); the value from the medians, the interval the IQR over every pair of rounds."""
+    from svgtpu.geometry import get_geometry
+
+    def attention(s):
+        rows = {r["variant"]: r for r in s["rows"]}
+        if "times" not in rows.get(dense, {}) or "times" not in rows.get("none", {}):
+            return None
+        per_round = [a - b for a, b in zip(rows[dense]["times"], rows["none"]["times"])]
+        return get_geometry(s["geometry"]).L, per_round
+    found = sorted(x for x in map(attention, sections) if x is not None)
+    if len(found) < 2:
+        return None
+    (l0, t0), (l1, t1) = found[0], found[-1]
+    exponent = lambda a, b: math.log(b / a) / math.log(l1 / l0)  # noqa: E731
+    pairs = [exponent(a, b) for a in t0 for b in t1 if a > 0 and b > 0]
+    if not pairs or statistics.median(t0) <= 0 or statistics.median(t1) <= 0:  # no time left for attention: none
+        return None
+    return {"value": exponent(statistics.median(t0), statistics.median(t1)),
+            "interval": [float(np.percentile(pairs, 25)), float(np.percentile(pairs, 75))]}
 
 
 def write(result: dict, path: str | Path) -> Path:
@@ -568,6 +616,6 @@ def format_result(result: dict) -> str:
 
 
 __all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "FULL",
-           "SMOKE", "best_tiles", "Program", "all_programs", "programs", "splash_heads", "kernel_fn", "attention_fn", "block_program",
+           "SMOKE", "best_tiles", "PRODUCTION_TAG", "production_tiles", "Program", "all_programs", "programs", "splash_heads", "kernel_fn", "attention_fn", "block_program",
            "program", "concrete", "check_rows", "check", "commit", "RUNS_DIR", "default_out", "check_out",
-           "check_sections", "run", "quantities", "write", "format_result"]
+           "check_sections", "run", "quantities", "attention_exponent", "write", "format_result"]

@@ -76,12 +76,23 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the predictions here (figures/predictions/<date>.json to freeze them; an "
                                  "existing file is refused)")
     p.add_argument("--note", default="", help="a note stored in the file (what the predictions were made from)")
+    p.add_argument("--against", metavar="RUN", help="predict nothing: put a bench tpu run file beside the newest "
+                                                    "frozen predictions, quantity by quantity")
 
 
 @command("predict", "what the package predicts svgtpu bench tpu will measure, each with its interval and the values "
          "that flip a verdict (svgtpu.report.predictions)", _predict_arguments)
 def run_predict(args):
     from svgtpu.report import predictions
+    if args.against:
+        from svgtpu.errors import user_file
+        frozen = predictions.latest()
+        if frozen is None:
+            raise BadInput("--against: no frozen predictions in figures/predictions/ to compare with")
+        with user_file("--against", args.against) as path:
+            run = json.loads(path.read_text())
+        rows = predictions.compare(frozen, run)
+        return {"predictions": frozen["file"], "rows": rows}, format_table(rows)
     if args.out and Path(args.out).exists():   # refused before any work
         raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")
     result = predictions.predict(note=args.note)

@@ -3,8 +3,9 @@
 For every quantity the run measures (:func:`svgtpu.bench.tpu.quantities`, on each prepared slice) the cost model
 (:mod:`svgtpu.costmodel`, priced from the compiled tile table where it holds the tile, ``modeled-v6e``) gives a
 central value and an interval: the root sum of squares of the one-at-a-time swings of its unknown constants
-(:data:`svgtpu.costmodel.KNOBS`, each at both ends with the calibration refitted), the rule ``docs/verdicts.md``
-states for C1.  Each quantity also says which measured values would **refute the prediction** (outside its
+(:data:`svgtpu.costmodel.KNOBS`, each at both ends with the calibration refitted) and of the sparse-layer evidence
+(:func:`svgtpu.costmodel.sparse_knobs`), the rule ``docs/verdicts.md`` states for C1.  A ratio of two kernels
+the knobs move alike comes out with a narrow interval: the model has no other spread to give it.  Each quantity also says which measured values would **refute the prediction** (outside its
 interval) and, where a claim's verdict reads it, which would **flip the verdict** (the rule's threshold:
 ``docs/verdicts.md``): C2's interval rule around 0.882 on the 1440p share, C4's direction rule at 1 on the fast
 path's speedup.  The claims' current verdict values (``figures/results.json``) are recorded beside them.
@@ -34,16 +35,17 @@ FROZEN: dict[str, str] = {}
 C4_DIRECTION = 1.0
 
 
-def _setups(model, geometry: str, chips: int, kept: float | None = None) -> dict:
-    """The cost model's setups of one run setting: ``ours`` at our tile, ``splash`` at Splash's (each kernel at its
-    own tiles, as the run times them), every SVG layer sparse (the run times a sparse block), ``chips`` chips
-    (several: the CFG pair side by side, as the run's block runs)."""
-    from svgtpu.bench.tpu import FULL, best_tiles
+def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best") -> dict:
+    """The cost model's setups of one run setting: ``ours`` at our best tile (``ours_at="production"``: at the
+    production tile), ``splash`` at Splash's, as the run times them; every SVG layer sparse (the run times a
+    sparse block), ``chips`` chips (several: the CFG pair side by side, as the run's block runs)."""
+    from svgtpu.bench.tpu import FULL, best_tiles, production_tiles
     from svgtpu.costmodel import calibrated_setup
     from svgtpu.warmup import DEFAULT_KEPT
     out = {}
     for kernel in ("ours", "splash"):
-        bq, bkv, _ = best_tiles(kernel, geometry, FULL)
+        bq, bkv, _ = production_tiles(FULL) if kernel == "ours" and ours_at == "production" else \
+            best_tiles(kernel, geometry, FULL)
         out[kernel] = calibrated_setup(model, geometry, "v6e", chips=chips, cfg_split=chips > 1, block_q=bq,
                                        block_kv=bkv, kernel=kernel, kept=kept or DEFAULT_KEPT, warmup_steps=0.0,
                                        warmup_layers=0.0)
@@ -75,15 +77,16 @@ def quantity_functions(sizes=None) -> dict:
     out = {}
     for chips in SLICES:
         for g in sizes.kernel_geometries:
-            s = _setups(sizes.model, g, 1)
-            for mask in ("svg", "svg-aligned"):
-                out[f"kernels_{g}_fast_path_speedup_{mask}", chips] = (
-                    s, lambda s, m=mask: _head(s["ours"], "ours", m, False) / _head(s["ours"], "ours", m, True))
-                out[f"kernels_{g}_sparse_speedup_{mask}", chips] = (
-                    s, lambda s, m=mask: _head(s["ours"], "ours", "dense") / _head(s["ours"], "ours", m))
-            for mask in ("dense", "svg", "svg-aligned"):
-                out[f"kernels_{g}_ours_over_splash_{mask}", chips] = (
-                    s, lambda s, m=mask: _head(s["ours"], "ours", m) / _head(s["splash"], "splash", m))
+            for prefix, at in (("", "production"), ("best_", "best")):
+                s = _setups(sizes.model, g, 1, ours_at=at)
+                for mask in ("svg", "svg-aligned"):
+                    out[f"kernels_{g}_{prefix}fast_path_speedup_{mask}", chips] = (
+                        s, lambda s, m=mask: _head(s["ours"], "ours", m, False) / _head(s["ours"], "ours", m, True))
+                    out[f"kernels_{g}_{prefix}sparse_speedup_{mask}", chips] = (
+                        s, lambda s, m=mask: _head(s["ours"], "ours", "dense") / _head(s["ours"], "ours", m))
+                for mask in ("dense", "svg", "svg-aligned"):
+                    out[f"kernels_{g}_{prefix}ours_over_splash_{mask}", chips] = (
+                        s, lambda s, m=mask: _head(s["ours"], "ours", m) / _head(s["splash"], "splash", m))
         blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries]
         blocks.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
         for section, g, model, kepts in blocks:
@@ -95,16 +98,28 @@ def quantity_functions(sizes=None) -> dict:
                 sk = _setups(model, g, chips, kept)
                 out[f"{section}_{g}_block_speedup_{name}", chips] = (
                     sk, lambda s: _block_speedup(s["splash"], s["ours"]))
+        low, high = (_setups(sizes.model, g, chips) for g in (sizes.block_geometries[0], sizes.block_geometries[-1]))
+        both = {f"{k}@low": v for k, v in low.items()} | {f"{k}@high": v for k, v in high.items()}
+        for kernel in ("splash", "ours"):
+            out[f"block_attention_exponent_{kernel}", chips] = (both, lambda s, k=kernel: _exponent(s[f"{k}@low"],
+                                                                                                 s[f"{k}@high"]))
     return out
+
+
+def _exponent(low, high) -> float:
+    """``k`` of the modeled dense self-attention seconds ``~ L^k`` between two setups' resolutions."""
+    from svgtpu.costmodel import forward_breakdown
+    a, b = (forward_breakdown(s)["self_attention"] for s in (low, high))
+    return math.log(b / a) / math.log(high.geometry.L / low.geometry.L)
 
 
 def predict_one(setups: dict, fn) -> dict:
     """``fn``'s central value and its interval over the unknown constants (module doc), with the swings."""
-    from svgtpu.costmodel import KNOBS, at_knob
+    from svgtpu.costmodel import KNOBS, at_knob, sparse_knobs
     from svgtpu.costmodel.validate import Unreachable
     central = fn(setups)
     lows, highs, swings = [], [], {}
-    for knob in KNOBS:
+    for knob in KNOBS + sparse_knobs(next(iter(setups.values()))):
         if not all(knob.applies(s) for s in setups.values()):
             continue
         ends = []
@@ -123,6 +138,10 @@ def predict_one(setups: dict, fn) -> dict:
 
 def flips(qid: str) -> dict | None:
     """The measured values that would flip a claim's verdict (``docs/verdicts.md``), where one reads ``qid``."""
+    if qid.startswith("block_attention_exponent_"):
+        return {"claim": "C5", "rule": "interval", "threshold": 2.0,
+                "flips_if": "measured interval wholly below 2: contradicted (lower); wholly above: contradicted "
+                            "(higher); holding it: reproduced if at most 20 % of its value wide, else consistent"}
     if "_fast_path_speedup_" in qid:
         return {"claim": "C4", "rule": "direction", "threshold": C4_DIRECTION,
                 "flips_if": f"measured median at or below {C4_DIRECTION:g}: contradicted (the fast path does not "
@@ -171,8 +190,9 @@ def predict(note: str = "", sizes=None) -> dict:
         slices[f"v6e-{chips}"][qid] = p
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit(),
             "versions": versions(), "command": "svgtpu predict", "note": note,
-            "interval_rule": "root sum of squares of the one-at-a-time swings of svgtpu.costmodel.KNOBS, each at both "
-                             "ends with the calibration refitted (docs/verdicts.md, C1's rule)",
+            "interval_rule": "root sum of squares of the one-at-a-time swings of svgtpu.costmodel.KNOBS (each at both "
+                             "ends, the calibration refitted) and svgtpu.costmodel.sparse_knobs (docs/verdicts.md, "
+                             "C1's rule)",
             "claims_now": claims_now(), "quantities": slices}
 
 
@@ -232,6 +252,37 @@ def _verdict(flip: dict, m: dict) -> str:
     return f"{flip['claim']} " + ("reproduced" if (hi - lo) / m["value"] <= 0.20 else "consistent")
 
 
+def latest_run(directory: str | Path | None = None) -> dict | None:
+    """The newest run file of ``svgtpu bench tpu`` (``figures/tpu-runs/``, by its dated name), or ``None``."""
+    from svgtpu.bench.tpu import RUNS_DIR
+    folder = Path(directory) if directory is not None else REPO_ROOT / RUNS_DIR
+    files = sorted(folder.glob("*.json")) if folder.exists() else []
+    return json.loads(files[-1].read_text()) | {"file": files[-1].name} if files else None
+
+
+def markdown(predictions: dict | None, run: dict | None) -> str:
+    """Prediction vs measurement per quantity as a markdown table for the paper, or one line saying what is
+    missing (no predictions frozen; no TPU run yet: then how many quantities wait for one)."""
+    if predictions is None:
+        return "No predictions have been frozen yet (`svgtpu predict --out figures/predictions/<date>.json`)."
+    head = f"Predictions frozen on {predictions['date']} at {predictions['commit']}"
+    if run is None:
+        n = len(next(iter(predictions["quantities"].values()), {}))
+        return (f"{head}: {n} quantities per slice, each with its interval and, where a claim reads it, the "
+                "measured value that flips the verdict. No TPU run yet (`make tpu-bench`): nothing to compare.")
+    rows = compare(predictions, run)
+    fmt = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
+    lines = [f"{head}, against the run of {run.get('date', '?')} at {run.get('commit', '?')} on v6e-{run['chips']} "
+             f"(`{run['provenance']}`):", "",
+             "| quantity | predicted | interval | measured | IQR | outcome | verdict |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        interval = "—" if r.get("interval") is None else f"{fmt(r['interval'][0])} – {fmt(r['interval'][1])}"
+        iqr = f"{fmt(r['measured_iqr'][0])} – {fmt(r['measured_iqr'][1])}"
+        lines.append(f"| {r['quantity']} | {fmt(r['predicted'])} | {interval} | {fmt(r['measured'])} | {iqr} | "
+                     f"{r['outcome']} | {r.get('verdict', '')} |")
+    return "\n".join(lines)
+
+
 def format_predictions(data: dict) -> str:
     from svgtpu.facts.tables import format_table
     rows = [{"slice": s, "quantity": q, "predicted": p["value"], "low": p["interval"][0], "high": p["interval"][1],
@@ -242,4 +293,4 @@ def format_predictions(data: dict) -> str:
 
 
 __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "quantity_functions", "predict_one", "flips", "claims_now",
-           "predict", "write", "latest", "compare", "format_predictions"]
+           "predict", "write", "latest", "latest_run", "compare", "markdown", "format_predictions"]
