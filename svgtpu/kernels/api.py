@@ -1,7 +1,9 @@
 """One entry point that picks our block-sparse kernel for the backend, as tokamax's ``api.py`` does.
 
 :func:`~svgtpu.kernels.block_sparse.block_sparse_attention` is the TPU (Mosaic) kernel and
-:func:`~svgtpu.kernels.gpu.gpu_block_sparse_attention` its GPU (Triton) port; each does one job.
+:func:`~svgtpu.kernels.gpu.gpu_block_sparse_attention` its GPU (Triton) port, and
+:func:`~svgtpu.kernels.mosaic_gpu.mosaic_gpu_attention` a Hopper (Mosaic GPU) body for band + sink masks, not yet
+run on a GPU (so never the default); each does one job.
 :func:`block_sparse` chooses between them, so callers that run anywhere (the SVG layer) need not.
 """
 
@@ -11,12 +13,13 @@ import jax
 
 from svgtpu.errors import BadInput
 
-#: The implementations of our block-sparse kernel: Pallas on Mosaic (TPU) and on Triton (GPU).
-IMPLEMENTATIONS = ("mosaic", "triton")
+#: The implementations of our block-sparse kernel: Pallas on Mosaic (TPU), on Triton (GPU) and on Mosaic GPU (Hopper).
+IMPLEMENTATIONS = ("mosaic", "triton", "mosaic-gpu")
 
 
 def default_implementation() -> str:
-    """``triton`` on a GPU backend, else ``mosaic`` (compiled on TPU, interpreted elsewhere)."""
+    """``triton`` on a GPU backend, else ``mosaic`` (compiled on TPU, interpreted elsewhere).  ``mosaic-gpu`` is
+    chosen only by name until a measured GPU run has checked and timed it."""
     return "triton" if jax.default_backend() == "gpu" else "mosaic"
 
 
@@ -31,11 +34,16 @@ def block_sparse(q, k, v, mask, *, config, implementation: str | None = None, in
         from svgtpu.kernels.block_sparse import block_sparse_attention
         return block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale,
                                       device=device)
-    if device is not None and implementation == "triton":
-        raise BadInput(f"device names a TPU generation: it applies to implementation mosaic, got triton and {device!r}")
+    if device is not None and implementation in ("triton", "mosaic-gpu"):
+        raise BadInput(f"device names a TPU generation: it applies to implementation mosaic, got {implementation} "
+                       f"and {device!r}")
     if implementation == "triton":
         from svgtpu.kernels.gpu import gpu_block_sparse_attention
         return gpu_block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale)
+    if implementation == "mosaic-gpu":
+        from svgtpu.kernels.mosaic_gpu import mosaic_gpu_attention
+        return mosaic_gpu_attention(q, k, v, mask, block_q=config.block_q, block_kv=config.block_kv,
+                                    fast_path=config.fast_path, interpret=interpret, sm_scale=sm_scale)
     raise BadInput(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r}")
 
 

@@ -1,0 +1,152 @@
+"""The Mosaic GPU (Hopper) kernel on a CPU: its range walk against our tile classification, the walk in plain JAX
+and the kernel in JAX's GPU interpreter against float64, its lowering for CUDA, and its refusals.
+
+What does not run here: the compiled kernel (wgmma, TMA and mbarriers on an H100/H200); the interpreter runs the
+kernel's TMA copies, barriers, walk, online softmax and stores, but its two products as plain dots (its wgmma
+takes neither a transposed operand nor one in registers)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from svgtpu.errors import BadInput
+from svgtpu.geometry import get_geometry
+from svgtpu.kernels.mosaic_gpu import interpret_params, mosaic_gpu_attention
+from svgtpu.kernels.reference import float64_attention, mask_array, relative_error
+from svgtpu.kernels.row_ranges import TileBand, range_kinds, range_walk_attention, row_steps, tile_band, walk_band
+from svgtpu.masks.core import BandSinkMask, DenseMask, TileMask, align, svg_mask
+from svgtpu.masks.tiles import classify
+
+
+def _random_masks(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        L, block = int(rng.integers(1, 1500)), int(rng.choice([64, 128]))
+        sink, window = int(rng.integers(0, L + 50)), int(rng.integers(0, L + 10))
+        yield BandSinkMask(L, sink, window), block
+    yield DenseMask(1000), 128
+
+
+def test_ranges_are_the_non_empty_tiles_of_our_classification():
+    """Per q-tile row: at most two kv ranges whose tiles are exactly the non-empty ones of ``classify``, full where it
+    says full (random band + sink masks, any L, sinks and windows past L, the dense mask)."""
+    for mask, block in _random_masks(200):
+        band = walk_band(mask, block, block)
+        assert np.array_equal(range_kinds(band, block, block), classify(mask, block, block).kinds), (mask, block)
+
+
+@pytest.mark.parametrize("geometry", ["11x16x20", "720p"])
+def test_ranges_of_the_svg_masks_and_their_tile_aligned_versions(geometry):
+    mask = svg_mask(get_geometry(geometry), kept=0.3)
+    aligned = align(mask, 128, 128, "snap")
+    assert isinstance(walk_band(aligned, 128, 128), TileBand)
+    for m in (mask, aligned):
+        assert np.array_equal(range_kinds(walk_band(m, 128, 128), 128, 128), classify(m, 128, 128).kinds)
+
+
+def test_the_walk_visits_each_kept_tile_once_in_order():
+    for mask, block in _random_masks(30, seed=1):
+        band = walk_band(mask, block, block)
+        kinds = classify(mask, block, block).kinds
+        for row in range(kinds.shape[0]):
+            steps, tile_of, is_full = row_steps(band, row, block, block)
+            tiles = [int(tile_of(t)) for t in range(int(steps))]
+            assert tiles == list(np.flatnonzero(kinds[row])), (mask, row)
+            assert [bool(is_full(j)) for j in tiles] == [kinds[row, j] == 2 for j in tiles]
+
+
+def test_tile_band_is_found_or_refused():
+    tiles = np.zeros((5, 5), bool)
+    for i in range(5):
+        tiles[i, max(i - 1, 0):i + 1] = True
+    tiles[:, 0] = True
+    assert tile_band(TileMask(600, 128, 128, tiles)) == TileBand(600, 1, -1, 0)
+    tiles[4, 2] = True   # a hole in the band: no tile band
+    assert tile_band(TileMask(600, 128, 128, tiles)) is None
+    with pytest.raises(BadInput, match="walks band \\+ sink masks"):
+        walk_band(TileMask(600, 128, 128, tiles), 128, 128)
+
+
+def _inputs(heads, L, d, seed=0):
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.standard_normal((heads, L, d)).astype(jnp.bfloat16)) for _ in range(3)]
+
+
+def _ragged_band():
+    """A tile band whose last rows keep no tile (their outputs must be zeros)."""
+    tiles = np.zeros((3, 3), bool)
+    for i in range(3):
+        tiles[i, i + 1:i + 2] = True
+    return TileMask(300, 128, 128, tiles)
+
+
+CASES = [(BandSinkMask(300, 40, 60), True), (BandSinkMask(300, 40, 60), False), (DenseMask(300), True),
+         (align(svg_mask(get_geometry("2x8x10"), kept=0.3), 128, 128, "snap"), True), (_ragged_band(), True)]
+
+
+@pytest.mark.parametrize("mask, fast_path", CASES)
+def test_the_range_walk_in_plain_jax_matches_float64(mask, fast_path):
+    q, k, v = _inputs(2, mask.L, 64)
+    want = float64_attention(q, k, v, mask_array(mask, 2, mask.L))
+    got = range_walk_attention(q, k, v, mask, fast_path=fast_path)
+    assert relative_error(got, want) < 1e-2
+    if isinstance(mask, TileMask) and not mask.tiles[-1].any():
+        assert not np.asarray(got[:, 256:], np.float32).any()   # rows with no key: zeros
+
+
+needs_interpreter = pytest.mark.skipif(interpret_params() is None, reason="this jax has no GPU interpreter "
+                                       "(InterpretGPUParams) to run Mosaic GPU kernels on a CPU")
+
+
+@needs_interpreter
+@pytest.mark.parametrize("mask, fast_path, d, stages", [
+    (BandSinkMask(300, 40, 60), True, 128, 2), (BandSinkMask(300, 40, 60), False, 64, 3),
+    (_ragged_band(), True, 128, 1)])
+def test_the_kernel_in_jaxs_gpu_interpreter_matches_float64(mask, fast_path, d, stages):
+    """TMA copies into the kv slots, the mbarrier waits, the walk, the softmax and the store, run by JAX's GPU
+    interpreter (its products as plain dots: see the module doc); L = 300, not a tile multiple."""
+    q, k, v = _inputs(2, mask.L, d, seed=1)
+    got = mosaic_gpu_attention(q, k, v, mask, fast_path=fast_path, stages=stages, interpret=True)
+    want = float64_attention(q, k, v, mask_array(mask, 2, mask.L))
+    assert got.shape == q.shape and got.dtype == q.dtype
+    assert relative_error(got, want) < 1e-2
+
+
+@pytest.mark.parametrize("mask, fast_path, d", [(BandSinkMask(300, 40, 100), True, 128), (DenseMask(300), False, 64)])
+def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d):
+    """Pallas' Mosaic GPU lowering (wgmma, TMA, barriers, the branch per tile) runs here without a GPU; the
+    Mosaic GPU compiler's own passes and ptxas run only on one."""
+    x = jax.ShapeDtypeStruct((2, 300, d), jnp.bfloat16)
+    f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, interpret=False))
+    assert "stablehlo.custom_call @mosaic_gpu" in jax.export.export(f, platforms=["cuda"])(x, x, x).mlir_module()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(mask=np.ones((2, 300, 300), bool)), "one mask for all heads"),
+    (dict(dtype=jnp.float32), "bfloat16 or float16"),
+    (dict(block_q=96), "block_q must be a positive multiple of 64"),
+    (dict(stages=5), "stages must be 1, 2, 3 or 4"),
+    (dict(mask=align(BandSinkMask(300, 40, 100), 128, 128, "snap")), "walks band \\+ sink masks")])
+def test_refusals_are_one_line(change, message):
+    dtype = change.pop("dtype", jnp.bfloat16)
+    x = jnp.zeros((2, 300, 128), dtype)
+    args = dict(mask=BandSinkMask(300, 40, 60)) | change
+    with pytest.raises(BadInput, match=message):
+        mosaic_gpu_attention(x, x, x, **args)
+
+
+@needs_interpreter
+def test_the_api_runs_it_by_name_and_keeps_triton_the_default():
+    from svgtpu.kernels.api import IMPLEMENTATIONS, block_sparse, default_implementation
+    from svgtpu.kernels.config import KernelConfig
+    assert "mosaic-gpu" in IMPLEMENTATIONS and default_implementation() != "mosaic-gpu"
+    mask = BandSinkMask(200, 30, 50)
+    q, k, v = _inputs(1, 200, 64, seed=2)
+    got = block_sparse(q, k, v, mask, config=KernelConfig(128, 128, fast_path=False), implementation="mosaic-gpu",
+                       interpret=True)
+    assert relative_error(got, float64_attention(q, k, v, mask_array(mask, 1, 200))) < 1e-2
+    with pytest.raises(BadInput, match="device names a TPU generation"):
+        block_sparse(q, k, v, mask, config=KernelConfig(128, 128), implementation="mosaic-gpu", device="v6e")
