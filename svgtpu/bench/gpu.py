@@ -52,6 +52,7 @@ from svgtpu.kernels.common import resolve_interpret
 from svgtpu.bench.gpu_peers import PEERS, torch_peers
 from svgtpu.bench.gpu_peers import to_numpy as peer_numpy
 from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan_for
+from svgtpu.kernels.mosaic_gpu import mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
@@ -104,7 +105,7 @@ SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 
                                 source="the smoke profile: tiny shapes"),
               max_rounds=2, budget_s=300.0, profile="smoke",
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
-                        "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast"),
+                        "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-aligned-fast"),
               tunings=())
 
 
@@ -129,6 +130,7 @@ class Variant:
     info: dict
     mask: str = "dense"
     output: Callable = np.asarray
+    note: str = ""
     padded_keys: int = 0
     dtype: str = "bfloat16"
     reason: str = ""
@@ -311,8 +313,9 @@ def tile_info(mask, heads: int, L: int, sizes: Sizes, fast_path: bool = True) ->
 
 def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool = False) -> dict[str, Variant]:
     """Every variant on bf16 ``q, k, v [heads, L, d]`` of geometry ``g``: the peers (:func:`peer_variants`), then
-    ours dense, on the SVG mask and on the aligned one, fast path off and on, per-head masks (``per_head``: where
-    their ``[heads, L, L]`` array fits), and the extra Triton launch settings of ``sizes.tunings``."""
+    ours (Triton) dense, on the SVG mask and on the aligned one, fast path off and on, the Mosaic GPU body
+    (``ours-mgpu-*``: :mod:`svgtpu.kernels.mosaic_gpu`), per-head masks (``per_head``: where their ``[heads, L, L]``
+    array fits), and the extra Triton launch settings of ``sizes.tunings``."""
     heads, L, d = q.shape
     masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
@@ -325,6 +328,12 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
             variants[name] = Variant(functools.partial(f, q, k, v), tile_info(mask, heads, L, sizes, fast_path),
                                      mask=label)
+    for label, fast_path in (("dense", True), ("svg", False), ("svg", True), ("aligned", True)):
+        name = f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
+        f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], fast_path=fast_path,
+                                      interpret=interpret, **tiles))
+        variants[name] = Variant(functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path),
+                                 mask=label, note="Mosaic GPU (Hopper) body, one warpgroup, 2 kv stages")
     if per_head:
         info = {"density": float("nan"), "partial_share": float("nan"), "computed_pairs": heads * L * L}
         if heads * L * L <= PER_HEAD_BYTES:
@@ -366,7 +375,8 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     for name, variant in variants.items():
         info = variant.info
         row = {"variant": name, "status": "ok" if name in times else "skipped", "reason": skipped.get(name, ""),
-               "density": info["density"], "partial_share": info["partial_share"], "note": info.get("note", ""),
+               "density": info["density"], "partial_share": info["partial_share"],
+               "note": variant.note or info.get("note", ""),
                "dtype": variant.dtype}
         if name in times:
             median = statistics.median(times[name])
@@ -390,6 +400,10 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
         "aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-aligned-fast"),
         "svg_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-svg-fast"),
         "flex_svg_speedup_over_cudnn": ratio("cudnn-dense", "flex-svg"),
+        "flex_aligned_speedup_over_cudnn": ratio("cudnn-dense", "flex-aligned"),
+        "mgpu_dense_over_cudnn": ratio("ours-mgpu-dense", "cudnn-dense"),
+        "mgpu_svg_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-mgpu-svg-fast"),
+        "mgpu_aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-mgpu-aligned-fast"),
         "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
         "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
     }
