@@ -301,3 +301,11 @@ def test_a_run_written_beside_the_committed_runs_is_listed_in_their_index(tmp_pa
     runs = gpu_results.committed_runs(tmp_path)   # checks the listed sha256 against the file
     assert [(r["file"], r["kind"], r["commit"]) for r in runs] == [(path.name, "package", "abc1234")]
     assert runs[0]["data"]["run"]["command"] == "svgtpu bench gpu --sections attention"
+
+
+def test_the_check_takes_the_baseline_and_our_kernels_before_the_peers_and_the_extra_launches():
+    names = ["ours-dense-128x128-w8-s3", "flex-svg", "xla-dense", "ours-mgpu-svg-fast", "ours-svg-fast",
+             "cudnn-dense", "ours-dense", "jax-triton-flash-dense"]
+    assert sorted(names, key=gpu_bench.check_priority) == [
+        "cudnn-dense", "ours-dense", "ours-svg-fast", "ours-mgpu-svg-fast", "flex-svg", "jax-triton-flash-dense",
+        "xla-dense", "ours-dense-128x128-w8-s3"]

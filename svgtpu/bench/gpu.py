@@ -169,9 +169,9 @@ def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, inte
         return references[key]
 
     rows = []
-    for name, variant in tqdm(variants.items(), desc=f"check {g}", leave=False):
-        if names is not None and name not in names:
-            continue
+    order = sorted((n for n in variants if names is None or n in names), key=check_priority)
+    for name in tqdm(order, desc=f"check {g}", leave=False):
+        variant = variants[name]
         row = {"variant": name, "mask": variant.mask, "dtype": variant.dtype}
         if variant.call is None:
             rows.append(row | {"ok": None, "reason": f"not available: {variant.reason}"})
@@ -188,6 +188,18 @@ def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, inte
         rows.append(row | {"max_rel_error": err, "ok": bool(err <= TOLERANCE[variant.dtype])})
     return {"geometry": str(g), "L": L, "heads": heads, "rows": rows,
             "all_ok": bool(rows) and all(r["ok"] is True for r in rows)}
+
+
+#: The order the check takes variants in, by name prefix, so a tight budget runs out on the least needed ones:
+#: the dense baseline and our kernels, then the peers, then the extra launch settings.
+CHECK_ORDER = ("cudnn-dense", "ours-dense", "ours-svg", "ours-aligned", "ours-mgpu", "flex-", "torch-", "jax-",
+               "xla-", "ours-per-head", "ours-dense-")
+
+
+def check_priority(name: str) -> tuple[int, str]:
+    """``name``'s place in :data:`CHECK_ORDER` (the longest matching prefix wins)."""
+    matches = [(len(p), i) for i, p in enumerate(CHECK_ORDER) if name.startswith(p)]
+    return (max(matches)[1] if matches else len(CHECK_ORDER), name)
 
 
 def check_verdict(check: dict | None, name: str) -> str | None:
