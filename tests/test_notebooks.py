@@ -62,6 +62,12 @@ EXPECTED = {
                           "validation_related_worst_abs_error", "attention_pricing", "multihost_1440p",
                           "multihost_2160p"]},
     },
+    "08_on_a_gpu": {
+        "figures": ["gpu_h200_model_vs_run"],
+        "claims": {"C1": ["h200_model_vs_run", "h200_model_fitted", "h200_model_median_abs_error"],
+                   "C2": ["h200_blocks", "h200_attention_share_dense-cudnn_1440p"],
+                   "C4": ["h200_attention", "h200_tpu_ideas"], "C5": ["h200_attention_exponent_dense-cudnn"]},
+    },
     "07_quality": {
         "figures": ["q_quality_vs_kept", "q_head_kinds", "q_contact_sheet", "q_toy_loss", "q_head_kind_map",
                     "q_methods"],

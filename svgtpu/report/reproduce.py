@@ -49,7 +49,8 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 #: The notebooks in reading order (the file order): the primer and the kernel track first, then the
 #: research track; the explorer is a tool beside them.
 NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand", "02_kernel_walkthrough", "03_mask_alignment",
-             "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "explorer")
+             "04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup", "07_quality", "08_on_a_gpu",
+             "explorer")
 
 #: What a notebook needs finished before it starts: 04 rewrites the compiled tile table (``compiled_tiles.json``)
 #: that the cost model reads in 00, 05, 06, 07 and the explorer, and compiles the kernels 05 reads from
@@ -66,7 +67,7 @@ JOBS = {"cpu": 2}
 _SWEEP = ["480p", "720p", "1080p", "1440p", "2160p"]
 # Notebooks that only compute: the same at every profile, no sizes to set.
 _COMPUTED_ONLY = {"explorer": {}, "00_primer": {}, "01_pallas_in_five_kernels": {}, "01b_block_sparse_by_hand": {},
-                  "02_kernel_walkthrough": {}}
+                  "02_kernel_walkthrough": {}, "08_on_a_gpu": {}}   # 08 reads the committed GPU runs: no GPU, seconds
 # cpu: the balanced variant (aligned at the unaligned mask's kept pairs) in place of inner, to keep 07's time
 _QUALITY_VARIANTS = ["svg", "svg-no-fast-path", "svg-aligned", "svg-aligned-no-fast-path", "svg-aligned-balanced"]
 # 05's method chart: None = every sparse method unaligned and snapped (svgtpu.bench.methods.VARIANTS).
