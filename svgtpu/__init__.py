@@ -4,8 +4,8 @@ One module per concept, on floors that import only downward (drawn in :mod:`svgt
 
 - :mod:`~svgtpu.facts`: the write-up's claims, the results file and provenance labels, paths, tables;
 - :mod:`~svgtpu.geometry`: video token grids, Wan presets, frame-/spatial-major layouts;
-  :mod:`~svgtpu.recipes`, :mod:`~svgtpu.production`, :mod:`~svgtpu.warmup`: SVG's cited recipes, the
-  production setup, SVG's dense warm-up (steps and layers);
+  :mod:`~svgtpu.setting`, :mod:`~svgtpu.recipes`, :mod:`~svgtpu.warmup`: the setting of a run and the
+  production setting, SVG's cited recipes, SVG's dense warm-up (steps and layers);
 - :mod:`~svgtpu.masks`: SVG masks, tile alignment, tile classification (C3), STA / radial / block masks;
 - :mod:`~svgtpu.kernels`: our block-sparse Pallas kernel (C4), its GPU port and the float64 reference;
   :mod:`~svgtpu.baselines`: JAX's Splash and tokamax on our masks; :mod:`~svgtpu.course`: notebooks 01/01b's answers;

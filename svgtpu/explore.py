@@ -34,8 +34,7 @@ import numpy as np
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
                                multiplier_for_kept)
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 from svgtpu.errors import BadInput
 

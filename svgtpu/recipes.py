@@ -288,7 +288,6 @@ PRODUCTION_TILE = TileRecipe("svgtpu-wan-v6e", -(-MAXDIFFUSION_V6E_TILE.block_q 
                              MAXDIFFUSION_V6E_TILE.block_kv, 256, Source(
     MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_14b.yml", MAXDIFFUSION_COMMIT,
     '"# Use on v6e" block_q 3024 rounded up to 3072 for the key-major body, block_kv 2048'))
-BLOCK_Q, BLOCK_KV = PRODUCTION_TILE.block_q, PRODUCTION_TILE.block_kv
 
 
 def recipes_report(name: str | None = None) -> dict:
@@ -315,7 +314,7 @@ def format_recipes(result: dict) -> str:
     return "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 
-__all__ = ["BLOCK_KV", "BLOCK_Q", "DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE", "MAXDIFFUSION_SVG_DENSITIES",
+__all__ = ["DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE", "MAXDIFFUSION_SVG_DENSITIES",
            "MAXDIFFUSION_SVG_DENSITIES_SOURCE", "MAXDIFFUSION_SVG_TILE",
            "MAXDIFFUSION_V6E_TILE", "PRODUCTION_TILE", "RECIPES", "Recipe", "SPLASH_DEFAULT_TILE",
            "SVG1_TIMES_FP_COMMENT", "Source", "TILES", "TileRecipe", "format_recipes", "get_recipe", "recipes_report"]

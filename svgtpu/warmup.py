@@ -1,4 +1,4 @@
-"""SVG's warm-up: its default kept fraction, and how many leading steps and layers run dense.
+"""SVG's warm-up: how many leading steps and layers run dense, and the profiling rows.
 
 Sparse VideoGen keeps the first steps and the first layers of every step dense.  The defaults here
 are the package's default recipe (:data:`svgtpu.recipes.DEFAULT_RECIPE`, SVG's own Wan 2.1 T2V-14B
@@ -13,8 +13,6 @@ import math
 
 from svgtpu.recipes import DEFAULT_RECIPE
 
-#: The SVG kept fraction used when neither ``multiplier`` nor ``kept`` is given (the default recipe's).
-DEFAULT_KEPT = DEFAULT_RECIPE.kept
 #: The leading share of steps and of layers that run dense by default (the warm-up of every SVG
 #: backend: :func:`svgtpu.attention.base.with_warmup`): the default recipe's dense steps and layers as shares.
 DEFAULT_WARMUP_STEP_FRACTION = DEFAULT_RECIPE.dense_step_share

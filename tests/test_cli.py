@@ -14,9 +14,8 @@ from svgtpu.kernels.config import check_blocks_cover
 from svgtpu.masks.c3_search import TILES
 from svgtpu.masks.core import svg_mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.facts.paths import REPO_ROOT
-from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.toy.data import LABEL_NAMES, NULL_LABEL
 from test_masks_tiles import brute_kinds
 

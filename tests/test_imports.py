@@ -17,7 +17,7 @@ PACKAGE = Path(svgtpu.__file__).parent
 #: longest entry it equals or starts with (``entry.``).
 LAYERS = [
     {"svgtpu", "svgtpu.errors", "svgtpu.tpu_env", "svgtpu.facts"},
-    {"svgtpu.geometry", "svgtpu.recipes", "svgtpu.production", "svgtpu.warmup", "svgtpu.launch",
+    {"svgtpu.geometry", "svgtpu.recipes", "svgtpu.setting", "svgtpu.warmup", "svgtpu.launch",
      "svgtpu.model.config"},
     {"svgtpu.masks"},
     {"svgtpu.kernels"},

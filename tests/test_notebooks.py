@@ -152,7 +152,7 @@ def frame_major(array, g):
 def _check_03(claims):
     from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import svg_mask
-    from svgtpu.warmup import DEFAULT_KEPT
+    from svgtpu.setting import DEFAULT_KEPT
     from test_masks_tiles import brute_kinds
     c3 = claims["C3"]
     # the layout table: tile kinds of the band and of the same mask in frame-major order, tile by tile from the array

@@ -3,7 +3,7 @@
 import pytest
 
 from svgtpu.compiler.compile import libtpu_available
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.report.preflight import checks, preflight
 from svgtpu.report.reproduce import tuned_tiles
 

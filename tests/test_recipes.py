@@ -2,7 +2,7 @@
 
 import pytest
 
-from svgtpu import recipes, warmup
+from svgtpu import recipes, setting, warmup
 from svgtpu.recipes import DEFAULT_RECIPE, RECIPES, SVG1_TIMES_FP_COMMENT, FlowSchedule, get_recipe
 
 
@@ -63,7 +63,7 @@ def test_schedule_defaults_are_the_default_recipe_script_by_hand():
     floor(first_layers_fp * layers)) on Wan 2.1 14B's 40 layers; MaxDiffusion's base_wan_14b.yml @7cfb8801
     ("# Use on v6e": block_q 3024, block_kv 2048)."""
     assert DEFAULT_RECIPE.name == "svg-head-t2v-14b-720p"
-    assert (warmup.DEFAULT_KEPT, warmup.DEFAULT_PROFILE_ROWS) == (0.3, 64)
+    assert (setting.DEFAULT_KEPT, warmup.DEFAULT_PROFILE_ROWS) == (0.3, 64)
     assert (warmup.DEFAULT_WARMUP_STEP_FRACTION, warmup.DEFAULT_WARMUP_LAYER_FRACTION) == (0.2, 0.03)
     # floor(0.2 * 50) = 10, floor(0.2 * 40) = 8, floor(0.2 * 4) = 0 steps; floor(0.03 * 40) = floor(1.2) = 1,
     # floor(0.03 * 30) = 0, floor(0.03 * 100) = 3 layers
@@ -72,7 +72,7 @@ def test_schedule_defaults_are_the_default_recipe_script_by_hand():
     assert warmup.warmup_count(0.29, 100) == 29         # 0.29 * 100 is 28.999999999999996 in floating point
     # our production tile: MaxDiffusion's with block_q rounded up to a lane multiple (key-major body)
     assert (recipes.MAXDIFFUSION_V6E_TILE.block_q, recipes.MAXDIFFUSION_V6E_TILE.block_kv) == (3024, 2048)
-    assert (recipes.BLOCK_Q, recipes.BLOCK_KV) == (3072, 2048)
+    assert (setting.PRODUCTION.block_q, setting.PRODUCTION.block_kv, setting.PRODUCTION.block_kv_compute) == (3072, 2048, 256)
 
 
 def test_bad_recipe_name():

@@ -96,7 +96,7 @@ def test_one_real_compile_scores_the_aligned_mask_steps(tmp_path):
 
 def test_the_tpu_profile_runs_the_recorded_tiles(monkeypatch):
     from svgtpu.facts.paths import REPO_ROOT
-    from svgtpu.production import PRODUCTION
+    from svgtpu.setting import PRODUCTION
     from svgtpu.report import reproduce
     path = REPO_ROOT / "figures" / tune_module.TUNED_FILE
     recorded = json.loads(path.read_text())["tiles"][PRODUCTION.device] if path.exists() else {}

@@ -39,8 +39,8 @@ from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.errors import BadInput
-from svgtpu.warmup import (DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
-                             warmup_count)
+from svgtpu.setting import mask_density
+from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
 #: The kernels an SVG layer can run its mask through (:data:`svgtpu.facts.kernels.KERNELS`).
@@ -121,10 +121,8 @@ class SVGConfig:
 
     def multiplier_for(self, geometry: VideoGeometry) -> float:
         """The band multiplier this config means for ``geometry``."""
-        if self.multiplier is not None:
-            return float(self.multiplier)
-        kept = DEFAULT_KEPT if self.kept is None else self.kept
-        return multiplier_for_kept(geometry, kept)
+        kept, multiplier = mask_density(self.kept, self.multiplier)
+        return float(multiplier) if multiplier is not None else multiplier_for_kept(geometry, kept)
 
     def mask(self, geometry: VideoGeometry) -> Mask:
         """The one band + sink mask every head runs (tile-aligned if ``align`` is set); cached."""
@@ -226,5 +224,5 @@ def svg_attention(q: jax.Array, k: jax.Array, v: jax.Array, geometry: VideoGeome
     return (out, info) if return_info else out
 
 
-__all__ = ["DEFAULT_KEPT", "DENSE", "KERNELS", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
+__all__ = ["DENSE", "KERNELS", "SVGConfig", "SVGInfo", "attend", "sparse_attention",
            "svg_attention", "warmup_count"]

@@ -56,10 +56,10 @@ from svgtpu.kernels.mosaic_gpu import mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
 from svgtpu.facts.results import provenance
-from svgtpu.warmup import DEFAULT_KEPT, layer_calls
+from svgtpu.warmup import layer_calls
 
 #: Wan 2.1 14B, the same config the cost model predicts it with (:func:`modeled_block`).
 WAN14B = MODELS["wan2.1-14b"]

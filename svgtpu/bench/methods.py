@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
 from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, Selection, block_masks, select

@@ -7,7 +7,7 @@ import sys
 
 from svgtpu.cli.common import command, tile_arguments
 from svgtpu.errors import positive_int
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 
 
 # -- svgtpu bench kernels | ops | compiled | gpu ---------------------------------------------

@@ -6,8 +6,7 @@ import argparse
 from typing import Callable
 
 from svgtpu.errors import positive_int
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {}
 #: Commands made of subcommands (``bench kernels``, ``bench ops``, ...), with their help.

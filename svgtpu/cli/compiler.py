@@ -6,7 +6,7 @@ import argparse
 
 from svgtpu.cli.common import command, mask_arguments, tile_arguments
 from svgtpu.errors import positive_int
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT
 
 
 # -- svgtpu tune ------------------------------------------------------------------------------

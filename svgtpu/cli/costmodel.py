@@ -8,9 +8,8 @@ from pathlib import Path
 from svgtpu.cli.common import command
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.facts.tables import format_table
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.recipes import DEFAULT_RECIPE
-from svgtpu.warmup import DEFAULT_KEPT
 
 
 # -- svgtpu costmodel --------------------------------------------------------------------------

@@ -7,8 +7,8 @@ import argparse
 from svgtpu.cli.common import command, mask_arguments, tile_arguments
 from svgtpu.errors import positive_int
 from svgtpu.facts.claims import REPORTED
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT, DEFAULT_PROFILE_ROWS
+from svgtpu.setting import PRODUCTION, mask_density
+from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 
 
 # -- svgtpu tiles / c3-search / recipes / explore ---------------------------------------------
@@ -117,9 +117,9 @@ def run_explore(args):
     from svgtpu import explore
     from svgtpu.costmodel.command import resolve_slice
 
-    kept = args.kept if args.kept is not None or args.multiplier is not None else DEFAULT_KEPT
+    kept, multiplier = mask_density(args.kept, args.multiplier)
     device, chips = resolve_slice(args.chips, args.device)
-    settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=args.multiplier, head=args.head,
+    settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=multiplier, head=args.head,
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=device, chips=chips)
     result = explore.summary(settings, repeats=args.repeats, video=args.video)

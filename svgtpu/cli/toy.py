@@ -8,8 +8,7 @@ import sys
 from svgtpu.cli.common import command
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT, TRAINED_CHECKPOINT
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
 
 
 # -- svgtpu train / generate / quality / methods (toy DiT) ------------------------------------
@@ -117,7 +116,7 @@ def run_quality(args):
     if args.methods:
         from svgtpu.bench.methods import format_sweep, method_sweep
         result = method_sweep(params, config, variants=args.methods,
-                              kept_fractions=args.kept_fractions or [args.kept or DEFAULT_KEPT], **common)
+                              kept_fractions=args.kept_fractions or [mask_density(args.kept, None)[0]], **common)
         return {**result, "checkpoint": str(args.checkpoint)}, format_sweep(result)
     from svgtpu.toy.quality import VARIANTS, format_study, quality_study
     unknown = [v for v in args.variants or () if v not in VARIANTS]

@@ -25,7 +25,7 @@ from svgtpu.kernels.budget import TPU_GENERATIONS, device_memory, vmem_bytes
 from svgtpu.kernels.config import KernelConfig, check_blocks_cover
 from svgtpu.kernels.common import HEAD_DIMS, compiling_for
 from svgtpu.kernels.plan import tile_plan
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.tpu_env import package_version
 from svgtpu.errors import BadInput
 

@@ -24,7 +24,7 @@ import re
 
 from svgtpu.compiler.compile import CompileJob, compile_program, dit_step_program, first_line, require_libtpu
 from svgtpu.kernels.common import compiling_for
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.errors import BadInput
 
 MULTIHOST_TARGETS = ("sharded-svg-layer", "sharded-dit-step")

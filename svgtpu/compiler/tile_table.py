@@ -29,7 +29,7 @@ from svgtpu.compiler.estimate import block_bytes, estimate
 from svgtpu.errors import BadInput
 from svgtpu.compiler.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
 from svgtpu.geometry import parse_tiles
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, PRODUCTION_TILE, TILES as TILE_RECIPES
 
 #: The tiles compared: the production tile (MaxDiffusion's Wan tile for v6e, block_q a lane multiple) and

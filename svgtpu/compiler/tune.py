@@ -3,7 +3,7 @@
 ``svgtpu tune --resolution 720p --device v6e`` compiles our kernel ahead of time (libtpu on this CPU,
 :func:`svgtpu.compiler.variants.cached_compile`, cached in ``build/compiled/`` by content key) at each
 candidate ``(block_q, block_kv, block_kv_compute)``, applies each compiled schedule to the grid steps of
-the **tile-aligned SVG mask** at the kept fraction (default :data:`svgtpu.warmup.DEFAULT_KEPT`;
+the **tile-aligned SVG mask** at the kept fraction (default :data:`svgtpu.setting.DEFAULT_KEPT`;
 :func:`svgtpu.compiler.estimate.estimate`), aligned by snapping (``--align snap``, the default) or by
 budget-preserving rounding (``balanced-row`` / ``balanced-global``: every tile then executes about the
 band's pairs, so the candidates compare at equal work) and ranks the candidates by **whole-kernel static cycles** per
@@ -13,7 +13,7 @@ one compile per tile serves every ``--kept`` and ``--align``.
 
 **Candidates** (:data:`AXES`, every combination our kernel takes and the VMEM budget admits):
 
-- ``block_q``: 2048; :data:`~svgtpu.production.PRODUCTION`'s (MaxDiffusion's Wan tile on v6e,
+- ``block_q``: 2048; :data:`~svgtpu.setting.PRODUCTION`'s (MaxDiffusion's Wan tile on v6e,
   :mod:`svgtpu.recipes`); 3072, the multiple of 128 nearest it (a key-major body needs 128); 3328,
   MaxDiffusion's SVG tile (``svg_flash_block_sizes`` in docs/svg.md of AI-Hypercomputer/maxdiffusion,
   commit 2a52ee9c79ad6f991c998af600804f7519a49350: 3328 x 2816, ``block_kv_compute`` 256);
@@ -46,7 +46,7 @@ import json
 
 from svgtpu.errors import BadInput
 from svgtpu.facts.outputs import write_text
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 
 #: The candidate axes, by :class:`~svgtpu.kernels.KernelConfig` and :class:`~svgtpu.compiler.variants.Variant` field
 #: (module doc: why these).
@@ -177,14 +177,12 @@ def winner(rows: list[dict]) -> dict | None:
     return min(done, key=lambda r: (r["static_cycles"], r["hbm_bytes_per_step"])) if done else None
 
 
-def tune(resolution: str, device: str = "v6e", kept: float | None = None, align: str = "snap", *,
+def tune(resolution: str, device: str, kept: float, align: str = "snap", *,
          axes: dict | None = None, progress: bool = False) -> dict:
     """Every candidate compiled (cached), scored (:func:`score`), and the winner."""
     from svgtpu.compiler.compile import topology_device
     from svgtpu.compiler.dumps import versions
     from svgtpu.compiler.tile_table import compile_all
-    from svgtpu.warmup import DEFAULT_KEPT
-    kept = DEFAULT_KEPT if kept is None else kept
     check_inputs(resolution, device, kept, align)
     every = candidates(resolution, device, axes)
     todo = [c for c in every if c.pruned is None]

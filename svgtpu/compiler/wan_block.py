@@ -29,8 +29,7 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput
 from svgtpu.model.config import ModelConfig
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
 from svgtpu.tpu_env import package_version
 
 #: The slices compiled for: a TPU generation -> its libtpu topology and the chips the cost model counts.
@@ -41,13 +40,13 @@ VARIANTS = ("dense", "svg")
 #: plan; the block is then compiled with the kernel call left out, ``q + 0 * (k + v)`` in its place, one
 #: elementwise pass that keeps everything feeding the kernel live: cheaper to compile; the cpu profile runs it).
 KERNEL_READINGS = ("in-block", "own-compile")
-#: Where SVG's schedule is sparse: the production setup's last step and layer (past the dense warm-up).
+#: Where SVG's schedule is sparse: the production setting's last step and layer (past the dense warm-up).
 SPARSE_CALL = PRODUCTION.sparse_call()
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
 _SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "compiler/wan_block.py", "compiler/fusions.py",
             "compiler/variants.py", "compiler/estimate.py", "compiler/llo.py", "compiler/dumps.py", "geometry.py", "recipes.py",
-            "warmup.py", "production.py")
+            "warmup.py", "setting.py", "baselines")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,7 +395,7 @@ def wan_block_command(args):
     """``svgtpu compile --what wan-block``: dense and SVG blocks at ``--geometry`` (a resolution) for
     ``--device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
     from svgtpu.facts.tables import format_table
-    kept = args.kept if args.kept is not None else DEFAULT_KEPT
+    kept, _ = mask_density(args.kept, None)
     jobs = [BlockJob(args.geometry.removeprefix("wan-"), args.device, variant, block_q=args.block_q,
                      block_kv=args.block_kv, kept=kept) for variant in VARIANTS]
     results = compile_blocks(jobs, progress=not args.json)

@@ -14,9 +14,8 @@ import dataclasses
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.policy import band_multiplier
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION, mask_density
 from svgtpu.facts.tables import format_table
-from svgtpu.warmup import DEFAULT_KEPT
 from svgtpu.errors import BadInput
 
 
@@ -108,10 +107,10 @@ def build_setup(args, device=None) -> cm.Setup:
         geometry = DiTConfig().geometry
     else:
         geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
-    kept = None if args.multiplier is not None else (DEFAULT_KEPT if args.kept is None else args.kept)
+    kept, multiplier = mask_density(args.kept, args.multiplier)
     setup = cm.calibrated_setup(args.model, geometry, device, compiled=compiled, chips=chips, steps=args.steps,
                                 cfg=args.cfg, block_q=args.block_q, block_kv=args.block_kv, kept=kept,
-                                multiplier=args.multiplier, temporal_fraction=args.temporal_fraction,
+                                multiplier=multiplier, temporal_fraction=args.temporal_fraction,
                                 cfg_split=args.cfg_split, weights=args.weights, kernel=args.kernel,
                                 dense_kernel=args.dense_kernel, sparse_efficiency=args.sparse_efficiency,
                                 parts=frozenset(cm.PARTS) - set(args.exclude))

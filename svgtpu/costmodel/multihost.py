@@ -25,7 +25,7 @@ from svgtpu.costmodel.pipeline import PARTS, model_video
 from svgtpu.costmodel.specs import DeviceSpec, get_device
 from svgtpu.costmodel.validate import calibrated_setup
 from svgtpu.geometry import check_positive_int
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.errors import BadInput
 
 #: Data-center network per chip, one direction, bytes/s: a host's NICs shared by its chips.

@@ -52,9 +52,9 @@ from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_secon
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.facts.results import provenance
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_KEPT, DEFAULT_WARMUP_LAYER_FRACTION,
-                             DEFAULT_WARMUP_STEP_FRACTION, layer_calls, warmup_count)
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
+from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
+                           layer_calls, warmup_count)
 from svgtpu.masks.tiles import TileStats
 from svgtpu.errors import BadInput
 
@@ -82,7 +82,7 @@ class Setup:
     model: ModelConfig
     geometry: VideoGeometry
     device: DeviceSpec
-    chips: int = PRODUCTION.chips     # the production setup's (svgtpu.production) unless given
+    chips: int = PRODUCTION.chips     # the production setting's (svgtpu.setting) unless given
     steps: int = PRODUCTION.steps
     cfg: bool = PRODUCTION.cfg
     block_q: int = PRODUCTION.block_q

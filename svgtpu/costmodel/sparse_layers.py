@@ -46,7 +46,7 @@ from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q
+from svgtpu.setting import PRODUCTION
 
 #: A fixed-M body's vector work over an online-softmax body's: FLASH's hand count per score is max,
 #: subtract, sum, cast (4); a fixed row maximum drops the max (3).
@@ -110,8 +110,8 @@ class Switches:
 
 def _per_score(setup: Setup, kernel: str, body: str) -> float:
     """Cycles per score of ``kernel``'s compiled ``body`` at the setup's production tile row."""
-    found = setup.compiled.tile(setup.device.name, kernel, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype) \
-        if setup.compiled else None
+    found = setup.compiled.tile(setup.device.name, kernel, PRODUCTION.block_q, PRODUCTION.block_kv,
+                                setup.model.head_dim, setup.dtype) if setup.compiled else None
     if not found:
         raise BadInput("pricing MaxDiffusion's runs needs the compiled tile table's v6e rows at the production tile "
                        "(`make figures` writes figures/compiled_tiles.json)")
@@ -122,7 +122,8 @@ def _per_score(setup: Setup, kernel: str, body: str) -> float:
 
 def _row(setup: Setup, kernel: str):
     _per_score(setup, kernel, "full")   # the row exists, or one clear line
-    return setup.compiled.tile(setup.device.name, kernel, BLOCK_Q, BLOCK_KV, setup.model.head_dim, setup.dtype)[0]
+    return setup.compiled.tile(setup.device.name, kernel, PRODUCTION.block_q, PRODUCTION.block_kv,
+                               setup.model.head_dim, setup.dtype)[0]
 
 
 def _a2a(setup: Setup, setting: RunSetting, n: int) -> float:

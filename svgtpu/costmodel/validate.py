@@ -51,7 +51,8 @@ from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, r
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
-from svgtpu.recipes import BLOCK_KV, BLOCK_Q, get_recipe
+from svgtpu.recipes import get_recipe
+from svgtpu.setting import PRODUCTION
 from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
@@ -444,8 +445,8 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     if setup.device.is_gpu:
         return setup.attention_pricing() if setup.gpu_rate() else "priors (flash)"
     if point.maxdiffusion_svg:
-        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, BLOCK_Q, BLOCK_KV, setup.model.head_dim,
-                                    setup.dtype)
+        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.block_q, PRODUCTION.block_kv,
+                                    setup.model.head_dim, setup.dtype)
         return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
     return setup.attention_pricing()
 

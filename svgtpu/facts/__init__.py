@@ -19,6 +19,6 @@ and those below, never one above)::
     baselines                       Splash and tokamax on our masks
     kernels                         our Pallas kernels (TPU, GPU), their plan, the reference
     masks                           masks and tiles
-    geometry, recipes, production, warmup, launch, model.config      the setting
+    setting, geometry, recipes, warmup, launch, model.config         the setting
     facts, errors, tpu_env          this floor: imports nothing of svgtpu but errors
 """

@@ -21,7 +21,7 @@ import numpy as np
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.masks.core import Mask, align, alignment_diff, make_mask, tile_grid, tile_valid_lengths
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import mask_density
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
@@ -113,8 +113,7 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
         kept = get_recipe(recipe).kept
         if kept is None:
             raise BadInput(f"recipe {recipe} has an unknown kept fraction: pick one with a number (svgtpu recipes)")
-    if multiplier is None and kept is None:
-        kept = DEFAULT_KEPT
+    kept, multiplier = mask_density(kept, multiplier)
     mask = make_mask(kind, g, multiplier, kept=kept)
     result = {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L, "mask": kind,
               "multiplier": multiplier, "kept": kept, "window": getattr(getattr(mask, "base", mask), "window", None),

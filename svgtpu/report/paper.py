@@ -45,7 +45,7 @@ import os
 import re
 from pathlib import Path
 
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.facts.results import (
     CLAIMS, REPORTED, RESULTS_NAME, load_results, results_path,
 )

@@ -30,7 +30,7 @@ from svgtpu.compiler.multihost import MultihostJob, compile_multihost
 from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.model.config import MODELS
-from svgtpu.production import PRODUCTION, model_label
+from svgtpu.setting import PRODUCTION, model_label
 from svgtpu.report.reproduce import settings
 
 ONE_HOST, MULTI_HOST = "v6e:2x2x1", "v6e:4x4x1"

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from svgtpu.errors import BadInput
-from svgtpu.production import PRODUCTION
+from svgtpu.setting import PRODUCTION
 from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, JAX_CACHE_DIR, REPO_ROOT
 from svgtpu.tpu_env import persistent_cache_env
 

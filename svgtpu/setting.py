@@ -1,0 +1,103 @@
+"""The setting: what a run is about, one frozen value resolved once at the edges and passed down.
+
+A :class:`Setting` holds the model, resolution, device and chip count, the tile, the mask's density
+(a kept fraction *or* a band multiplier: :func:`mask_density`, the one rule) and the recipe.  The
+command line, the explorer, the notebooks and the benchmarks resolve one from their arguments; the
+functions below them take what they need as required arguments, so a default is defined here (or
+in :mod:`svgtpu.recipes`, where it is cited) and nowhere else.
+
+:data:`PRODUCTION` is the setting the write-up's headline claims are about, as we assume it.  The
+write-up names neither its model nor its mask (docs/design.md, "The claims").  Our assumption: Wan
+2.1 T2V 14B at 1440p on a v6e-8 slice with MaxDiffusion's Wan tiles and SVG's own current Wan 2.1
+recipe (:data:`svgtpu.recipes.DEFAULT_RECIPE`); so a label such as "Wan 2.1 14B 1440p, v6e-8" is
+generated, never typed.  No JAX here: the cost model imports this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from svgtpu.errors import BadInput
+from svgtpu.geometry import format_tile
+from svgtpu.model.config import MODELS
+from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE
+
+#: The SVG kept fraction when neither a kept fraction nor a band multiplier is given (the default recipe's).
+DEFAULT_KEPT = DEFAULT_RECIPE.kept
+
+
+def mask_density(kept: float | None, multiplier: float | None) -> tuple[float | None, float | None]:
+    """``(kept, multiplier)`` of an SVG mask, the one rule: a band multiplier if one is given, else the kept
+    fraction, else :data:`DEFAULT_KEPT`; exactly one of the two comes back ``None``.  Both given: ``BadInput``."""
+    if kept is not None and multiplier is not None:
+        raise BadInput(f"give at most one of kept or multiplier, got kept {kept} and multiplier {multiplier}")
+    if multiplier is not None:
+        return None, multiplier
+    return (DEFAULT_KEPT if kept is None else kept), None
+
+
+def model_label(model: str) -> str:
+    """``wan2.1-14b`` -> ``Wan 2.1 14B`` (``wan2.2-a14b`` -> ``Wan 2.2 A14B``); other names unchanged."""
+    family, _, size = model.partition("-")
+    if not family.startswith("wan") or not size:
+        return model
+    return f"Wan {family[3:]} {size.upper()}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """Model, resolution, device and chip count, steps and guidance, tile, mask density and recipe of a run;
+    the defaults are the claims' main line (:data:`PRODUCTION`).  ``kept`` and ``multiplier`` come out of
+    :func:`mask_density` (give at most one)."""
+
+    model: str = "wan2.1-14b"        # a :data:`svgtpu.costmodel.MODELS` name
+    resolution: str = "1440p"        # a :data:`svgtpu.geometry.PRESETS` name
+    device: str = "v6e"              # a :data:`svgtpu.costmodel.DEVICES` name
+    chips: int = 8                   # chips of the slice (v6e: one TensorCore each)
+    block_q: int = PRODUCTION_TILE.block_q     # MaxDiffusion's Wan tiles on v6e, block_q a lane multiple
+    block_kv: int = PRODUCTION_TILE.block_kv   # (svgtpu.recipes.PRODUCTION_TILE)
+    block_kv_compute: int = PRODUCTION_TILE.block_kv_compute
+    kept: float | None = None        # None and no multiplier: DEFAULT_KEPT (mask_density)
+    multiplier: float | None = None
+    recipe: str = DEFAULT_RECIPE.name
+    steps: int = DEFAULT_RECIPE.steps   # denoising steps: the recipe's (SVG's Wan 2.1 script, cited there)
+    cfg: bool = True                 # classifier-free guidance: two transformer passes per step, as Wan samples
+
+    def __post_init__(self):
+        kept, multiplier = mask_density(self.kept, self.multiplier)
+        object.__setattr__(self, "kept", kept)
+        object.__setattr__(self, "multiplier", multiplier)
+
+    @property
+    def heads(self) -> int:
+        """Attention heads of the model (Wan 2.1 14B: 40, cited in :mod:`svgtpu.model.config`)."""
+        return MODELS[self.model].heads
+
+    @property
+    def layers(self) -> int:
+        return MODELS[self.model].layers
+
+    def sparse_call(self) -> dict:
+        """``step``, ``num_steps``, ``layer``, ``num_layers`` of a call past SVG's dense warm-up (the last step
+        and layer): where a compile sees the sparse path."""
+        return {"step": self.steps - 1, "num_steps": self.steps, "layer": self.layers - 1, "num_layers": self.layers}
+
+    @property
+    def slice(self) -> str:
+        """``v6e-8``."""
+        return f"{self.device}-{self.chips}"
+
+    @property
+    def tiles(self) -> str:
+        """``3072x2048`` (:func:`svgtpu.geometry.parse_tiles` reads it back: ``--tiles`` takes it)."""
+        return format_tile(self.block_q, self.block_kv)
+
+    def label(self, resolution: str | None = None) -> str:
+        """``Wan 2.1 14B 1440p, v6e-8`` (at another ``resolution`` if given)."""
+        return f"{model_label(self.model)} {resolution or self.resolution}, {self.slice}"
+
+
+#: The setup of the claims' main line (C1, C2 and C4's compiled rows).
+PRODUCTION = Setting()
+
+__all__ = ["DEFAULT_KEPT", "PRODUCTION", "Setting", "mask_density", "model_label"]

@@ -1,0 +1,36 @@
+"""The setting: its defaults pinned once, and the one rule of a mask's density."""
+
+import pytest
+
+from svgtpu.errors import BadInput
+from svgtpu.recipes import DEFAULT_RECIPE, MAXDIFFUSION_V6E_TILE
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, Setting, mask_density
+
+
+def test_the_production_setting_is_the_claims_main_line():
+    """Wan 2.1 14B, 1440p, v6e-8; MaxDiffusion's v6e tile (3024 x 2048, base_wan_14b.yml @7cfb8801) with
+    block_q rounded up to a lane multiple, 256 keys per update; SVG's current T2V-14B 720p recipe (kept 0.3)."""
+    assert (PRODUCTION.model, PRODUCTION.resolution, PRODUCTION.device, PRODUCTION.chips) == ("wan2.1-14b", "1440p",
+                                                                                             "v6e", 8)
+    assert (PRODUCTION.block_q, PRODUCTION.block_kv, PRODUCTION.block_kv_compute) == (3072, 2048, 256)
+    assert PRODUCTION.block_q % 128 == 0 and PRODUCTION.block_q - MAXDIFFUSION_V6E_TILE.block_q < 128
+    assert (PRODUCTION.kept, PRODUCTION.multiplier, DEFAULT_KEPT) == (0.3, None, 0.3)
+    assert (PRODUCTION.recipe, PRODUCTION.steps) == ("svg-head-t2v-14b-720p", 50) == (DEFAULT_RECIPE.name,
+                                                                                      DEFAULT_RECIPE.steps)
+    assert (PRODUCTION.slice, PRODUCTION.tiles, PRODUCTION.label()) == ("v6e-8", "3072x2048",
+                                                                        "Wan 2.1 14B 1440p, v6e-8")
+
+
+@pytest.mark.parametrize("kept, multiplier, want", [(None, None, (0.3, None)), (0.2, None, (0.2, None)),
+                                                    (None, 1.5, (None, 1.5)), (None, 0.0, (None, 0.0))])
+def test_a_multiplier_wins_else_the_kept_fraction_else_the_default(kept, multiplier, want):
+    assert mask_density(kept, multiplier) == want
+    setting = Setting(kept=kept, multiplier=multiplier)
+    assert (setting.kept, setting.multiplier) == want
+
+
+def test_a_kept_fraction_and_a_multiplier_together_are_refused():
+    with pytest.raises(BadInput, match="at most one of kept or multiplier"):
+        mask_density(0.2, 1.5)
+    with pytest.raises(BadInput, match="at most one of kept or multiplier"):
+        Setting(kept=0.2, multiplier=1.5)
