@@ -8,7 +8,7 @@ Sections (``--sections``), each under its share of the time budget:
 
 1. **kernels** (720p, 1440p; one head, ``d = 128``, bf16): our kernel and JAX's Splash, each at its own best
    tiles (ours: the tile ``svgtpu tune`` recorded, ``figures/tuned_tiles.json``; Splash: MaxDiffusion's Wan
-   tile for v6e with ``block_q`` a lane multiple, :data:`svgtpu.production.PRODUCTION`, and MaxDiffusion's
+   tile for v6e with ``block_q`` a lane multiple, :data:`svgtpu.setting.PRODUCTION`, and MaxDiffusion's
    ``block_kv_compute``), on the dense mask, SVG's mask and the mask snapped to the tiles; ours with the fast
    path off and on (C4 measured), and ours again at the production tile (``@production``: the tile of C4's
    verdict row and of the compiled tile table the cost model prices both kernels from);
@@ -47,8 +47,7 @@ import numpy as np
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.model.config import MODELS, ModelConfig
-from svgtpu.production import PRODUCTION
-from svgtpu.warmup import DEFAULT_KEPT
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 
 SECTIONS = ("kernels", "block", "moderate")
 #: The slices the run is prepared for: chips -> the topology its programs are compiled for (libtpu has no
@@ -120,7 +119,7 @@ PRODUCTION_TAG = "@production"
 
 
 def production_tiles(sizes: Sizes = FULL) -> tuple[int, int, int]:
-    """Our kernel at the production tile too (:data:`svgtpu.production.PRODUCTION`, the tile of the compiled
+    """Our kernel at the production tile too (:data:`svgtpu.setting.PRODUCTION`, the tile of the compiled
     tile table the cost model prices from and of C4's verdict row), with its default ``block_kv_compute``."""
     if sizes.tiles is not None:
         return sizes.tiles

@@ -41,13 +41,13 @@ def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at
     sparse block), ``chips`` chips (several: the CFG pair side by side, as the run's block runs)."""
     from svgtpu.bench.tpu import FULL, best_tiles, production_tiles
     from svgtpu.costmodel import calibrated_setup
-    from svgtpu.warmup import DEFAULT_KEPT
+    from svgtpu.setting import mask_density
     out = {}
     for kernel in ("ours", "splash"):
         bq, bkv, _ = production_tiles(FULL) if kernel == "ours" and ours_at == "production" else \
             best_tiles(kernel, geometry, FULL)
         out[kernel] = calibrated_setup(model, geometry, "v6e", chips=chips, cfg_split=chips > 1, block_q=bq,
-                                       block_kv=bkv, kernel=kernel, kept=kept or DEFAULT_KEPT, warmup_steps=0.0,
+                                       block_kv=bkv, kernel=kernel, kept=mask_density(kept, None)[0], warmup_steps=0.0,
                                        warmup_layers=0.0)
     return out
 
