@@ -50,7 +50,7 @@ GPU_ARGS ?= --sections attention --resolution 720p,1440p --budget 420
 
 gpu-bench:
 	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS)
-	@run=$$(ls -t figures/gpu-runs/*.json | head -1); echo "run file: $$run"; \
+	@run=$$(ls -t figures/gpu-runs/*.json | grep -v /index.json | head -1); echo "run file: $$run"; \
 	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi
 	@echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit -m 'H200 run: make gpu-bench'"
 
