@@ -281,9 +281,9 @@ TILES: dict[str, TileRecipe] = {t.name: t for t in (MAXDIFFUSION_V6E_TILE, MAXDI
 
 #: The production tile every 1440p number of ours uses unless it says otherwise: MaxDiffusion's v6e tile
 #: with block_q rounded up to a multiple of 128 (3024 -> 3072), which our key-major body needs (Mosaic's
-#: lane rule, :mod:`svgtpu.kernels.config`); at 3072 x 2048 / 256 its full-tile body is 11,721 static v6e
-#: bundles where the query-major body at MaxDiffusion's 3024 x 2048 is 14,194 (docs/compiled_schedule.md,
-#: `svgtpu bench compiled`).  ``block_kv_compute`` 256: our default at that tile.
+#: lane rule, :mod:`svgtpu.kernels.config`); its full-tile body takes fewer static v6e bundles than the
+#: query-major body at MaxDiffusion's 3024 x 2048 (the record: figures/compiled_tiles.json, `svgtpu bench
+#: compiled`; docs/compiled_schedule.md).  ``block_kv_compute`` 256: our default at that tile.
 PRODUCTION_TILE = TileRecipe("svgtpu-wan-v6e", -(-MAXDIFFUSION_V6E_TILE.block_q // 128) * 128,
                              MAXDIFFUSION_V6E_TILE.block_kv, 256, Source(
     MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_14b.yml", MAXDIFFUSION_COMMIT,

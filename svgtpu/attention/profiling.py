@@ -91,8 +91,8 @@ def _masked_output(scores: jax.Array, allowed: jax.Array, v: jax.Array) -> jax.A
 def sampled_rows(key: jax.Array, L: int, r: int) -> jax.Array:
     """``r`` query rows in ``[0, L)``, uniform and with replacement, as SVG draws them (``torch.randint`` in
     ``sample_mse``: svg-project/Sparse-VideoGen, svg/models/wan/attention.py @
-    19c2662a0789eb11dde152a71a459f8f94f3c0fc).  Without replacement is a sort of ``L`` keys: 20 s more of
-    libtpu's v6e compile of one 1440p profiling, 150 s more of the 1440p SVG Wan block."""
+    19c2662a0789eb11dde152a71a459f8f94f3c0fc).  Without replacement is a sort of ``L`` keys, which lengthens
+    libtpu's v6e compile of a 1440p profiling and of the 1440p SVG Wan block."""
     return jax.random.randint(key, (r,), 0, L)
 
 

@@ -3,8 +3,8 @@
 Every call is run once first (compile, warm up).  Then the calls run interleaved, round-robin, the
 order rotating each round; in each round a call runs ``repeats`` times back to back and keeps its
 fastest time (other processes only ever add time, so the minimum filters their spikes).  Compare
-calls by :func:`paired_ratio`, the median of per-round ratios: back-to-back blocks of runs drift by
-10-20 % here, paired ratios do not.  Absolute CPU times mean little.
+calls by :func:`paired_ratio`, the median of per-round ratios: back-to-back blocks of runs drift with
+the machine's load, paired ratios do not.  Absolute CPU times mean little.
 """
 
 from __future__ import annotations

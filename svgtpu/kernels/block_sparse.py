@@ -383,12 +383,13 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         Every chunk is unrolled: a straight-line body is what the scheduler overlaps (one chunk's
         softmax with the next one's matmuls) and what the static schedule shows.  The full body carries
         the softmax state from chunk to chunk as values (read from its VMEM scratch once per tile,
-        written back once); the masked body keeps it in the scratch (static v6e bundles of the 3024 x
-        2048 tiles, svgtpu.compiler.units: full 15.2k -> 14.2k carried, while carrying made the SVG-masked
-        body spill more, 20.7k -> 22.5k).  (A loop over more than 8 chunks, with the state in the
-        scratch, made the 3328 x 2816 / 256 body 26.8k bundles where straight-line code is 21.3k.)"""
+        written back once): fewer static bundles for the full body; the masked body keeps it in the
+        scratch, where carrying it made it spill more.  (A loop over the chunks, the state in the
+        scratch, schedules worse than straight-line code.)  Each body's bundles are a record:
+        ``figures/compiled_tiles.json`` (``svgtpu bench compiled``); the design steps' counts are in
+        this file's commit messages."""
         chunk_mask = chunk_masker(row_clusters_of(masked))
-        q = q_ref[...]  # read once per tile (read at every chunk: 14.2k -> 15.1k bundles, full 3024 x 2048)
+        q = q_ref[...]  # read once per tile (read at every chunk, the full body took more bundles)
         state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
         for lo, chunk_masked in kv_chunks(masked):
             chunk = pl.ds(lo, block_kv_compute)
@@ -408,21 +409,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         statistics and accumulator scratch).  Straight-line code whose MXU work the compiler keeps in
         program order, so the scores of update ``i + LOOKAHEAD`` are issued before the softmax and
         ``v^T p`` of update ``i``: the MXU computes them while the vector units and the EUP work on
-        update ``i``.  Static v6e bundles of the full 3072 x 2048 / 256 body (bf16, d 128), by design
-        step: the whole ``[256, 3072]`` score block per chunk 14,781; strips of 256 issued in order
-        35,862 (each strip's ``v^T p`` waits on its own softmax); scores issued 4 updates ahead 13,375;
-        the sums of ``p`` on the MXU (:func:`softmax_update_key_major`) 11,964; ``[v^T; 1]`` built once
-        per chunk 11,849; 6 ahead 11,721 (8: 12,386, spills); the maximum over keys as a tree
-        (:func:`max_over_keys`) 11,172, then 5 ahead 10,965 (4: 11,441, 6: 11,172, 7: 11,174).
-        The SVG partial body at 1440p (band + sink, padded keys): 17,446 with the band test per strip
-        (a subtraction, a compare and a select per score vreg, the key ids rebuilt per strip);
-        :class:`BandTile` (one compare and a select, key operands once per chunk) 15,571; 3 ahead
-        14,999 (4: 15,281, 6: 15,571: more in flight spill); tree maximum 14,641 (4 ahead: 15,091);
-        the band as a :class:`~svgtpu.kernels.band_table.BandTable` bias (one add and one load per
-        score vreg, no mask operands in registers), 5 ahead 14,069, then 4 ahead 12,753 (2: 18,756,
-        3: 14,225, 6: 14,283); at 3072 x 2816 / 256, 4 ahead 17,302 (5: 19,304).
-        (Read with :func:`svgtpu.compiler.variants.compile_program` on ``Variant("ours", "svg",
-        "1440p", 3072, 2048, 256)`` and ``"dense"`` for v6e: bodies 0 and 1 of the schedule.)"""
+        update ``i``.  The design steps, each of which cut the full body's static v6e bundles: strips
+        issued ahead (in order, each strip's ``v^T p`` waits on its own softmax), the sums of ``p`` on
+        the MXU (:func:`softmax_update_key_major`), ``[v^T; 1]`` built once per chunk, the maximum over
+        keys as a tree (:func:`max_over_keys`), and a lookahead short of spilling.  The SVG partial
+        body's: :class:`BandTile` (one compare and a select, key operands once per chunk) in place of
+        the band test per strip, then the band as a :class:`~svgtpu.kernels.band_table.BandTable` bias
+        (one add and one load per score vreg, no mask operands in registers).  The bodies' bundles are
+        a record, ``figures/compiled_tiles.json`` (``svgtpu bench compiled``; read with
+        :func:`svgtpu.compiler.variants.compile_program`, bodies 0 and 1 of the schedule); each design
+        step's counts are in this file's commit messages."""
         chunk_mask = chunk_masker(row_clusters_of(masked))
         strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
         items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
