@@ -53,7 +53,8 @@ EXPECTED = {
                           "bundles_partial_over_full", "llo_counts"]},
     },
     "06_end_to_end_speedup": {
-        "figures": ["headline_speedup", "costmodel_validation", "c1_speedup_surface", "c1_multihost"],
+        "figures": ["headline_speedup", "c1_toy_speedup", "costmodel_validation", "c1_speedup_surface",
+                    "c1_multihost"],
         "claims": {"C1": ["speedup", "minutes_saved", "dense_minutes", "svg_minutes", "contribution_sparse_attention",
                           "contribution_alignment", "contribution_fast_path", "chain", "toy_speedup",
                           "validation_tpu_compute_efficiency", "sparse_efficiency_published",

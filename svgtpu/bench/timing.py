@@ -57,4 +57,14 @@ def paired_ratio_iqr(times: dict[str, list[float]], a: str, b: str) -> list[floa
     return [float(q) for q in np.percentile(ratios, [25, 75])]
 
 
-__all__ = ["interleaved_times", "paired_ratio", "paired_ratio_iqr"]
+#: Fewest timing rounds whose interquartile range is reported: with fewer, three quartiles rest on one or two
+#: points and the range says little about the spread of a rerun (issue 54), so the median stands alone.
+MIN_ROUNDS_FOR_IQR = 5
+
+
+def reported_iqr(times: dict[str, list[float]], a: str, b: str) -> list[float] | None:
+    """:func:`paired_ratio_iqr` when at least :data:`MIN_ROUNDS_FOR_IQR` rounds ran, else ``None`` (no IQR)."""
+    return paired_ratio_iqr(times, a, b) if len(times[a]) >= MIN_ROUNDS_FOR_IQR else None
+
+
+__all__ = ["interleaved_times", "paired_ratio", "paired_ratio_iqr", "MIN_ROUNDS_FOR_IQR", "reported_iqr"]
