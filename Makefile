@@ -41,18 +41,20 @@ lab: install
 
 # The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python, jax and torch, from the checkout (no
 # venv, no installs), within the 10 minutes one command may take there.  Each call writes its own run file,
-# figures/gpu-runs/<date>-<commit>.json (the commit from git, or SVGTPU_COMMIT where the copy has no git), listed in
-# figures/gpu-runs/index.json, and where $OUT names a folder (a remote runner's way back) copies both there.  JAX takes 70 % of the GPU's memory,
-# leaving the rest to PyTorch's peers in the same process.  The default call: the float64 check, then attention at
-# 720p and 1440p; the block section is a second call: make gpu-bench GPU_ARGS="--sections block --budget 420".
+# figures/gpu-runs/<date>-<commit>.json (the commit from git, or SVGTPU_COMMIT where the copy has no git), listed
+# in figures/gpu-runs/index.json, and where $OUT names a folder (a remote runner's way back) copies both there.
+# JAX takes 70 % of the GPU's memory, leaving the rest to PyTorch's peers in the same process.  A run still going
+# 150 s past its budget (a kernel that hangs) is saved as far as it got by its watchdog (exit status 3) and copied
+# all the same.  The default call: the float64 check, then attention at 720p and 1440p; the block section is a
+# second call: make gpu-bench GPU_ARGS="--sections block --budget 420".
 GPU_PYTHON ?= python3
 GPU_ARGS ?= --sections attention --resolution 720p,1440p --budget 420
 
 gpu-bench:
-	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS)
-	@run=$$(ls -t figures/gpu-runs/*.json | grep -v /index.json | head -1); echo "run file: $$run"; \
-	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi
-	@echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit -m 'H200 run: make gpu-bench'"
+	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS); rc=$$?; \
+	run=$$(ls -t figures/gpu-runs/*.json | grep -v /index.json | head -1); echo "run file: $$run (exit status $$rc)"; \
+	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi; \
+	echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit"; exit $$rc
 
 # The prepared TPU run (svgtpu/bench/tpu.py) on a v6e VM, from the venv: a dated run file in figures/tpu-runs/
 # (never overwritten), copied to $$OUT where that names a folder.

@@ -309,3 +309,30 @@ def test_the_check_takes_the_baseline_and_our_kernels_before_the_peers_and_the_e
     assert sorted(names, key=gpu_bench.check_priority) == [
         "cudnn-dense", "ours-dense", "ours-svg-fast", "ours-mgpu-svg-fast", "flex-svg", "jax-triton-flash-dense",
         "xla-dense", "ours-dense-128x128-w8-s3"]
+
+
+HANGING_RUN = """
+import json, sys, time
+from svgtpu.bench import gpu as gpu_bench
+
+def planted(q, k, v, g, sizes, interpret, per_head=False):
+    info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": 1}
+    return {"ours-dense": gpu_bench.Variant(lambda: time.sleep(600), info)}   # a kernel that never returns
+gpu_bench.attention_variants = planted
+saved = lambda result: open(sys.argv[1], "w").write(json.dumps(result, default=str))
+gpu_bench.run(smoke=True, sections=["attention"], watchdog_s=3, save=saved)
+"""
+
+
+@pytest.mark.slow
+def test_a_hung_kernel_is_saved_as_far_as_the_run_got_and_the_process_ends(tmp_path):
+    """The watchdog: a variant that never returns (a barrier that never completes on the device) would hold the call
+    to the machine's limit and lose every number; the run is saved with the step it hung at, exit status 3."""
+    import subprocess
+    import sys
+    out = tmp_path / "partial.json"
+    done = subprocess.run([sys.executable, "-c", HANGING_RUN, str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == gpu_bench.Watchdog.EXIT_STATUS, done.stderr[-2000:]
+    partial = json.loads(out.read_text())
+    assert partial["unfinished"].startswith("watchdog: still at 'check ours-dense' 3 s after the start")
+    assert partial["attention"] == [] and "check" not in partial   # the check section had not finished

@@ -28,6 +28,7 @@ timing into the budget.  Runs on the GPU machine's own jax from the checkout (``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -43,7 +44,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.attention.svg import SVGConfig
 from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, triton_launch, write
-from svgtpu.bench.gpu_timing import Budget, reason, time_variants
+from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
@@ -179,6 +180,7 @@ def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, inte
         if budget.left() <= 0:
             rows.append(row | {"ok": None, "reason": "time budget: no time left to check it"})
             continue
+        NOW["step"] = f"check {name}"
         try:
             out = variant.output(variant.call())
         except Exception as error:  # noqa: BLE001 - unsupported here, OOM: recorded, not timed
@@ -600,10 +602,13 @@ def checked_names(sizes: Sizes) -> set[str] | None:
 
 
 def run(smoke: bool = False, budget_s: float | None = None, sections=None, resolutions=None,
-        recorded: list[dict] | None = None) -> dict:
+        recorded: list[dict] | None = None, watchdog_s: float | None = None,
+        save: Callable[[dict], object] | None = None) -> dict:
     """The benchmark (``smoke``: tiny shapes, any backend; ``sections`` / ``resolutions``: a part of it, see
     :func:`select`; ``recorded``: the runs to choose our Triton launch settings from, default the committed ones:
-    :func:`svgtpu.bench.gpu_results.triton_launch`); returns the result dict."""
+    :func:`svgtpu.bench.gpu_results.triton_launch`; ``watchdog_s``, ``save``: a run still going that many seconds
+    after its start is saved as far as it got, ``save(result)`` with the step it hung at under ``unfinished``, and
+    the process ends: :class:`~svgtpu.bench.gpu_timing.Watchdog`); returns the result dict."""
     sizes = select(SMOKE if smoke else FULL, sections, resolutions)
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
@@ -626,6 +631,19 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
               "kept": sizes.kept, "triton_launch": launch | {"used": sizes.launch is not None},
               "attention": [], "block": [], "end_to_end": [], "errors": []}
 
+    def save_so_far(why: str) -> None:
+        save(result | {"unfinished": why, "elapsed_s": budget.elapsed(),
+                       "attention_exponent": attention_exponents(result["block"])})
+
+    with Watchdog(watchdog_s, save_so_far) if watchdog_s is not None and save is not None else contextlib.nullcontext():
+        sections_in_turn(result, sizes, budget, interpret)
+    result["attention_exponent"] = attention_exponents(result["block"])
+    result["elapsed_s"] = budget.elapsed()
+    return result
+
+
+def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool) -> None:
+    """Run ``sizes``' sections in order into ``result`` (a broken section records its error; the others go on)."""
     def guarded(section: str, fn, *args):
         try:
             return fn(*args)
@@ -652,9 +670,6 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
                 e2e = extrapolate(found, sizes)
                 if e2e:
                     result["end_to_end"].append(e2e)
-    result["attention_exponent"] = attention_exponents(result["block"])
-    result["elapsed_s"] = budget.elapsed()
-    return result
 
 
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",

@@ -8,6 +8,8 @@ unsupported by the installed jax) and then times the survivors in interleaved ro
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -17,6 +19,39 @@ import jax
 from tqdm.auto import tqdm
 
 from svgtpu.bench.timing import interleaved_times
+
+
+#: What the run is doing now, in words (``check ours-svg-fast``, ``compile cudnn-dense``, ...), for the record of a
+#: run the :class:`Watchdog` ended.
+NOW = {"step": "starting"}
+
+
+class Watchdog:
+    """Saves what a run has so far and ends the process when it is still running ``seconds`` after it started.
+
+    A kernel that hangs on the device (an mbarrier that never completes, a compile that never returns) would
+    otherwise hold the call until the machine's limit and lose every number of it; this way the sections that
+    finished are written (``save(reason)``) and the process exits with status :data:`EXIT_STATUS`."""
+
+    EXIT_STATUS = 3
+
+    def __init__(self, seconds: float, save: Callable[[str], None]):
+        self.seconds, self.save = seconds, save
+        self.timer = threading.Timer(seconds, self._fire)
+        self.timer.daemon = True
+
+    def _fire(self) -> None:
+        try:
+            self.save(f"watchdog: still at {NOW['step']!r} {self.seconds:.0f} s after the start; the process was ended")
+        finally:
+            os._exit(self.EXIT_STATUS)
+
+    def __enter__(self) -> "Watchdog":
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
 
 
 class Budget:
@@ -66,6 +101,7 @@ def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, d
         if budget.left() <= 0:
             skipped[name] = "time budget: no time left to compile it"
             continue
+        NOW["step"] = f"{desc}: compile {name}"
         try:
             jax.block_until_ready(call())
             start = time.perf_counter()
@@ -79,8 +115,9 @@ def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, d
     if budget.left() < 2 * per_round:  # no time for a warm-up and a round: the warm calls' times are the round
         return {n: [t] for n, t in steady.items()}, skipped
     rounds = int(min(max_rounds, budget.left() // per_round - 1))  # -1: interleaved_times' warm-up call
+    NOW["step"] = f"{desc}: {rounds} timing rounds"
     times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
     return times, skipped
 
 
-__all__ = ["Budget", "reason", "time_variants"]
+__all__ = ["NOW", "Watchdog", "Budget", "reason", "time_variants"]

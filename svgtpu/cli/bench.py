@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from svgtpu.cli.common import command, tile_arguments
-from svgtpu.errors import positive_int
+from svgtpu.errors import BadInput, positive_int
 from svgtpu.setting import PRODUCTION
 
 
@@ -91,24 +91,42 @@ def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
                         "always runs first: nothing unchecked is timed)")
     p.add_argument("--resolution", default=None,
                    help="comma-separated resolutions of the attention and block sections (e.g. 720p; default all)")
+    p.add_argument("--watchdog", type=float, default=None,
+                   help="seconds after which a run still going is saved as far as it got and ended (exit 3; default "
+                        "the budget plus 150 s on a GPU, none with --smoke)")
 
 
 @command("bench gpu", "the prepared GPU run (svgtpu.bench.gpu; `make gpu-bench`)", _bench_gpu_arguments)
 def run_bench_gpu(args):
+    import datetime
+
     from svgtpu.bench import gpu as gpu_bench
     from svgtpu.bench import gpu_results
     split = lambda text: None if text is None else [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
     sections, resolutions = split(args.sections), split(args.resolution)
     gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions)  # refusals first
+    if args.watchdog is not None and not args.watchdog > 0:
+        raise BadInput(f"watchdog must be a positive number of seconds, got {args.watchdog!r}")
     out = gpu_results.check_out(args.out) if args.out else None
-    result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget, sections=sections, resolutions=resolutions)
-    result["command"] = " ".join(["svgtpu bench gpu", *sys.argv[3:]]) if sys.argv[1:3] == ["bench", "gpu"] else None
-    if out is None and not args.smoke:
-        out = gpu_results.run_path(result["date"], result["commit"])
+    if out is None and not args.smoke:   # this call's own run file, named before the work
+        today = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        out = gpu_results.run_path(today, gpu_results.source_commit()["commit"])
         out.parent.mkdir(parents=True, exist_ok=True)
+    command_line = " ".join(["svgtpu bench gpu", *sys.argv[3:]]) if sys.argv[1:3] == ["bench", "gpu"] else None
+    save = None if out is None else (lambda result: gpu_bench.write(result | {"command": command_line}, out))
+    watchdog = args.watchdog if args.watchdog is not None or args.smoke else \
+        (args.budget or gpu_bench.FULL.budget_s) + WATCHDOG_MARGIN_S
+    result = gpu_bench.run(smoke=args.smoke, budget_s=args.budget, sections=sections, resolutions=resolutions,
+                           watchdog_s=watchdog, save=save)
+    result["command"] = command_line
     if out is not None:
         result["written"] = str(gpu_bench.write(result, out))
     return result, gpu_bench.format_result(result)
+
+
+#: How long past its budget a GPU run may go before its watchdog saves it and ends it (compiles and a round can
+#: overrun the budget; a hung kernel never returns): within the 10 minutes a command may take on the GPU machine.
+WATCHDOG_MARGIN_S = 150.0
 
 
 def _bench_tpu_arguments(p: argparse.ArgumentParser) -> None:
