@@ -207,11 +207,13 @@ def programs(sizes: Sizes = FULL, chips: int = 1, sections=SECTIONS) -> list[Pro
 
 # -- the programs as functions ------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=16)
 def splash_heads(mask, L: int, block_q: int, block_kv: int, block_kv_compute: int):
     """JAX's Splash on ``[heads, L, d]`` (scaled by ``1/sqrt(d)`` before it, padded to its tiles, heads one
     after another), its mask read block by block as the compiled comparison gives it
     (:func:`svgtpu.compiler.variants.library_mask`), with the VMEM limit our kernel asks for (the default
-    refuses MaxDiffusion's own tiles); interpret mode off-TPU."""
+    refuses MaxDiffusion's own tiles); interpret mode off-TPU.  Built once per mask and tiles (at 1440p
+    Splash's mask info takes a while): the check and the timed program share it."""
     import jax
     import jax.numpy as jnp
     from jax.experimental.pallas.ops.tpu import splash_attention as lib
