@@ -75,6 +75,7 @@ def test_quantities_from_a_run_by_hand():
 def test_smoke_run_writes_a_run_file(tmp_path, capsys):
     out = tmp_path / "run.json"
     assert main(["bench", "tpu", "--smoke", "--json", "--out", str(out)]) == 0
+    assert not (tmp_path / "run.partial.json").exists()   # saved after each section, removed at the end
     result = json.loads(capsys.readouterr().out)
     assert result["all_ok"] and not result["errors"] and result["provenance"] == "measured-cpu-interpret"
     assert result["programs"] == [p.name for p in tpu.programs(tpu.SMOKE)]

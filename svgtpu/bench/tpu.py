@@ -27,7 +27,8 @@ XLA code in every variant); the block without attention is checked for a finite 
 interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios with their IQR.
 
 The run file is ``figures/tpu-runs/<date>-<commit>.json`` (provenance ``measured-tpu``), never overwritten:
-the path is checked before any work.  :func:`quantities` flattens it to the measured quantities that
+the path is checked before any work; after each section the run so far is saved beside it
+(``<name>.partial.json``, removed once the run file is written), so a VM taken back early leaves what it measured.  :func:`quantities` flattens it to the measured quantities that
 ``figures/predictions/*.json`` predicted (:mod:`svgtpu.report.predictions`).
 """
 
@@ -443,6 +444,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
     from svgtpu.kernels.common import resolve_interpret
     sections = check_sections(sections)
     path = check_out(out or default_out(smoke))
+    partial = path.with_name(path.stem + ".partial.json")
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
@@ -482,23 +484,36 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
                 fn, args = program(p, devices[:chips])
                 compiled, concrete_args = jax.jit(fn), concrete(args)
                 calls[p.name] = functools.partial(compiled, *concrete_args)
-            times, skipped = time_variants(calls, budget, sizes.max_rounds, f"{section} {geometry}")
-            for p in group:  # the block without attention: its check is a finite output
-                if p.variant == "none" and p.name in calls and p.name in times:
-                    checks[p.name] = {"ok": bool(np.isfinite(np.asarray(calls[p.name](), np.float32)).all())}
+            for p in group:  # the block without attention: its check is a finite output, before it is timed
+                if p.variant == "none" and p.name in calls:
+                    try:
+                        checks[p.name] = {"ok": bool(np.isfinite(np.asarray(calls[p.name](), np.float32)).all())}
+                    except Exception as error:  # noqa: BLE001 - out of memory: time_variants says so again
+                        checks[p.name] = {"ok": None, "reason": reason(error)}
                     if not checks[p.name]["ok"]:
-                        times.pop(p.name)
+                        calls.pop(p.name)
+            times, skipped = time_variants(calls, budget, sizes.max_rounds, f"{section} {geometry}")
             found = _section_rows(section, geometry, group, checks, times, skipped)
             result["kernels" if section == "kernels" else "blocks"].append(found)
         except Exception as error:  # one broken section must not lose the others' numbers
             result["errors"].append({"section": f"{section} {geometry}", "reason": reason(error),
                                      "traceback": traceback.format_exc(limit=4)})
+        _save_partial(result, partial)
     rows = [r for s in result["kernels"] + result["blocks"] for r in s["rows"]]
     result["all_ok"] = not result["errors"] and len(rows) == len(todo) and all(r["check"]["ok"] for r in rows)
     result["quantities"] = quantities(result)
     result["elapsed_s"] = budget.elapsed()
     result["written"] = str(write(result, path))
+    partial.unlink(missing_ok=True)
     return result
+
+
+def _save_partial(result: dict, partial: Path) -> None:
+    """The run so far, after each section (overwritten each time, removed once the run file is written): what a
+    run killed before its end leaves behind."""
+    import json
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text(json.dumps(result | {"partial": True}, indent=1, default=float) + "\n")
 
 
 def _section_rows(section, geometry, group, checks, times, skipped) -> dict:

@@ -256,7 +256,7 @@ def latest_run(directory: str | Path | None = None) -> dict | None:
     """The newest run file of ``svgtpu bench tpu`` (``figures/tpu-runs/``, by its dated name), or ``None``."""
     from svgtpu.bench.tpu import RUNS_DIR
     folder = Path(directory) if directory is not None else REPO_ROOT / RUNS_DIR
-    files = sorted(folder.glob("*.json")) if folder.exists() else []
+    files = sorted(f for f in folder.glob("*.json") if not f.name.endswith(".partial.json")) if folder.exists() else []
     return json.loads(files[-1].read_text()) | {"file": files[-1].name} if files else None
 
 
