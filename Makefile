@@ -57,9 +57,12 @@ gpu-bench:
 	echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit"; exit $$rc
 
 # The prepared TPU run (svgtpu/bench/tpu.py) on a v6e VM, from the venv: a dated run file in figures/tpu-runs/
-# (never overwritten), copied to $$OUT where that names a folder.
+# (never overwritten), copied to $$OUT where that names a folder.  Compiles are kept in build/jax-cache (JAX's
+# persistent cache), so a second call (e.g. TPU_ARGS="--sections block" after a run the budget cut short) reuses them.
+TPU_ARGS ?=
 tpu-bench: install
-	mkdir -p build; $(PY) -m svgtpu bench tpu --json > build/tpu-bench.json; status=$$?; \
+	mkdir -p build; JAX_COMPILATION_CACHE_DIR=$${JAX_COMPILATION_CACHE_DIR:-build/jax-cache} \
+	  $(PY) -m svgtpu bench tpu $(TPU_ARGS) --json > build/tpu-bench.json; status=$$?; \
 	  tail -c 2000 build/tpu-bench.json; \
 	  if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp figures/tpu-runs/*.json build/tpu-bench.json "$$OUT"/; fi; exit $$status
 	@echo "Commit the run: git add figures/tpu-runs && git commit -m 'v6e run: make tpu-bench'"
