@@ -61,10 +61,11 @@ from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_
                                       sparse_efficiency_evidence, validate, MISS)
 from svgtpu.costmodel.against_tpu import against_tpu, blind_prediction
 from svgtpu.costmodel.against_gpu import against_h200
+from svgtpu.costmodel.joint import C1_ROWS, c1_rows, joint_interval
 from svgtpu.costmodel.gpu_rates import GpuRates, hopper_rates
 from svgtpu.costmodel.scenarios import scenario_setups, scenario_table
 
-__all__ = ["MISS", "against_h200", "GpuRates", "hopper_rates", 
+__all__ = ["C1_ROWS", "c1_rows", "joint_interval", "MISS", "against_h200", "GpuRates", "hopper_rates", 
     "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "parse_slice", "SLICE_COUNTS", "FAMILIES",
     "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS", "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
     "AUTO", "CompiledTable", "CompiledTile", "Probe", "compiled_path", "default_compiled", "load_compiled",
