@@ -103,3 +103,22 @@ def test_attention_exponent_by_hand():
     assert tpu.attention_exponent([section("720p", [1.0], [2.0])], "dense-splash") is None   # one resolution
     assert tpu.attention_exponent([section("1440p", [4.0], [3.0]), section("720p", [1.0], [2.0])],
                                   "dense-splash") is None   # no time left for attention at 1440p
+
+
+def test_a_failed_check_is_not_timed_and_a_run_cut_short_leaves_its_sections(tmp_path, monkeypatch):
+    monkeypatch.setattr(tpu, "check", lambda p, sizes, device: {"ok": False, "max_rel_error": 1.0})
+
+    seen = {}
+
+    def killed(result, path):   # the VM taken back just before the run file is written
+        seen.update(result)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tpu, "write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        tpu.run(smoke=True, out=tmp_path / "run.json")
+    partial = json.loads((tmp_path / "run.partial.json").read_text())
+    rows = [r for s in partial["kernels"] + partial["blocks"] for r in s["rows"]]
+    assert partial["partial"] and len(rows) == len(tpu.programs(tpu.SMOKE))
+    assert all(r["status"] == "not timed" and r["reason"] == "check failed or skipped" for r in rows)
+    assert not (tmp_path / "run.json").exists()
+    assert seen["all_ok"] is False and seen["quantities"] == {}
