@@ -24,11 +24,11 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert result["smoke"] and result["provenance"] == "measured-cpu-interpret" and not result["errors"]
     checks = {r["variant"]: r for r in result["check"]["rows"]}
     for name in ("xla-dense", "jax-triton-flash-dense", "ours-dense", "ours-aligned-fast", "ours-per-head-fast",
-                 "ours-mgpu-aligned-fast"):   # the Mosaic GPU body in JAX's GPU interpreter
+                 "ours-mgpu-svg-fast-wg1"):   # the Mosaic GPU body in JAX's GPU interpreter
         assert checks[name]["ok"] is True and checks[name]["max_rel_error"] < 2e-2, checks[name]
     assert checks["cudnn-dense"]["ok"] is None and not result["check"]["all_ok"]  # no cuDNN here: not all ok
     rows = {r["variant"]: r for r in result["attention"][0]["rows"]}
-    for name in ("xla-dense", "ours-dense", "ours-aligned-fast", "ours-mgpu-aligned-fast"):
+    for name in ("xla-dense", "ours-dense", "ours-aligned-fast", "ours-mgpu-svg-fast-wg1"):
         assert rows[name]["status"] == "ok" and rows[name]["median_s"] > 0 and rows[name]["tflops"] > 0
     # the baseline reports no ratio to itself worth testing; the aligned kernel's ratio and its overhead over ideal do
     aligned, dense = rows["ours-aligned-fast"], rows["ours-dense"]

@@ -2,8 +2,8 @@
 and the kernel in JAX's GPU interpreter against float64, its lowering for CUDA, and its refusals.
 
 What does not run here: the compiled kernel (wgmma, TMA and mbarriers on an H100/H200); the interpreter runs the
-kernel's TMA copies, barriers, walk, online softmax and stores, but its two products as plain dots (its wgmma
-takes neither a transposed operand nor one in registers)."""
+kernel's TMA copies, barriers (one or two warpgroups sharing the kv slots), walk, online softmax and stores, but its
+two products as plain dots (its wgmma takes neither a transposed operand nor one in registers)."""
 
 import functools
 
@@ -102,25 +102,30 @@ needs_interpreter = pytest.mark.skipif(interpret_params() is None, reason="this 
 
 
 @needs_interpreter
-@pytest.mark.parametrize("mask, fast_path, d, stages", [
-    (BandSinkMask(300, 40, 60), True, 128, 2), (BandSinkMask(300, 40, 60), False, 64, 3),
-    (_ragged_band(), True, 128, 1)])
-def test_the_kernel_in_jaxs_gpu_interpreter_matches_float64(mask, fast_path, d, stages):
-    """TMA copies into the kv slots, the mbarrier waits, the walk, the softmax and the store, run by JAX's GPU
-    interpreter (its products as plain dots: see the module doc); L = 300, not a tile multiple."""
-    q, k, v = _inputs(2, mask.L, d, seed=1)
-    got = mosaic_gpu_attention(q, k, v, mask, fast_path=fast_path, stages=stages, interpret=True)
-    want = float64_attention(q, k, v, mask_array(mask, 2, mask.L))
+@pytest.mark.parametrize("mask, fast_path, d, stages, warpgroups", [
+    (BandSinkMask(300, 40, 60), False, 64, 3, 1), (_ragged_band(), True, 128, 1, 1),
+    pytest.param(BandSinkMask(200, 30, 50), True, 64, 2, 2, marks=pytest.mark.slow)])
+def test_the_kernel_in_jaxs_gpu_interpreter_matches_float64(mask, fast_path, d, stages, warpgroups):
+    """TMA copies into the kv slots, the mbarrier waits (the interpreter checks every thread saw every phase), the
+    slots shared by two warpgroups, the walk, the softmax and the store, run by JAX's GPU interpreter (its products
+    as plain dots: see the module doc); L not a tile multiple."""
+    heads = 2 if warpgroups == 1 else 1
+    q, k, v = _inputs(heads, mask.L, d, seed=1)
+    got = mosaic_gpu_attention(q, k, v, mask, fast_path=fast_path, stages=stages, warpgroups=warpgroups,
+                               interpret=True)
+    want = float64_attention(q, k, v, mask_array(mask, heads, mask.L))
     assert got.shape == q.shape and got.dtype == q.dtype
     assert relative_error(got, want) < 1e-2
 
 
-@pytest.mark.parametrize("mask, fast_path, d", [(BandSinkMask(300, 40, 100), True, 128), (DenseMask(300), False, 64)])
-def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d):
+@pytest.mark.parametrize("mask, fast_path, d, warpgroups", [(BandSinkMask(300, 40, 100), True, 128, 2),
+                                                            (DenseMask(300), False, 64, 1)])
+def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, warpgroups):
     """Pallas' Mosaic GPU lowering (wgmma, TMA, barriers, the branch per tile) runs here without a GPU; the
     Mosaic GPU compiler's own passes and ptxas run only on one."""
     x = jax.ShapeDtypeStruct((2, 300, d), jnp.bfloat16)
-    f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, interpret=False))
+    f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, warpgroups=warpgroups,
+                                  interpret=False))
     assert "stablehlo.custom_call @mosaic_gpu" in jax.export.export(f, platforms=["cuda"])(x, x, x).mlir_module()
 
 
@@ -129,6 +134,7 @@ def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d):
     (dict(dtype=jnp.float32), "bfloat16 or float16"),
     (dict(block_q=96), "block_q must be a positive multiple of 64"),
     (dict(stages=5), "stages must be 1, 2, 3 or 4"),
+    (dict(block_q=64, warpgroups=2), "warpgroups must be 1 or 2 with warpgroups x 64 dividing block_q=64"),
     (dict(mask=align(BandSinkMask(300, 40, 100), 128, 128, "snap")), "walks band \\+ sink masks")])
 def test_refusals_are_one_line(change, message):
     dtype = change.pop("dtype", jnp.bfloat16)
@@ -145,8 +151,8 @@ def test_the_api_runs_it_by_name_and_keeps_triton_the_default():
     assert "mosaic-gpu" in IMPLEMENTATIONS and default_implementation() != "mosaic-gpu"
     mask = BandSinkMask(200, 30, 50)
     q, k, v = _inputs(1, 200, 64, seed=2)
-    got = block_sparse(q, k, v, mask, config=KernelConfig(128, 128, fast_path=False), implementation="mosaic-gpu",
-                       interpret=True)
+    got = block_sparse(q, k, v, mask, config=KernelConfig(64, 128, fast_path=False), implementation="mosaic-gpu",
+                       interpret=True)   # 64-row plan tiles: one warpgroup per program
     assert relative_error(got, float64_attention(q, k, v, mask_array(mask, 1, 200))) < 1e-2
     with pytest.raises(BadInput, match="device names a TPU generation"):
         block_sparse(q, k, v, mask, config=KernelConfig(128, 128), implementation="mosaic-gpu", device="v6e")

@@ -106,7 +106,7 @@ SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 
                                 source="the smoke profile: tiny shapes"),
               max_rounds=2, budget_s=300.0, profile="smoke",
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
-                        "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-aligned-fast"),
+                        "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-svg-fast-wg1"),
               tunings=())
 
 
@@ -342,12 +342,15 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
             variants[name] = Variant(functools.partial(f, q, k, v), tile_info(mask, heads, L, sizes, fast_path),
                                      mask=label)
-    for label, fast_path in (("dense", True), ("svg", False), ("svg", True), ("aligned", True)):
-        name = f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
+    for label, fast_path, warpgroups in (("dense", True, 2), ("svg", False, 2), ("svg", True, 2), ("aligned", True, 2),
+                                         ("svg", True, 1)):
+        name = f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast")) + \
+            ("" if warpgroups == 2 else f"-wg{warpgroups}")
         f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], fast_path=fast_path,
-                                      interpret=interpret, **tiles))
+                                      warpgroups=warpgroups, interpret=interpret, **tiles))
         variants[name] = Variant(functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path),
-                                 mask=label, note="Mosaic GPU (Hopper) body, one warpgroup, 2 kv stages")
+                                 mask=label, note=f"Mosaic GPU (Hopper) body, {warpgroups} warpgroup(s) sharing "
+                                                  "2 kv stages")
     if per_head:
         info = {"density": float("nan"), "partial_share": float("nan"), "computed_pairs": heads * L * L}
         if heads * L * L <= PER_HEAD_BYTES:
