@@ -35,6 +35,18 @@ FROZEN: dict[str, str] = {}
 C4_DIRECTION = 1.0
 
 
+#: Which of the run's quantities each claim's verdict reads, and why C1 and C3 read none.
+CLAIMS_MEASURED = {
+    "C1": "not measured: bench tpu times one block, not a video (its block speedups are predicted as quantities, "
+          "no verdict reads them)",
+    "C2": f"block_1440p_attention_share_splash (dense Splash, the write-up's kernel), interval rule around "
+          f"{REPORTED['C2', 'attention_share_1440p']:g}",
+    "C3": "not measured: partial tiles are counted exactly (computed), no timing",
+    "C4": f"kernels_*_fast_path_speedup_* (ours without / with the fast path), direction rule at {C4_DIRECTION:g}",
+    "C5": "block_attention_exponent_* (self-attention seconds ~ L^k, 720p -> 1440p), interval rule around 2",
+}
+
+
 def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best") -> dict:
     """The cost model's setups of one run setting: ``ours`` at our best tile (``ours_at="production"``: at the
     production tile), ``splash`` at Splash's, as the run times them; every SVG layer sparse (the run times a
@@ -193,7 +205,7 @@ def predict(note: str = "", sizes=None) -> dict:
             "interval_rule": "root sum of squares of the one-at-a-time swings of svgtpu.costmodel.KNOBS (each at both "
                              "ends, the calibration refitted) and svgtpu.costmodel.sparse_knobs (docs/verdicts.md, "
                              "C1's rule)",
-            "claims_now": claims_now(), "quantities": slices}
+            "claims_now": claims_now(), "claims_measured": CLAIMS_MEASURED, "quantities": slices}
 
 
 def write(data: dict, path: str | Path) -> Path:
@@ -292,5 +304,5 @@ def format_predictions(data: dict) -> str:
             + format_table(rows))
 
 
-__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "quantity_functions", "predict_one", "flips", "claims_now",
+__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "quantity_functions", "predict_one", "flips", "claims_now",
            "predict", "write", "latest", "latest_run", "compare", "markdown", "format_predictions"]
