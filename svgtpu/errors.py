@@ -28,6 +28,21 @@ def user_file(parameter: str, path: str | Path):
         raise BadInput(f"{parameter} {path}: {error.strerror or error}") from None
 
 
+def read_json(parameter: str, path: str | Path, what: str = "a JSON object"):
+    """The JSON object in the file ``path`` the user named, else :class:`BadInput` naming ``parameter``: a file
+    that cannot be read, is no JSON, or holds something other than an object (a list, a number)."""
+    import json
+    with user_file(parameter, path) as p:
+        text = p.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BadInput(f"{parameter} {path}: not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{parameter} {path}: must hold {what}, got a JSON {type(data).__name__}")
+    return data
+
+
 def positive_int(text: str) -> int:
     """An ``argparse`` type: ``text`` as a positive integer, else argparse's one-line error (exit 2)."""
     import argparse
@@ -40,4 +55,4 @@ def positive_int(text: str) -> int:
     return value
 
 
-__all__ = ["BadInput", "positive_int", "user_file"]
+__all__ = ["BadInput", "positive_int", "read_json", "user_file"]

@@ -176,9 +176,9 @@ def get_geometry(spec: "str | VideoGeometry", name: str = "geometry") -> VideoGe
     ``spec`` is reported under (``--resolution``)."""
     if isinstance(spec, VideoGeometry):
         return spec
-    if spec in PRESETS:
+    if isinstance(spec, str) and spec in PRESETS:
         return PRESETS[spec]
-    match = _GRID.match(str(spec))
+    match = _GRID.match(spec) if isinstance(spec, str) else None
     if not match:
         raise BadInput(
             f"{name} must be one of {', '.join(PRESETS)} or a token grid 'TxHxW' of positive "

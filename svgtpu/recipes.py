@@ -292,7 +292,7 @@ PRODUCTION_TILE = TileRecipe("svgtpu-wan-v6e", -(-MAXDIFFUSION_V6E_TILE.block_q 
 
 def recipes_report(name: str | None = None) -> dict:
     """``svgtpu recipes``: one recipe (``name``) or all, the tile settings, each with its source."""
-    recipes = [get_recipe(name)] if name else list(RECIPES.values())
+    recipes = [get_recipe(name)] if name is not None else list(RECIPES.values())
     return {"default": DEFAULT_RECIPE.name, "recipes": [r.as_dict() for r in recipes],
             "tiles": [t.as_dict() for t in TILES.values()], "provenance": "cited"}
 

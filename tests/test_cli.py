@@ -86,7 +86,7 @@ def test_tiles_table_and_sparsity_alias(capsys):
     (["train", "--config", "huge"], "config"),
     (["train", "--init", "no/such/checkpoint.npz"], "checkpoint"),
     (["train", "--config", "tiny", "--lr", "-1"], "lr"),
-    (["profile-heads", "--contrast", "-1", "--geometry", "2x4x4"], "contrast"),
+    (["profile-heads", "--contrast", "-1", "--geometry", "4x10x14"], "contrast"),
     (["profile-heads", "--geometry", "0x9x13"], "geometry"),
     (["bench", "ops", "--geometry", "100000x1000x1000"], "geometry"),
     (["costmodel", "--model", "huge"], "model"),

@@ -114,7 +114,7 @@ def test_refusals_are_one_line_with_exit_status_2(capsys, tmp_path, monkeypatch)
                         (["--out", str(tmp_path / "absent" / "run.json")], "does not exist"),
                         (["--sections", "attention,tpu"], "sections must be a comma-separated list of check, attention"),
                         (["--resolution", "4k"], "resolution must be a comma-separated list of 2x8x10"),
-                        (["--sections", "block", "--resolution", ""], "resolution must be")):
+                        (["--sections", "block", "--resolution", " , "], "resolution must be")):
         assert main(["bench", "gpu", "--smoke", *argv]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1, (argv, err)

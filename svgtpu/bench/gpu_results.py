@@ -22,7 +22,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from svgtpu.errors import BadInput
+from svgtpu.errors import BadInput, read_json
 from svgtpu.facts.gpu_runs import committed_runs, latest_run, peers
 from svgtpu.facts.outputs import check_output, write_text
 from svgtpu.facts.paths import GPU_RUNS_DIR, REPO_ROOT
@@ -161,7 +161,7 @@ def gpu_rows(path: str | Path | None = None) -> dict | None:
         latest = latest_run()
         data = latest["data"] if latest else {}
     else:
-        data = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+        data = read_json("gpu results", path) if Path(path).exists() else {}
     run_ = data.get("run")
     if not run_:
         return None

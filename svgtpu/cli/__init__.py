@@ -32,6 +32,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (--help lists the arguments)\n")
 
 
+def _non_empty(text: str) -> str:
+    """An ``argparse`` type: a name or value given as an empty (or blank) string is refused, never read as the
+    default (``--only ""`` ran every notebook, ``--resolution ""`` the production one)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty, got {text!r}")
+    return text
+
+
+def _refuse_empty_strings(parser: argparse.ArgumentParser) -> None:
+    """Every string argument of ``parser`` (one without a type of its own) through :func:`_non_empty`."""
+    for action in parser._actions:
+        if action.nargs != 0 and action.type is None and action.default != "":
+            action.type = _non_empty
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="svgtpu", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -47,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         if arguments is not None:
             arguments(p)
+        _refuse_empty_strings(p)
     return parser
 
 

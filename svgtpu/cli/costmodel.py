@@ -71,13 +71,23 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check_costmodel(args) -> None:
     """What the command would otherwise ignore or fail on deep inside, refused before any work: two modes at
-    once (each mode runs alone), a ``--compiled-tiles`` file that is not there."""
+    once (each mode runs alone), a ``--compiled-tiles`` file that is not there, a setting the toy DiT's CPU
+    measurement (``--model toy --device cpu``: the toy's own grid, dense) would ignore."""
     modes = [flag for flag, given in (("--validate", args.validate), ("--sparse-evidence", args.sparse_evidence),
                                       (f"--sweep {args.sweep}", args.sweep), (f"--policy {args.policy}", args.policy))
              if given]
     if len(modes) > 1:
         raise BadInput(f"give at most one of --validate, --sparse-evidence, --sweep or --policy (each is a mode of its "
                        f"own), got {' '.join(modes)}")
+    if args.device == "cpu" and args.model == "toy" and not args.validate:
+        ignored = [flag for flag, value in (("--resolution", args.resolution), ("--kept", args.kept),
+                                            ("--multiplier", args.multiplier), ("--sweep", args.sweep),
+                                            ("--policy", args.policy), ("--sparse-evidence", args.sparse_evidence),
+                                            ("--compiled-tiles", args.compiled_tiles),
+                                            ("--dense-kernel", args.dense_kernel)) if value]
+        if ignored:
+            raise BadInput(f"--model toy --device cpu measures the toy DiT's dense forward on its own grid: it takes "
+                           f"none of {', '.join(ignored)}")
     path = args.compiled_tiles
     if path not in (None, "none") and not Path(path).is_file():
         raise BadInput(f"--compiled-tiles must be a compiled tile table file (notebook 04 writes "

@@ -71,8 +71,8 @@ def _align_pairs_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--geometries", nargs="+", default=list(GEOMETRIES), help="presets or TxHxW grids")
     p.add_argument("--tiles", default=format_tiles(TILES),
                    help="comma-separated BLOCK_QxBLOCK_KV tiles (default: the production tile and MaxDiffusion's SVG tile)")
-    p.add_argument("--kept", nargs="*", type=float, default=list(KEPT), help="SVG kept fractions (our band rule)")
-    p.add_argument("--densities", nargs="*", type=float, default=list(MAXDIFFUSION_SVG_DENSITIES),
+    p.add_argument("--kept", nargs="+", type=float, default=list(KEPT), help="SVG kept fractions (our band rule)")
+    p.add_argument("--densities", nargs="+", type=float, default=list(MAXDIFFUSION_SVG_DENSITIES),
                    help="MaxDiffusion retained densities (its band rule w = L (1 - sqrt(1 - density)), up to 128)")
     p.add_argument("--modes", nargs="+", choices=ALIGN_MODES, default=list(ALIGN_MODES), help="alignment modes")
 

@@ -111,6 +111,9 @@ def run_quality(args):
 
     if args.kept_fractions and not args.methods:
         raise BadInput("--kept-fractions needs --methods (the SVG study takes one --kept)")
+    if args.variants and args.methods:
+        raise BadInput("give --variants (the SVG study) or --methods (every sparse method), not both: --methods "
+                       "leaves the variants out")
     params, config = load_checkpoint(str(args.checkpoint))
     common = dict(seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift, block=args.block)
     if args.methods:

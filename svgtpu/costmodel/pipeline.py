@@ -51,10 +51,12 @@ from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_secon
                                          compiled_head_seconds, kernel_steps, mask_tiles, MaskFacts)
 from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.facts.kernels import kernel_names
 from svgtpu.facts.results import provenance
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                            layer_calls, warmup_count)
+from svgtpu.masks.core import check_kept
 from svgtpu.masks.tiles import TileStats
 from svgtpu.errors import BadInput
 
@@ -118,6 +120,11 @@ class Setup:
             check_positive_int(field, getattr(self, field))
         if (self.kept is None) == (self.multiplier is None):
             raise BadInput("give exactly one of kept or multiplier")
+        if self.kept is not None:
+            check_kept(self.kept)
+        if self.multiplier is not None and (isinstance(self.multiplier, bool) or not isinstance(
+                self.multiplier, (int, float)) or not 0 < self.multiplier < float("inf")):
+            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:
@@ -144,12 +151,21 @@ class Setup:
             value = getattr(self, field)
             if value is not None and value not in ATTENTION_KERNELS:
                 raise BadInput(f"{field} must be one of {', '.join(ATTENTION_KERNELS)}, got {value!r}")
+            if value is not None and value not in self.kernels_here:
+                raise BadInput(f"{field} {value} does not run on {self.device.name}: one of "
+                               f"{', '.join(self.kernels_here)} (svgtpu.facts.kernels)")
         if self.attention_sharding not in ATTENTION_SHARDINGS:
             raise BadInput(f"attention_sharding must be one of {', '.join(ATTENTION_SHARDINGS)}, "
                            f"got {self.attention_sharding!r}")
         if self.image_encoder not in IMAGE_ENCODERS:
             raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
                            f"got {self.image_encoder!r}")
+
+    @property
+    def kernels_here(self) -> tuple[str, ...]:
+        """The priced kernels that run on this device (a GPU's or a TPU's; every one on this CPU, measured)."""
+        platform = "gpu" if self.device.is_gpu else "tpu" if self.device.family == "tpu" else None
+        return kernel_names(platform, modeled=True)
 
     @property
     def passes(self) -> int:

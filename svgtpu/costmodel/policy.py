@@ -124,9 +124,11 @@ class ExpertSplit:
 
 def _window(name: str, window) -> tuple[int, int]:
     try:
-        start, end = (int(v) for v in window)
+        start, end = window
     except (TypeError, ValueError):
         raise BadInput(f"{name} must be a [start, end) pair of integers, got {window!r}") from None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+        raise BadInput(f"{name} must be a [start, end) pair of integers, got {window!r}")
     if not 0 <= start < end:
         raise BadInput(f"{name} must be a non-empty half-open window [start, end) with 0 <= start < end, "
                        f"got [{start}, {end})")
@@ -273,6 +275,48 @@ PUBLISHED_FLOPS_SAVED = {"maxdiffusion-conservative": 0.272, "maxdiffusion-moder
                          "maxdiffusion-aggressive": 0.373}
 
 
+#: MaxDiffusion's ``svg_*`` keys (``SVG_ATTENTION_DEFAULTS`` of :data:`SVG_ATTENTION`, the two Wan expert densities
+#: its configs resolve into ``svg_spatial_density``, and the two it refuses unless at their default): any other
+#: ``svg_`` key in a config is a misspelling, refused rather than silently dropped.
+SVG_KEYS = ("use_svg_attention", "svg_spatial_density", "svg_high_noise_density", "svg_low_noise_density",
+            "svg_sample_max_row", "svg_profile_query_count", "svg_profile_seed", "svg_dense_layer_fraction",
+            "svg_dense_timestep_fraction", "svg_active_start_step", "svg_active_end_step", "svg_active_start_layer",
+            "svg_active_end_layer", "svg_num_train_timesteps", "svg_include_first_frame", "svg_global_stride",
+            "svg_flash_block_sizes", "svg_implementation", "svg_global_offset")
+#: MaxDiffusion keys this model does not follow, accepted only at MaxDiffusion's default (where they change nothing).
+UNMODELED_KEYS = {"svg_dense_layer_fraction": 0.0, "svg_dense_timestep_fraction": 0.0, "svg_global_stride": 0,
+                  "svg_global_offset": 0, "svg_implementation": "official_svg"}
+#: The type each key the model reads must have in a config: a YAML boolean, a number or an integer.
+KEY_TYPES = {"use_svg_attention": bool, "svg_include_first_frame": bool, "do_classifier_free_guidance": bool,
+             "flow_shift": float, "boundary_ratio": float, "svg_spatial_density": float,
+             "svg_high_noise_density": float, "svg_low_noise_density": float, "svg_profile_query_count": int,
+             "svg_sample_max_row": int, "svg_profile_seed": int, "svg_active_start_step": int,
+             "svg_active_end_step": int, "svg_active_start_layer": int, "svg_active_end_layer": int,
+             "height": int, "width": int, "num_frames": int, "num_inference_steps": int}
+
+
+def check_config_keys(config: Mapping, name: str = "config") -> None:
+    """Refuse (:class:`BadInput`) a config whose ``svg_*`` key is not MaxDiffusion's (:data:`SVG_KEYS`), that sets a
+    key this model does not follow (:data:`UNMODELED_KEYS`), or whose value has the wrong type (:data:`KEY_TYPES`:
+    ``"false"`` is a string, not a YAML boolean; ``abc`` is no number)."""
+    unknown = sorted(str(k) for k in config if str(k).startswith("svg_") and k not in SVG_KEYS)
+    if unknown:
+        raise BadInput(f"{name}: unknown SVG key(s) {', '.join(unknown)}; MaxDiffusion's are {', '.join(SVG_KEYS)}")
+    for key, default in UNMODELED_KEYS.items():
+        if config.get(key) is not None and config[key] != default:
+            raise BadInput(f"{name}: {key} must be {default!r} (MaxDiffusion's default; this model does not follow "
+                           f"it), got {config[key]!r}")
+    words = {bool: "true or false (a YAML boolean, unquoted)", float: "a number", int: "an integer"}
+    for key, kind in KEY_TYPES.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, bool) if kind is bool else \
+            (isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int)))
+        if not ok:
+            raise BadInput(f"{name}: {key} must be {words[kind]}, got {value!r}")
+
+
 def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
     """``(policy, video)`` from a MaxDiffusion config's keys: the ``svg_*`` keys (MaxDiffusion's defaults,
     ``SVG_ATTENTION_DEFAULTS`` of :data:`SVG_ATTENTION`, where absent: a window of -1 means every step or
@@ -280,6 +324,7 @@ def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
     :data:`BASE_WAN_27B`).  ``video``: height, width, num_frames, num_inference_steps, cfg."""
     if not isinstance(config, Mapping):
         raise BadInput(f"{name} must be a mapping of MaxDiffusion config keys, got {type(config).__name__}")
+    check_config_keys(config, name)
     get = lambda key, default: config[key] if config.get(key) is not None else default  # noqa: E731
     video = {k: get(k, v) for k, v in BASE_WAN_27B.items()}
     for key in ("height", "width", "num_frames", "num_inference_steps"):
@@ -344,6 +389,6 @@ def _named_policy(name: str) -> tuple[Policy, tuple]:
 
 
 __all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",
-           "get_policy",
+           "get_policy", "SVG_KEYS", "UNMODELED_KEYS", "KEY_TYPES", "check_config_keys",
            "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "EARLIER_FLOW_SHIFT", "band_half_width",
            "band_multiplier", "flops_saved", "from_config", "kept_pairs", "read_yaml", "scaled_policy"]

@@ -43,10 +43,10 @@ def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | Non
         rows.append(("recipe", f"SVG recipe {r.name} (kept {r.kept:g}, {changed.dense_steps} of {changed.steps} steps "
                                f"and {changed.dense_layers} of {changed.model.layers} layers dense)", changed))
     for kernel in KERNELS:
-        if kernel != setup.kernel:
+        if kernel != setup.kernel and kernel in setup.kernels_here:
             rows.append(("kernel", f"{KERNEL_NAMES[kernel]} for dense and SVG layers",
                          dataclasses.replace(setup, kernel=kernel, dense_kernel=None)))
-    if setup.kernel != "splash":
+    if setup.kernel != "splash" and "splash" in setup.kernels_here:
         rows.append(("kernel", f"dense with JAX's Splash (MaxDiffusion's baseline), SVG with {KERNEL_NAMES[setup.kernel]}",
                      dataclasses.replace(setup, dense_kernel="splash")))
     if published_svg_range:

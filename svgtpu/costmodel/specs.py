@@ -271,7 +271,7 @@ def get_device(name: "str | DeviceSpec", compiled=None) -> DeviceSpec:
     ``cpu`` is measured, see :func:`svgtpu.bench.cpu.calibrate_cpu`."""
     if isinstance(name, DeviceSpec):
         return name
-    if name not in DEVICES:
+    if not isinstance(name, str) or name not in DEVICES:
         raise BadInput(f"device must be one of {', '.join(DEVICES)} (or cpu, measured), got {name!r}")
     probe = compiled.probe(name) if compiled is not None else None
     return with_probe(DEVICES[name], probe) if probe is not None else DEVICES[name]

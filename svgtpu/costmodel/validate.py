@@ -348,7 +348,7 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     (what a user runs there) unless given; ``None`` for a tile or the dense kernel is the default; every other
     field as given."""
     compiled = resolve(fields.pop("compiled", AUTO))
-    device = get_device(device, compiled) if isinstance(device, str) else device
+    device = get_device(device, compiled)   # a name, or a DeviceSpec as it is
     fields = {k: v for k, v in fields.items() if v is not None or k not in ("block_q", "block_kv", "dense_kernel")}
     fields.setdefault("efficiency", family_efficiency(device.family, compiled)["efficiency"])
     fields.setdefault("sparse_stretch", family_stretch(device.family, compiled)["stretch"])

@@ -68,13 +68,17 @@ def empty_results() -> dict:
 
 
 def load_results(path: str | os.PathLike | None = None) -> dict:
-    """The results file as a dict (an empty skeleton if it does not exist yet)."""
+    """The results file as a dict (an empty skeleton if it does not exist yet); a file that is no JSON object with
+    ``claims``, ``figures`` and ``notebooks`` objects is refused (:class:`BadInput`)."""
+    from svgtpu.errors import read_json
     path = Path(path) if path is not None else results_path()
     if not path.exists():
         return empty_results()
-    data = json.loads(path.read_text())
+    data = read_json("results", path, "a results object (claims, figures, notebooks)")
     for section, value in empty_results().items():
         data.setdefault(section, value)
+        if not isinstance(data[section], dict):
+            raise BadInput(f"results {path}: {section} must be a JSON object, got a JSON {type(data[section]).__name__}")
     return data
 
 

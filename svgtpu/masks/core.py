@@ -465,7 +465,8 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
     keeps ``L*F + (L^2 - (L-W)^2 - W) - #(sink and band)`` pairs, which we count exactly
     (:meth:`BandSinkMask.num_allowed`).  Since ``W`` moves in steps of 128 tokens we return the
     multiplier ``W / F`` of the step whose density is closest to the target (the sink alone sets a
-    floor of about ``1 / T``).
+    floor of about ``1 / T``).  A grid so small that the first step already keeps every pair has no sparse
+    mask at all: refused, rather than a dense mask reported as kept 1.0.
     """
     kept = check_kept(kept)
     g = geometry
@@ -480,6 +481,10 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
             lo = mid + 1
     best = min({max(lo - 1, 0), lo}, key=lambda i: abs(
         BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density() - kept))
+    if BandSinkMask(g.L, g.F, int(steps[best]) * BAND_QUANTUM).density() >= 1:
+        raise BadInput(f"kept {kept:g} cannot be reached on a grid of L = {g.L} tokens (F = {g.F}): the band moves in "
+                       f"steps of {BAND_QUANTUM} tokens and its first step (W = {BAND_QUANTUM}) already keeps "
+                       "every pair; give a larger geometry, or a multiplier")
     return float(steps[best] * BAND_QUANTUM / g.F)
 
 
@@ -514,6 +519,9 @@ def make_mask(kind: str, geometry, multiplier: float | None = None, *,
     """
     g = get_geometry(geometry)
     if kind == "dense":
+        if multiplier is not None or kept is not None:
+            raise BadInput(f"{'kept' if kept is not None else 'multiplier'} shapes SVG's band: mask dense keeps every "
+                           "pair and takes neither multiplier nor kept")
         return DenseMask(g.L)
     if kind in ("spatial", "temporal"):
         return svg_mask(g, multiplier, kept=kept)
@@ -578,6 +586,15 @@ def _tile_pairs(mask: Mask, block_q: int, block_kv: int) -> tuple[np.ndarray, np
     return counts, valid
 
 
+def check_mask(mask, name: str = "mask") -> Mask:
+    """``mask`` if it is a :class:`Mask` (``svg_mask``, ``make_mask``, ``ArrayMask`` of a bool array, ...), else
+    :class:`BadInput` naming ``name``: a mask kind's name or a raw array is not a mask."""
+    if not isinstance(mask, Mask):
+        raise BadInput(f"{name} must be a Mask (svg_mask(...), make_mask(...), ArrayMask(bool array), ...), "
+                       f"got {type(mask).__name__}")
+    return mask
+
+
 def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMask:
     """A tile-aligned version of ``mask`` for ``block_q x block_kv`` tiles.
 
@@ -598,7 +615,8 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
       of each q tile row with each row's miss carried to the next), so the aligned mask executes as many
       pairs as the mask allows, to within half a tile.
     """
-    if mode not in ALIGN_MODES:
+    check_mask(mask)
+    if not isinstance(mode, str) or mode not in ALIGN_MODES:
         raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
     counts, valid = _tile_pairs(mask, block_q, block_kv)
     if mode == "snap":
@@ -677,6 +695,9 @@ class MaskDiff:
 
 def alignment_diff(original: Mask, aligned: TileMask) -> MaskDiff:
     """Count the pairs alignment added and dropped, without materializing either mask."""
+    check_mask(original, "original")
+    if not isinstance(aligned, TileMask):
+        raise BadInput(f"aligned must be a TileMask (what align returns), got {type(aligned).__name__}")
     if original.L != aligned.L:
         raise BadInput(f"masks differ in length: {original.L} vs {aligned.L}")
     counts = original.count_grid(*tile_grid(aligned.L, aligned.block_q, aligned.block_kv))

@@ -106,14 +106,19 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
     says so).
     """
     from svgtpu.recipes import get_recipe
-    if sum(x is not None for x in (multiplier, kept, recipe)) > 1:
+    given = [name for name, value in (("multiplier", multiplier), ("kept", kept), ("recipe", recipe)) if value is not None]
+    if len(given) > 1:
         raise BadInput("give at most one of multiplier, kept or recipe")
+    if kind == "dense" and given:
+        raise BadInput(f"{given[0]} shapes SVG's band: mask dense keeps every pair and takes none of multiplier, kept "
+                       "or recipe")
     g = get_geometry(geometry)
     if recipe is not None:
         kept = get_recipe(recipe).kept
         if kept is None:
             raise BadInput(f"recipe {recipe} has an unknown kept fraction: pick one with a number (svgtpu recipes)")
-    kept, multiplier = mask_density(kept, multiplier)
+    if kind != "dense":   # a dense mask has no band to size
+        kept, multiplier = mask_density(kept, multiplier)
     mask = make_mask(kind, g, multiplier, kept=kept)
     result = {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L, "mask": kind,
               "multiplier": multiplier, "kept": kept, "window": getattr(getattr(mask, "base", mask), "window", None),
