@@ -477,13 +477,20 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
             for p in tqdm(group, desc=f"{section} {geometry}: check vs float64", leave=False):
                 checks[p.name] = check(p, sizes, devices[0]) if budget.left() > 0 else {"ok": False,
                                                                                           "reason": "time budget"}
-            calls = {}
+            calls, inputs, unbuilt = {}, {}, {}
             for p in group:
                 if checks[p.name]["ok"] is False:
                     continue
-                fn, args = program(p, devices[:chips])
-                compiled, concrete_args = jax.jit(fn), concrete(args)
-                calls[p.name] = functools.partial(compiled, *concrete_args)
+                try:
+                    fn, args = program(p, devices[:chips])
+                    # one set of inputs per shape: a section's programs share them (four 1440p blocks' own
+                    # activations would not fit one chip)
+                    shape = str(jax.tree.map(lambda a: (a.shape, a.dtype, a.sharding), args))
+                    if shape not in inputs:
+                        inputs[shape] = concrete(args)
+                    calls[p.name] = functools.partial(jax.jit(fn), *inputs[shape])
+                except Exception as error:  # noqa: BLE001 - out of memory making its inputs: recorded, the run goes on
+                    unbuilt[p.name] = reason(error)
             for p in group:  # the block without attention: its check is a finite output, before it is timed
                 if p.variant == "none" and p.name in calls:
                     try:
@@ -493,6 +500,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
                     if not checks[p.name]["ok"]:
                         calls.pop(p.name)
             times, skipped = time_variants(calls, budget, sizes.max_rounds, f"{section} {geometry}")
+            skipped |= unbuilt
             found = _section_rows(section, geometry, group, checks, times, skipped)
             result["kernels" if section == "kernels" else "blocks"].append(found)
         except Exception as error:  # one broken section must not lose the others' numbers
@@ -523,8 +531,8 @@ def _section_rows(section, geometry, group, checks, times, skipped) -> dict:
         row = {"variant": p.variant, "kernel": p.kernel, "mask": p.mask, "fast_path": p.fast_path, "kept": p.kept,
                "tile": f"{p.block_q}x{p.block_kv}/{p.block_kv_compute}", "check": checks[p.name],
                "status": "ok" if p.name in times else "not timed",
-               "reason": ("check failed or skipped" if not checks[p.name]["ok"] and checks[p.name]["ok"] is not None
-                          else skipped.get(p.name, ""))}
+               "reason": (skipped.get(p.name) or ("check failed or skipped" if checks[p.name]["ok"] is False else "")
+                          or (checks[p.name].get("reason", "") if p.name not in times else ""))}
         if p.name in times:
             row |= {"median_s": statistics.median(times[p.name]), "rounds": len(times[p.name]), "times": times[p.name]}
         rows.append(row)
