@@ -22,10 +22,12 @@ base-2 online softmax of :mod:`svgtpu.kernels.block_sparse` (masked scores at th
 ``P V`` into a fresh accumulator added to the rescaled output.  No producer warpgroup and no explicit ping-pong of
 the two: the first Hopper body, to measure before it is refined.
 
-**jax versions.**  Written against jax 0.10.2 (the project's pin) and the GPU machine's 0.11.2 alike: it uses
-``plgpu.kernel`` with the output type passed by whichever keyword the installed jax names (``out_type``, else
-``out_shape``), and no ``pl.run_state`` (accumulators come from ``pl.run_scoped``), so JAX's GPU interpreter,
-which does not run ``run_state``, can run it.
+**jax versions.**  Written for jax 0.10.2 (the project's pin: lowered and interpreted here) and the GPU machine's
+0.11.2: ``plgpu.kernel`` gets its output and scratch types by whichever keywords the installed jax names
+(``out_type`` / ``scratch_types``, else ``out_shape`` / ``scratch_shapes``), and every ``plgpu`` name used is in
+jax's source of the 0.11 line (read at its 0.11.1 development snapshot: 0.11.2 itself is not installable here);
+no ``pl.run_state`` (accumulators come from ``pl.run_scoped``), so JAX's GPU interpreter, which does not run
+``run_state``, can run it.
 """
 
 from __future__ import annotations
