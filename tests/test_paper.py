@@ -239,11 +239,11 @@ def test_c5_is_judged_on_a_measured_exponent_only_with_its_interval(tmp_path):
 
 def test_two_primary_instruments_must_agree():
     """The agreement rule can fail both ways: a point or an interval outside the first's interval disagrees."""
-    assert paper.agreement(0.89, (0.86, 0.90), 0.88) is None                     # inside: agree
-    assert paper.agreement(0.89, (0.86, 0.90), 0.92) == "higher"
-    assert paper.agreement(0.89, (0.86, 0.90), 0.80) == "lower"
-    assert paper.agreement(0.89, (0.86, 0.90), 0.92, (0.895, 0.95)) is None      # intervals overlap
-    assert paper.agreement(0.89, (0.86, 0.90), 0.92, (0.905, 0.95)) == "higher"
+    assert paper.agreement((0.86, 0.90), 0.88) is None                     # inside: agree
+    assert paper.agreement((0.86, 0.90), 0.92) == "higher"
+    assert paper.agreement((0.86, 0.90), 0.80) == "lower"
+    assert paper.agreement((0.86, 0.90), 0.92, (0.895, 0.95)) is None      # intervals overlap
+    assert paper.agreement((0.86, 0.90), 0.92, (0.905, 0.95)) == "higher"
 
 
 def test_c2_says_when_the_compiled_block_falls_outside_the_model(tmp_path):

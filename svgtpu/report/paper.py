@@ -511,7 +511,7 @@ class _Reason(dict):
         return NOTES[name](self.data, self.entry, self.row)
 
 
-def agreement(value: float, interval: tuple[float, float], second: float,
+def agreement(interval: tuple[float, float], second: float,
               second_interval: tuple[float, float] | None = None) -> str | None:
     """Where a second primary instrument falls against the first's ``interval`` (docs/verdicts.md, agreement):
     ``None`` when they agree (a point ``second`` inside it, or its ``second_interval`` overlapping it), else
@@ -531,7 +531,7 @@ def _agree(row: VerdictRow, data: dict, entry: dict, interval, verdict: str) -> 
     if second is None:
         return verdict, f" {row.second_what[0].upper()}{row.second_what[1:]}: not yet measured."
     shown = f"{row.second_what}: {_ours(second)} `{second['provenance']}`"
-    side = agreement(entry["value"], interval, second["value"], _interval(second))
+    side = agreement(interval, second["value"], _interval(second))
     if side is None:
         return verdict, f" {shown[0].upper()}{shown[1:]}, inside {row.ours}'s interval: the instruments agree."
     unit = entry.get("unit", "")
