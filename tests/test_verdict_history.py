@@ -51,6 +51,9 @@ def test_rounds_are_days_and_moves_carry_their_commits_reason(tmp_path):
                       "paper: the verdict table"),
                      ("2026-01-02", "contradicted: our model puts it faster than reported", "consistent",
                       "costmodel: a wider interval (more evidence)")]
+    first = next(m for m in record["moves"] if m["row"] == ROW and m["to"] == "consistent")
+    assert (first["ours_from"], first["ours_to"]) == ("2.00x (interval 1.90x – 2.05x) modeled-v6e",
+                                                      "1.97x (interval 1.56x – 2.00x) modeled-v6e")
     # an old row name keeps its history under today's
     assert rounds["2026-01-03"]["C5 the same, toy DiT timed on this CPU"]["verdict"] == "reproduced"
     assert history.history_summary(record).startswith(f"{ROW}: consistent (01-02);")
@@ -65,5 +68,5 @@ def test_the_history_renders_from_its_record_or_says_not_yet(tmp_path):
     (tmp_path / history.HISTORY.name).write_text(json.dumps(record))
     table = paper.render("verdict-history", {}, tmp_path / "d.md", tmp_path)
     assert "| 2026-01-02 (abc1234) | contradicted; 2.00x modeled-v6e |" in table
-    assert "| 2026-01-02 | abc1234 | C1 1440p end-to-end speedup | — | contradicted | paper: the table |" in \
+    assert "| 2026-01-02 | abc1234 | C1 1440p end-to-end speedup | — | contradicted | — -> — | paper: the table |" in \
         paper.render("verdict-moves", {}, tmp_path / "d.md", tmp_path)

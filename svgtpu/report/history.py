@@ -46,8 +46,9 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def published_verdicts(readme: str) -> dict[str, dict]:
-    """The README's generated verdict table as ``{row: {"verdict", "ours"}}`` (rows under today's names:
-    :data:`ALIASES`); empty when the README has none."""
+    """The README's generated verdict table as ``{row: {"verdict", "ours", "shown"}}`` (``ours``: the central
+    value and provenance; ``shown``: with its interval; rows under today's names: :data:`ALIASES`); empty when
+    the README has none."""
     begin, end = "<!-- svgtpu:begin verdicts -->", "<!-- svgtpu:end verdicts -->"
     if begin not in readme:
         return {}
@@ -58,8 +59,10 @@ def published_verdicts(readme: str) -> dict[str, dict]:
     for line in lines[2:]:
         cells = [c.strip() for c in line.strip("|").split(" | ")]
         row = ALIASES.get(cells[0], cells[0])
-        central = _INTERVAL.sub("", cells[ours].replace("`", ""))
-        rows[row] = {"verdict": cells[header.index("verdict")], "ours": "" if central == "—" else central}
+        shown = cells[ours].replace("`", "")
+        central = _INTERVAL.sub("", shown)
+        rows[row] = {"verdict": cells[header.index("verdict")], "ours": "" if central == "—" else central,
+                     "shown": "" if shown == "—" else shown}
     return rows
 
 
@@ -98,7 +101,7 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
     repo = Path(repo)
     log = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %cI %s", "--", *SOURCES).splitlines()
     rounds: dict[str, dict] = {}
-    moves, last = [], {}
+    moves, last, last_shown = [], {}, {}
     for line in log:
         commit, when, subject = (line.split(" ", 2) + [""])[:3]
         files = set(_git(repo, "ls-tree", "--name-only", commit, *SOURCES).split())
@@ -111,8 +114,10 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
                           "value": shown.get("ours") or " -> ".join(_central(results, k, format_value) for k in keys)}
             if shown.get("verdict", "—") != last.get(row, "—"):
                 moves.append({"date": when[:10], "commit": commit[:7], "row": row, "from": last.get(row, "—"),
-                              "to": shown.get("verdict", "—"), "reason": _reason(repo, commit, subject)})
+                              "to": shown.get("verdict", "—"), "ours_from": last_shown.get(row) or "—",
+                              "ours_to": shown.get("shown") or "—", "reason": _reason(repo, commit, subject)})
                 last[row] = shown.get("verdict", "—")
+            last_shown[row] = shown.get("shown")
         rounds[when[:10]] = {"date": when[:10], "commit": commit[:7], "rows": state}
     return {"rows": list(rows), "rounds": list(rounds.values()), "moves": moves,
             "sources": list(SOURCES)}
@@ -145,9 +150,12 @@ def history_table(history: dict) -> str:
 
 
 def moves_table(history: dict) -> str:
-    """Every move of a published verdict: when, which commit, from -> to, and the commit's own reason."""
-    lines = ["| date | commit | row | from | to | why (the commit's subject) |", "|---|---|---|---|---|---|"]
-    lines += [f"| {m['date']} | {m['commit']} | {m['row']} | {m['from']} | {m['to']} | {m['reason'].replace('|', '/')} |"
+    """Every move of a published verdict: when, which commit, from -> to, the value it was judged on before and
+    after (with its interval, as published: what moved, in numbers), and the commit's own reason."""
+    lines = ["| date | commit | row | from | to | ours before -> after (as published) | why (the commit's subject) |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {m['date']} | {m['commit']} | {m['row']} | {m['from']} | {m['to']} | "
+              f"{m.get('ours_from', '—')} -> {m.get('ours_to', '—')} | {m['reason'].replace('|', '/')} |"
               for m in history["moves"]]
     return "\n".join(lines)
 
