@@ -35,6 +35,8 @@ A number inside a sentence is an inline marker, filled the same way::
 file does not hold yet renders as *not yet measured*, so the paper renders before every notebook,
 compile or GPU run has happened.  :func:`stray_numbers` finds numbers typed by hand outside the
 markers; the tests fail on any that is not the write-up's or a published spec (:func:`their_numbers`).
+:func:`body_words` counts the note's body as a reader reads it, generated table rows aside, against its budget
+(:data:`BODY_WORDS`): the long tables live in the appendix, the prose stays in the note.
 """
 
 from __future__ import annotations
