@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE
+from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, calibration_run
 from svgtpu.costmodel.pipeline import dit_seconds, svg_overhead_seconds
 from svgtpu.costmodel.validate import block_rest_seconds, calibrated_setup, family_efficiency, gpu_rates
-from svgtpu.facts.gpu_runs import latest_run
 from svgtpu.facts.paths import REPO_ROOT
 
 #: The model before this run, frozen (tests/test_blind_record.py).
@@ -62,8 +61,9 @@ def _row(geometry, what, quantity, measured, predicted, blind=None):
 
 
 def against_h200() -> dict:
-    """Every row of the newest committed H200 run against the model (module doc)."""
-    run = latest_run()
+    """Every row of the run the model is calibrated on (:data:`~svgtpu.costmodel.gpu_rates.CALIBRATION_RUN`)
+    against the model (module doc)."""
+    run = calibration_run()
     data = run["data"]["run"]
     blind = {b["geometry"]: b for b in json.loads(BLIND_RECORD.read_text())["h200_blocks"]}
     rows = []

@@ -19,12 +19,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from svgtpu.facts.gpu_runs import latest_run, peers
+from svgtpu.facts.gpu_runs import committed_runs, peers
 from svgtpu.geometry import ceil_div
 
 #: The GPU kernels' tile (our Triton kernel's block_q x block_kv, FlashAttention's and cuDNN's 128-wide tiles).
 GPU_TILE = 128
-#: The resolution the rates are fitted at; every other row of the run is validation (docs/costmodel.md).
+#: The run and resolution the rates are fitted at, fixed before the fit: every other row of that run, and every
+#: later run, is validation (docs/costmodel.md, "The H200 model").
+CALIBRATION_RUN = "2026-12-04-314194b.json"
 CALIBRATION_RESOLUTION = "720p"
 #: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row.
 FLASH_PEER, FLASH_ROW = "peer-flexattention", "sdpa-flash2-dense"
@@ -91,13 +93,16 @@ def _block_heads(model: str) -> tuple[int, int]:
     return m.heads, m.head_dim
 
 
+def calibration_run() -> dict | None:
+    """The committed run the rates are fitted on (:data:`CALIBRATION_RUN`), or ``None`` where it is absent."""
+    return next((r for r in committed_runs() if r["file"] == CALIBRATION_RUN), None)
+
+
 @functools.lru_cache(maxsize=1)
 def hopper_rates() -> GpuRates | None:
-    """:func:`fit_rates` on the newest committed H200 package run (``None`` without one)."""
-    run = latest_run()
-    if run is None or "H200" not in run["device"]:
-        return None
-    return fit_rates(run, peers(run))
+    """:func:`fit_rates` on :data:`CALIBRATION_RUN` (``None`` without it)."""
+    run = calibration_run()
+    return None if run is None else fit_rates(run, peers(run))
 
 
-__all__ = ["GPU_TILE", "CALIBRATION_RESOLUTION", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates"]
+__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates"]
