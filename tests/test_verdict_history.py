@@ -5,6 +5,9 @@ import json
 import os
 import subprocess
 
+import pytest
+
+from svgtpu.errors import BadInput
 from svgtpu.report import history, paper
 
 ROW = "C1 1440p end-to-end speedup"
@@ -70,3 +73,8 @@ def test_the_history_renders_from_its_record_or_says_not_yet(tmp_path):
     assert "| 2026-01-02 (abc1234) | contradicted; 2.00x modeled-v6e |" in table
     assert "| 2026-01-02 | abc1234 | C1 1440p end-to-end speedup | — | contradicted | — -> — | paper: the table |" in \
         paper.render("verdict-moves", {}, tmp_path / "d.md", tmp_path)
+
+
+def test_outside_a_git_checkout_the_history_says_so(tmp_path):
+    with pytest.raises(BadInput, match="git checkout"):
+        paper.record_verdict_history(tmp_path, tmp_path / "history.json")

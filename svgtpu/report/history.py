@@ -21,6 +21,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.facts.results import RESULTS_NAME
 
@@ -99,6 +100,8 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
     them with its ``format_value``; ``rounds``: per day, its last commit and each row's published verdict and
     central value; ``moves``: each commit that changed a row's published verdict, from -> to, and why."""
     repo = Path(repo)
+    if subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
+        raise BadInput(f"the verdict history is read from git: {repo} must be a git checkout (a clone, not an archive)")
     log = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %cI %s", "--", *SOURCES).splitlines()
     rounds: dict[str, dict] = {}
     moves, last, last_shown = [], {}, {}
