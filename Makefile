@@ -52,6 +52,7 @@ GPU_ARGS ?= --sections attention --resolution 720p,1440p --budget 420
 
 gpu-bench:
 	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS); rc=$$?; \
+	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then echo "no run file written (exit status $$rc)"; exit $$rc; fi; \
 	run=$$(ls -t figures/gpu-runs/*.json | grep -v /index.json | head -1); echo "run file: $$run (exit status $$rc)"; \
 	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi; \
 	echo "Commit the run file and its index entry: git add figures/gpu-runs/ && git commit"; exit $$rc
