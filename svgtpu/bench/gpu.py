@@ -342,15 +342,15 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
             name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
             variants[name] = Variant(functools.partial(f, q, k, v), tile_info(mask, heads, L, sizes, fast_path),
                                      mask=label)
-    for label, fast_path, warpgroups in (("dense", True, 2), ("svg", False, 2), ("svg", True, 2), ("aligned", True, 2),
-                                         ("svg", True, 1)):
+    for label, fast_path, warpgroups, stages in (("dense", True, 2, 2), ("svg", False, 2, 2), ("svg", True, 2, 2),
+                                                 ("aligned", True, 2, 2), ("svg", True, 1, 2), ("svg", True, 2, 3)):
         name = f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast")) + \
-            ("" if warpgroups == 2 else f"-wg{warpgroups}")
+            ("" if warpgroups == 2 else f"-wg{warpgroups}") + ("" if stages == 2 else f"-s{stages}")
         f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], fast_path=fast_path,
-                                      warpgroups=warpgroups, interpret=interpret, **tiles))
+                                      warpgroups=warpgroups, stages=stages, interpret=interpret, **tiles))
         variants[name] = Variant(functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path),
                                  mask=label, note=f"Mosaic GPU (Hopper) body, {warpgroups} warpgroup(s) sharing "
-                                                  "2 kv stages")
+                                                  f"{stages} kv stages")
     if per_head:
         info = {"density": float("nan"), "partial_share": float("nan"), "computed_pairs": heads * L * L}
         if heads * L * L <= PER_HEAD_BYTES:
