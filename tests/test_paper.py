@@ -46,13 +46,18 @@ def test_generated_numbers_match_the_results_file(path):
 
 
 def test_the_readme_first_screen_says_what_it_is_how_to_run_it_and_the_verdicts():
-    """Issue 39: a newcomer's first 30 lines hold the two commands (with their limits), that no TPU ran anything,
-    and the start of the generated verdicts, before any explanation of provenance labels."""
-    head = "\n".join(paper.README.read_text().splitlines()[:30])
+    """Issues 39 and 53: a newcomer's first 40 lines hold what it is, the two commands (with their limits and their
+    measured times), the quick start, that no TPU ran anything, and the start of the generated verdicts, before any
+    explanation of provenance labels."""
+    from svgtpu.report.first_screen import QUICK_START
+    head = "\n".join(paper.README.read_text().splitlines()[:40])
     for needed in ("`svgtpu` is a", "No TPU ran anything here", "make figures", "make test", "10 minutes",
-                   "<!-- svgtpu:begin verdict-summary -->", "<!-- svgtpu:begin verdicts -->"):
-        assert needed in head, f"README's first 30 lines lack {needed!r}"
-    assert head.index("make figures") < head.index("<!-- svgtpu:begin verdicts -->")
+                   "<!-- svgtpu:begin make-times -->", "<!-- svgtpu:end make-times -->",
+                   "<!-- svgtpu:begin quick-start -->", "<!-- svgtpu:end quick-start -->",
+                   *(f"| `{command}` |" for command, _ in QUICK_START), "<!-- svgtpu:begin verdict-summary -->"):
+        assert needed in head, f"README's first 40 lines lack {needed!r}"
+    assert len(QUICK_START) == 5
+    assert head.index("make figures") < head.index("<!-- svgtpu:begin verdict-summary -->")
     assert "measured-cpu-interpret" not in head   # the provenance labels come after the verdicts
 
 

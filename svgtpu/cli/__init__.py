@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)   # for a launcher that reruns the command
+    args.parser = parser   # svgtpu paper writes its defaults into README
     _, _, run = COMMANDS[args.command]
     try:
         result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)

@@ -39,6 +39,33 @@ def mask_arguments(p: argparse.ArgumentParser, geometry: str, default: str = f"k
     return group
 
 
+def defaults_block(parser: argparse.ArgumentParser) -> str:
+    """README's ``cli-defaults`` block: every command's options that have a default, with it, read from ``parser``
+    (so README and the command line agree); paths relative to the checkout."""
+    from svgtpu.facts.paths import REPO_ROOT
+
+    def shown(value) -> str:
+        if isinstance(value, (list, tuple)):
+            return " ".join(map(shown, value))
+        text = str(value)
+        return text[len(str(REPO_ROOT)) + 1:] if text.startswith(str(REPO_ROOT) + "/") else text
+
+    rows = ["| command | defaults |", "|---|---|"]
+    for name in COMMANDS:
+        leaf = parser
+        for word in name.split():
+            leaf = next(a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+        given = []
+        for action in leaf._actions:
+            if action.default is None or action.default is False or action.default in ([], "", argparse.SUPPRESS) \
+                    or not action.option_strings:
+                continue
+            flag = action.option_strings[0]
+            given.append(f"`{flag}`" if action.default is True else f"`{flag} {shown(action.default)}`")
+        rows.append(f"| `svgtpu {name}` | {', '.join(given) or 'none'} |")
+    return "\n".join(rows)
+
+
 # -- svgtpu info ------------------------------------------------------------------------------
 
 @command("info", "backend, devices and versions", lambda p: None)

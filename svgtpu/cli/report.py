@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from svgtpu.cli.common import command
+from svgtpu.cli.common import command, defaults_block
 from svgtpu.errors import BadInput
 from svgtpu.facts.tables import format_table
 
@@ -40,7 +40,7 @@ def run_reproduce(args):
         return result, format_preflight(result), 0 if result["passed"] else 1
     from svgtpu.report.reproduce import format_reproduce, reproduce_all
     result = reproduce_all(args.profile, args.only, figures_dir=args.figures_dir, paper=not args.no_paper,
-                           jobs=args.jobs)
+                           jobs=args.jobs, blocks={"cli-defaults": defaults_block(args.parser)})
     if result["failed"]:  # print the summary, then exit non-zero naming the failed notebooks
         print(json.dumps(result, indent=2) if args.json else format_reproduce(result))
         print(f"svgtpu reproduce: {len(result['failed'])} notebook(s) failed: {', '.join(result['failed'])}",
@@ -58,7 +58,7 @@ def _paper_arguments(p: argparse.ArgumentParser) -> None:
 def run_paper(args):
     from svgtpu.report.paper import generate
 
-    report = generate(args.results, args.files or None)
+    report = generate(args.results, args.files or None, blocks={"cli-defaults": defaults_block(args.parser)})
     return {"files": report}, format_table(report)
 
 

@@ -711,6 +711,10 @@ HISTORY_BLOCKS = {"verdict-history": "history_table", "verdict-moves": "moves_ta
                   "verdict-history-summary": "history_summary"}
 
 
+#: README's first screen (:mod:`svgtpu.report.first_screen`, from ``figures/first_screen.json``).
+FIRST_SCREEN_BLOCKS = {"make-times": "make_times_block", "quick-start": "quick_start_block"}
+
+
 def render(name: str, data: dict, target: Path, figures: Path) -> str:
     """The generated text for the marker ``name``."""
     if name == "verdicts":
@@ -735,6 +739,9 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return gpu_table(figures)
     if name == "against-tpu":
         return against_tpu_table(data)
+    if name in FIRST_SCREEN_BLOCKS:
+        from svgtpu.report import first_screen
+        return getattr(first_screen, FIRST_SCREEN_BLOCKS[name])(first_screen.load(figures))
     if name in CLAIMS:
         return claim_details(data, name)
     if name.startswith("figure "):
@@ -744,7 +751,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
@@ -760,12 +767,22 @@ def inline_value(data: dict, claim: str, name: str, field: str | None = None) ->
     return _range(entry, field) if field else format_value(entry["value"], entry.get("unit", ""))
 
 
-def fill(text: str, data: dict, target: Path, figures: Path) -> tuple[str, list[str]]:
-    """``text`` with every marker block and inline value regenerated; also the names of the blocks."""
+#: Blocks a layer above renders and hands to :func:`generate` (``blocks``): the command line's defaults, from its
+#: parser.  A caller that does not hand one leaves that block as it is.
+GIVEN_BLOCKS = ("cli-defaults",)
+
+
+def fill(text: str, data: dict, target: Path, figures: Path, blocks: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """``text`` with every marker block and inline value regenerated (a :data:`GIVEN_BLOCKS` one from ``blocks``,
+    else left as it is); also the names of the blocks."""
     names = []
+    blocks = blocks or {}
 
     def replace(match):
         names.append(match["name"])
+        if match["name"] in GIVEN_BLOCKS:
+            return match.group(0) if match["name"] not in blocks else \
+                match.group(1) + blocks[match["name"]].rstrip("\n") + "\n" + match.group(4)
         body = render(match["name"], data, target, figures).rstrip("\n") + "\n"
         return match.group(1) + body + match.group(4)
 
@@ -857,9 +874,9 @@ def notebook_markdown(path: str | os.PathLike) -> str:
 
 
 def generate(results: str | os.PathLike | None = None,
-             targets: list[str | os.PathLike] | None = None) -> list[dict]:
+             targets: list[str | os.PathLike] | None = None, blocks: dict[str, str] | None = None) -> list[dict]:
     """Regenerate the marker blocks of each target file (default: the paper, its appendix and the
-    README) from the results file; returns what was done per file.
+    README) from the results file, and the :data:`GIVEN_BLOCKS` from ``blocks``; returns what was done per file.
 
     The paper and README are filled only from the committed results (:data:`COMMITTED_RESULTS`): a
     scratch or test run must name its own target files, so it never writes its numbers into them.
@@ -879,7 +896,7 @@ def generate(results: str | os.PathLike | None = None,
             raise BadInput(f"paper target {target} does not exist")
         with user_file("paper target", target):
             text = target.read_text()
-        new, names = fill(text, data, target.resolve(), figures.resolve())
+        new, names = fill(text, data, target.resolve(), figures.resolve(), blocks)
         if not names:
             raise BadInput(f"paper target {target} has no svgtpu markers (<!-- svgtpu:begin NAME --> ... <!-- svgtpu:end "
                            "NAME --> or <!-- svgtpu:value CLAIM.NAME --> ... <!-- /svgtpu -->): nothing to fill")

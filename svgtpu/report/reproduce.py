@@ -368,16 +368,17 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
 
 
 def reproduce_all(profile: str = "cpu", only: list[str] | None = None, *,
-                  figures_dir: str | os.PathLike | None = None, paper: bool = True, jobs: int | None = None) -> dict:
+                  figures_dir: str | os.PathLike | None = None, paper: bool = True, jobs: int | None = None,
+                  blocks: dict[str, str] | None = None) -> dict:
     """``svgtpu reproduce``: :func:`reproduce`, then with ``paper`` (and into the committed results only,
-    never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`); the failed notebooks
-    are named in ``failed``."""
+    never a ``figures_dir``) the paper's tables (:func:`svgtpu.report.paper.generate`, with ``blocks``); the failed
+    notebooks are named in ``failed``."""
     from svgtpu.report.paper import generate
     from svgtpu.facts.results import results_path
 
     start = time.perf_counter()
     results = reproduce(profile, only, figures_dir=figures_dir, jobs=jobs)
-    tables = generate(results_path()) if paper and not figures_dir else []
+    tables = generate(results_path(), blocks=blocks) if paper and not figures_dir else []
     return {"profile": profile, "notebooks": [r.as_dict() for r in results],
             "failed": [r.notebook for r in results if r.status != "ok"], "results": str(results_path(figures_dir)),
             "paper": tables, "wall_seconds": time.perf_counter() - start}

@@ -1,0 +1,36 @@
+"""README's first screen and its defaults table, generated from the code and the records (issue 53)."""
+
+import json
+
+from svgtpu.cli import build_parser
+from svgtpu.cli.common import defaults_block
+from svgtpu.report import first_screen, paper
+
+
+def block(text: str, name: str) -> str:
+    begin, end = f"<!-- svgtpu:begin {name} -->\n", f"<!-- svgtpu:end {name} -->"
+    return text[text.index(begin) + len(begin):text.index(end)].rstrip("\n")
+
+
+def test_the_readme_defaults_are_the_command_lines():
+    """Every default README states for an option is the parser's (README once said 3024 where tiles used 3072)."""
+    assert block(paper.README.read_text(), "cli-defaults") == defaults_block(build_parser()), \
+        "README's defaults are stale: run `python -m svgtpu paper`"
+
+
+def test_the_defaults_block_reads_the_parser():
+    table = defaults_block(build_parser())
+    assert "| `svgtpu tiles` |" in table and "`--out build/train/toy_dit.npz`" in table   # paths from the checkout
+    assert "`--seed 0`" in table and "`--cfg`" in table                 # a zero and a true flag are defaults too
+    assert "/work" not in table and "None" not in table
+
+
+def test_the_first_screen_blocks_render_the_record_or_say_not_measured(tmp_path):
+    assert "_not measured yet in this checkout_" in first_screen.make_times_block({})
+    assert first_screen.quick_start_block({}).count("_not measured yet_") == len(first_screen.QUICK_START)
+    entry = first_screen.record_make("figures", 552.4, 1100, "fresh clone, idle", figures=tmp_path)
+    assert entry["provenance"] == "measured-cpu" and entry["wall_s"] == 552.4
+    record = json.loads((tmp_path / first_screen.RECORD_NAME).read_text())
+    text = first_screen.make_times_block(record)
+    assert "**9 min 12 s** wall, 18 min 20 s CPU" in text and "fresh clone, idle" in text
+    assert "`make test` (the test suite: pytest, 2 workers): _not measured yet" in text
