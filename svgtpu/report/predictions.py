@@ -110,7 +110,9 @@ def quantity_functions(sizes=None) -> dict:
                 sk = _setups(model, g, chips, kept)
                 out[f"{section}_{g}_block_speedup_{name}", chips] = (
                     sk, lambda s: _block_speedup(s["splash"], s["ours"]))
-        low, high = (_setups(sizes.model, g, chips) for g in (sizes.block_geometries[0], sizes.block_geometries[-1]))
+        from svgtpu.geometry import get_geometry
+        by_length = sorted(sizes.block_geometries, key=lambda g: get_geometry(g).L)
+        low, high = (_setups(sizes.model, g, chips) for g in (by_length[0], by_length[-1]))
         both = {f"{k}@low": v for k, v in low.items()} | {f"{k}@high": v for k, v in high.items()}
         for kernel in ("splash", "ours"):
             out[f"block_attention_exponent_{kernel}", chips] = (both, lambda s, k=kernel: _exponent(s[f"{k}@low"],
