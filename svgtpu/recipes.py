@@ -244,7 +244,7 @@ class TileRecipe:
     name: str
     block_q: int
     block_kv: int
-    block_kv_compute: int
+    block_kv_compute: int | None
     source: Source
 
     def as_dict(self) -> dict:
@@ -272,6 +272,10 @@ MAXDIFFUSION_SVG_TILE = TileRecipe("maxdiffusion-svg", 3328, 2816, 256, dataclas
 MAXDIFFUSION_SVG_DENSITIES = (0.2, 0.5)
 MAXDIFFUSION_SVG_DENSITIES_SOURCE = dataclasses.replace(
     MAXDIFFUSION_SVG_DOCS, what="moderate policy: svg_low_noise_density 0.20, svg_high_noise_density 0.50")
+#: MaxDiffusion's dense attention beside its SVG tiles: the fixed-M splash (``ulysses_ring_custom_fixed_m``) at
+#: 6400 x 2048 (no ``block_kv_compute`` given).
+MAXDIFFUSION_FIXED_M_TILE = TileRecipe("maxdiffusion-fixed-m", 6400, 2048, None, dataclasses.replace(
+    MAXDIFFUSION_SVG_DOCS, what="flash_block_sizes block_q 6400, block_kv 2048 (dense fixed-M splash)"))
 #: JAX Splash attention's default block sizes.
 SPLASH_DEFAULT_TILE = TileRecipe("splash-default", 128, 128, 128, Source(
     "jax-ml/jax", "jax/experimental/pallas/ops/tpu/splash_attention/splash_attention_kernel.py", "jax-v0.10.2",
@@ -314,7 +318,7 @@ def format_recipes(result: dict) -> str:
     return "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 
-__all__ = ["DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE", "MAXDIFFUSION_SVG_DENSITIES",
+__all__ = ["DEFAULT_RECIPE", "FlowSchedule", "MAXDIFFUSION_DEFAULT_TILE", "MAXDIFFUSION_FIXED_M_TILE", "MAXDIFFUSION_SVG_DENSITIES",
            "MAXDIFFUSION_SVG_DENSITIES_SOURCE", "MAXDIFFUSION_SVG_TILE",
            "MAXDIFFUSION_V6E_TILE", "PRODUCTION_TILE", "RECIPES", "Recipe", "SPLASH_DEFAULT_TILE",
            "SVG1_TIMES_FP_COMMENT", "Source", "TILES", "TileRecipe", "format_recipes", "get_recipe", "recipes_report"]

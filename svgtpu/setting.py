@@ -20,8 +20,11 @@ import dataclasses
 from svgtpu.errors import BadInput
 from svgtpu.geometry import format_tile
 from svgtpu.model.config import MODELS
-from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE
+from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE, SPLASH_DEFAULT_TILE
 
+#: The tile of the toy DiT's attention (its SVG and SVG2 layers) and of the GPU run's plan: one 128-lane square,
+#: Splash's default blocks (:data:`svgtpu.recipes.SPLASH_DEFAULT_TILE`, cited there).
+SMALL_TILE = SPLASH_DEFAULT_TILE
 #: The SVG kept fraction when neither a kept fraction nor a band multiplier is given (the default recipe's).
 DEFAULT_KEPT = DEFAULT_RECIPE.kept
 
@@ -89,7 +92,7 @@ class Setting:
 
     @property
     def tiles(self) -> str:
-        """``3072x2048`` (:func:`svgtpu.geometry.parse_tiles` reads it back: ``--tiles`` takes it)."""
+        """``block_q x block_kv`` as ``--tiles`` takes it (:func:`svgtpu.geometry.parse_tiles` reads it back)."""
         return format_tile(self.block_q, self.block_kv)
 
     def label(self, resolution: str | None = None) -> str:
@@ -100,4 +103,4 @@ class Setting:
 #: The setup of the claims' main line (C1, C2 and C4's compiled rows).
 PRODUCTION = Setting()
 
-__all__ = ["DEFAULT_KEPT", "PRODUCTION", "Setting", "mask_density", "model_label"]
+__all__ = ["DEFAULT_KEPT", "PRODUCTION", "SMALL_TILE", "Setting", "mask_density", "model_label"]

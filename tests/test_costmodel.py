@@ -147,7 +147,7 @@ def test_kernel_work_counted_from_the_jaxpr_matches_a_hand_count():
 
 
 def test_attention_ceiling_from_units():
-    kernel = cm.counted_work()
+    kernel = cm.counted_work(128, "bfloat16", 512)
     v6e = cm.attention_ceiling(cm.get_device("v6e"), kernel)
     # d = 128 fills half of each 256-wide MXU: QK^T and PV together at half of 918 TFLOP/s
     assert v6e["seconds_per_score"]["mxu_qk"] == pytest.approx(2 * 128 / (918e12 * 0.5))
@@ -209,7 +209,7 @@ def test_fewer_tiles_and_the_fast_path_never_model_slower():
     seed = 0
     print("seed", seed)
     rng = np.random.default_rng(seed)
-    kernel = cm.counted_work()
+    kernel = cm.counted_work(128, "bfloat16", 512)
     for device in cm.DEVICES.values():
         time = lambda s, fast: cm.attention_head_seconds(s, device, cm.Efficiency(), 128, 3024, 2048,  # noqa: E731
                                                          fast_path=fast, q_rows=3, work=kernel)

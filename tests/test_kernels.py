@@ -397,9 +397,9 @@ def test_fast_path_and_config_must_be_what_they_say():
     with pytest.raises(ValueError, match="fast_path must be True or False"):
         block_sparse_attention(q, q, q, DenseMask(200), block_q=128, block_kv=128, fast_path="no")
     with pytest.raises(ValueError, match="give either config or block_q"):
-        block_sparse_attention(q, q, q, DenseMask(200), block_q=128, block_kv=128, config=KernelConfig())
+        block_sparse_attention(q, q, q, DenseMask(200), block_q=128, block_kv=128, config=KernelConfig(512, 512))
     with pytest.raises(ValueError, match="device must be one of v5e, v5p, v6e"):
-        block_sparse_attention(q, q, q, DenseMask(200), config=KernelConfig(), device="v4")
+        block_sparse_attention(q, q, q, DenseMask(200), config=KernelConfig(512, 512), device="v4")
 
 
 def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():

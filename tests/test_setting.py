@@ -4,7 +4,7 @@ import pytest
 
 from svgtpu.errors import BadInput
 from svgtpu.recipes import DEFAULT_RECIPE, MAXDIFFUSION_V6E_TILE
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, Setting, mask_density
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, Setting, mask_density
 
 
 def test_the_production_setting_is_the_claims_main_line():
@@ -19,6 +19,14 @@ def test_the_production_setting_is_the_claims_main_line():
                                                                                       DEFAULT_RECIPE.steps)
     assert (PRODUCTION.slice, PRODUCTION.tiles, PRODUCTION.label()) == ("v6e-8", "3072x2048",
                                                                         "Wan 2.1 14B 1440p, v6e-8")
+
+
+def test_the_small_tile_is_splash_default_and_the_toy_layers_use_it():
+    """JAX's Splash BlockSizes.get_default() (128 each, jax-v0.10.2): the toy's SVG and SVG2 layers' tile."""
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.attention.svg2 import SVG2Config
+    assert (SMALL_TILE.block_q, SMALL_TILE.block_kv) == (128, 128)
+    assert (SVGConfig().block_q, SVGConfig().block_kv, SVG2Config().block_q, SVG2Config().block_kv) == (128,) * 4
 
 
 @pytest.mark.parametrize("kept, multiplier, want", [(None, None, (0.3, None)), (0.2, None, (0.2, None)),

@@ -75,7 +75,7 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
         allowed = mask.to_array()
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.normal(size=(1, 2, g.L, 64)), jnp.float32) for _ in range(3))
-    backend = mask_backend(mask, order=order)
+    backend = mask_backend(mask, order=order, block_q=128, block_kv=128)
     step = jax.jit(lambda q, k, v, s: backend(q, k, v, layer=1, step=s, num_steps=5, num_layers=2))
     assert relative_error(step(q, k, v, jnp.int32(4)), masked_attention(q, k, v, allowed)) < 2e-5
     assert relative_error(step(q, k, v, jnp.int32(0)), masked_attention(q, k, v)) < 2e-5  # warm-up: dense
@@ -224,7 +224,7 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     common = dict(seed=1, num_steps=2, guidance=3.0, shift=1.0, progress=False)
     labels = [1 % config.num_labels]
     dense = sample(params, config, labels, **common)
-    sparse = sample(params, config, labels, attention=mask_backend(mask), **common)
+    sparse = sample(params, config, labels, attention=mask_backend(mask, block_q=128, block_kv=128), **common)
     assert summary[0.25]["psnr_mean"] == pytest.approx(psnr(dense, sparse), rel=1e-5)
     assert summary[0.25]["ssim_mean"] == pytest.approx(ssim(dense, sparse), rel=1e-5)
     assert summary[0.25]["kept_fraction"] == pytest.approx(mask.density())

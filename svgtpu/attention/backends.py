@@ -57,7 +57,7 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
     raise BadInput(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
 
 
-def mask_backend(mask: Mask, *, order: np.ndarray | None = None, block_q: int = 128, block_kv: int = 128):
+def mask_backend(mask: Mask, *, block_q: int, block_kv: int, order: np.ndarray | None = None):
     """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
 
     ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the

@@ -39,7 +39,7 @@ from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.errors import BadInput
-from svgtpu.setting import mask_density
+from svgtpu.setting import SMALL_TILE, mask_density
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
@@ -83,8 +83,8 @@ class SVGConfig:
     num_sampled_rows: int = DEFAULT_PROFILE_ROWS
     warmup_step_fraction: float = DEFAULT_WARMUP_STEP_FRACTION
     warmup_layer_fraction: float = DEFAULT_WARMUP_LAYER_FRACTION
-    block_q: int = 128
-    block_kv: int = 128
+    block_q: int = SMALL_TILE.block_q
+    block_kv: int = SMALL_TILE.block_kv
     block_kv_compute: int | None = None
     align: str | None = None
     fast_path: bool = True

@@ -55,6 +55,7 @@ from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 from svgtpu.errors import BadInput
+from svgtpu.setting import SMALL_TILE
 
 #: The kernels that take a mask decided in data (:data:`svgtpu.facts.kernels.KERNELS`).
 KERNELS = kernel_names(data_mask=True)
@@ -85,8 +86,8 @@ class SVG2Config:
     first_iters: int = 20
     warm_iters: int = 2
     align: str | None = None
-    block_q: int = 128
-    block_kv: int = 128
+    block_q: int = SMALL_TILE.block_q
+    block_kv: int = SMALL_TILE.block_kv
     max_steps: int | None = None
     fast_path: bool = True
     kernel: str = "ours"

@@ -57,7 +57,7 @@ from svgtpu.kernels.mosaic_gpu import mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
 from svgtpu.facts.results import provenance
 from svgtpu.warmup import layer_calls
@@ -75,8 +75,8 @@ class Sizes:
 
     sections: tuple[tuple[str, str, int | None, float], ...]
     block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
-    block_q: int = 128
-    block_kv: int = 128
+    block_q: int = SMALL_TILE.block_q
+    block_kv: int = SMALL_TILE.block_kv
     kept: float = DEFAULT_KEPT
     steps: int = 50
     max_rounds: int = 7

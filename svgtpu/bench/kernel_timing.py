@@ -81,7 +81,7 @@ def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv
     }
 
 
-def bench_kernels(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+def bench_kernels(geometry: str, *, block_q: int, block_kv: int,
                   block_kv_compute: int | None = None, heads: int = 2, head_dim: int = 128,
                   dtype: str = "float32", multiplier: float = 1.0, rounds: int = 9, repeats: int = 3,
                   seed: int = 0, interpret=None, progress: bool = True) -> dict:
@@ -212,7 +212,7 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
     return rows
 
 
-def bench_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+def bench_ops(geometry: str, *, block_q: int, block_kv: int,
               block_kv_compute: int | None = None, head_dim: int = 128, dtype: str = "float32",
               multiplier: float = 1.0) -> dict:
     """Op counts for the SVG mask (partial tiles masked from iota) and the same mask in frame-major

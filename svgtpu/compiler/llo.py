@@ -398,7 +398,7 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
     return rows
 
 
-def compiled_ops(geometry: str = "8x32x34", *, block_q: int = 512, block_kv: int = 512,
+def compiled_ops(geometry: str, *, block_q: int, block_kv: int,
                  block_kv_compute: int | None = None, head_dim: int = 128, dtype: str = "bfloat16",
                  multiplier: float = 1.0, masks=("svg", "temporal-frame-major"), progress: bool = False) -> dict:
     """LLO counts and bundles per tile kind, fast path on and off, for the SVG mask (iota-masked

@@ -44,14 +44,14 @@ MAXDIFFUSION_KV_COMPUTE = {(t.block_q, t.block_kv): t.block_kv_compute for t in 
 #: The baselines' ``block_kv_compute`` swept (``--sweep``), at the production tile.
 SWEEP_KV_COMPUTE = (512, 1024, 2048)
 #: A dense grid whose length both production tiles divide (L = 387,072 = lcm(3024, 2048), a multiple of
-#: 3072 too): the libraries
+#: ours too): the libraries
 #: get a full mask there, no padded block, so their unmasked tile body shows.
 UNPADDED_GEOMETRY = "21x96x192"
 
 
 def theirs_kv_compute(block_q: int, block_kv: int) -> int:
     """The libraries' ``block_kv_compute``: the recipe's at its tile, else that of a recipe with the
-    same ``block_kv`` (MaxDiffusion's 1024 at 3024 x 2048 for our 3072 x 2048), else our default."""
+    same ``block_kv`` (MaxDiffusion's 1024 at 3024 x 2048 for our production tile), else our default."""
     from svgtpu.kernels.config import default_block_kv_compute
     same_kv = [kc for (_, bkv), kc in MAXDIFFUSION_KV_COMPUTE.items() if bkv == block_kv and kc <= block_kv]
     return MAXDIFFUSION_KV_COMPUTE.get((block_q, block_kv), same_kv[0] if same_kv else

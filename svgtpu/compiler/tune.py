@@ -13,14 +13,14 @@ one compile per tile serves every ``--kept`` and ``--align``.
 
 **Candidates** (:data:`AXES`, every combination our kernel takes and the VMEM budget admits):
 
-- ``block_q``: 2048; :data:`~svgtpu.setting.PRODUCTION`'s (MaxDiffusion's Wan tile on v6e,
-  :mod:`svgtpu.recipes`); 3072, the multiple of 128 nearest it (a key-major body needs 128); 3328,
+- ``block_q``: 2048; :data:`~svgtpu.setting.PRODUCTION`'s (MaxDiffusion's Wan tile on v6e rounded up to a
+  multiple of 128, which a key-major body needs: :data:`svgtpu.recipes.PRODUCTION_TILE`); 3328,
   MaxDiffusion's SVG tile (``svg_flash_block_sizes`` in docs/svg.md of AI-Hypercomputer/maxdiffusion,
   commit 2a52ee9c79ad6f991c998af600804f7519a49350: 3328 x 2816, ``block_kv_compute`` 256);
 - ``block_kv``: 2048 (MaxDiffusion's Wan tile) and 2816 (its SVG tile);
 - ``block_kv_compute``: 256 (its SVG tile's) and 512 (ours at the production tile).
 
-Sixteen combinations (twelve if PRODUCTION's ``block_q`` is 3072), of which 512 x 2816 is never legal
+Twelve combinations, of which 512 x 2816 is never legal
 (512 does not divide 2816): enough to see the row height, the key width and the update width move the
 cycles, few enough to compile cold within the quarter hour issue 37 allows on two cores.
 A candidate our :class:`~svgtpu.kernels.KernelConfig` refuses, or whose VMEM need
@@ -51,7 +51,7 @@ from svgtpu.setting import PRODUCTION
 #: The candidate axes, by :class:`~svgtpu.kernels.KernelConfig` and :class:`~svgtpu.compiler.variants.Variant` field
 #: (module doc: why these).
 AXES: dict[str, tuple] = {
-    "block_q": tuple(sorted({2048, PRODUCTION.block_q, 3072, 3328})),
+    "block_q": tuple(sorted({2048, PRODUCTION.block_q, 3328})),
     "block_kv": (2048, 2816),
     "block_kv_compute": (256, 512),
 }

@@ -86,7 +86,7 @@ class Probe:
 
 #: The table prices a tile it does not hold with the row of the same kernel whose ``block_q`` is the nearest
 #: multiple of 128 (same ``block_kv``), at most this many query rows away, per score: the published TPU runs
-#: use MaxDiffusion's 3024 x 2048 (``published.json``), the table holds the production 3072 x 2048, whose
+#: use MaxDiffusion's 3024 x 2048 (``published.json``), the table holds the production tile (its block_q rounded up), whose
 #: bodies are straight-line code over the q block.  Without it those runs would be priced by the priors
 #: (our kernel's jaxpr work per score standing in for Splash's and tokamax's).
 NEIGHBOUR_ROWS = 128

@@ -93,8 +93,7 @@ def _work(jaxpr) -> tuple[float, float]:
 
 
 @functools.lru_cache(maxsize=16)
-def counted_work(head_dim: int = 128, dtype: str = "bfloat16", block_kv_compute: int = 512,
-                 layout: str | None = None) -> KernelWork:
+def counted_work(head_dim: int, dtype: str, block_kv_compute: int, layout: str | None = None) -> KernelWork:
     """Per-score-element work of our Pallas kernel, counted from its jaxpr (see the module doc).
 
     Traced once at ``512 x block_kv_compute`` tiles with ``block_kv = block_kv_compute`` (one update

@@ -46,6 +46,7 @@ from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
+from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
 from svgtpu.setting import PRODUCTION
 
 #: A fixed-M body's vector work over an online-softmax body's: FLASH's hand count per score is max,
@@ -68,11 +69,11 @@ class RunSetting:
     """MaxDiffusion's attention configuration for eight devices (``docs/svg.md``): dense fixed-M tiles,
     SVG tiles, the data x context mesh and the Ulysses shards of dense and sparse calls."""
 
-    dense_block_q: int = 6400
-    dense_block_kv: int = 2048
-    sparse_block_q: int = 3328
-    sparse_block_kv: int = 2816
-    sparse_block_kv_compute: int = 256
+    dense_block_q: int = MAXDIFFUSION_FIXED_M_TILE.block_q
+    dense_block_kv: int = MAXDIFFUSION_FIXED_M_TILE.block_kv
+    sparse_block_q: int = MAXDIFFUSION_SVG_TILE.block_q
+    sparse_block_kv: int = MAXDIFFUSION_SVG_TILE.block_kv
+    sparse_block_kv_compute: int = MAXDIFFUSION_SVG_TILE.block_kv_compute
     data: int = 2
     context: int = 4
     dense_ulysses: int = 2

@@ -33,7 +33,7 @@ from jax import lax
 
 from svgtpu.masks.core import BandSinkMask
 
-#: The most VMEM the table may take (single-buffered).  The 1440p production tile (3072 x 2048 / 256,
+#: The most VMEM the table may take (single-buffered).  The 1440p production tile (:data:`svgtpu.setting.PRODUCTION`;
 #: sink and padded keys) needs 8 MiB: 2 edges x 4 band states x 2 sink x 2 pad states of 256 KiB.
 TABLE_BYTES = 8 * 2 ** 20
 

@@ -146,7 +146,7 @@ def tile_update_key_major(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale
     ``m`` and ``l`` are ``[8, bq]`` float32 (eight equal rows: one vreg per 128 queries), ``acc`` is
     ``[d, bq]`` float32.  The maximum over keys runs down the sublanes: element-wise across vregs plus
     one short in-vreg reduction per 128 queries; the sum over keys comes out of the PV matmul
-    (:func:`softmax_update_key_major`); the rescale ``alpha`` is one exponential per 128 queries.  ``v^T p`` has output width ``bq`` (a multiple of 128, e.g. 3072),
+    (:func:`softmax_update_key_major`); the rescale ``alpha`` is one exponential per 128 queries.  ``v^T p`` has output width ``bq`` (a multiple of 128: the production tile's ``block_q``),
     so the PV matmul fills the MXU's 256 columns where ``p v`` fills ``d = 128`` of them.  Scale,
     base 2 and masked scores as in :func:`tile_update`.  Returns ``(m, l, acc)``."""
     return softmax_update_key_major(key_major_scores(q, k, mask, sm_scale), values_with_ones(v), m_prev, l_prev,

@@ -18,7 +18,7 @@ here is the same for both dtypes.  In this kernel:
 - ``layout`` is how a tile's scores lie (:data:`LAYOUTS`).  ``query-major``: scores ``[block_q,
   block_kv_compute]``, queries on sublanes.  ``key-major``: scores ``[block_kv_compute, block_q]``,
   the softmax statistics ``[8, block_q]`` and the output block ``[d, block_q]``: there ``block_q`` is
-  a **lane** dimension, so a multiple of 128 (3024 is not; 3072 = 24 x 128 is).
+  a **lane** dimension, so a multiple of 128 (3024 is not; the production tile's is).
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ class KernelConfig:
     are in the module docstring.  Frozen and hashable, so it can be a static argument.
     """
 
-    block_q: int = 512
-    block_kv: int = 512
+    block_q: int
+    block_kv: int
     block_kv_compute: int | None = None
     fast_path: bool = True
     layout: str | None = None

@@ -40,8 +40,9 @@ from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns, Mask, PermutedMask, TileMask, align,
                                balanced_keep, density_band_window, tile_grid, tile_valid_lengths, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
-from svgtpu.recipes import (MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE,
-                            MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE)
+from svgtpu.recipes import (MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_DENSITIES,
+                            MAXDIFFUSION_SVG_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE)
+from svgtpu.setting import PRODUCTION
 from svgtpu.facts.claims import REPORTED, rounds_to
 from svgtpu.errors import BadInput
 
@@ -50,7 +51,7 @@ GEOMETRIES = ("480p", "720p", "1080p", "1440p")
 TILES = tuple(dict.fromkeys([(SPLASH_DEFAULT_TILE.block_q, SPLASH_DEFAULT_TILE.block_kv),
                              (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv),
                              (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
-                             (256, 256), (1024, 1024), (2048, 2048), (3072, 3072), (4096, 4096)]))
+                             (256, 256), (1024, 1024), (2048, 2048), (PRODUCTION.block_q,) * 2, (4096, 4096)]))
 #: Kept fractions searched (every band half-width in between).
 KEPT_RANGE = (0.02, 0.9)
 #: Shares of temporal heads left in frame-major order (Wan 2.1 14B has 40 heads per layer).
@@ -73,7 +74,8 @@ NEAR = 0.0015
 MAXDIFFUSION_TILES = tuple(dict.fromkeys([
     (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv), (1024, 1024),
     (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
-    (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv), (6400, 2048)]))
+    (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv),
+    (MAXDIFFUSION_FIXED_M_TILE.block_q, MAXDIFFUSION_FIXED_M_TILE.block_kv)]))
 #: Densities searched with MaxDiffusion's counting: its configs accept any retained density in (0, 1]
 #: (``svg_execution_band_width``); every 0.05 and its moderate policy's two.
 MAXDIFFUSION_DENSITIES = tuple(sorted({round(0.05 * k, 2) for k in range(1, 20)} | set(MAXDIFFUSION_SVG_DENSITIES)))

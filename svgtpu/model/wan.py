@@ -209,13 +209,13 @@ class WanBlock:
 SELF_ATTENTIONS = ("xla", "splash", "tokamax", "ours-dense", "svg")
 
 
-def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q: int = 128, block_kv: int = 128,
-                   svg_config=None, implementation: str | None = None) -> Attention:
+def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q: int | None = None,
+                   block_kv: int | None = None, svg_config=None, implementation: str | None = None) -> Attention:
     """The self-attention function ``name`` (one of :data:`SELF_ATTENTIONS`) for a :class:`WanBlock`.
 
-    Tiled kernels take ``block_q x block_kv`` tiles; ``svg`` needs ``geometry`` and takes an
-    :class:`~svgtpu.attention.svg.SVGConfig` (default: the default recipe's kept fraction, snapped to
-    the tiles); ``implementation`` picks our kernel's backend (:func:`svgtpu.kernels.api.block_sparse`).
+    Tiled kernels need ``block_q x block_kv`` tiles; ``svg`` needs ``geometry`` and an
+    :class:`~svgtpu.attention.svg.SVGConfig` (its tiles are the config's); ``xla`` needs neither;
+    ``implementation`` picks our kernel's backend (:func:`svgtpu.kernels.api.block_sparse`).
     """
     from svgtpu.kernels.config import KernelConfig
     from svgtpu.masks.core import DenseMask
@@ -225,11 +225,11 @@ def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q:
         return dense_attention
     if name == "svg":
         from svgtpu.attention.backends import attention_backend
-        from svgtpu.attention.svg import SVGConfig
-        if geometry is None:
-            raise BadInput("attention 'svg' needs the model geometry")
-        config = svg_config or SVGConfig(block_q=block_q, block_kv=block_kv, align="snap")
-        return attention_backend("svg", geometry, svg_config=config)
+        if geometry is None or svg_config is None:
+            raise BadInput("attention 'svg' needs the model geometry and an SVGConfig (svg_config)")
+        return attention_backend("svg", geometry, svg_config=svg_config)
+    if block_q is None or block_kv is None:
+        raise BadInput(f"attention {name!r} needs block_q and block_kv")
     config = KernelConfig(block_q, block_kv)
 
     def kernel(q, k, v):  # [heads, L, d] -> [heads, L, d], one dense mask for every head
