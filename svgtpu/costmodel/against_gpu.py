@@ -10,7 +10,9 @@ our kernel).  Beside each, what the model at 314194b predicted blind (``figures/
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import json
 
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, calibration_run
@@ -62,7 +64,12 @@ def _row(geometry, what, quantity, measured, predicted, blind=None):
 
 def against_h200() -> dict:
     """Every row of the run the model is calibrated on (:data:`~svgtpu.costmodel.gpu_rates.CALIBRATION_RUN`)
-    against the model (module doc)."""
+    against the model (module doc); computed once per process, a fresh copy each call."""
+    return copy.deepcopy(_against_h200())
+
+
+@functools.lru_cache(maxsize=1)
+def _against_h200() -> dict:
     run = calibration_run()
     data = run["data"]["run"]
     blind = {b["geometry"]: b for b in json.loads(BLIND_RECORD.read_text())["h200_blocks"]}
