@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.setting import PRODUCTION
+from svgtpu.setting import PRODUCTION, SMALL_TILE
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
 from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, Selection, block_masks, select
@@ -332,7 +332,7 @@ def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, 
 
 
 def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,
-                 guidance: float = 3.0, shift: float = 1.0, block: int = 128,
+                 guidance: float = 3.0, shift: float = 1.0, block: int = SMALL_TILE.block_q,
                  sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config = SVG2Config(),
                  progress: bool = True) -> dict:
     """Dense vs each method variant at each kept fraction, from the same noise and seed: PSNR, SSIM

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.setting import SMALL_TILE
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
 VARIANTS: dict[str, dict] = {
@@ -92,7 +93,7 @@ def head_kinds(infos: list) -> dict:
 
 
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
-                  shift: float = 1.0, kept: float | None = None, block: int = 128,
+                  shift: float = 1.0, kept: float | None = None, block: int = SMALL_TILE.block_q,
                   variants: dict[str, dict] | None = None, progress: bool = True, first_videos: bool = False) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
