@@ -303,7 +303,9 @@ def recipes_report(name: str | None = None) -> dict:
 
 def format_recipes(result: dict) -> str:
     """:func:`recipes_report` as a table, then each recipe's sources and the tiles'."""
-    from svgtpu.facts.tables import format_table
+    import textwrap
+
+    from svgtpu.facts.tables import FIT_WIDTH, format_table
 
     def known(value, text=None):
         return "unknown" if value is None else (text if text is not None else value)
@@ -312,9 +314,13 @@ def format_recipes(result: dict) -> str:
              "dense steps": known(r["steps"] or None, f"{r['dense_steps']}/{r['steps']} ({r['rule']})"),
              "dense layers": known(r["dense_layers"], f"{r['dense_layers']}/40"),
              "rows": known(r["num_sampled_rows"])} for r in result["recipes"]]
-    sources = [f"{r['name']}: " + ("; ".join(r["sources"]) or r["note"]) for r in result["recipes"]]
-    tiles = [f"{t['name']}: {t['block_q']}x{t['block_kv']} (kv compute {t['block_kv_compute']}) {t['source']}"
-             for t in result["tiles"]]
+    def wrap(text: str, first: str = "  - ") -> str:   # sources are long: one per line, wrapped, paths unbroken
+        return textwrap.fill(text, FIT_WIDTH, initial_indent=first, subsequent_indent="    ",
+                             break_long_words=False, break_on_hyphens=False)
+    sources = ["\n".join([f"{r['name']}:", *(wrap(s) for s in (r["sources"] or [r["note"]]))])
+               for r in result["recipes"]]
+    tiles = [wrap(f"{t['name']}: {t['block_q']}x{t['block_kv']} (kv compute {t['block_kv_compute']}) {t['source']}",
+                  "") for t in result["tiles"]]
     return "\n\n".join([format_table(rows), "\n".join(sources), "\n".join(tiles)])
 
 

@@ -336,3 +336,18 @@ def test_a_hung_kernel_is_saved_as_far_as_the_run_got_and_the_process_ends(tmp_p
     partial = json.loads(out.read_text())
     assert partial["unfinished"].startswith("watchdog: still at 'check ours-dense' 3 s after the start")
     assert partial["attention"] == [] and "check" not in partial   # the check section had not finished
+
+
+def test_a_variant_that_cannot_run_on_this_backend_says_why_in_words():
+    """cuDNN off a GPU: skipped before it runs, in words, not JAX's bare `assert cuda_versions is not None`."""
+    import jax
+
+    from svgtpu.bench import gpu
+    from svgtpu.geometry import get_geometry
+    if jax.default_backend() == "gpu":
+        pytest.skip("on a GPU cuDNN runs: there is no reason to give")
+    g = get_geometry("2x8x10")
+    q = k = v = jax.numpy.zeros((2, g.L, 128), jax.numpy.bfloat16)
+    masks = gpu.svg_masks(g, gpu.SMOKE.kept, gpu.SMOKE.block_q, gpu.SMOKE.block_kv)
+    cudnn = gpu.peer_variants(q, k, v, g, gpu.SMOKE, True, masks)["cudnn-dense"]
+    assert cudnn.call is None and cudnn.reason == f"cuDNN runs on an NVIDIA GPU only; this backend is {jax.default_backend()}"

@@ -34,3 +34,29 @@ def test_the_first_screen_blocks_render_the_record_or_say_not_measured(tmp_path)
     text = first_screen.make_times_block(record)
     assert "**9 min 12 s** wall, 18 min 20 s CPU" in text and "fresh clone, idle" in text
     assert "`make test` (the test suite: pytest, 2 workers): _not measured yet" in text
+
+
+def test_a_wide_table_keeps_to_the_width_with_a_legend():
+    from svgtpu.facts.tables import FIT_WIDTH, format_table
+
+    rows = [{"scenario": f"{name}: " + "a long description of the setting " * 3, "speedup": 1.5 + i}
+            for i, name in enumerate(("first", "second", "first"))]
+    rows[2]["scenario"] = rows[0]["scenario"]   # the same text: one key
+    text = format_table(rows, fit=True)
+    assert max(map(len, text.splitlines())) <= FIT_WIDTH
+    assert text.splitlines()[2].split() == ["[1]", "1.5"] and text.splitlines()[4].split() == ["[1]", "3.5"]
+    assert "[2] second: a long description" in text and text.count("[1] first:") == 1
+    assert format_table(rows) == format_table(rows, fit=False) and "[1]" not in format_table(rows)
+    narrow = [{"scenario": "short", "speedup": 1.0}]
+    assert format_table(narrow, fit=True) == format_table(narrow)   # a table within the width is left as it is
+
+
+def test_recipes_print_no_line_wider_than_a_terminal(capsys):
+    from svgtpu.cli import main
+    from svgtpu.facts.tables import FIT_WIDTH
+
+    assert main(["recipes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    too_wide = [line for line in lines if len(line) > FIT_WIDTH and " " in line.strip()]   # an unbroken path may
+    assert not too_wide, too_wide
+    assert any(line.startswith("  - svg-project/Sparse-VideoGen/") for line in lines)   # one source a line

@@ -284,8 +284,12 @@ def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dic
         variants["xla-dense"] = Variant(None, dense_info, reason=f"one head's [L, L] scores need "
                                         f"{score_bytes / 1e9:.0f} GB of {memory / 1e9:.0f} GB")
     qb, kb, vb = (_blhd(x, 1) for x in (q, k, v))
-    cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
-    variants["cudnn-dense"] = Variant(lambda: cudnn(qb, kb, vb), dense_info, output=_hld(L))
+    if jax.default_backend() == "gpu":
+        cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
+        variants["cudnn-dense"] = Variant(lambda: cudnn(qb, kb, vb), dense_info, output=_hld(L))
+    else:   # in words, before JAX's bare `assert cuda_versions is not None` says it
+        variants["cudnn-dense"] = Variant(None, dense_info, reason=f"cuDNN runs on an NVIDIA GPU only; this backend "
+                                          f"is {jax.default_backend()}")
 
     try:  # JAX's Pallas Triton flash attention; L padded to its 128-row blocks, padding as a 2nd segment
         from jax.experimental.pallas.ops.gpu import attention as jax_triton

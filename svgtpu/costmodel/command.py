@@ -10,12 +10,13 @@ write-up's reported numbers are set beside ours by the paper and the notebooks, 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.setting import PRODUCTION, mask_density
-from svgtpu.facts.tables import format_table
+from svgtpu.facts.tables import FIT_WIDTH, format_table
 from svgtpu.errors import BadInput
 
 
@@ -144,10 +145,11 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
             f"attention: {result['attention_pricing']}")
     if dev.clock_hz:
         head += f"; clock {dev.clock_hz / 1e9:.3g} GHz from {dev.clock_source}"
+    head = "\n".join(textwrap.fill(line, FIT_WIDTH, subsequent_indent="  ") for line in head.splitlines())
     unreachable = f"\n(ends no efficiency reaches, left out: {', '.join(band['unreachable'])})" if band["unreachable"] else ""
     table = "\n\n".join([head, format_table(rows), format_table(chain),
                          "speedup tornado (calibration refitted at each end):\n" + format_table(tornado) + unreachable,
-                         "scenarios (recipe and kernel choices):\n" + format_table(scenarios)])
+                         "scenarios (recipe and kernel choices):\n" + format_table(scenarios, fit=True)])
     return result, table
 
 
