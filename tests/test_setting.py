@@ -27,6 +27,9 @@ def test_the_small_tile_is_splash_default_and_the_toy_layers_use_it():
     from svgtpu.attention.svg2 import SVG2Config
     assert (SMALL_TILE.block_q, SMALL_TILE.block_kv) == (128, 128)
     assert (SVGConfig().block_q, SVGConfig().block_kv, SVG2Config().block_q, SVG2Config().block_kv) == (128,) * 4
+    # an SVG layer's config holds the density it runs, by the one rule
+    assert (SVGConfig().kept, SVGConfig().multiplier) == (DEFAULT_KEPT, None)
+    assert (SVGConfig(multiplier=0.2).kept, SVGConfig(kept=0.1).multiplier) == (None, None)
 
 
 @pytest.mark.parametrize("kept, multiplier, want", [(None, None, (0.3, None)), (0.2, None, (0.2, None)),

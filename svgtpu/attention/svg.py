@@ -53,7 +53,7 @@ DENSE = -1
 class SVGConfig:
     """Everything :func:`svg_attention` needs besides the data; hashable, so it can be static.
 
-    - ``multiplier`` or ``kept`` (at most one; neither means the default recipe's kept fraction, ``DEFAULT_KEPT``): the band
+    - ``multiplier`` or ``kept`` (at most one; neither means ``DEFAULT_KEPT``: :func:`svgtpu.setting.mask_density`): the band
       width, ``W = ceil(multiplier * F / 128) * 128``; ``kept`` is the fraction of (q, k) pairs kept (SVG calls it ``sparsity``),
       turned into a multiplier by :func:`svgtpu.masks.core.multiplier_for_kept`.  Words for how much
       of the ``L x L`` score matrix a mask keeps, in this package:
@@ -99,6 +99,9 @@ class SVGConfig:
             raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
         if self.kept is not None:
             check_kept(self.kept)
+        kept, multiplier = mask_density(self.kept, self.multiplier)   # the config holds the density it runs
+        object.__setattr__(self, "kept", kept)
+        object.__setattr__(self, "multiplier", multiplier)
         check_positive_int("num_sampled_rows", self.num_sampled_rows)
         self.kernel_config  # validates block_q, block_kv against the Mosaic block rules
         for name in ("warmup_step_fraction", "warmup_layer_fraction"):
@@ -121,8 +124,7 @@ class SVGConfig:
 
     def multiplier_for(self, geometry: VideoGeometry) -> float:
         """The band multiplier this config means for ``geometry``."""
-        kept, multiplier = mask_density(self.kept, self.multiplier)
-        return float(multiplier) if multiplier is not None else multiplier_for_kept(geometry, kept)
+        return float(self.multiplier) if self.multiplier is not None else multiplier_for_kept(geometry, self.kept)
 
     def mask(self, geometry: VideoGeometry) -> Mask:
         """The one band + sink mask every head runs (tile-aligned if ``align`` is set); cached."""
