@@ -109,14 +109,19 @@ def _matmul_kernel(*, accumulate_in="scratch", f32_result=True):
     return matmul_kernel
 
 
-def _softmax_update(*, f32_result=True, cast_p=True, rescale=True):
+def _softmax_update(*, f32_result=True, cast_p=True, rescale=True, keep_m_prev=True, sum_of="p", pv_dtype=None):
+    """A student's exercise 3: ``keep_m_prev=False`` takes this tile's row max alone for ``m``; ``sum_of="p16"`` sums
+    ``p`` after its cast to bfloat16; ``pv_dtype="v"``: the PV result cast to ``v.dtype`` before it is added to ``acc``."""
     def update(s, v, m_prev, l_prev, acc_prev):
-        m_new = jnp.maximum(m_prev, s.max(axis=-1, keepdims=True))
+        m_tile = s.max(axis=-1, keepdims=True)
+        m_new = jnp.maximum(m_prev, m_tile) if keep_m_prev else m_tile
         alpha = jnp.exp(m_prev - m_new) if rescale else 1.0
-        p = jnp.exp(s - m_new)
-        p = p.astype(v.dtype) if cast_p else p
+        p32 = jnp.exp(s - m_new)
+        p = p32.astype(v.dtype) if cast_p else p32
         pv = jnp.dot(p, v, preferred_element_type=jnp.float32) if f32_result else jnp.dot(p, v)
-        return m_new, alpha * l_prev + p.sum(axis=-1, keepdims=True), alpha * acc_prev + pv
+        pv = pv.astype(v.dtype) if pv_dtype == "v" else pv
+        summed = p if sum_of == "p16" else p32
+        return m_new, alpha * l_prev + summed.sum(axis=-1, keepdims=True), alpha * acc_prev + pv
     return update
 
 
@@ -288,8 +293,8 @@ def _prefetching_kernel(*, first=True, into="other", guard="when"):
         def step(i, carry):
             slot = i % 2
             target = 1 - slot if into == "other" else slot
-            if guard == "when":
-                pl.when(i + 1 < n)(lambda: copy(i + 1, target).start())
+            if guard in ("when", "strict"):   # strict: one block short, which a later step waits for
+                pl.when(i + 1 < n - (guard == "strict"))(lambda: copy(i + 1, target).start())
             else:
                 copy((i + 1) % n if guard == "modular" else i + 1, target).start()
             copy(i, slot).wait()
@@ -301,15 +306,15 @@ def _prefetching_kernel(*, first=True, into="other", guard="when"):
     return double_buffered_matmul_kernel
 
 
-def _emit_kernel(*, block_index="i"):
+def _emit_kernel(*, block_index="i", out_block="i"):
     def emit_pipeline_matmul_kernel(x_hbm, w_ref, o_hbm, *, block_rows):
         def body(x_block, o_block):
             o_block[...] = jnp.dot(x_block[...], w_ref[...], preferred_element_type=jnp.float32)
 
-        index = (lambda i: (i, 0)) if block_index == "i" else (lambda i: (0, 0))
+        index = {"i": lambda i: (i, 0), "0": lambda i: (0, 0), "ahead": lambda i: (i + 1, 0)}
         pltpu.emit_pipeline(body, grid=(x_hbm.shape[0] // block_rows,),
-                            in_specs=[pl.BlockSpec((block_rows, x_hbm.shape[1]), index)],
-                            out_specs=[pl.BlockSpec((block_rows, o_hbm.shape[1]), lambda i: (i, 0))])(x_hbm, o_hbm)
+                            in_specs=[pl.BlockSpec((block_rows, x_hbm.shape[1]), index[block_index])],
+                            out_specs=[pl.BlockSpec((block_rows, o_hbm.shape[1]), index[out_block])])(x_hbm, o_hbm)
     return emit_pipeline_matmul_kernel
 
 
@@ -330,10 +335,12 @@ def _heads(*, semantics=("parallel", "parallel", "arbitrary"), head_index="h", k
     return mha_flash_attention
 
 
-def _key_major_update(*, product="v^T p", cast_p=True, f32_result=True):
-    """A student's exercise 11: ``product="p v, transposed"`` keeps kernel 3's query-major product."""
+def _key_major_update(*, product="v^T p", cast_p=True, f32_result=True, keep_m_prev=True, sum_of="p", pv_dtype=None):
+    """A student's exercise 11: ``product="p v, transposed"`` keeps kernel 3's query-major product; the other
+    slips as in :func:`_softmax_update`."""
     def key_major_update(s, v, m_prev, l_prev, acc_prev):
-        m_new = jnp.maximum(m_prev, s.max(axis=0, keepdims=True))
+        m_tile = s.max(axis=0, keepdims=True)
+        m_new = jnp.maximum(m_prev, m_tile) if keep_m_prev else m_tile
         alpha = jnp.exp(m_prev - m_new)
         p = jnp.exp(s - m_new)
         p_in = p.astype(v.dtype) if cast_p else p
@@ -342,7 +349,9 @@ def _key_major_update(*, product="v^T p", cast_p=True, f32_result=True):
             pv = lax.dot_general(v, p_in, (((0,), (0,)), ((), ())), **kw)
         else:
             pv = jnp.dot(p_in.T, v, **kw).T
-        return m_new, alpha * l_prev + p.sum(axis=0, keepdims=True), alpha * acc_prev + pv
+        pv = pv.astype(v.dtype) if pv_dtype == "v" else pv
+        summed = p_in if sum_of == "p16" else p
+        return m_new, alpha * l_prev + summed.sum(axis=0, keepdims=True), alpha * acc_prev + pv
     return key_major_update
 
 
@@ -361,6 +370,12 @@ WRONG = {
         ({"online_softmax_update": _softmax_update(cast_p=False)}, "float32 x bfloat16"),
     ("01_pallas_in_five_kernels", "ex3", "no rescale by alpha"):
         ({"online_softmax_update": _softmax_update(rescale=False)}, "float32 inputs"),
+    ("01_pallas_in_five_kernels", "ex3", "m_prev dropped: the tile's own row max"):
+        ({"online_softmax_update": _softmax_update(keep_m_prev=False)}, "maximum lies in an earlier tile"),
+    ("01_pallas_in_five_kernels", "ex3", "l summed over p in bfloat16"):
+        ({"online_softmax_update": _softmax_update(sum_of="p16")}, "a sum over bfloat16 values"),
+    ("01_pallas_in_five_kernels", "ex3", "PV result rounded to bfloat16 before it is added"):
+        ({"online_softmax_update": _softmax_update(pv_dtype="v")}, "before it is accumulated"),
     ("01_pallas_in_five_kernels", "ex4", "final write guarded on l > 0"):
         ({"sparse_kernel": _sparse_kernel(guard="l")}, "dead queries inside visited tiles"),
     ("01_pallas_in_five_kernels", "ex4", "-inf masking without a guard"):
@@ -406,12 +421,16 @@ WRONG = {
         ({"double_buffered_matmul_kernel": _prefetching_kernel(into="read")}, "no result after.*deadlock.*other slot"),
     (NB_B, "ex8", "hang: block 0's copy never started"):
         ({"double_buffered_matmul_kernel": _prefetching_kernel(first=False)}, "no result after.*block 0's copy"),
+    (NB_B, "ex8", "hang: the prefetch guarded one block short"):
+        ({"double_buffered_matmul_kernel": _prefetching_kernel(guard="strict")}, r"no result after.*pl.when\(i \+ 1 < n\)"),
     (NB_B, "ex8", "prefetch unguarded: the last step copies past the end of x"):
         ({"double_buffered_matmul_kernel": _prefetching_kernel(guard=None)}, "Out-of-bounds read.*pl.when"),
     (NB_B, "ex8", "prefetch unguarded, wrapped to block 0: a copy never waited for"):
         ({"double_buffered_matmul_kernel": _prefetching_kernel(guard="modular")}, "never waited for.*pl.when"),
     (NB_B, "ex9", "every step reads block 0"):
-        ({"emit_pipeline_matmul_kernel": _emit_kernel(block_index="0")}, "interpret=True"),
+        ({"emit_pipeline_matmul_kernel": _emit_kernel(block_index="0")}, "TPU interpreter"),
+    (NB_B, "ex9", "the out spec's index map one block ahead: a write past the end of o"):
+        ({"emit_pipeline_matmul_kernel": _emit_kernel(out_block="ahead")}, "TPU interpreter: Out-of-bounds write.*-> an out spec"),
     (NB_B, "ex10", "the kv axis marked parallel"):
         ({"mha_flash_attention": _heads(semantics=("parallel",) * 3)}, "random order"),
     (NB_B, "ex10", "every axis arbitrary"):
@@ -426,6 +445,12 @@ WRONG = {
         ({"key_major_update": _key_major_update(cast_p=False)}, "bfloat16 x float32"),
     (NB_B, "ex11", "PV matmul without preferred_element_type"):
         ({"key_major_update": _key_major_update(f32_result=False)}, "returns bfloat16"),
+    (NB_B, "ex11", "l summed over p in bfloat16"):
+        ({"key_major_update": _key_major_update(sum_of="p16")}, "a sum over bfloat16 values"),
+    (NB_B, "ex11", "PV result rounded to bfloat16 before it is added"):
+        ({"key_major_update": _key_major_update(pv_dtype="v")}, "before it is accumulated"),
+    (NB_B, "ex11", "m_prev dropped: the tile's own row max"):
+        ({"key_major_update": _key_major_update(keep_m_prev=False)}, "maximum lies in an earlier tile"),
 }
 
 #: The input dtype and mask rule of every trace of kernels 4 and 5's right twins, per exercise.

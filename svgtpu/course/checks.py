@@ -6,6 +6,7 @@ score tile instead of chunks gives the same numbers, and a grid axis wrongly mar
 in order anyway.  So the checks also read the traced program:
 
 - :func:`attention64` — the float64 reference every attention check compares with;
+- :func:`check_running_max` — that an online-softmax update keeps the row maximum of earlier tiles;
 - :func:`check_row_plan` — the properties a row-ordered tile plan must have, on random tile maps;
 - :func:`whose` — whether a check runs the student's code or the worked solution;
 - :func:`traced` — the program a function traces to, traced anew on every call (so a check reads the
@@ -61,6 +62,33 @@ def attention64(q, k, v, allowed=None) -> np.ndarray:
     p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
     l = p.sum(axis=-1, keepdims=True)
     return np.where(l > 0, p @ v / np.where(l > 0, l, 1.0), 0.0)
+
+
+def check_running_max(update, key_major: bool = False) -> None:
+    """Assert that an online-softmax ``update(s, v, m_prev, l_prev, acc_prev)`` keeps the running row maximum over
+    the tiles: rows whose scores in the first kv tile lie far above those of the next ones (the maximum sits in an
+    earlier tile).  An update that takes this tile's maximum alone for ``m`` (``m_prev`` dropped) still gives the
+    right numbers on random scores, which never differ by much; here it rescales by ``exp(m_prev - m_tile)``,
+    which overflows float32, as it would two exercises later on a masked tile.  ``key_major``: scores
+    ``[block_kv, block_q]``, state ``[1, block_q]`` and ``acc`` ``[d, block_q]`` (notebook 01b, section 11)."""
+    rng = np.random.default_rng(0)
+    bq, bkv, d = 8, 128, 16
+    tiles = [rng.standard_normal((bq, bkv)) + shift for shift in (60.0, -60.0, 0.0)]
+    values = [rng.standard_normal((bkv, d)) for _ in tiles]
+    rows = (1, bq) if key_major else (bq, 1)
+    m, l = jnp.full(rows, -jnp.inf, jnp.float32), jnp.zeros(rows, jnp.float32)
+    acc = jnp.zeros((d, bq) if key_major else (bq, d), jnp.float32)
+    for s, v in zip(tiles, values):
+        m, l, acc = update(jnp.asarray(s.T if key_major else s, jnp.float32), jnp.asarray(v, jnp.float32), m, l, acc)
+    got = np.asarray(acc / l, np.float64)
+    got = got.T if key_major else got
+    s, v = np.concatenate(tiles, axis=1), np.concatenate(values)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = p @ v / p.sum(axis=1, keepdims=True)
+    assert np.isfinite(got).all() and np.allclose(got, want, rtol=1e-4, atol=1e-5), (
+        "the row maximum lies in an earlier tile (scores near 60 there, near -60 in the next): the update gives "
+        f"{'non-finite values' if not np.isfinite(got).all() else 'wrong values'}. Is m_new the larger of m_prev and "
+        "this tile's row maximum (jnp.maximum(m_prev, ...)), and alpha = exp(m_prev - m_new)?")
 
 
 def check_row_plan(row_plan, rng: np.random.Generator, maps: int = 12) -> int:
@@ -123,6 +151,14 @@ class Matmul:
     shape: tuple[int, ...]
 
 
+def _jaxprs(jaxpr) -> Iterator:
+    """``jaxpr`` and every jaxpr inside it (kernel bodies, loop bodies, branches): each a scope of its own vars."""
+    yield jaxpr
+    for eqn in jaxpr.eqns:
+        for sub in sub_jaxprs(eqn):
+            yield from _jaxprs(sub)
+
+
 def _equations(jaxpr) -> Iterator:
     for eqn in jaxpr.eqns:
         yield eqn
@@ -145,7 +181,10 @@ def traced(fn, *args):
 
 def matmuls(fn, *args) -> list[Matmul]:
     """Every matmul of ``fn(*args)`` as traced, inside Pallas kernels, loops and branches too."""
-    jaxpr = traced(fn, *args)
+    return _matmuls(traced(fn, *args))
+
+
+def _matmuls(jaxpr) -> list[Matmul]:
     return [Matmul(str(e.invars[0].aval.dtype), str(e.invars[1].aval.dtype), str(e.outvars[0].aval.dtype),
                    tuple(e.outvars[0].aval.shape))
             for e in _equations(jaxpr) if e.primitive.name == "dot_general"]
@@ -153,7 +192,8 @@ def matmuls(fn, *args) -> list[Matmul]:
 
 def check_bf16_matmuls(fn, *args) -> int:
     """Assert that every matmul of ``fn(*args)`` (bfloat16 inputs) takes bfloat16 operands and returns
-    float32; the number of matmuls checked.
+    float32, that its result stays float32 until it is accumulated, and that no sum runs over bfloat16 values
+    (:func:`_check_bf16_sums`); the number of matmuls checked.
 
     On a TPU the MXU multiplies bfloat16 and accumulates in float32; ``preferred_element_type`` asks
     for that float32 result (without it the result is rounded to bfloat16 after every matmul), and a
@@ -162,8 +202,11 @@ def check_bf16_matmuls(fn, *args) -> int:
     jax-ml/jax@2483cdab76ee6a9b9eca6d002a16423cbbc75269) while it holds twice the bytes in VMEM and
     registers.  The interpreter on this CPU hides both: it computes in float32 anyway.
     """
-    found = matmuls(fn, *args)
+    jaxpr = traced(fn, *args)
+    found = _matmuls(jaxpr)
     assert found, "no matmul found in the traced program"
+    for scope in _jaxprs(jaxpr):
+        _check_bf16_sums(scope)
     for m in found:
         assert m.lhs == m.rhs == "bfloat16", (
             f"a matmul takes {m.lhs} x {m.rhs} operands (result {m.shape}): cast both to bfloat16 first "
@@ -173,6 +216,48 @@ def check_bf16_matmuls(fn, *args) -> int:
             f"a matmul returns {m.out} (result {m.shape}): ask for preferred_element_type=jnp.float32, or every "
             "partial product is rounded to bfloat16 on a TPU (this CPU's interpreter hides it)")
     return len(found)
+
+
+#: Primitives that move a value without computing on it: a matmul's result followed through them is still that result.
+_MOVES = ("transpose", "reshape", "squeeze", "broadcast_in_dim", "copy", "copy_p")
+
+
+def _check_bf16_sums(jaxpr) -> None:
+    """Within one scope: no sum over bfloat16 summands (``p.astype(bfloat16).sum()``: each ``p`` rounded before it
+    counts in ``l``), and no float32 matmul result rounded to bfloat16 before it is accumulated (``(p · v)
+    .astype(bfloat16)`` added to ``acc``); a result cast to bfloat16 only to be stored as the output is fine.
+    The interpreter on this CPU keeps such errors below a loose tolerance; on a TPU they add up over the tiles."""
+    made = {id(out): eqn for eqn in jaxpr.eqns for out in eqn.outvars}
+    used: dict[int, list] = {}
+    for eqn in jaxpr.eqns:
+        for var in eqn.invars:
+            used.setdefault(id(var), []).append(eqn)
+
+    def bf16(var) -> bool:
+        return str(getattr(getattr(var, "aval", None), "dtype", "")) == "bfloat16"
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "reduce_sum":
+            x = eqn.invars[0]
+            source = made.get(id(x))
+            rounded = bf16(x) or (source is not None and source.primitive.name == "convert_element_type"
+                                  and bf16(source.invars[0]))
+            assert not rounded, ("a sum over bfloat16 values (l summed from p after p.astype(bfloat16)?): every "
+                                 "term is rounded to bfloat16 first; sum the float32 p, and cast only the matmul's "
+                                 "operand")
+        if eqn.primitive.name == "dot_general" and str(eqn.outvars[0].aval.dtype) == "float32":
+            frontier = [eqn.outvars[0]]
+            while frontier:
+                var = frontier.pop()
+                for consumer in used.get(id(var), []):
+                    name = consumer.primitive.name
+                    if name in _MOVES:
+                        frontier.extend(consumer.outvars)
+                    elif name == "convert_element_type" and bf16(consumer.outvars[0]):
+                        later = {c.primitive.name for c in used.get(id(consumer.outvars[0]), [])}
+                        assert later <= {"swap"}, (
+                            "a matmul's float32 result is rounded to bfloat16 before it is accumulated "
+                            "((p · v).astype(bfloat16) added to acc?): keep it float32 until the output is written")
 
 
 def largest_matmul_output(fn, *args) -> tuple[int, ...]:
@@ -226,6 +311,7 @@ INTERPRETER_ERRORS = {
     "Revisited block": "an output block was left and visited again, or visited on two cores: the steps of one q "
                        "row must run in order on one core (dimension_semantics \"arbitrary\" on that axis)",
     "Out-of-bounds read": "a copy or a load reads outside its buffer",
+    "Out-of-bounds write": "a copy or a store writes outside its buffer",
 }
 #: What the TPU interpreter prints when a kernel ends with a semaphore still counting (jax 0.10.2,
 #: ``interpret_pallas_call._validate``): a copy was started and never waited for.
@@ -309,5 +395,5 @@ def tracing_for(device: str = "v6e"):
 
 
 __all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64",
-           "check_row_plan", "whose", "Matmul", "traced", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
+           "check_running_max", "check_row_plan", "whose", "Matmul", "traced", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
            "copies_in_flight", "dimension_semantics", "races_found", "interpreted", "tracing_for"]
