@@ -527,14 +527,16 @@ def test_the_lessons_updates_are_the_production_update():
     ours_km = (jnp.full((8, bq), -jnp.inf), jnp.zeros((8, bq)), jnp.zeros((d, bq)))
     lesson = (jnp.full((bq, 1), MASK_VALUE), jnp.zeros((bq, 1)), jnp.zeros((bq, d)))
     lesson_km = (jnp.full((1, bq), MASK_VALUE), jnp.zeros((1, bq)), jnp.zeros((d, bq)))
+
+    @jax.jit   # one compile for the three chunks
+    def step(k, v, mask, s, ours, ours_km, lesson, lesson_km):
+        return (tile_update(q, k, v, *ours, mask, scale), tile_update_key_major(q, k, v, *ours_km, mask.T, scale),
+                online_softmax_update(s, v, *lesson), lessons_by_hand.key_major_update(s.T, v, *lesson_km))
+
     for c in range(chunks):
         keys = slice(c * bkv, (c + 1) * bkv)
-        mask = jnp.asarray(allowed[:, keys])
-        s = jnp.where(mask, jnp.asarray(q @ k[keys].T * scale), MASK_VALUE)
-        ours = tile_update(q, k[keys], v[keys], *ours, mask, scale)
-        ours_km = tile_update_key_major(q, k[keys], v[keys], *ours_km, mask.T, scale)
-        lesson = online_softmax_update(s, v[keys], *lesson)
-        lesson_km = lessons_by_hand.key_major_update(s.T, v[keys], *lesson_km)
+        s = np.where(allowed[:, keys], q @ k[keys].T * np.float32(scale), np.float32(MASK_VALUE))
+        ours, ours_km, lesson, lesson_km = step(k[keys], v[keys], allowed[:, keys], s, ours, ours_km, lesson, lesson_km)
         for name, (_, l, acc) in {"query-major": lesson, "key-major": (None, lesson_km[1].T, lesson_km[2].T)}.items():
             production = ours if name == "query-major" else (None, ours_km[1][:1].T, ours_km[2].T)
             np.testing.assert_allclose(l, production[1], rtol=1e-5, err_msg=f"{name} l, chunk {c}")
