@@ -423,12 +423,16 @@ def default_out(smoke: bool, when: datetime.datetime | None = None) -> Path:
     return folder / f"{when:%Y-%m-%d}-{commit()}{'-smoke' if smoke else ''}.json"
 
 
-def check_out(path: str | Path) -> Path:
-    """Refuse (:class:`BadInput`) a run file that exists (runs are never overwritten) or a folder that cannot hold it."""
+def check_out(path: str | Path, named: bool = True) -> Path:
+    """Refuse (:class:`BadInput`) a run file that exists (runs are never overwritten); one the user ``named`` must
+    also be writable where it is (:func:`~svgtpu.facts.outputs.check_output`), the default's folder is made."""
+    from svgtpu.facts.outputs import check_output
     path = Path(path)
     if path.exists():
         raise BadInput(f"--out {path} exists: a run file is never overwritten (name another file)")
-    if path.parent.exists() and not path.parent.is_dir():
+    if named:
+        check_output("--out", path)
+    elif path.parent.exists() and not path.parent.is_dir():
         raise BadInput(f"--out {path}: {path.parent} is not a folder")
     return path
 
@@ -452,7 +456,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
     sections = check_sections(sections)
-    path = check_out(out or default_out(smoke))
+    path = check_out(out) if out else check_out(default_out(smoke), named=False)
     partial = path.with_name(path.stem + ".partial.json")
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
@@ -529,8 +533,10 @@ def _save_partial(result: dict, partial: Path) -> None:
     """The run so far, after each section (overwritten each time, removed once the run file is written): what a
     run killed before its end leaves behind."""
     import json
+
+    from svgtpu.facts.outputs import write_text
     partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.write_text(json.dumps(result | {"partial": True}, indent=1, default=float) + "\n")
+    write_text(partial, json.dumps(result | {"partial": True}, indent=1, default=float) + "\n")   # never half a file
 
 
 def _section_rows(section, geometry, group, checks, times, skipped) -> dict:
@@ -618,14 +624,13 @@ def attention_exponent(sections: list[dict], dense: str) -> dict | None:
 
 
 def write(result: dict, path: str | Path) -> Path:
-    """Write the run file (JSON) at ``path``, refusing one that exists."""
+    """Write the run file (JSON) at ``path``, atomically, refusing one that exists."""
     import json
-    path = check_out(path)
+
+    from svgtpu.facts.outputs import write_text
+    path = check_out(path, named=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x") as f:
-        json.dump(result, f, indent=1, default=float)
-        f.write("\n")
-    return path
+    return write_text(path, json.dumps(result, indent=1, default=float) + "\n")
 
 
 def format_result(result: dict) -> str:

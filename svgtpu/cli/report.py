@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from svgtpu.cli.common import command, defaults_block
+from svgtpu.facts.outputs import check_output
 from svgtpu.errors import BadInput
 from svgtpu.facts.tables import format_table
 
@@ -95,6 +96,8 @@ def run_predict(args):
         return {"predictions": frozen["file"], "rows": rows}, format_table(rows)
     if args.out and Path(args.out).exists():   # refused before any work
         raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")
+    if args.out:
+        check_output("--out", args.out)
     result = predictions.predict(note=args.note)
     if args.out:
         result["written"] = str(predictions.write(result, args.out))

@@ -211,15 +211,13 @@ def predict(note: str = "", sizes=None) -> dict:
 
 
 def write(data: dict, path: str | Path) -> Path:
-    """Write a predictions file, refusing one that exists (a frozen file is never rewritten)."""
+    """Write a predictions file, atomically, refusing one that exists (a frozen file is never rewritten)."""
+    from svgtpu.facts.outputs import write_text
     path = Path(path)
     if path.exists():
         raise BadInput(f"--out {path} exists: a predictions file is never rewritten (a new one is a new dated file)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x") as f:
-        json.dump(data, f, indent=1, default=float)
-        f.write("\n")
-    return path
+    return write_text(path, json.dumps(data, indent=1, default=float) + "\n")
 
 
 def latest(directory: str | Path | None = None) -> dict | None:
