@@ -127,8 +127,9 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
 
 
 def write(history: dict, path: str | os.PathLike = HISTORY) -> dict:
-    """Write ``history`` (:func:`collect`) to ``path`` as JSON; returns it."""
-    Path(path).write_text(json.dumps(history, indent=1, ensure_ascii=False) + "\n")
+    """Write ``history`` (:func:`collect`) to ``path`` as JSON, atomically; returns it."""
+    from svgtpu.facts.outputs import write_text
+    write_text(path, json.dumps(history, indent=1, ensure_ascii=False) + "\n")
     return history
 
 
