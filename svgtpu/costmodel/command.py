@@ -63,6 +63,9 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                         for f, x in result["families"].items() if x["svg_calibrated_on"]]
                      + [f"missed by more than {cm.MISS:.0%}: " + (", ".join(
                          f"{m['id']} {m['error']:+.1%}" for m in result["misses"]) or "none")]
+                     + [f"{d} attention, each kernel's own efficiency (compiled schedule, not fitted): " + ", ".join(
+                         f"{k['kernel']} {k['efficiency']:.3f}" for k in ks) + f" ({ks[0]['source']})"
+                        for d, ks in result["tpu_attention_efficiency"].items()]
                      + [f"TPU clocks: {clocks}", f"compiled tile table: {result['compiled_table'] or 'none (priors)'}",
                         f"({result['provenance']})"])
     svg = [{k: r[k] for k in ("policy", "role", "published_speedup", "predicted_speedup", "error", "published_svg_s",

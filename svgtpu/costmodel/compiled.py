@@ -143,6 +143,12 @@ class CompiledTile:
         return dataclasses.replace(self, block_q=block_q, block_kv=block_kv, **bodies,
                                    provenance=f"{self.provenance} (its {self.block_q}x{self.block_kv} row per score)")
 
+    @property
+    def efficiency(self) -> float | None:
+        """The kernel's attention efficiency in the compiled schedule: a full tile's MXU roofline over its
+        full body (the share of the MXU peak a mask-free tile reaches), ``None`` without both."""
+        return self.roofline_tile / self.full if self.roofline_tile and self.full else None
+
     def masked_body(self, mask_cuts_tiles: bool) -> float:
         """The body every tile runs with the fast path off: one the mask cuts, else the masked body of a
         whole tile (tables without ``masked`` were written when that was the padding-partial body: our

@@ -3,8 +3,10 @@ with its source and what exactly was measured) against the model's prediction fo
 settings.
 
 At most one number per device family is fitted, from one labelled calibration point: the compute
-efficiency (``Efficiency.matmul``, with ``Efficiency.attention`` at the same ratio to it as before the
-fit) that makes the model reproduce that point.  Every other point is a validation point, predicted
+efficiency (``Efficiency.matmul``; where attention is priced from priors, ``Efficiency.attention`` at the same
+ratio to it as before the fit) that makes the model reproduce that point.  A TPU priced from the compiled tile
+table prices each attention kernel at its own compiled schedule (:func:`kernel_efficiencies`), separate from the
+matmul efficiency and never fitted.  Every other point is a validation point, predicted
 with that efficiency and never fitted.  A family without a calibration point keeps the prior
 :class:`Efficiency`.  Nothing is ever fitted to the write-up's own claims.
 
@@ -14,7 +16,7 @@ sibling GPU of the same die) tests little more than the fit itself; it is flagge
 (``calibration_related``, with the calibration point's id) and summarized apart from the independent
 points (:func:`validate`).
 
-Published GPU runs use FlashAttention (``Setup.kernel = "flash"``): their attention is timed with the
+Published GPU runs use FlashAttention-2 (``kernel`` ``flash``, cited by ``kernel_source``): their attention is timed with the
 hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on FlashAttention-2's 128 x 128
 tiles, with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks
 of one wave (``DeviceSpec.kv_reuse``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
@@ -47,7 +49,7 @@ from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, re
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
-from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
+from svgtpu.costmodel.sparse_layers import FIXED_M_VALU_SHARE, SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
@@ -61,6 +63,8 @@ ROLES = ("calibration", "validation", "validation-unconfirmed")
 GPU_TILE = 128
 VARIANTS = ("dense", "svg")
 TPU_KERNELS = ("splash", "tokamax", "fixed-m")
+#: The kernels the published GPU runs used, as the model prices them (FlashAttention-2).
+GPU_KERNELS = ("flash",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +92,8 @@ class PublishedPoint:
     cfg_split: bool = False                 # the two CFG passes side by side on two halves (MaxDiffusion dp=2)
     vae_sharded: bool = False               # VAE over all chips (MaxDiffusion) vs one rank in fp32 (Wan, SVG)
     image_encoder: str | None = None        # image-to-video conditioning (pipeline.IMAGE_ENCODERS)
-    kernel: str | None = None               # TPU runs: splash or tokamax (GPU runs: FlashAttention)
+    kernel: str | None = None               # the kernel it ran: TPU splash, tokamax or fixed-m; GPU flash
+    kernel_source: str = ""                 # where the source says which kernel (TPU runs: source, tile_source)
     tile: str | None = None                 # TPU runs: block_q x block_kv, from tile_source
     tile_source: str = ""
     weights: str = "auto"                   # sharded: the run shards the DiT's weights (FSDP)
@@ -116,6 +121,9 @@ class PublishedPoint:
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
             raise ValueError(f"point {self.id}: source must be a URL, got {self.source!r}")
+        if self.family != "tpu" and (self.kernel not in GPU_KERNELS or not self.kernel_source):
+            raise ValueError(f"point {self.id}: a GPU point names its kernel ({', '.join(GPU_KERNELS)}) and cites "
+                             "it (kernel_source)")
         if self.family == "tpu" and (self.kernel not in TPU_KERNELS or not self.tile or not self.tile_source):
             raise ValueError(f"point {self.id}: a TPU point names its kernel ({', '.join(TPU_KERNELS)}) and its tile "
                              "with the tile's source")
@@ -160,7 +168,7 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     compiled = resolve(compiled)
     device = get_device(point.device, compiled)
     if device.is_gpu:
-        kernel, work, (block_q, block_kv) = "flash", FLASH, (GPU_TILE, GPU_TILE)
+        kernel, work, (block_q, block_kv) = point.kernel, FLASH, (GPU_TILE, GPU_TILE)
     elif point.maxdiffusion_svg:   # sparse_layers prices its calls; the setup carries the slice and the ops
         setting = RunSetting()
         kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (setting.sparse_block_q, setting.sparse_block_kv)
@@ -218,10 +226,25 @@ def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency()
     return setup_seconds(point, setup)
 
 
-def with_compute(efficiency: Efficiency, value: float) -> Efficiency:
-    """``efficiency`` with ``matmul = value`` and ``attention`` at its ratio to ``matmul`` kept (at most 1)."""
+def with_compute(efficiency: Efficiency, value: float, tied: bool = True) -> Efficiency:
+    """``efficiency`` with ``matmul = value`` and, when ``tied``, ``attention`` at its ratio to ``matmul`` kept (at
+    most 1); untied (attention priced from the compiled schedule, :func:`attention_untied`) it stays as it is."""
+    if not tied:
+        return dataclasses.replace(efficiency, matmul=value)
     ratio = efficiency.attention / efficiency.matmul
     return dataclasses.replace(efficiency, matmul=value, attention=min(1.0, value * ratio))
+
+
+def attention_untied(family: str, compiled) -> bool:
+    """Whether ``family``'s attention has its own efficiency, separate from the matmul one: a TPU priced from the
+    compiled tile table (each kernel's compiled cycles are its efficiency, :func:`kernel_efficiencies`; what the
+    static schedule does not see stays ``Efficiency.attention`` = :data:`COMPILED_ATTENTION`, never fitted)."""
+    return family == "tpu" and resolve(compiled) is not None
+
+
+#: ``Efficiency.attention`` over the compiled schedule of a TPU kernel: 1, the static schedule as compiled (its
+#: band in the sensitivity: :data:`svgtpu.costmodel.sensitivity.KNOBS`, attention_over_matmul).
+COMPILED_ATTENTION = 1.0
 
 
 def _solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> float | None:
@@ -237,6 +260,27 @@ def _solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> floa
 
 class Unreachable(ValueError):
     """No compute efficiency in (0, 1] makes the model meet the calibration point."""
+
+
+def kernel_efficiencies(device: str, head_dim: int = 128, compiled=AUTO) -> list[dict]:
+    """Each TPU attention kernel's own efficiency on ``device`` from the compiled schedule, at the production tile
+    (:attr:`~svgtpu.costmodel.compiled.CompiledTile.efficiency`): ours, Splash, tokamax as compiled; MaxDiffusion's
+    fixed-M flash as our kernel's full body at its vector share
+    (:data:`~svgtpu.costmodel.sparse_layers.FIXED_M_VALU_SHARE`, the body is vector-bound).  Separate from the
+    matmul efficiency, never fitted; ``[]`` without the compiled table."""
+    compiled = resolve(compiled)
+    if compiled is None:
+        return []
+    rows = []
+    for kernel in ("ours", "splash", "tokamax"):
+        found = compiled.tile(device, kernel, PRODUCTION.block_q, PRODUCTION.block_kv, head_dim)
+        if found and found[0].efficiency:
+            rows.append({"kernel": kernel, "efficiency": found[0].efficiency, "source": found[1]})
+    ours = next((r for r in rows if r["kernel"] == "ours"), None)
+    if ours:
+        rows.append({"kernel": "fixed-m", "efficiency": ours["efficiency"] / FIXED_M_VALU_SHARE,
+                     "source": f"ours' full body x FIXED_M_VALU_SHARE {FIXED_M_VALU_SHARE:g} ({ours['source']})"})
+    return rows
 
 
 def calibration_point(family: str, variant: str = "dense") -> PublishedPoint | None:
@@ -273,15 +317,16 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
     point = calibration_point(family)
     if family == "cpu" or point is None:   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to fit
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}
-    base = point_setup(point, prior, compiled)
+    tied = not attention_untied(family, compiled)
+    base = point_setup(point, prior if tied else dataclasses.replace(prior, attention=COMPILED_ATTENTION), compiled)
     base = change(base) if change else base
 
     def seconds(e):
-        return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e)))
+        return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e, tied)))
     fitted = _solve(seconds, point.seconds, 0.01, 1.0)
     if fitted is None:
         raise Unreachable(f"calibration point {point.id} is not reachable at a compute efficiency in (0.01, 1]")
-    return {"efficiency": with_compute(base.efficiency, fitted), "calibrated_on": point.id, "fitted": fitted}
+    return {"efficiency": with_compute(base.efficiency, fitted, tied), "calibrated_on": point.id, "fitted": fitted}
 
 
 @functools.lru_cache(maxsize=16)
@@ -548,11 +593,14 @@ def validate(compiled=AUTO) -> dict:
             "speedups": speedups, "maxdiffusion_svg": maxdiffusion_rows(compiled) if compiled else [],
             "maxdiffusion_svg_skipped": skipped, "families": families, "tpu_clocks": clocks,
             "compiled_table": compiled.path if compiled else None,
+            "tpu_attention_efficiency": {name: kernel_efficiencies(name, compiled=compiled)
+                                         for name, spec in DEVICES.items() if spec.family == "tpu"
+                                         and kernel_efficiencies(name, compiled=compiled)},
             "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows"]
