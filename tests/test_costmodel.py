@@ -450,6 +450,14 @@ def test_cli_json_contract(capsys):
     sweep = json.loads(capsys.readouterr().out)
     assert [r["resolution"] for r in sweep["sweep"]] == list(cm.PRESETS)
     assert sweep["provenance"] == "modeled-v5e"
+    # absolute times: a TPU's dense reference is Splash (what a user runs) unless asked, and the output says so;
+    # the verdicts' setups (calibrated_setup) keep one kernel family on both sides
+    assert (out["dense_kernel"], out["kernel"]) == ("splash", "ours") and "dense splash" in out["kernels"]
+    assert (sweep["dense_kernel"], sweep["kernel"]) == ("splash", "ours")
+    assert main(["costmodel", "--resolution", "720p", "--dense-kernel", "ours", "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert ours["dense_kernel"] == "ours" and ours["svg_seconds"] == pytest.approx(out["svg_seconds"])
+    assert wan_setup().dense_kernel is None
 
 
 def test_cli_validate_json(capsys):

@@ -36,7 +36,8 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave a term out of the video's time (repeatable)")
     p.add_argument("--kernel", choices=ATTENTION_KERNELS, default="ours",
                    help="attention kernel of dense and SVG layers (flash: a GPU's FlashAttention)")
-    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the dense reference's kernel (default: --kernel)")
+    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the dense reference's kernel (default: what a user runs on the device: "
+                   "splash on a TPU, cudnn on a GPU with measured rates; elsewhere --kernel)")
     p.add_argument("--compiled-tiles", help="the compiled tile table pricing TPU attention (default "
                    "figures/compiled_tiles.json when it exists; none: priors)")
     p.add_argument("--sweep", choices=("resolution", "chips"),

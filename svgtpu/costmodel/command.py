@@ -15,6 +15,7 @@ import textwrap
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.policy import band_multiplier
+from svgtpu.costmodel.validate import user_dense_kernel
 from svgtpu.setting import PRODUCTION, mask_density
 from svgtpu.facts.tables import FIT_WIDTH, format_table
 from svgtpu.errors import BadInput
@@ -43,7 +44,7 @@ def compiled_table(path: str | None):
 def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     result = cm.validate(compiled)
     rows = [{"id": r["id"], "role": r["role"], "related to calibration": "yes" if r["calibration_related"] else "",
-             **{k: r[k] for k in ("device", "chips", "model", "pixels", "steps", "measures", "published_s",
+             **{k: r[k] for k in ("device", "chips", "kernel", "model", "pixels", "steps", "measures", "published_s",
                                   "predicted_s", "error")}} for r in result["points"]]
 
     def line(name: str, s: dict) -> str:
@@ -90,7 +91,8 @@ def sparse_evidence_command(setup: cm.Setup) -> tuple[dict, str]:
                  "value": result["svg_extra_work"]["share_of_sparse_layer"]})
     rows += [{"source": f"published SVG run {r['id']} (a scenario, not the central value)",
               "value": r["implied_from_speedup"]} for r in published["rows"]]
-    return result, format_table(rows) + f"\n(attention: {result['attention_pricing']}; {result['provenance']})"
+    result["kernels"] = kernels_line(setup)
+    return result, format_table(rows) + f"\n({kernels_line(setup)}; {result['provenance']})"
 
 
 def build_setup(args, device=None) -> cm.Setup:
@@ -112,11 +114,13 @@ def build_setup(args, device=None) -> cm.Setup:
     else:
         geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
     kept, multiplier = mask_density(args.kept, args.multiplier)
+    # absolute times: the dense kernel a user runs on this device unless --dense-kernel says otherwise
+    dense_kernel = args.dense_kernel or user_dense_kernel(device)
     setup = cm.calibrated_setup(args.model, geometry, device, compiled=compiled, chips=chips, steps=args.steps,
                                 cfg=args.cfg, block_q=args.block_q, block_kv=args.block_kv, kept=kept,
                                 multiplier=multiplier, temporal_fraction=args.temporal_fraction,
                                 cfg_split=args.cfg_split, weights=args.weights, kernel=args.kernel,
-                                dense_kernel=args.dense_kernel, sparse_efficiency=args.sparse_efficiency,
+                                dense_kernel=dense_kernel, sparse_efficiency=args.sparse_efficiency,
                                 parts=frozenset(cm.PARTS) - set(args.exclude))
     overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
                                    ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
@@ -125,9 +129,17 @@ def build_setup(args, device=None) -> cm.Setup:
         else setup
 
 
+def kernels_line(setup: cm.Setup) -> str:
+    """Which kernels a setup's numbers use: the dense reference's and the SVG layers', each with its pricing."""
+    dense = setup.dense_kernel or setup.kernel
+    return (f"kernels: dense {dense} ({setup.attention_pricing(dense)}), SVG {setup.kernel} "
+            f"({setup.attention_pricing()})")
+
+
 def model_command(setup: cm.Setup) -> tuple[dict, str]:
     """One setup: the result, its interval and tornado, and the scenario table."""
     result = cm.model_video(setup)
+    result["kernels"] = kernels_line(setup)
     result["sensitivity"] = band = cm.sensitivity(setup, central_result=result)
     published = cm.published_svg_efficiency(setup.compiled)["range"]
     result["scenarios"] = cm.scenario_table(setup, published, central=(result, band))
@@ -145,7 +157,7 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
     g, dev = setup.geometry, setup.device
     head = (f"{setup.model.name} at {g.name or g} on {dev.name} x{setup.chips} chips ({dev.cores} TensorCore(s) per "
             f"chip), {setup.steps} steps, cfg={setup.cfg}, tiles {setup.block_q}x{setup.block_kv}  [{setup.provenance}]\n"
-            f"attention: {result['attention_pricing']}")
+            f"{kernels_line(setup)}")
     if dev.clock_hz:
         head += f"; clock {dev.clock_hz / 1e9:.3g} GHz from {dev.clock_source}"
     head = "\n".join(textwrap.fill(line, FIT_WIDTH, subsequent_indent="  ") for line in head.splitlines())
@@ -161,8 +173,9 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
         rows = cm.sweep_resolution(setup)
         result = {"model": setup.model.name, "device": setup.device.name, "chips": setup.chips, "steps": setup.steps,
                   "cfg": setup.cfg, "kept": setup.kept, "multiplier": setup.multiplier, "sweep": rows,
-                  "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({setup.provenance})"
+                  "kernel": setup.kernel, "dense_kernel": setup.dense_kernel or setup.kernel,
+                  "kernels": kernels_line(setup), "provenance": setup.provenance}
+        return result, format_table(rows) + f"\n({kernels_line(setup)}; {setup.provenance})"
     from svgtpu.costmodel.multihost import multihost_sweep
     fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
                                              "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
@@ -171,7 +184,8 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
     columns = ["chips", "slices", "split", "chips_per_pass", "heads_per_chip", "head_slot_use", "dense_minutes",
                "svg_minutes", "speedup", "speedup_without_communication", "communication_share_svg", "picked"]
     why = "\n".join(f"{r['chips']} chips: {r['why']}" for r in result["picked"])
-    return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({result['provenance']})"
+    result["kernels"] = kernels_line(setup)
+    return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({kernels_line(setup)}; {result['provenance']})"
 
 
 def policy_command(args) -> tuple[dict, str]:
@@ -236,5 +250,5 @@ def costmodel_command(args, device=None) -> tuple[dict, str]:
     return model_command(setup)
 
 
-__all__ = ["resolve_slice", "compiled_table", "build_setup", "validate_command", "sparse_evidence_command",
+__all__ = ["resolve_slice", "compiled_table", "build_setup", "kernels_line", "validate_command", "sparse_evidence_command",
            "model_command", "sweep_command", "policy_command", "costmodel_command"]

@@ -384,6 +384,19 @@ def family_stretch(family: str, compiled=AUTO) -> dict:
     return _family_stretch(family, compiled)
 
 
+#: The dense kernel a user runs on a TPU (JAX's Splash, MaxDiffusion's default), the absolute-time default of
+#: ``svgtpu costmodel`` there; a GPU with measured rates: cuDNN (:func:`calibrated_setup`).
+TPU_USER_DENSE_KERNEL = "splash"
+
+
+def user_dense_kernel(device) -> str | None:
+    """The dense kernel a user would run on ``device`` (a :class:`~svgtpu.costmodel.specs.DeviceSpec`): Splash on a
+    TPU, cuDNN on a GPU with measured rates, ``None`` elsewhere (the setup's own kernel)."""
+    if device.family == "tpu":
+        return TPU_USER_DENSE_KERNEL
+    return "cudnn" if gpu_rates(device.family) is not None else None
+
+
 def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry", device, **fields) -> Setup:
     """A :class:`Setup` with the compiled evidence (``compiled``: default the committed table when it
     exists, :func:`svgtpu.costmodel.compiled.default_compiled`), the device's clock from its probe, and the
@@ -402,7 +415,7 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
         fields.setdefault("gpu_rates", rates)
         fields.setdefault("block_q", MEASURED_GPU_TILE)
         fields.setdefault("block_kv", MEASURED_GPU_TILE)
-        fields.setdefault("dense_kernel", "cudnn")
+        fields.setdefault("dense_kernel", user_dense_kernel(device))
     return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
 
 
@@ -542,7 +555,7 @@ def validate(compiled=AUTO) -> dict:
         related = related_calibration(p)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
-                     "attention_kernel": p.attention_kernel, "measures": p.measures, "cfg_split": p.cfg_split,
+                     "attention_kernel": p.attention_kernel, "kernel": p.kernel, "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
                      "calibration_related": related, "independent": p.role == "validation" and related is None,
                      "attention_pricing": pricing(p, setup),
@@ -600,7 +613,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows"]
