@@ -109,11 +109,10 @@ def test_a_flag_another_flag_makes_meaningless_is_refused(capsys, argv, words):
 
 
 def test_a_dense_mask_takes_no_density_in_the_api():
-    from svgtpu.masks.core import make_mask
     from svgtpu.masks.tiles import tile_report
 
     with pytest.raises(BadInput, match="mask dense"):
-        make_mask("dense", "4x10x14", kept=0.3)
+        tile_report("4x10x14", "dense", kept=0.3, block_q=128, block_kv=128)
     with pytest.raises(BadInput, match="mask dense"):
         tile_report("4x10x14", "dense", multiplier=1.0, block_q=128, block_kv=128)
     assert tile_report("4x10x14", "dense", block_q=128, block_kv=128)["kept"] is None

@@ -518,10 +518,7 @@ def make_mask(kind: str, geometry, multiplier: float | None = None, *,
     layout transformation); ``temporal-frame-major`` is the strided mask before the transform.
     """
     g = get_geometry(geometry)
-    if kind == "dense":
-        if multiplier is not None or kept is not None:
-            raise BadInput(f"{'kept' if kept is not None else 'multiplier'} shapes SVG's band: mask dense keeps every "
-                           "pair and takes neither multiplier nor kept")
+    if kind == "dense":   # the explorer passes its density along with every head kind: a dense mask has no band
         return DenseMask(g.L)
     if kind in ("spatial", "temporal"):
         return svg_mask(g, multiplier, kept=kept)
