@@ -27,7 +27,10 @@ def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | Non
     """``(group, name, setup)`` for every scenario row: the central setup first."""
     sparse = (f"sparse layers priced from MaxDiffusion's measured TPU runs (stretch {setup.sparse_stretch:.2f})"
               if setup.sparse_stretch != 1 else "sparse layers as compiled")
-    rows = [("central", f"as set up: {KERNEL_NAMES.get(setup.kernel, setup.kernel)} for dense and SVG layers, "
+    dense = setup.dense_kernel or setup.kernel
+    kernels = (f"{KERNEL_NAMES.get(setup.kernel, setup.kernel)} for dense and SVG layers" if dense == setup.kernel else
+               f"dense with {KERNEL_NAMES.get(dense, dense)}, SVG with {KERNEL_NAMES.get(setup.kernel, setup.kernel)}")
+    rows = [("central", f"as set up: {kernels}, "
                         f"{setup.dense_steps} of {setup.steps} steps and {setup.dense_layers} of {setup.model.layers} "
                         f"layers dense, {sparse}", setup)]
     if setup.sparse_stretch != 1:
@@ -43,10 +46,10 @@ def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | Non
         rows.append(("recipe", f"SVG recipe {r.name} (kept {r.kept:g}, {changed.dense_steps} of {changed.steps} steps "
                                f"and {changed.dense_layers} of {changed.model.layers} layers dense)", changed))
     for kernel in KERNELS:
-        if kernel != setup.kernel and kernel in setup.kernels_here:
+        if (kernel != setup.kernel or dense != setup.kernel) and kernel in setup.kernels_here:
             rows.append(("kernel", f"{KERNEL_NAMES[kernel]} for dense and SVG layers",
                          dataclasses.replace(setup, kernel=kernel, dense_kernel=None)))
-    if setup.kernel != "splash" and "splash" in setup.kernels_here:
+    if setup.kernel != "splash" and dense != "splash" and "splash" in setup.kernels_here:
         rows.append(("kernel", f"dense with JAX's Splash (MaxDiffusion's baseline), SVG with {KERNEL_NAMES[setup.kernel]}",
                      dataclasses.replace(setup, dense_kernel="splash")))
     if published_svg_range:
