@@ -129,7 +129,7 @@ def quick_start_block(record: dict) -> str:
     for command, what in QUICK_START:
         took = _duration(seconds[command]) if command in seconds else "_not measured yet_"
         rows.append(f"| `{command}` | {what} | {took} |")
-    how = (f"Times: each command alone, once ({_machine(entry)}; "
+    how = (f"Times: each command alone, once, in a checkout where it had run before ({_machine(entry)}; "
            "`python -m svgtpu.report.first_screen quick-start`).") if entry else \
         "Times: `python -m svgtpu.report.first_screen quick-start` records them."
     return "\n".join(rows) + "\n\n" + how
