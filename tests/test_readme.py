@@ -60,3 +60,15 @@ def test_recipes_print_no_line_wider_than_a_terminal(capsys):
     too_wide = [line for line in lines if len(line) > FIT_WIDTH and " " in line.strip()]   # an unbroken path may
     assert not too_wide, too_wide
     assert any(line.startswith("  - svg-project/Sparse-VideoGen/") for line in lines)   # one source a line
+
+
+def test_generate_names_its_files_in_a_legend_within_the_width():
+    from svgtpu.facts.tables import FIT_WIDTH
+    from svgtpu.toy.sampler import format_generate
+
+    gif = "/a/long/checkout/path/build/generate/video.gif"
+    text = format_generate({"attention": "dense", "align": None, "seed": 0, "steps": 20, "sample_seconds": 96.4,
+                            "labels": ["horizontal", "vertical", "diagonal"], "gif": gif,
+                            "contact_sheet": gif[:-4] + ".png"})
+    assert max(map(len, text.splitlines())) <= FIT_WIDTH
+    assert f"] {gif}" in text and f"] {gif[:-4]}.png" in text

@@ -223,10 +223,11 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
 
 
 def format_generate(result: dict) -> str:
-    """:func:`generate`'s result (or a launcher's, with ``launcher``) as one table row."""
+    """:func:`generate`'s result (or a launcher's, with ``launcher``) as one table row, its long cells (the files
+    written, the labels) keyed to a legend beneath."""
     from svgtpu.facts.tables import format_table
     table = format_table([{k: str(result[k]) if isinstance(result[k], list) else result[k] for k in (
-        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}])
+        "attention", "align", "seed", "steps", "labels", "sample_seconds", "gif", "contact_sheet")}], fit=True)
     launcher = result.get("launcher")
     return table + (f"\n({launcher['processes']} processes on localhost, {launcher['wall_seconds']:.1f} s)"
                     if launcher else "")
