@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= cpu
 
-.PHONY: install test test-system figures lab clean gpu-bench tpu-bench
+.PHONY: install test test-system figures evidence lab clean gpu-bench tpu-bench
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,12 @@ test test-system: install
 
 figures: install
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)
+
+# Every compile record made again from nothing: `make figures` reads those in figures/compiled/ whose content key
+# matches (svgtpu.compiler.dumps); this deletes them all, and the local ones in build/compiled/, first.
+evidence: install
+	rm -rf figures/compiled build/compiled
+	$(MAKE) figures
 
 # JupyterLab refuses to start as root unless asked (containers, some TPU VMs).  No news pop-up ("Would you like
 # to get notified about official Jupyter news?") and no update check: JupyterLab 4's notification settings

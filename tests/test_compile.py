@@ -196,17 +196,3 @@ def test_a_refusal_is_the_compilers_only_when_the_compiler_refused():
     assert (ours["compiled"], ours["refused_by"], ours["reason"]) == (False, "svgtpu", "plan over the SMEM budget")
     assert not theirs["compiled"] and theirs["refused_by"] == "compiler" and "divisible by 8 and 128" in theirs["reason"]
     assert fine["compiled"] and fine["refused_by"] is None
-
-
-def test_a_cached_result_reads_the_same_fresh_and_from_the_cache(tmp_path, monkeypatch):
-    # a fresh compute() holds tuples (a dataclass's fields); JSON brings them back as lists: both calls
-    # must give one value, or a comparison passes or fails with the state of build/ (CI of 2026-12-03)
-    import svgtpu.facts.paths
-    from svgtpu.compiler.dumps import cached
-    monkeypatch.setattr(svgtpu.facts.paths, "REPO_ROOT", tmp_path)
-    calls = []
-    compute = lambda: calls.append(1) or {"bodies": (872, 872), "name": "x"}
-    fresh, again = cached("v6e", "t", "k", compute), cached("v6e", "t", "k", compute)
-    assert calls == [1]
-    assert fresh == again == {"bodies": [872, 872], "name": "x"}
-    assert (tmp_path / "build" / "compiled" / "v6e" / "t-k.json").exists()

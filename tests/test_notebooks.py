@@ -364,3 +364,37 @@ def test_notebook_kernels_get_jaxs_compilation_cache_unless_the_user_set_one(tmp
     assert seen["JAX_COMPILATION_CACHE_DIR"] == (users_own or str(JAX_CACHE_DIR))
     assert float(seen["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) > 0
     assert dict(os.environ) == before
+
+
+def test_notebook_kernels_write_compile_records_beside_the_figures_and_name_those_they_used(tmp_path, monkeypatch):
+    """run_notebook points the kernel's compile records at <figures_dir>/compiled and a log of their names, then
+    restores the environment; a run of every notebook removes the records none of them used, a partial run none."""
+    import papermill
+    from svgtpu.compiler.dumps import RECORD_LOG_VAR, RECORDS_DIR_VAR
+    before, seen = dict(os.environ), {}
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **kw: seen.update(os.environ))
+    result = reproduce.run_notebook("00_primer", "quick", figures_dir=tmp_path / "figures", output_dir=tmp_path / "out",
+                                    kernel_name="unused")
+    assert result.status == "ok", result.error
+    assert seen[RECORDS_DIR_VAR] == str(tmp_path / "figures" / "compiled")
+    assert seen[RECORD_LOG_VAR] == str(reproduce.record_log(tmp_path / "out", "00_primer"))
+    assert dict(os.environ) == before
+
+    records = tmp_path / "figures" / "compiled"
+    for name in ("v6e/used-1.json.gz", "v6e/stale-2.json.gz", "wan-block/used-3.json.gz"):
+        (records / name).parent.mkdir(parents=True, exist_ok=True)
+        (records / name).write_text("{}")
+
+    def fake_run(name, **_):  # each notebook names one record it read
+        reproduce.record_log(tmp_path / "build" / "notebooks", name).write_text(
+            {"00_primer": "v6e/used-1.json.gz\n", "04_fast_path_ablation": "wan-block/used-3.json.gz\n"}.get(name, ""))
+        return reproduce.NotebookResult(name, "ok", 0.0, [])
+
+    monkeypatch.setattr(reproduce, "run_notebook", fake_run)
+    left = lambda: sorted(p.relative_to(records).as_posix() for p in records.rglob("*.json.gz"))  # noqa: E731
+    reproduce.reproduce("quick", ["00", "04"], figures_dir=tmp_path / "figures", build_dir=tmp_path / "build",
+                        progress=False, jobs=1)
+    assert left() == ["v6e/stale-2.json.gz", "v6e/used-1.json.gz", "wan-block/used-3.json.gz"]
+    reproduce.reproduce("quick", None, figures_dir=tmp_path / "figures", build_dir=tmp_path / "build",
+                        progress=False, jobs=1)
+    assert left() == ["v6e/used-1.json.gz", "wan-block/used-3.json.gz"]

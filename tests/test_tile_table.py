@@ -1,8 +1,8 @@
 """The whole-kernel static estimate (svgtpu.compiler.tile_table, .variants, .estimate) on kernels whose
 answer is known, and the tile table file the cost model reads.
 
-Compiles run libtpu ahead of time on the CPU (seconds each at these sizes) and are cached in
-build/compiled/ by content; the tests skip only where libtpu is not installed."""
+Compiles run libtpu ahead of time on the CPU (seconds each at these sizes) and are records keyed by
+content (svgtpu.compiler.dumps); the tests skip only where libtpu is not installed."""
 
 import json
 
@@ -10,7 +10,7 @@ import pytest
 
 from svgtpu.compiler.compile import libtpu_available
 
-# one worker runs the file in turn (make test: --dist loadgroup): its estimates share compiles through build/compiled/
+# one worker runs the file in turn (make test: --dist loadgroup): its estimates share compiles through their records
 pytestmark = [pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)"),
               pytest.mark.xdist_group("tile_table")]
 

@@ -11,13 +11,21 @@ read runs in a child process of its own with:
 A function from the caller reaches the child as a serialized ``jax.export`` of itself lowered for
 TPU (Pallas kernels ride inside as Mosaic custom calls), so any function works, a notebook's too.
 
-What a compile yields is cached (:func:`cached`) in ``build/compiled/<device>/`` under a content key:
-the caller's description of what it compiled (shapes, dtypes, tiles, the mask), the source files the
-program comes from, :data:`SCHEMA` (the reading code) and the jax / libtpu / tokamax versions.
+What a compile yields is a *record* (:func:`cached`): a gzipped JSON file named by a content key of what it
+is made of (:func:`made_of`: the caller's description of what it compiled (shapes, dtypes, tiles, the mask,
+flags), the hash of each source file the program and its reading come from, the jax / libtpu / tokamax
+versions, libtpu's flags and :data:`SCHEMA`), which it holds beside its value.  Records are looked for in
+the folder a run writes to (``$SVGTPU_RECORDS_DIR``: ``svgtpu reproduce`` sets it to ``figures/compiled/``),
+then in the committed ``figures/compiled/`` (:data:`svgtpu.facts.paths.COMPILED_RECORDS`), then in
+``build/compiled/`` (what tests and commands compiled); a record found nowhere is compiled and written to
+the run's folder, else to ``build/compiled/``.  So a checkout reads the compiles its figures came from
+instead of repeating them, and a changed kernel source changes the keys of the records made of it: those
+compile again, nothing else.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -31,8 +39,14 @@ from pathlib import Path
 from svgtpu.errors import BadInput
 from svgtpu.tpu_env import PERSISTENT_CACHE_VARS, without_cpu_compile_flags
 
-#: Bump when what the cached results hold, or how they are read, changes.
-SCHEMA = 2
+#: Bump when what the records hold, or how they are read, changes.
+SCHEMA = 3
+#: The package folder: a record's sources are named relative to it.
+PACKAGE = Path(__file__).resolve().parents[1]
+#: The folder new records go to (``svgtpu reproduce`` sets it for its notebooks); unset: ``build/compiled/``.
+RECORDS_DIR_VAR = "SVGTPU_RECORDS_DIR"
+#: A file that hears the path of every record read or written (``svgtpu reproduce``: which records a run used).
+RECORD_LOG_VAR = "SVGTPU_RECORD_LOG"
 
 #: libtpu flags that dump the final bundle schedules of every fusion and kernel into a folder.
 SCHEDULE_FLAGS = ("--xla_jf_dump_to={dir}", "--xla_jf_dump_llo_text=true",
@@ -120,35 +134,106 @@ def versions() -> dict:
     return {p: metadata.version(p) for p in ("jax", "libtpu", "tokamax")}
 
 
+def made_of(description: dict, sources=()) -> dict:
+    """What a record depends on: ``description`` (what was compiled: shapes, dtypes, tiles, mask, flags), the
+    sha256 of each of ``sources`` (paths inside the package; a folder: its ``.py`` files), :func:`versions`,
+    the libtpu flags a compile child inherits (``LIBTPU_INIT_ARGS``) and :data:`SCHEMA`."""
+    files = {}
+    for source in sources:
+        path = PACKAGE / source
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            files[file.relative_to(PACKAGE).as_posix()] = hashlib.sha256(file.read_bytes()).hexdigest()[:16]
+    return {"description": description, "sources": files, "versions": versions(),
+            "libtpu_flags": os.environ.get("LIBTPU_INIT_ARGS", ""), "schema": SCHEMA}
+
+
+def content_of(value):
+    """``value`` as a key's description holds it: a dataclass (a mask) field by field with its type, a numpy array
+    by shape, dtype and sha256 (a repr elides a large array), lists item by item."""
+    import dataclasses
+
+    import numpy as np
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"type": type(value).__name__,
+                **{f.name: content_of(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if isinstance(value, np.ndarray):
+        return {"shape": list(value.shape), "dtype": str(value.dtype),
+                "sha256": hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()[:16]}
+    if isinstance(value, (list, tuple)):
+        return [content_of(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def cache_key(description: dict, sources=()) -> str:
-    """A content key: ``description`` (JSON), the bytes of ``sources`` (paths inside the package),
-    :data:`SCHEMA` and :func:`versions`."""
-    h = hashlib.sha256(json.dumps([description, versions(), SCHEMA], sort_keys=True, default=str).encode())
-    package = Path(__file__).resolve().parents[1]
-    for src in sources:
-        h.update((package / src).read_bytes())
-    return h.hexdigest()[:20]
+    """The content key of :func:`made_of`."""
+    return _digest(made_of(description, sources))
 
 
-def cached_json(path: Path, compute) -> dict:
-    """``compute()`` (a JSON-able dict), kept in the file ``path`` (written whole or not at all).  A fresh
-    result is returned as read back from its JSON, so the first call and every later one give the same value
-    (tuples come back as lists either way)."""
-    if path.exists():
-        return json.loads(path.read_text())
-    text = json.dumps(compute())
+def _digest(key_of: dict) -> str:
+    return hashlib.sha256(json.dumps(key_of, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def record_file(folder: str, name: str, key: str) -> Path:
+    """Where a record lies inside a folder of records: ``<folder>/<name>-<key>.json.gz`` (JSON, gzipped: a plan's
+    grid steps at 1440p are a few hundred kB of text, a tenth of that compressed)."""
+    return Path(folder, f"{name}-{key}.json.gz")
+
+
+def read_record(path: Path) -> dict:
+    """A record file's ``{"key", "made_of", "value"}``."""
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def record_dirs() -> list[Path]:
+    """Where records are looked for, in order (module doc); the first is where new ones go."""
+    from svgtpu.facts.paths import COMPILED_CACHE, COMPILED_RECORDS
+    first = Path(os.environ[RECORDS_DIR_VAR]) if os.environ.get(RECORDS_DIR_VAR) else COMPILED_CACHE
+    return list(dict.fromkeys([first, COMPILED_RECORDS, COMPILED_CACHE]))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (two processes may write one record)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data)
     tmp.replace(path)
-    return json.loads(text)
 
 
-def cached(device: str, name: str, key: str, compute) -> dict:
-    """``compute()`` (a JSON-able dict), cached in ``build/compiled/<device>/<name>-<key>.json``
-    (:func:`cached_json`)."""
-    from svgtpu.facts.paths import REPO_ROOT
-    return cached_json(Path(REPO_ROOT, "build", "compiled", device, f"{name}-{key}.json"), compute)
+def cached(folder: str, name: str, description: dict, sources, compute) -> dict:
+    """The value of the record :func:`record_file` names (key: :func:`cache_key` of ``description`` and
+    ``sources``): read from the first of :func:`record_dirs` that holds it (and copied into the first, so a
+    run's folder holds every record it used), else ``compute()`` (a JSON-able dict) written there.  A fresh
+    value is returned as read back from its JSON, so the first call and every later one give the same value
+    (tuples come back as lists either way)."""
+    key_of = json.loads(json.dumps(made_of(description, sources), sort_keys=True, default=str))
+    key = _digest(key_of)
+    relative = record_file(folder, name, key)
+    target, *others = record_dirs()
+    found = next((d / relative for d in (target, *others) if (d / relative).exists()), None)
+    if found is None:
+        text = json.dumps({"key": key, "made_of": key_of, "value": compute()}, sort_keys=True)
+        data = gzip.compress(text.encode(), mtime=0)  # no time stamp: one record, one byte string
+        _write(target / relative, data)
+    else:
+        data = found.read_bytes()
+        if found != target / relative and os.environ.get(RECORDS_DIR_VAR):
+            _write(target / relative, data)
+    if os.environ.get(RECORD_LOG_VAR):
+        with open(os.environ[RECORD_LOG_VAR], "a") as log:
+            log.write(f"{relative.as_posix()}\n")
+    return json.loads(gzip.decompress(data))["value"]
 
 
-__all__ = ["SCHEMA", "versions", "cache_key", "cached_json", "cached", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]
+def prune(folder: Path, used) -> list[str]:
+    """Remove the records in ``folder`` not among ``used`` (paths relative to it, as :data:`RECORD_LOG_VAR`'s file
+    names them): after a run of every notebook, the records of keys no longer made (a changed source, a
+    size no profile runs); the paths removed."""
+    used = set(used)
+    stale = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.json.gz")) if folder.is_dir() else []
+    stale = [p for p in stale if p not in used]
+    for path in stale:
+        (folder / path).unlink()
+    return stale
+
+
+__all__ = ["SCHEMA", "versions", "RECORDS_DIR_VAR", "RECORD_LOG_VAR", "made_of", "content_of", "cache_key", "record_file", "read_record", "record_dirs", "cached", "prune", "SCHEDULE_FLAGS", "child_env", "run_child", "custom_call_names", "final_schedule", "kernel_schedules"]

@@ -283,15 +283,23 @@ def compiled_bundle_slots(spec: dict) -> dict[str, list[dict]]:
     (``spec`` as :func:`compiled_tile_counts`): per bundle, its instructions by unit."""
     if not spec["fast_path"]:
         raise BadInput("fast_path must be True: only then do full and partial tiles have bodies of their own")
-    schedule = _dumps(spec)[1]
+    slots = _reading(spec)["slots"]
+    if isinstance(slots, str):
+        raise RuntimeError(slots)
+    return {tile: [dict(zip(BUNDLE_UNITS, bundle)) for bundle in region] for tile, region in slots.items()}
+
+
+def _bundle_slots(schedule: str) -> dict[str, list[list[int]]] | str:
+    """Per bundle of the full and the partial body of a fast-path ``schedule``, its instructions per unit
+    (:data:`BUNDLE_UNITS` order); or why the schedule does not hold them."""
     first_pf = next((line.split("}")[0] for line in schedule.splitlines()
                      if BUNDLE.match(line) and " PF:" in line.split("{")[0]), "")
     if not first_pf.rstrip().endswith(", 2"):  # the first body must be the full tile's (kind == FULL)
-        raise RuntimeError("schedule layout changed: the first predicated region is not the full-tile body")
+        return "schedule layout changed: the first predicated region is not the full-tile body"
     regions = region_slots(schedule)
     if len(regions) < 2:
-        raise RuntimeError(f"expected the full and partial bodies in the schedule, found {len(regions)} regions")
-    return {tile: [{u: bundle[u] for u in BUNDLE_UNITS} for bundle in region]
+        return f"expected the full and partial bodies in the schedule, found {len(regions)} regions"
+    return {tile: [[bundle[u] for u in BUNDLE_UNITS] for bundle in region]
             for tile, region in zip(("full", "partial"), regions)}
 
 
@@ -314,7 +322,6 @@ def _compile_for_dump(spec: dict) -> None:
     from svgtpu.kernels import KernelConfig
     from svgtpu.kernels.api import block_sparse
     from svgtpu.kernels.common import compiling_for
-    from svgtpu.masks.core import make_mask
     g = get_geometry(spec["geometry"])
     config = KernelConfig(spec["block_q"], spec["block_kv"], spec["block_kv_compute"], spec["fast_path"])
     device = jax.sharding.SingleDeviceSharding(topology_device("v6e"))
@@ -328,7 +335,7 @@ def _compile_for_dump(spec: dict) -> None:
             result = compile_fn(lambda q, k, v, qe, ke, t: block_table_attention(
                 q, k, v, qe, ke, t, config=config, align=spec.get("align"), device="v6e")[0], (x, x, x, *table))
     else:
-        mask = make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], g, spec["multiplier"])
+        mask = _mask(spec)
         with compiling_for("v6e"):
             result = compile_fn(lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic",
                                                              device="v6e"), (x, x, x))
@@ -336,24 +343,37 @@ def _compile_for_dump(spec: dict) -> None:
         sys.exit(f"not compiled: {result['reason']}")
 
 
-#: What a kernel variant compiled for its dumps is built from: the cache key of :func:`_dumps` hashes them.
+#: What a kernel variant compiled for its dumps is built from: the key of its record (:func:`_reading`) hashes them.
 DUMP_SOURCES = ("compiler/llo.py", "kernels/api.py", "kernels/block_sparse.py", "kernels/band_table.py",
-                "kernels/common.py", "kernels/budget.py", "kernels/plan.py", "kernels/config.py", "kernels/dynamic.py",
-                "masks/core.py")
+                "kernels/common.py", "kernels/budget.py", "kernels/plan.py", "kernels/config.py", "kernels/dynamic.py")
 
 
-def _dumps(spec: dict) -> tuple[str, str]:
-    """Compile one kernel variant in a child process; its Mosaic ``post-finalize-llo`` text and its
-    LLO ``final_bundles`` schedule, cached in ``build/`` by content (notebook 02 reads one variant's
-    counts and its bundles: one compile)."""
-    from svgtpu.compiler.dumps import cache_key, cached
-    texts = cached("v6e", "llo-dumps", cache_key(spec, DUMP_SOURCES), lambda: dict(zip(("llo", "bundles"),
-                                                                                   _compile_dumps(spec))))
-    return texts["llo"], texts["bundles"]
+def _reading(spec: dict) -> dict:
+    """What one kernel variant's compile says (``counts``: :func:`compiled_tile_counts`; ``slots``: the
+    bundles of its tile bodies, fast path only), a record keyed by ``spec`` and :data:`DUMP_SOURCES` (notebooks
+    02 and 04 read them; the dumps themselves are megabytes and stay in the child's temporary folder)."""
+    from svgtpu.compiler.dumps import cached
+
+    def compute():
+        llo_text, schedule = _compile_dumps(spec)
+        return {"counts": _tile_counts(spec, llo_text, schedule),
+                "slots": _bundle_slots(schedule) if spec["fast_path"] else None}
+    from svgtpu.compiler.dumps import content_of
+    mask = None if spec["mask"] == "block-table" else _mask(spec)
+    return cached("v6e", "llo-reading", {**spec, "mask_content": content_of(mask)}, DUMP_SOURCES, compute)
+
+
+def _mask(spec: dict):
+    """The mask a (not block-table) ``spec`` compiles its kernel for."""
+    from svgtpu.geometry import get_geometry
+    from svgtpu.masks.core import make_mask
+    return make_mask("spatial" if spec["mask"] == "svg" else spec["mask"], get_geometry(spec["geometry"]),
+                     spec["multiplier"])
 
 
 def _compile_dumps(spec: dict) -> tuple[str, str]:
-    """:func:`_dumps` uncached."""
+    """Compile one kernel variant in a child process: its Mosaic ``post-finalize-llo`` text and its LLO
+    ``final_bundles`` schedule."""
     from svgtpu.compiler.dumps import child_env, run_child
     with tempfile.TemporaryDirectory() as tmp:
         mosaic, jf = Path(tmp, "mosaic"), Path(tmp, "jf")
@@ -373,7 +393,11 @@ def compiled_tile_counts(spec: dict) -> list[dict]:
     """Per tile body of one kernel variant (``spec``: geometry, mask, multiplier, block sizes,
     head_dim, dtype, fast_path): LLO instructions by unit and static bundles.  ``mask="block-table"``
     compiles the data-plan kernel instead (``q_clusters``, ``k_clusters``, optional ``align``)."""
-    llo_text, schedule = _dumps(spec)
+    return _reading(spec)["counts"]
+
+
+def _tile_counts(spec: dict, llo_text: str, schedule: str) -> list[dict]:
+    """:func:`compiled_tile_counts` from the two texts of a compile."""
     regions = top_level_regions(llo_text)
     cycles = region_bundles(schedule)
     pf_lines = [line.split("}")[0] + "}" for line in schedule.splitlines()

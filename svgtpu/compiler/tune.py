@@ -1,7 +1,7 @@
 """A compile-time tile tuner: our kernel's tiles ranked by the real TPU compiler's static cycles, no TPU needed.
 
 ``svgtpu tune --resolution 720p --device v6e`` compiles our kernel ahead of time (libtpu on this CPU,
-:func:`svgtpu.compiler.variants.cached_compile`, cached in ``build/compiled/`` by content key) at each
+:func:`svgtpu.compiler.variants.cached_compile`, compile records keyed by content) at each
 candidate ``(block_q, block_kv, block_kv_compute)``, applies each compiled schedule to the grid steps of
 the **tile-aligned SVG mask** at the kept fraction (default :data:`svgtpu.setting.DEFAULT_KEPT`;
 :func:`svgtpu.compiler.estimate.estimate`), aligned by snapping (``--align snap``, the default) or by

@@ -40,6 +40,12 @@ OUR_SOURCES = ("kernels/block_sparse.py", "kernels/band_table.py", "kernels/comm
 READER_SOURCES = ("compiler/variants.py", "compiler/llo.py", "compiler/units.py")
 
 
+def sources_of(v: "Variant") -> tuple[str, ...]:
+    """The package files a record of ``v`` is made of: the readers and, for ours, the kernel (the mask enters
+    its key by content: :func:`svgtpu.compiler.dumps.content_of`)."""
+    return READER_SOURCES + (OUR_SOURCES + ("kernels/api.py",) if v.kernel == "ours" else ())
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One kernel on one mask at one tile size: ``kernel`` in :data:`KERNELS`, ``mask`` ``dense`` /
@@ -295,12 +301,16 @@ def program_kind(v: Variant) -> str:
     return f"computed:{mask!r}" if computed_in_kernel(mask) else "blocks"
 
 
+def program_of(v: Variant) -> tuple[dict, tuple]:
+    """``(description, sources)`` of the program ``v`` compiles to: what its record's key is made of."""
+    fields = {k: val for k, val in dataclasses.asdict(v).items() if k != "mask"}
+    return {**fields, "program": program_kind(v)}, sources_of(v)
+
+
 def program_key(v: Variant) -> str:
     """The content key of the program ``v`` compiles to (variants with one key share one compile)."""
     from svgtpu.compiler.dumps import cache_key
-    fields = {k: val for k, val in dataclasses.asdict(v).items() if k != "mask"}
-    return cache_key({**fields, "program": program_kind(v)},
-                     READER_SOURCES + (OUR_SOURCES if v.kernel == "ours" else ()))
+    return cache_key(*program_of(v))
 
 
 def _compile_child(spec: dict, out: str) -> None:
@@ -382,29 +392,30 @@ def compile_program(v: Variant) -> dict:
     return {"calls": out, "variant": dataclasses.asdict(v), "steps": calls}
 
 
+def program_name(v: Variant) -> str:
+    """The name of the record of ``v``'s program (its key follows it in the file name)."""
+    return f"{v.geometry}-{v.block_q}x{v.block_kv}-{v.kernel}-program"
+
+
 def cached_compile(v: Variant) -> dict:
     """``{"schedules", "fills", "body_units", "calls"}`` of ``v`` (or ``{"refused": ...}``): its program
     compiled once per :func:`program_key` and cached (:func:`svgtpu.compiler.dumps.cached`), its steps
     from its own plan (those of the variant compiled come with the compile; others are cached too:
     a library's mask info at 1440p takes a while)."""
-    from svgtpu.compiler.dumps import cache_key, cached
-    program = cached(v.device, f"{v.geometry}-{v.block_q}x{v.block_kv}-{v.kernel}-program", program_key(v),
-                     lambda: compile_program(v))
+    from svgtpu.compiler.dumps import cached
+    from svgtpu.compiler.dumps import content_of
+    program = cached(v.device, program_name(v), *program_of(v), lambda: compile_program(v))
     if "refused" in program:
         return program
-    if program["variant"] == dataclasses.asdict(v):  # compiled for this very variant: its steps came along
-        calls = {"calls": program["steps"]}
-    else:
-        key = cache_key({**dataclasses.asdict(v), "what": "steps"},
-                        READER_SOURCES + (OUR_SOURCES if v.kernel == "ours" else ()))
-        calls = cached(v.device, f"{v.geometry}-{v.block_q}x{v.block_kv}-{v.name}-steps", key,
-                       lambda: {"calls": steps(v)})
+    calls = cached(v.device, f"{v.geometry}-{v.block_q}x{v.block_kv}-{v.name}-steps",
+                   {**dataclasses.asdict(v), "what": "steps", "mask": content_of(mask_of(v)[1])}, sources_of(v),
+                   lambda: {"calls": steps(v)})
     if len(calls["calls"]) != len(program["calls"]):
         raise RuntimeError(f"{v.name}: {len(calls['calls'])} plan chunks for {len(program['calls'])} compiled calls")
     return {"schedules": [c["schedule"] for c in program["calls"]], "fills": [c["fill"] for c in program["calls"]],
             "body_units": [c["body_units"] for c in program["calls"]], "calls": calls["calls"]}
 
 
-__all__ = ["KERNELS", "MASKS", "Variant", "mask_of", "computed_in_kernel", "library_mask", "steps", "steps_ours",
-           "steps_splash", "steps_tokamax", "library_kernel", "program_kind", "program_key", "compile_program",
+__all__ = ["KERNELS", "MASKS", "OUR_SOURCES", "READER_SOURCES", "sources_of", "Variant", "mask_of", "computed_in_kernel", "library_mask", "steps", "steps_ours",
+           "steps_splash", "steps_tokamax", "library_kernel", "program_kind", "program_of", "program_key", "program_name", "compile_program",
            "cached_compile"]

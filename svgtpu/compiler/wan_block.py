@@ -13,15 +13,14 @@ The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtp
 :mod:`svgtpu.compiler.fusions` reads every op's static cycles and role.  Our kernel's cycles are read as
 ``bench compiled`` reads a kernel (:func:`svgtpu.compiler.estimate.estimate`: per grid step the step
 overhead, init / finish and the body of that step's tile kind, from the kernel's own plan), not as a
-generic program (which would count its full and partial tile bodies at every step).  Results are cached
-in ``build/compiled-wan-block/`` by content: the job, the versions of jax and libtpu and the sources the
-program is built from.  Provenance ``compiled-<device>``: nothing ran.
+generic program (which would count its full and partial tile bodies at every step).  Results are records
+(:func:`svgtpu.compiler.dumps.cached`) keyed by content: the job, the versions of jax and libtpu and the
+sources the program is built from.  Provenance ``compiled-<device>``: nothing ran.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import tempfile
 import time
@@ -307,25 +306,12 @@ def compile_block(job: BlockJob) -> dict:
             "versions": {"jax": package_version("jax"), "libtpu": package_version("libtpu")}}
 
 
-def cache_key(job: BlockJob) -> str:
-    """The content key of ``job``'s reading: the job, the versions, :data:`SCHEMA` and the sources."""
-    package = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(json.dumps([dataclasses.asdict(job), SCHEMA, package_version("jax"),
-                                   package_version("libtpu")], sort_keys=True).encode())
-    for source in _SOURCES:
-        path = package / source
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            h.update(file.read_bytes())
-    return h.hexdigest()[:20]
-
-
 def cached_compile_block(job: BlockJob) -> dict:
-    """:func:`compile_block`, cached in ``build/compiled-wan-block/<name>-<content key>.json``
-    (:func:`svgtpu.compiler.dumps.cached_json`)."""
-    from svgtpu.compiler.dumps import cached_json
-    from svgtpu.facts.paths import REPO_ROOT
-    return cached_json(Path(REPO_ROOT, "build", "compiled-wan-block", f"{job.name}-{cache_key(job)}.json"),
-                       lambda: compile_block(job))
+    """:func:`compile_block`, a record (:func:`svgtpu.compiler.dumps.cached`) in ``wan-block/`` keyed by the job,
+    :data:`SCHEMA` and the sources the block is built from."""
+    from svgtpu.compiler.dumps import cached
+    return cached("wan-block", job.name, {"job": dataclasses.asdict(job), "block_schema": SCHEMA}, _SOURCES,
+                  lambda: compile_block(job))
 
 
 def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
@@ -422,5 +408,5 @@ def wan_block_command(args):
 
 __all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SPARSE_CALL", "SCHEMA", "MODELED_ROLES", "BlockJob",
            "parallel_plan", "block_program", "slice_devices", "kernel_variant", "kernel_cycles", "own_compile_schedule",
-           "compile_block", "cache_key", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
+           "compile_block", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
            "wan_block_command"]

@@ -30,6 +30,12 @@ CHECKPOINT = REPO_ROOT / "checkpoints" / "toy_dit.npz"
 GPU_RUNS_DIR = REPO_ROOT / "figures" / "gpu-runs"
 #: What commands build and cache (compiles, scratch figures, sampled videos); ignored by git.
 BUILD_DIR = REPO_ROOT / "build"
+#: The committed compile records (:func:`svgtpu.compiler.dumps.cached`): what the TPU compiler made of each program
+#: the figures read, by content key, so a checkout reads them instead of compiling again (``make evidence`` remakes them).
+RECORDS_NAME = "compiled"
+COMPILED_RECORDS = REPO_ROOT / "figures" / RECORDS_NAME
+#: Records compiled outside ``svgtpu reproduce`` (tests, commands): the local cache beside :data:`COMPILED_RECORDS`.
+COMPILED_CACHE = BUILD_DIR / "compiled"
 #: JAX's persistent compilation cache of the test suite and of ``svgtpu reproduce``'s notebook kernels
 #: (:func:`svgtpu.tpu_env.persistent_cache_env`); JAX keys each entry on the program, its versions and the XLA flags.
 JAX_CACHE_DIR = BUILD_DIR / "jax-cache"

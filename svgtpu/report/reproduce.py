@@ -11,7 +11,9 @@ Notebooks run :data:`JOBS` at a time (the cpu profile: two, one per core of a 2-
 in a worker process of its own, in file order but for what they read from each other (:data:`AFTER`)
 and never two that time code on this machine side by side (:data:`TIMED`).  Their kernels share JAX's
 persistent compilation cache in ``build/jax-cache`` (``make clean`` empties it), so a second run skips the XLA
-compiles of the first; libtpu's compiles for the static schedules have their own cache in ``build/compiled/``.
+compiles of the first.  libtpu's compiles for the static schedules are records (:mod:`svgtpu.compiler.dumps`)
+committed in ``figures/compiled/``: a notebook reads each whose key matches and compiles any other into that
+folder; a run of every notebook then removes the records none of them used (stale keys).
 
 The profiles trade size for time.  ``quick`` is for the test suite (seconds per notebook),
 ``cpu`` is the default of ``make figures`` on a 2-core machine (minutes in all), ``tpu`` uses the
@@ -34,9 +36,10 @@ import sys
 import time
 from pathlib import Path
 
+from svgtpu.compiler.dumps import RECORD_LOG_VAR, RECORDS_DIR_VAR, prune
 from svgtpu.errors import BadInput
 from svgtpu.setting import PRODUCTION
-from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, JAX_CACHE_DIR, REPO_ROOT
+from svgtpu.facts.paths import BUILD_DIR, CHECKPOINT, JAX_CACHE_DIR, RECORDS_NAME, REPO_ROOT
 from svgtpu.tpu_env import persistent_cache_env
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -53,8 +56,8 @@ NOTEBOOKS = ("00_primer", "01_pallas_in_five_kernels", "01b_block_sparse_by_hand
              "explorer")
 
 #: What a notebook needs finished before it starts: 04 rewrites the compiled tile table (``compiled_tiles.json``)
-#: that the cost model reads in 00, 05, 06, 07 and the explorer, and compiles the kernels 05 reads from
-#: ``build/`` (else 05 compiles them again).
+#: that the cost model reads in 00, 05, 06, 07 and the explorer, and makes the compile records of the kernels 05
+#: reads (else both compile them where the records are stale).
 AFTER = {name: ("04_fast_path_ablation",) for name in ("00_primer", "05_quadratic_scaling", "06_end_to_end_speedup",
                                                        "07_quality", "explorer")}
 #: Notebooks whose results hold timings taken on this machine: never two of them side by side.
@@ -143,7 +146,7 @@ PROFILES: dict[str, dict[str, dict]] = {
                               "error_geometry": "8x10x14", "error_block": 128, "error_heads": 4,
                               "error_head_dim": 64},
         "04_fast_path_ablation": {"rounds": 3,  # geometry and tiles: the notebook's parameters cell
-                                  "heads": 1, "head_dim": 128},  # compiled part: 1440p (cached in build/)
+                                  "heads": 1, "head_dim": 128},  # compiled part: 1440p (its records: figures/compiled/)
         "06_end_to_end_speedup": {"seeds": [0], "steps": 10, "repeats": 2},
         # sized down for 2 cores (the tpu profile runs the full study); make figures is still over its budget (issue 38)
         "07_quality": {"seeds": [0], "steps": 10, "kept_fractions": [0.3, 0.6], "variants": _QUALITY_VARIANTS,
@@ -263,12 +266,15 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     figures_dir.mkdir(parents=True, exist_ok=True)
     output_dir.mkdir(parents=True, exist_ok=True)
     log.write_text("")
+    record_log(output_dir, name).write_text("")
     start = time.perf_counter()
     status, error = "ok", ""
     cache = persistent_cache_env(str(JAX_CACHE_DIR))
-    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG, *cache)}
+    saved = {k: os.environ.get(k) for k in ("MPLBACKEND", FIGURE_LOG, RECORDS_DIR_VAR, RECORD_LOG_VAR, *cache)}
     os.environ["MPLBACKEND"] = INLINE_BACKEND  # the kernel inherits it: figures land in the executed copy
     os.environ[FIGURE_LOG] = str(log)         # and this: it names every figure file it writes there
+    os.environ[RECORDS_DIR_VAR] = str(figures_dir / RECORDS_NAME)   # its compile records go beside the figures
+    os.environ[RECORD_LOG_VAR] = str(record_log(output_dir, name))  # and it names each record it used
     for key, value in cache.items():          # and JAX's compilation cache, unless the user set their own
         os.environ.setdefault(key, value)
     try:
@@ -288,6 +294,11 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
     seconds = time.perf_counter() - start
     written = sorted(set(log.read_text().split()))
     return NotebookResult(name, status, seconds, written, error, str(output))
+
+
+def record_log(output_dir: Path, notebook: str) -> Path:
+    """The file that names every compile record ``notebook`` used in its last run."""
+    return output_dir / f"{notebook}.records"
 
 
 def next_notebook(pending: list[str], running: set[str]) -> str | None:
@@ -364,6 +375,12 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
                        file=sys.stderr)
         results[result.notebook] = result
     bar.close()
+    if not only and all(r.status == "ok" for r in results.values()):  # every notebook ran: drop unused records
+        used = [line for name in names for line in record_log(output_dir, name).read_text().split()]
+        stale = prune(figures / RECORDS_NAME, used)
+        if stale and progress:
+            tqdm.write(f"removed {len(stale)} compile record(s) no notebook used from {figures / RECORDS_NAME}",
+                       file=sys.stderr)
     return [results[name] for name in names]
 
 
