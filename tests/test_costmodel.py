@@ -380,6 +380,33 @@ def test_sensitivity_refits_the_calibration_at_every_end_and_leaves_choices_out(
             assert setup_seconds(calib, moved) == pytest.approx(calib.seconds, rel=1e-6), (knob.path, value)
 
 
+def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value_not_dropped(table):
+    """The attention knob's slow end on a TPU (a quarter slower than compiled) leaves no matmul efficiency in (0, 1]
+    that meets the calibration run; the values between it and the setup's own are possible, so the interval must
+    hold the last of them (it used to count that side as no swing at all)."""
+    from svgtpu.costmodel.validate import Unreachable, point_setup, setup_seconds
+    setup = wan_setup("1440p", chips=8, compiled=table, **FIXTURE_TILE)   # attention untied, priced as compiled
+    knob = cm.KNOBS[0]
+    assert knob.path == "attention_over_matmul"
+    band = cm.sensitivity(setup, knobs=(knob,))
+    key = f"{knob.path} = {knob.low:.3g}"
+    assert band["unreachable"] == [key] and knob.low < band["cut"][key] < knob.get(setup)
+    cut = band["cut"][key]
+    fit = cm.family_efficiency("tpu", table)
+    calib = next(p for p in cm.published_points() if p.id == fit["calibrated_on"])
+    base = point_setup(calib, fit["efficiency"], table)
+    # at the cut the calibration run is still met; a step (the bisection's width) beyond it, nothing meets it
+    assert setup_seconds(calib, cm.at_knob(base, knob, cut)) == pytest.approx(calib.seconds, rel=1e-6)
+    with pytest.raises(Unreachable):
+        cm.model_video(cm.at_knob(setup, knob, cut - (knob.get(setup) - knob.low) / 2 ** 11))
+    at_cut = cm.model_video(cm.at_knob(setup, knob, cut))
+    for q in ("attention_share", "speedup"):
+        assert band[q]["min"] - 1e-12 <= at_cut[q] <= band[q]["max"] + 1e-12
+    # slower attention at one fixed calibration point moves the time to the quadratic term: the share rises
+    assert at_cut["attention_share"] > cm.model_video(setup)["attention_share"]
+    assert band["attention_share"]["max"] == pytest.approx(at_cut["attention_share"])
+
+
 def test_scenario_rows_are_choices_around_the_central_setup(table):
     setup = wan_setup("1440p", compiled=table)
     low, high = 0.5, 0.8

@@ -161,7 +161,9 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
     if dev.clock_hz:
         head += f"; clock {dev.clock_hz / 1e9:.3g} GHz from {dev.clock_source}"
     head = "\n".join(textwrap.fill(line, FIT_WIDTH, subsequent_indent="  ") for line in head.splitlines())
-    unreachable = f"\n(ends no efficiency reaches, left out: {', '.join(band['unreachable'])})" if band["unreachable"] else ""
+    unreachable = (f"\n(ends no efficiency reaches: {', '.join(band['unreachable'])}; cut to the last possible "
+                   f"value: {', '.join(f'{k} -> {v:.3g}' for k, v in band['cut'].items()) or 'none'})"
+                   if band["unreachable"] else "")
     table = "\n\n".join([head, format_table(rows), format_table(chain),
                          "speedup tornado (calibration refitted at each end):\n" + format_table(tornado) + unreachable,
                          "scenarios (recipe and kernel choices):\n" + format_table(scenarios, fit=True)])

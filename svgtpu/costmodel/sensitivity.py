@@ -11,7 +11,8 @@ sparse overhead (the compiled tile table).
 the family's efficiency is fitted again (:func:`svgtpu.costmodel.validate.fit_efficiency`) with the knob
 applied to the calibration run too: every end of every knob still reproduces the calibration point.
 An end at which no efficiency in (0, 1] reproduces the calibration point is not a possible value of that
-constant: it is left out and listed (``unreachable``).  The interval combines the one-at-a-time swings as a root sum of squares, separately upward and
+constant, but the values between it and the last one that does are: the range is cut there (found by bisection)
+and the cut end used (``unreachable`` lists the ends ruled out, ``cut`` the value each was cut to).  The interval combines the one-at-a-time swings as a root sum of squares, separately upward and
 downward: it treats the constants as independent and their effects as additive, which is what a
 tornado chart shows.
 """
@@ -169,18 +170,24 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_res
     ``model_video(setup)`` when the caller has it already."""
     knobs = KNOBS + sparse_knobs(setup) if knobs is None else knobs
     central = _quantities(central_result or model_video(setup))
-    tornado, unreachable = [], []
+    tornado, unreachable, cut = [], [], {}
     for knob in knobs:
         if not knob.applies(setup):
             continue
-        at = {}
+        at, ends = {}, {}
         for end, value in (("low", knob.low), ("high", knob.high)):
             try:
+                ends[end] = value
                 at[end] = _quantities(model_video(at_knob(setup, knob, value)))
             except Unreachable:   # no efficiency in (0, 1] meets the calibration point there: not a possible end
-                at[end] = central
                 unreachable.append(f"{knob.path} = {_short(value)}")
-        tornado.append({"knob": knob.path, "low": knob.low, "high": knob.high, "central": knob.get(setup),
+                reached = _reachable_end(setup, knob, value)
+                if reached is None:
+                    at[end] = central
+                else:             # the calibration cuts the range: its last possible value is the end
+                    ends[end], at[end] = reached
+                    cut[unreachable[-1]] = reached[0]
+        tornado.append({"knob": knob.path, "low": ends["low"], "high": ends["high"], "central": knob.get(setup),
                         "why": knob.why, **{f"{q}_low": at["low"][q] for q in central},
                         **{f"{q}_high": at["high"][q] for q in central}})
     band = {}
@@ -188,9 +195,29 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_res
         up = math.sqrt(sum(max(0.0, row[f"{q}_low"] - c, row[f"{q}_high"] - c) ** 2 for row in tornado))
         down = math.sqrt(sum(max(0.0, c - row[f"{q}_low"], c - row[f"{q}_high"]) ** 2 for row in tornado))
         band[q] = {"central": c, "min": c - down, "max": c + up}
-    return {"knobs": [row["knob"] for row in tornado], "tornado": tornado, "unreachable": unreachable, **band,
+    return {"knobs": [row["knob"] for row in tornado], "tornado": tornado, "unreachable": unreachable, "cut": cut,
+            **band,
             "method": "one unknown constant at a time to each end of its range, the calibration refitted at each; "
                       "interval = root sum of squares of the swings"}
+
+
+def _reachable_end(setup: Setup, knob: Knob, value, steps: int = 12):
+    """``(value, quantities)`` at the possible value of ``knob`` nearest to ``value``, an end the calibration
+    point rules out: bisected between it and the setup's own value (which meets the calibration) to within
+    2^-``steps`` of the range; ``None`` for a knob that is not a number, or whose own value is unreachable."""
+    inside = knob.get(setup)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (inside, value)):
+        return None
+    best = None
+    outside = value
+    for _ in range(steps):
+        middle = (inside + outside) / 2
+        try:
+            best = (middle, _quantities(model_video(at_knob(setup, knob, middle))))
+            inside = middle
+        except Unreachable:
+            outside = middle
+    return best
 
 
 def _short(value) -> str:
