@@ -84,3 +84,16 @@ def test_markdown_for_the_paper():
     table = predictions.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
     assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | within the predicted interval |" \
         in table and "`synthetic-test`" in table
+
+
+def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value():
+    class Ruled(Exception):
+        pass
+
+    def at(knob, value):   # possible up to 0.9, the value itself the quantity
+        if value > 0.9:
+            raise Ruled
+        return value
+    value, there = predictions._reachable(None, 1.25, 0.5, at, Ruled)
+    assert 0.9 - 1e-3 < value <= 0.9 and there == value
+    assert predictions._reachable(None, "other", 0.5, at, Ruled) is None

@@ -128,26 +128,50 @@ def _exponent(low, high) -> float:
 
 
 def predict_one(setups: dict, fn) -> dict:
-    """``fn``'s central value and its interval over the unknown constants (module doc), with the swings."""
+    """``fn``'s central value and its interval over the unknown constants (module doc), with the swings.  As
+    :func:`svgtpu.costmodel.sensitivity` does, an end the calibration rules out (no efficiency meets the
+    calibration point there) is cut to the last possible value, found by bisection, and listed in ``cut``."""
     from svgtpu.costmodel import KNOBS, at_knob, sparse_knobs
     from svgtpu.costmodel.validate import Unreachable
     central = fn(setups)
-    lows, highs, swings = [], [], {}
-    for knob in KNOBS + sparse_knobs(next(iter(setups.values()))):
+    first = next(iter(setups.values()))
+    at = lambda knob, value: fn({k: at_knob(s, knob, value) for k, s in setups.items()})  # noqa: E731
+    lows, highs, swings, cut = [], [], {}, {}
+    for knob in KNOBS + sparse_knobs(first):
         if not all(knob.applies(s) for s in setups.values()):
             continue
         ends = []
         for value in (knob.low, knob.high):
             try:
-                ends.append(fn({k: at_knob(s, knob, value) for k, s in setups.items()}))
-            except Unreachable:  # no efficiency meets the calibration point there: not a possible end (as sensitivity)
-                continue
+                ends.append(at(knob, value))
+            except Unreachable:
+                reached = _reachable(knob, value, knob.get(first), at, Unreachable)
+                if reached is not None:
+                    cut[f"{knob.path} = {value}"] = reached[0]
+                    ends.append(reached[1])
         if ends:
             swings[knob.path] = ends
             lows.append(min(0.0, min(ends) - central))
             highs.append(max(0.0, max(ends) - central))
     return {"value": central, "interval": [central - math.sqrt(sum(x * x for x in lows)),
-                                           central + math.sqrt(sum(x * x for x in highs))], "swings": swings}
+                                           central + math.sqrt(sum(x * x for x in highs))],
+            "swings": swings, "cut": cut}
+
+
+def _reachable(knob, value, inside, at, unreachable, steps: int = 12):
+    """``(value, fn there)`` at the possible value of ``knob`` nearest to the ruled-out ``value``, bisected from the
+    setup's own value ``inside``; ``None`` for a knob that is not a number."""
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (inside, value)):
+        return None
+    best, outside = None, value
+    for _ in range(steps):
+        middle = (inside + outside) / 2
+        try:
+            best = (middle, at(knob, middle))
+            inside = middle
+        except unreachable:
+            outside = middle
+    return best
 
 
 def flips(qid: str) -> dict | None:
