@@ -87,13 +87,13 @@ def test_markdown_for_the_paper():
 
 
 def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value():
-    class Ruled(Exception):
-        pass
+    from svgtpu.costmodel.sensitivity import reachable_end
+    from svgtpu.costmodel.validate import Unreachable
 
     def at(knob, value):   # possible up to 0.9, the value itself the quantity
         if value > 0.9:
-            raise Ruled
+            raise Unreachable
         return value
-    value, there = predictions._reachable(None, 1.25, 0.5, at, Ruled)
+    value, there = reachable_end(None, 1.25, 0.5, at)
     assert 0.9 - 1e-3 < value <= 0.9 and there == value
-    assert predictions._reachable(None, "other", 0.5, at, Ruled) is None
+    assert reachable_end(None, "other", 0.5, at) is None

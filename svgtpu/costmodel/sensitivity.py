@@ -181,7 +181,8 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_res
                 at[end] = _quantities(model_video(at_knob(setup, knob, value)))
             except Unreachable:   # no efficiency in (0, 1] meets the calibration point there: not a possible end
                 unreachable.append(f"{knob.path} = {_short(value)}")
-                reached = _reachable_end(setup, knob, value)
+                reached = reachable_end(knob, value, knob.get(setup),
+                                        lambda k, v: _quantities(model_video(at_knob(setup, k, v))))
                 if reached is None:
                     at[end] = central
                 else:             # the calibration cuts the range: its last possible value is the end
@@ -201,19 +202,18 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_res
                       "interval = root sum of squares of the swings"}
 
 
-def _reachable_end(setup: Setup, knob: Knob, value, steps: int = 12):
-    """``(value, quantities)`` at the possible value of ``knob`` nearest to ``value``, an end the calibration
-    point rules out: bisected between it and the setup's own value (which meets the calibration) to within
-    2^-``steps`` of the range; ``None`` for a knob that is not a number, or whose own value is unreachable."""
-    inside = knob.get(setup)
+def reachable_end(knob: Knob, value, inside, at: Callable[[Knob, Any], Any], steps: int = 12):
+    """``(v, at(knob, v))`` at the possible value ``v`` of ``knob`` nearest to ``value``, an end the calibration
+    point rules out (``at`` raises :class:`~svgtpu.costmodel.validate.Unreachable` there): bisected between it and
+    ``inside`` (a value that meets the calibration, the setup's own) to within 2^-``steps`` of the range; ``None``
+    for a knob that is not a number."""
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (inside, value)):
         return None
-    best = None
-    outside = value
+    best, outside = None, value
     for _ in range(steps):
         middle = (inside + outside) / 2
         try:
-            best = (middle, _quantities(model_video(at_knob(setup, knob, middle))))
+            best = (middle, at(knob, middle))
             inside = middle
         except Unreachable:
             outside = middle
@@ -253,5 +253,5 @@ def stretch_as_efficiency(setup: Setup) -> float:
             / sparse_layer_efficiency(dataclasses.replace(setup, sparse_stretch=1.0, sparse_efficiency=1.0)))
 
 
-__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "sensitivity", "tornado_rows",
+__all__ = ["Knob", "KNOBS", "sparse_knobs", "QUANTITIES", "SPLIT", "at_knob", "reachable_end", "sensitivity", "tornado_rows",
            "speedup_surface", "stretch_as_efficiency"]

@@ -132,6 +132,7 @@ def predict_one(setups: dict, fn) -> dict:
     :func:`svgtpu.costmodel.sensitivity` does, an end the calibration rules out (no efficiency meets the
     calibration point there) is cut to the last possible value, found by bisection, and listed in ``cut``."""
     from svgtpu.costmodel import KNOBS, at_knob, sparse_knobs
+    from svgtpu.costmodel.sensitivity import reachable_end
     from svgtpu.costmodel.validate import Unreachable
     central = fn(setups)
     first = next(iter(setups.values()))
@@ -145,7 +146,7 @@ def predict_one(setups: dict, fn) -> dict:
             try:
                 ends.append(at(knob, value))
             except Unreachable:
-                reached = _reachable(knob, value, knob.get(first), at, Unreachable)
+                reached = reachable_end(knob, value, knob.get(first), at)
                 if reached is not None:
                     cut[f"{knob.path} = {value}"] = reached[0]
                     ends.append(reached[1])
@@ -156,22 +157,6 @@ def predict_one(setups: dict, fn) -> dict:
     return {"value": central, "interval": [central - math.sqrt(sum(x * x for x in lows)),
                                            central + math.sqrt(sum(x * x for x in highs))],
             "swings": swings, "cut": cut}
-
-
-def _reachable(knob, value, inside, at, unreachable, steps: int = 12):
-    """``(value, fn there)`` at the possible value of ``knob`` nearest to the ruled-out ``value``, bisected from the
-    setup's own value ``inside``; ``None`` for a knob that is not a number."""
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (inside, value)):
-        return None
-    best, outside = None, value
-    for _ in range(steps):
-        middle = (inside + outside) / 2
-        try:
-            best = (middle, at(knob, middle))
-            inside = middle
-        except unreachable:
-            outside = middle
-    return best
 
 
 def flips(qid: str) -> dict | None:
