@@ -322,3 +322,21 @@ def test_the_notes_first_screen_holds_the_summary_table_and_the_limits():
     for term in ("Kept fraction", "Kept pairs", "Tile density", "Snap / balanced rounding", "Full-fill roofline",
                  "Push bound", "Fixed-M", "Sparse stretch"):
         assert f"**{term}**" in glossary, f"the glossary lacks {term!r}"
+
+
+def test_the_tpu_predictions_block_reads_the_newest_frozen_file_and_the_newest_run(tmp_path):
+    """Before any TPU run the block names the frozen file and says nothing is compared; with a run beside it, one
+    row per measured quantity (the synthetic run of tests/test_predictions.py, labelled synthetic-test)."""
+    committed = Path(__file__).parents[1] / "figures"
+    frozen = sorted((committed / "predictions").glob("*.json"))[-1]
+    empty = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    assert empty.startswith("No predictions have been frozen yet")
+    (tmp_path / "predictions").mkdir()
+    (tmp_path / "predictions" / frozen.name).write_bytes(frozen.read_bytes())
+    waiting = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    assert json.loads(frozen.read_text())["commit"] in waiting and "No TPU run yet" in waiting
+    run = json.loads((Path(__file__).parent / "data" / "tpu_run_synthetic.json").read_text())
+    (tmp_path / "tpu-runs").mkdir()
+    (tmp_path / "tpu-runs" / "2099-01-01-synthetic.json").write_text(json.dumps(run))
+    compared = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    assert "No TPU run yet" not in compared and all(f"| {q} |" in compared for q in run["quantities"])
