@@ -34,6 +34,12 @@ def test_the_first_screen_blocks_render_the_record_or_say_not_measured(tmp_path)
     text = first_screen.make_times_block(record)
     assert "**9 min 12 s** wall, 18 min 20 s CPU" in text and "fresh clone, idle" in text
     assert "`make test` (the test suite: pytest, 2 workers): _not measured yet" in text
+    # measured elsewhere: the commit that ran it, and no load (this machine's now is not the run's)
+    entry = first_screen.record_make("test", 200, None, "elsewhere", figures=tmp_path, commit="abc1234")
+    assert entry["commit"] == "abc1234" and entry["load_average"] is None
+    text = first_screen.make_times_block(json.loads((tmp_path / first_screen.RECORD_NAME).read_text()))
+    line = next(l for l in text.splitlines() if l.startswith("- `make test`"))
+    assert "at abc1234" in line and "load" not in line
 
 
 def test_a_wide_table_keeps_to_the_width_with_a_legend():

@@ -70,12 +70,16 @@ def time_quick_start(figures=None) -> dict:
     return entry
 
 
-def record_make(target: str, wall_s: float, cpu_s: float | None = None, note: str = "", figures=None) -> dict:
-    """Store the time of ``make TARGET`` (measured here or elsewhere) with its stamp and ``note`` (how it was run)."""
+def record_make(target: str, wall_s: float, cpu_s: float | None = None, note: str = "", figures=None,
+                commit: str | None = None, load_average: list | None = None) -> dict:
+    """Store the time of ``make TARGET`` with its stamp and ``note`` (how it was run).  Measured elsewhere (no
+    ``load_average`` given), the entry holds no load, since this machine's now is not the run's, and ``commit``
+    names the checkout that ran (default: this one's)."""
     from svgtpu.errors import BadInput
     if target not in MAKE_TARGETS:
         raise BadInput(f"target must be one of {', '.join(MAKE_TARGETS)}, got {target!r}")
-    entry = {**_stamp(), "wall_s": round(float(wall_s), 1), "cpu_s": None if cpu_s is None else round(float(cpu_s), 1),
+    stamp = _stamp() | {"load_average": load_average} | ({"commit": commit} if commit else {})
+    entry = {**stamp, "wall_s": round(float(wall_s), 1), "cpu_s": None if cpu_s is None else round(float(cpu_s), 1),
              "note": note}
     make = load(figures).get("make", {}) | {target: entry}
     _save({"make": make}, figures)
@@ -85,13 +89,14 @@ def record_make(target: str, wall_s: float, cpu_s: float | None = None, note: st
 def time_make(target: str, note: str = "", figures=None) -> dict:
     """Run ``make TARGET`` in the checkout and record its wall time and its children's CPU time."""
     import resource
+    load_average = [round(x, 2) for x in os.getloadavg()]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(["make", target], cwd=REPO_ROOT, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return record_make(target, wall, cpu, note, figures)
+    return record_make(target, wall, cpu, note, figures, load_average=load_average)
 
 
 def _duration(seconds: float) -> str:
@@ -100,9 +105,8 @@ def _duration(seconds: float) -> str:
 
 
 def _machine(entry: dict) -> str:
-    load_average = entry.get("load_average") or [None]
-    return (f"`{entry['provenance']}`, {entry['date'][:10]} at {entry['commit']}, {entry['cores']} cores, load "
-            f"{load_average[0]}")
+    load = f", load {entry['load_average'][0]} at its start" if entry.get("load_average") else ""
+    return f"`{entry['provenance']}`, {entry['date'][:10]} at {entry['commit']}, {entry['cores']} cores{load}"
 
 
 def make_times_block(record: dict) -> str:
@@ -147,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         if name == "record-make":
             p.add_argument("wall_s", type=float)
             p.add_argument("cpu_s", type=float, nargs="?")
+            p.add_argument("--commit", help="the commit of the checkout that ran it (default: this checkout's)")
         p.add_argument("--note", default="", help="how it was run (fresh clone, idle cores, ...)")
     args = parser.parse_args(argv)
     if args.what == "quick-start":
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.what == "time-make":
         result = time_make(args.target, args.note)
     else:
-        result = record_make(args.target, args.wall_s, args.cpu_s, args.note)
+        result = record_make(args.target, args.wall_s, args.cpu_s, args.note, commit=args.commit)
     print(json.dumps(result, indent=1))
 
 
