@@ -57,6 +57,10 @@ def test_an_existing_run_file_is_refused_before_any_work(tmp_path):
     assert main(["bench", "tpu", "--smoke", "--sections", "nope", "--out", str(tmp_path / "x.json")]) == 2
     with pytest.raises(BadInput, match="needs a TPU backend"):
         tpu.run(out=tmp_path / "real.json")
+    for budget in (0, -5.0, float("nan"), True, "60"):
+        with pytest.raises(BadInput, match="budget must be a positive number of seconds"):
+            tpu.run(smoke=True, budget_s=budget, out=tmp_path / "budget.json")
+    assert not (tmp_path / "budget.json").exists()
 
 
 def test_quantities_from_a_run_by_hand():

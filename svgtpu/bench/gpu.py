@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.attention.svg import SVGConfig
 from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, triton_launch, write
-from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, reason, time_variants
+from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, check_budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
@@ -619,10 +619,8 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
     the process ends: :class:`~svgtpu.bench.gpu_timing.Watchdog`); returns the result dict."""
     sizes = select(SMOKE if smoke else FULL, sections, resolutions)
     if budget_s is not None:
-        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-            raise BadInput(f"budget must be a positive number of seconds (an H200 call: 10 minutes in all, so "
-                           f"about {FULL.budget_s:.0f}), got {budget_s!r}")
-        sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
+        sizes = dataclasses.replace(sizes, budget_s=check_budget(
+            budget_s, f"an H200 call: 10 minutes in all, so about {FULL.budget_s:.0f}"))
     if not smoke and jax.default_backend() != "gpu":
         raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
                        f"use --smoke to run the same code at tiny shapes here")

@@ -8,6 +8,7 @@ unsupported by the installed jax) and then times the survivors in interleaved ro
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ import jax
 from tqdm.auto import tqdm
 
 from svgtpu.bench.timing import interleaved_times
+from svgtpu.errors import BadInput
 
 
 #: What the run is doing now, in words (``check ours-svg-fast``, ``compile cudnn-dense``, ...), for the record of a
@@ -52,6 +54,13 @@ class Watchdog:
 
     def __exit__(self, *exc) -> None:
         self.timer.cancel()
+
+
+def check_budget(budget_s, typical: str) -> float:
+    """``--budget`` as seconds: a positive finite number, or one line naming what a run takes (``typical``)."""
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
+        raise BadInput(f"budget must be a positive number of seconds ({typical}), got {budget_s!r}")
+    return float(budget_s)
 
 
 class Budget:
@@ -120,4 +129,4 @@ def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, d
     return times, skipped
 
 
-__all__ = ["NOW", "Watchdog", "Budget", "reason", "time_variants"]
+__all__ = ["NOW", "Watchdog", "Budget", "check_budget", "reason", "time_variants"]

@@ -451,7 +451,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
     import jax
     from tqdm.auto import tqdm
 
-    from svgtpu.bench.gpu_timing import Budget, reason, time_variants
+    from svgtpu.bench.gpu_timing import Budget, check_budget, reason, time_variants
     from svgtpu.compiler.dumps import versions
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
@@ -460,10 +460,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
     partial = path.with_name(path.stem + ".partial.json")
     sizes = SMOKE if smoke else FULL
     if budget_s is not None:
-        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-            raise BadInput(f"budget must be a positive number of seconds (a v6e run: about {FULL.budget_s:.0f}), "
-                           f"got {budget_s!r}")
-        sizes = dataclasses.replace(sizes, budget_s=float(budget_s))
+        sizes = dataclasses.replace(sizes, budget_s=check_budget(budget_s, f"a v6e run: about {FULL.budget_s:.0f}"))
     if not smoke and jax.default_backend() != "tpu":
         raise BadInput(f"bench tpu needs a TPU backend (jax.default_backend() is {jax.default_backend()!r}); "
                        f"use --smoke to run the same code at tiny shapes here")
