@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from svgtpu.costmodel.policy import MODERATE_KEYS
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.model.config import MODELS, ModelConfig
@@ -57,6 +58,7 @@ SLICES = {1: "v6e:2x2x1", 8: "v6e:2x4x1"}
 #: MaxDiffusion's moderate run (``svgtpu.costmodel.policy.MODERATE_KEYS``): its model, resolution and the
 #: SVG densities of its two experts (high noise, low noise).
 MODERATE_MODEL = "wan2.2-a14b"
+MODERATE_KEPT = (MODERATE_KEYS["svg_high_noise_density"], MODERATE_KEYS["svg_low_noise_density"])
 #: The Splash variants' tolerance and ours: bf16 inputs, float32 accumulation (as the GPU run's check).
 TOLERANCE = 2e-2
 #: Mask variants of the kernel section (:data:`svgtpu.compiler.variants.MASKS`).
@@ -74,7 +76,7 @@ class Sizes:
     moderate_geometry: str = "720p"
     model: str | ModelConfig = PRODUCTION.model
     moderate_model: str | ModelConfig = MODERATE_MODEL
-    moderate_kept: tuple[float, ...] = (0.5, 0.2)
+    moderate_kept: tuple[float, ...] = MODERATE_KEPT
     kept: float = DEFAULT_KEPT
     check_rows: int = 128
     max_rounds: int = 9
@@ -650,7 +652,7 @@ def format_result(result: dict) -> str:
     return "\n\n".join(parts + [f"written: {result['written']}"])
 
 
-__all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "FULL",
+__all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "MODERATE_KEPT", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "FULL",
            "SMOKE", "best_tiles", "PRODUCTION_TAG", "production_tiles", "Program", "all_programs", "programs", "splash_heads", "kernel_fn", "attention_fn", "block_program",
            "program", "concrete", "check_rows", "check", "commit", "RUNS_DIR", "default_out", "check_out",
            "check_sections", "run", "quantities", "attention_exponent", "write", "format_result"]

@@ -41,7 +41,8 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput, user_file
 from svgtpu.geometry import VideoGeometry
-from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, MAXDIFFUSION_SVG_COMMIT, MAXDIFFUSION_SVG_DOCS, Source
+from svgtpu.recipes import (MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, MAXDIFFUSION_SVG_COMMIT, MAXDIFFUSION_SVG_DENSITIES,
+                            MAXDIFFUSION_SVG_DOCS, Source)
 
 SVG_DOCS = dataclasses.replace(MAXDIFFUSION_SVG_DOCS, what=(
     "moderate policy keys; attention config for eight devices; measured v6e-8 table with 'Estimated "
@@ -265,8 +266,10 @@ def scaled_policy(base: Policy, target_saved: float, name: str, model, geometry:
                                       f"({SVG_DOCS.cite()})")
 
 
-#: The moderate policy, published in full (:data:`SVG_DOCS`): its ``svg_*`` overrides.
-MODERATE_KEYS = {"use_svg_attention": True, "svg_high_noise_density": 0.50, "svg_low_noise_density": 0.20,
+#: The moderate policy, published in full (:data:`SVG_DOCS`): its ``svg_*`` overrides (its two expert densities
+#: are :data:`svgtpu.recipes.MAXDIFFUSION_SVG_DENSITIES`, low noise then high noise, cited there).
+MODERATE_KEYS = {"use_svg_attention": True, "svg_high_noise_density": MAXDIFFUSION_SVG_DENSITIES[1],
+                 "svg_low_noise_density": MAXDIFFUSION_SVG_DENSITIES[0],
                  "svg_active_start_step": 11, "svg_active_end_step": 40, "svg_active_start_layer": 1,
                  "svg_active_end_layer": 40, "svg_profile_query_count": 64, "svg_sample_max_row": 10000,
                  "svg_profile_seed": 0, "svg_include_first_frame": True}
