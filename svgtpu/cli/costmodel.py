@@ -16,6 +16,7 @@ from svgtpu.recipes import DEFAULT_RECIPE
 
 def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.costmodel import ATTENTION_KERNELS, DEVICES, MODEL_NAMES, PARTS, PRESETS, SLICE_COUNTS, WEIGHTS
+    from svgtpu.costmodel.pipeline import DEFAULT_TEMPORAL_FRACTION
     p.add_argument("--model", default=PRODUCTION.model, help=f"one of {', '.join(MODEL_NAMES)}")
     p.add_argument("--resolution", help=f"one of {', '.join(PRESETS)}, a preset or TxHxW "
                    f"(default {PRODUCTION.resolution}; the toy DiT's own grid for --model toy)")
@@ -61,7 +62,8 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--kept", "--sparsity", dest="kept", type=float,
                        help=f"SVG kept fraction (default {DEFAULT_KEPT}, recipe {DEFAULT_RECIPE.name})")
     group.add_argument("--multiplier", type=float, help="SVG band multiplier instead of --kept")
-    p.add_argument("--temporal-fraction", type=float, default=0.5, help="share of heads run temporal")
+    p.add_argument("--temporal-fraction", type=float, default=DEFAULT_TEMPORAL_FRACTION,
+                   help="share of heads run temporal")
     p.add_argument("--matmul-efficiency", type=float, help="default: the device family's (see --validate)")
     p.add_argument("--attention-efficiency", type=float, help="default: the device family's")
     p.add_argument("--memory-efficiency", type=float)

@@ -7,7 +7,7 @@ import argparse
 from svgtpu.cli.common import command, mask_arguments, tile_arguments
 from svgtpu.errors import positive_int
 from svgtpu.facts.claims import REPORTED
-from svgtpu.setting import PRODUCTION, mask_density
+from svgtpu.setting import PRODUCTION, SMALL_TILE, mask_density
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 
 
@@ -137,7 +137,7 @@ def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS, help="the kernel's head sizes")
     p.add_argument("--contrast", type=float, default=8.0, help="logit gap of the planted pattern")
     p.add_argument("--rows", type=positive_int, default=DEFAULT_PROFILE_ROWS, help="query rows profiling samples")
-    tile_arguments(p, 128, 128)
+    tile_arguments(p, SMALL_TILE.block_q, SMALL_TILE.block_kv)   # SVGConfig's, the toy's tile
     p.add_argument("--time", action="store_true",
                    help="also time profiling against one sparse attention call (interleaved medians)")
     p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds with --time")

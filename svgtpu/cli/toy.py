@@ -8,7 +8,7 @@ import sys
 from svgtpu.cli.common import command
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT, TRAINED_CHECKPOINT
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, mask_density
 
 
 # -- svgtpu train / generate / quality / methods (toy DiT) ------------------------------------
@@ -92,7 +92,7 @@ def run_generate(args):
 def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p, f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
-    p.add_argument("--block", type=positive_int, default=128, help="kernel tile size (block_q = block_kv)")
+    p.add_argument("--block", type=positive_int, default=SMALL_TILE.block_q, help="kernel tile size (block_q = block_kv)")
     p.add_argument("--variants", nargs="+", metavar="VARIANT",
                    help="the SVG variants to sample (default: all of svgtpu.toy.quality.VARIANTS; e.g. svg svg-aligned "
                         "svg-aligned-balanced: aligned vs unaligned at equal kept pairs)")

@@ -74,6 +74,9 @@ WEIGHTS = ("auto", "replicated", "sharded")
 #: ``attention="flash"``: each device keeps its slice of the queries, all heads, against all keys and
 #: values, which are all-gathered every layer; its query slice is padded to a multiple of ``block_q``).
 ATTENTION_SHARDINGS = ("heads", "sequence")
+#: The share of heads online profiling marks temporal (they pay the layout transform) when none is given: an
+#: assumption, half (the data decides at run time; :mod:`svgtpu.costmodel.sensitivity` sweeps it from 0 to 1).
+DEFAULT_TEMPORAL_FRACTION = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +98,7 @@ class Setup:
     warmup_steps: float = DEFAULT_WARMUP_STEP_FRACTION   # share of steps run dense ...
     warmup_layers: float = DEFAULT_WARMUP_LAYER_FRACTION  # ... and of layers
     profile_rows: int = DEFAULT_PROFILE_ROWS   # query rows online profiling samples per head
-    temporal_fraction: float = 0.5    # share of heads profiled temporal (layout transform cost)
+    temporal_fraction: float = DEFAULT_TEMPORAL_FRACTION   # share of heads profiled temporal (layout transform)
     efficiency: Efficiency | None = None   # required; see validate.calibrated_setup
     sparse_efficiency: float = 1.0    # GPU scenario only: share of the modeled sparse layer SVG's GPU runs reach
     sparse_stretch: float = 1.0       # realized / static time of sparse-kernel tiles relative to dense ones (TPU:
@@ -528,6 +531,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "ATTENTION_SHARDINGS", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["PARTS", "WEIGHTS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]
