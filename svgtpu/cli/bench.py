@@ -132,20 +132,22 @@ WATCHDOG_MARGIN_S = 150.0
 def _bench_tpu_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.bench.tpu import SECTIONS
     p.add_argument("--smoke", action="store_true", help="the same run at tiny shapes, in interpret mode on CPU")
-    p.add_argument("--out", help="the run file (default figures/tpu-runs/<date>-<commit>.json; never overwritten)")
+    p.add_argument("--out", help="the run file (default figures/tpu-runs/<date>-<commit>.json; with --preflight the "
+                                 "record, default figures/preflight/<date>-<commit>.json); never overwritten")
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), metavar="SECTION",
                    help=f"sections to run, of {', '.join(SECTIONS)} (default: all)")
     p.add_argument("--budget", type=float, default=None, help="time budget of the run in seconds")
     p.add_argument("--preflight", action="store_true",
-                   help="run nothing: compile every program of the real run for v6e on this CPU (libtpu)")
+                   help="run nothing: compile every program of the real run for v6e on this CPU (libtpu) and "
+                        "record it (figures/preflight/)")
 
 
 @command("bench tpu", "the prepared TPU run on a v6e VM (svgtpu.bench.tpu; `make tpu-bench`)", _bench_tpu_arguments)
 def run_bench_tpu(args):
     if args.preflight:   # (result, table, 1 if anything would fail)
-        from svgtpu.report.preflight import TPU_BENCH, format_preflight, preflight
-        result = preflight(TPU_BENCH, progress=not args.json)
-        return result, format_preflight(result), 0 if result["passed"] else 1
+        from svgtpu.report.preflight import bench_preflight, format_preflight
+        result = bench_preflight(args.out, progress=not args.json)
+        return result, format_preflight(result) + f"\nrecord: {result['written']}", 0 if result["passed"] else 1
     from svgtpu.bench import tpu as tpu_bench
     result = tpu_bench.run(smoke=args.smoke, sections=args.sections, out=args.out, budget_s=args.budget)
     return result, tpu_bench.format_result(result), 0 if result["all_ok"] else 1

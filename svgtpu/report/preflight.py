@@ -14,6 +14,10 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
 
 Profile ``tpu-bench`` (``svgtpu bench tpu --preflight``) is instead every program of the prepared TPU run,
 :func:`svgtpu.bench.tpu.all_programs`, each compiled for the slice it runs on (:data:`svgtpu.bench.tpu.SLICES`).
+That preflight leaves a dated record, ``figures/preflight/<date>-<commit>.json`` (:func:`bench_preflight`, never
+overwritten): each program's verdict and compile seconds on this host, the host, the versions, and the content key
+of the sources the programs are built from (:data:`PROGRAM_SOURCES`), so a later reader can tell whether the
+programs it compiled are still the ones the run would build (:func:`sources_match`).
 
 A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
 see: run-time errors, speed, and anything outside these programs (the host loop, file output).
@@ -23,6 +27,12 @@ Provenance ``compiled-v6e``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
+import os
+import platform
+import time
+from pathlib import Path
 
 from svgtpu.errors import BadInput
 from svgtpu.compiler.compile import CompileJob, compile_targets, require_libtpu
@@ -72,12 +82,14 @@ def compile_bench_program(p) -> dict:
     from svgtpu.compiler.compile import compile_program
     from svgtpu.kernels.common import compiling_for
     devices = topologies.get_topology_desc(platform="tpu", topology_name=SLICES[p.chips]).devices[:p.chips]
+    start = time.perf_counter()
     try:
         fn, args = program(p, devices)
     except BadInput as e:
-        return {"compiled": False, "reason": str(e), "compile_s": 0.0}
+        return {"compiled": False, "reason": str(e), "compile_s": 0.0, "build_s": time.perf_counter() - start}
+    build_s = time.perf_counter() - start   # the program built: masks, Splash's mask info (the run builds it too)
     with compiling_for("v6e"):
-        return compile_program(fn, args)[1]
+        return compile_program(fn, args)[1] | {"build_s": build_s}
 
 
 def checks(profile: str, dit: bool = True) -> list[Check]:
@@ -153,7 +165,8 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
             from svgtpu.bench.tpu import SLICES
             row = compile_bench_program(c.job)
             rows.append({"notebook": c.notebook, "what": c.what, "target": c.target, "topology": SLICES[c.job.chips],
-                         "geometry": c.job.geometry, "compiled": row["compiled"], "compile_s": row["compile_s"],
+                         "chips": c.job.chips, "geometry": c.job.geometry, "compiled": row["compiled"],
+                         "compile_s": row["compile_s"], "build_s": row.get("build_s", 0.0),
                          "reason": row.get("reason")})
             continue
         if c.target == "wan-block":
@@ -187,5 +200,127 @@ def format_preflight(result: dict) -> str:
                     + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
 
 
+# -- the record of the TPU run's preflight --------------------------------------------------------
+
+#: The committed preflight records of the prepared TPU run, one dated file each (relative to the checkout).
+RECORDS_DIR = Path("figures", "preflight")
+#: What the TPU run's programs are built from, as paths in the package (:func:`svgtpu.compiler.dumps.made_of`):
+#: the program list and its construction, the kernels, masks, attention and model code they trace, Splash's
+#: wrapper and the compile call.  Not this module (how the record is written), nor the run's timing loop.
+PROGRAM_SOURCES = ("bench/tpu.py", "kernels", "masks", "attention", "model", "baselines", "geometry.py", "setting.py",
+                   "recipes.py", "warmup.py", "tpu_env.py", "facts/kernels.py", "compiler/compile.py",
+                   "compiler/variants.py", "compiler/tile_table.py", "compiler/tune.py", "compiler/estimate.py",
+                   "compiler/wan_block.py")
+
+
+def slice_name(chips: int) -> str:
+    """``v6e-1``, ``v6e-8``: the slice a run on ``chips`` chips rents."""
+    return f"v6e-{chips}"
+
+
+def program_description() -> dict:
+    """What the run's programs are, field by field (tiles, masks, models, chips) and the topologies they compile
+    for: the description of :func:`sources_key` (a retuned tile changes it, as an edited source does)."""
+    from svgtpu.bench.tpu import FULL, SLICES, all_programs
+    from svgtpu.compiler.dumps import content_of
+    return {"programs": [content_of(p) for p in all_programs(FULL)],
+            "slices": {str(chips): topology for chips, topology in SLICES.items()}}
+
+
+def sources_key() -> dict:
+    """``{"key", "made_of"}``: the content key of the TPU run's programs (:func:`program_description`, the sha256
+    of each of :data:`PROGRAM_SOURCES`, jax / libtpu / tokamax versions, libtpu's flags)."""
+    from svgtpu.compiler.dumps import cache_key, made_of
+    description = program_description()
+    return {"key": cache_key(description, PROGRAM_SOURCES),
+            "made_of": json.loads(json.dumps(made_of(description, PROGRAM_SOURCES), default=str))}
+
+
+def default_record_path(when: datetime.datetime | None = None) -> Path:
+    """``figures/preflight/<date>-<commit>.json`` in the checkout."""
+    from svgtpu.bench.tpu import commit
+    from svgtpu.facts.paths import REPO_ROOT
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    return REPO_ROOT / RECORDS_DIR / f"{when:%Y-%m-%d}-{commit()}.json"
+
+
+def check_record_out(path: str | Path, named: bool = True) -> Path:
+    """Refuse (:class:`BadInput`, one line) a record path that exists (a record is never overwritten), and one the
+    user ``named`` where it cannot be written; the default's folder is made."""
+    from svgtpu.facts.outputs import check_output
+    path = Path(path)
+    if path.exists():
+        raise BadInput(f"--out {path} exists: a preflight record is never overwritten (name another file)")
+    if named:
+        return check_output("--out", path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def host() -> dict:
+    """The machine compiling: its CPUs, load at the start, platform (compile seconds depend on all three)."""
+    return {"cpus": os.cpu_count(), "loadavg": list(os.getloadavg()), "platform": platform.platform(),
+            "machine": platform.machine(), "python": platform.python_version()}
+
+
+def bench_record(result: dict, started: dict, wall_s: float) -> dict:
+    """The record of a ``tpu-bench`` :func:`preflight` (``result``): provenance, commit, date, versions, the host
+    (``started``: :func:`host` and the date, taken before the first compile), the sources' key, one row per
+    program, per-slice totals (the programs a run on that slice runs), the verdict and the wall seconds."""
+    from svgtpu.bench.tpu import FULL, SLICES, commit, programs
+    from svgtpu.compiler.dumps import versions
+    rows = [{"name": r["what"], "chips": r["chips"], "topology": r["topology"], "geometry": r["geometry"],
+             "compiled": r["compiled"], "compile_s": r["compile_s"], "build_s": r.get("build_s", 0.0),
+             "reason": r["reason"]} for r in result["checks"]]
+    by_program = {(r["name"], r["chips"]): r for r in rows}
+    slices = {}
+    for chips in SLICES:
+        ran = [by_program[p.name, p.chips] for p in programs(FULL, chips)]
+        slices[slice_name(chips)] = {"chips": chips, "topology": SLICES[chips], "programs": len(ran),
+                                     "compiled": sum(bool(r["compiled"]) for r in ran),
+                                     "compile_s": sum(r["compile_s"] for r in ran),
+                                     "build_s": sum(r["build_s"] for r in ran)}
+    return {"kind": "preflight of svgtpu bench tpu", "provenance": result["provenance"], "commit": commit(),
+            "date": started["date"], **versions(), "host": started["host"], "sources": sources_key(),
+            "programs": rows, "slices": slices, "failed": result["failed"], "passed": result["passed"],
+            "wall_s": wall_s}
+
+
+def bench_preflight(out: str | Path | None = None, progress: bool = False) -> dict:
+    """``svgtpu bench tpu --preflight``: :func:`preflight` of the TPU run's programs, its record written to ``out``
+    (default :func:`default_record_path`; an existing file refused before any compile).  The preflight's result
+    with ``record`` and ``written``."""
+    path = check_record_out(out) if out is not None else check_record_out(default_record_path(), named=False)
+    require_libtpu()
+    started = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": host()}
+    start = time.monotonic()
+    result = preflight(TPU_BENCH, progress=progress)
+    record = bench_record(result, started, time.monotonic() - start)
+    from svgtpu.facts.outputs import write_text
+    check_record_out(path, named=False)   # still new: a record is never overwritten, even by a parallel preflight
+    write_text(path, json.dumps(record, indent=1) + "\n")
+    return result | {"record": record, "written": str(path)}
+
+
+def records() -> list[Path]:
+    """The committed preflight records, oldest first (by the date inside, then the name)."""
+    from svgtpu.facts.paths import REPO_ROOT
+    found = [(json.loads(p.read_text())["date"], p.name, p) for p in (REPO_ROOT / RECORDS_DIR).glob("*.json")]
+    return [p for *_, p in sorted(found)]
+
+
+def newest_record() -> dict | None:
+    """The newest record of :func:`records` (with its ``path``), None where there is none."""
+    found = records()
+    return None if not found else json.loads(found[-1].read_text()) | {"path": str(found[-1])}
+
+
+def sources_match(record: dict) -> bool:
+    """Whether ``record`` compiled the programs the current sources build (:func:`sources_key`)."""
+    return record["sources"]["key"] == sources_key()["key"]
+
+
 __all__ = ["ONE_HOST", "MULTI_HOST", "TPU_BENCH", "Check", "checks", "tpu_bench_checks", "compile_bench_program", "wan_block_checks", "preflight",
-           "format_preflight"]
+           "format_preflight", "RECORDS_DIR", "PROGRAM_SOURCES", "slice_name", "program_description", "sources_key",
+           "default_record_path", "check_record_out", "host", "bench_record", "bench_preflight", "records",
+           "newest_record", "sources_match"]
