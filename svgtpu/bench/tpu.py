@@ -272,41 +272,12 @@ def attention_fn(p: Program):
 
 
 def block_program(p: Program, devices):
-    """``(fn, abstract args)``: one block on ``devices`` (one: plainly; several: a CFG pair over ``data`` and
-    Ulysses over ``seq``, weights replicated), at the last step and layer (past SVG's dense warm-up)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    from svgtpu.attention.sharding import ulysses_local
+    """``(fn, abstract args)``: one block on ``devices`` (:func:`svgtpu.model.sharded.block_program`; one: plainly;
+    several: a CFG pair over ``data`` and Ulysses over ``seq``, weights replicated)."""
     from svgtpu.geometry import get_geometry
-    from svgtpu.model.wan import WanBlock
-    model, g = _model(p.model), get_geometry(p.geometry)
+    from svgtpu.model.sharded import block_program as sharded_block
     data = 2 if len(devices) % 2 == 0 and len(devices) > 1 else 1
-    seq = len(devices) // data
-    if model.heads % seq or g.L % seq:
-        raise BadInput(f"{p.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
-    mesh = Mesh(np.array(devices).reshape(data, seq), ("data", "seq"))
-    block = WanBlock(model)
-    shapes = jax.eval_shape(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16),
-                            jax.random.key(0))
-    attention = ulysses_local(attention_fn(p))
-
-    def local(params, x, t_mod, context, angles, key):
-        return block(params, x, t_mod, context, angles, attention=attention, key=jax.random.wrap_key_data(key),
-                     **PRODUCTION.sparse_call())[0]
-
-    specs = (jax.tree.map(lambda _: P(), shapes), P("data", "seq"), P("data"), P("data"), P("seq"), P())
-    fn = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P("data", "seq"), check_vma=False)
-
-    def arg(shape, dtype, spec):
-        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
-    D = model.dim
-    args = (jax.tree.map(lambda a: arg(a.shape, a.dtype, P()), shapes),
-            arg((data, g.L, D), jnp.float32, P("data", "seq")), arg((data, 6, D), jnp.float32, P("data")),
-            arg((data, model.text_len, D), jnp.bfloat16, P("data")),
-            arg((g.L, model.head_dim // 2), jnp.float32, P("seq")), arg((2,), jnp.uint32, P()))
-    return fn, args
+    return sharded_block(_model(p.model), get_geometry(p.geometry), devices, data, attention_fn(p), name=p.name)
 
 
 def program(p: Program, devices):

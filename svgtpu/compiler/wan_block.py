@@ -39,8 +39,6 @@ VARIANTS = ("dense", "svg")
 #: plan; the block is then compiled with the kernel call left out, ``q + 0 * (k + v)`` in its place, one
 #: elementwise pass that keeps everything feeding the kernel live: cheaper to compile; the cpu profile runs it).
 KERNEL_READINGS = ("in-block", "own-compile")
-#: Where SVG's schedule is sparse: the production setting's last step and layer (past the dense warm-up).
-SPARSE_CALL = PRODUCTION.sparse_call()
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
 _SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "compiler/wan_block.py", "compiler/fusions.py",
@@ -120,48 +118,17 @@ def parallel_plan(job: BlockJob) -> dict:
 
 
 def block_program(job: BlockJob, devices, plan: dict):
-    """``(fn, abstract args)``: one block on every device of ``devices`` under ``plan``'s mesh."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    from svgtpu.attention.sharding import ulysses_local
+    """``(fn, abstract args)``: one block on every device of ``devices`` under ``plan``'s mesh
+    (:func:`svgtpu.model.sharded.block_program`), self-attention our kernel dense or SVG."""
     from svgtpu.costmodel.workload import get_model
     from svgtpu.geometry import get_geometry
-    from svgtpu.model.wan import WanBlock, self_attention
-    model, g = get_model(job.model), get_geometry(job.resolution)
-    data, seq = plan["mesh"]["data"], plan["mesh"]["seq"]
-    if model.heads % seq or g.L % seq:
-        raise BadInput(f"{job.name}: heads ({model.heads}) and tokens ({g.L}) must divide over {seq} devices")
-    mesh = Mesh(np.array(devices).reshape(data, seq), ("data", "seq"))
-    block = WanBlock(model)
-    shapes = jax.eval_shape(lambda key: block.init(jax.random.split(key, block.INIT_KEYS), jnp.bfloat16),
-                            jax.random.key(0))
-    shard = plan["weights_sharded"]
-    pspec = jax.tree.map(lambda a: P("seq") if shard and a.ndim == 2 and a.shape[0] % seq == 0 else P(), shapes)
-    name = "ours-dense" if job.variant == "dense" else "svg"
-    attention = ulysses_local(self_attention(name, g, block_q=job.block_q, block_kv=job.block_kv,
-                                             svg_config=job.svg_config()))
-
-    def local(p, x, t_mod, context, angles, key):
-        with jax.named_scope("weight_gather"):
-            p = jax.tree.map(lambda w, s: jax.lax.all_gather(w, "seq", axis=0, tiled=True) if s != P() else w,
-                             p, pspec)
-        return block(p, x, t_mod, context, angles, attention=attention, key=jax.random.wrap_key_data(key),
-                     **SPARSE_CALL)[0]
-
-    specs = (pspec, P("data", "seq"), P("data"), P("data"), P("seq"), P())
-    fn = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P("data", "seq"), check_vma=False)
-
-    def arg(shape, dtype, spec):
-        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
-    params = jax.tree.map(lambda a, s: arg(a.shape, a.dtype, s), shapes, pspec)
-    D = model.dim
-    args = (params, arg((data, g.L, D), jnp.float32, P("data", "seq")), arg((data, 6, D), jnp.float32, P("data")),
-            arg((data, model.text_len, D), jnp.bfloat16, P("data")), arg((g.L, model.head_dim // 2), jnp.float32,
-                                                                         P("seq")), arg((2,), jnp.uint32, P()))
-    return fn, args
+    from svgtpu.model.sharded import block_program as sharded_block
+    from svgtpu.model.wan import self_attention
+    g = get_geometry(job.resolution)
+    attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, block_q=job.block_q,
+                               block_kv=job.block_kv, svg_config=job.svg_config())
+    return sharded_block(get_model(job.model), g, devices, plan["mesh"]["data"], attention,
+                         shard_weights=plan["weights_sharded"], name=job.name)
 
 
 def slice_devices(device: str) -> list:
@@ -406,7 +373,7 @@ def wan_block_command(args):
     return {"blocks": results, "refused": refused}, "\n".join(lines), 1 if refused else 0
 
 
-__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SPARSE_CALL", "SCHEMA", "MODELED_ROLES", "BlockJob",
+__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SCHEMA", "MODELED_ROLES", "BlockJob",
            "parallel_plan", "block_program", "slice_devices", "kernel_variant", "kernel_cycles", "own_compile_schedule",
            "compile_block", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
            "wan_block_command"]
