@@ -59,6 +59,7 @@ def test_bench_preflight_writes_its_record_and_never_overwrites_it(tmp_path, mon
     from svgtpu.report import preflight as pf
     compiled = []
     monkeypatch.setattr(pf, "compile_bench_program", _fake_compile(compiled))
+    monkeypatch.setattr(pf, "host_checks", lambda: {"720p": {"seconds_per_head": 1.5}})   # seconds of numpy
     out = tmp_path / "record.json"
     assert main(["bench", "tpu", "--preflight", "--out", str(out), "--json"]) == 1   # the refused ones fail it
     record = json.loads(out.read_text())
@@ -72,6 +73,7 @@ def test_bench_preflight_writes_its_record_and_never_overwrites_it(tmp_path, mon
     refused = [r for r in record["programs"] if not r["compiled"]]
     assert refused and all(r["name"].startswith("moderate") and r["reason"] for r in refused)
     assert record["passed"] is False and record["failed"] == len(refused) and record["wall_s"] >= 0
+    assert record["host_check"] == {"720p": {"seconds_per_head": 1.5}}
     for chips, name in ((1, "v6e-1"), (8, "v6e-8")):
         ran = tpu.programs(tpu.FULL, chips)
         totals = record["slices"][name]
@@ -131,3 +133,16 @@ print(" ".join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith
                  and not f.startswith(("costmodel/", "facts/"))
                  and not any(f == s or f.startswith(s + "/") for s in PROGRAM_SOURCES)]
     assert "bench/tpu.py" in loaded and not uncovered, uncovered
+
+
+def test_host_checks_time_the_runs_float64_check_per_resolution(monkeypatch):
+    # at the smoke sizes (the real ones take seconds): one entry per resolution of the run, its rows and L
+    from svgtpu.bench import tpu
+    from svgtpu.geometry import get_geometry
+    from svgtpu.report.preflight import host_checks
+    monkeypatch.setattr(tpu, "FULL", tpu.SMOKE)
+    found = host_checks()
+    assert set(found) == {"2x8x10"}
+    entry = found["2x8x10"]
+    assert entry["L"] == get_geometry("2x8x10").L and entry["rows"] == len(tpu._rows(entry["L"], tpu.SMOKE.check_rows))
+    assert entry["seconds_per_head"] > 0 and entry["provenance"] == "measured-cpu"

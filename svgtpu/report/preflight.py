@@ -15,7 +15,8 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
 Profile ``tpu-bench`` (``svgtpu bench tpu --preflight``) is instead every program of the prepared TPU run,
 :func:`svgtpu.bench.tpu.all_programs`, each compiled for the slice it runs on (:data:`svgtpu.bench.tpu.SLICES`).
 That preflight leaves a dated record, ``figures/preflight/<date>-<commit>.json`` (:func:`bench_preflight`, never
-overwritten): each program's verdict and compile seconds on this host, the host, the versions, and the content key
+overwritten): each program's verdict and compile seconds on this host, the host and what the run's float64 check of
+one head costs on it, the versions, and the content key
 of the sources the programs are built from (:data:`PROGRAM_SOURCES`), so a later reader can tell whether the
 programs it compiled are still the ones the run would build (:func:`sources_match`).
 
@@ -263,6 +264,28 @@ def host() -> dict:
             "machine": platform.machine(), "python": platform.python_version()}
 
 
+def host_checks() -> dict:
+    """Seconds of the run's float64 check of one head on this host, per resolution of the run: host numpy
+    (:func:`svgtpu.bench.tpu.check_rows`, the sampled rows against every key on SVG's mask) on seeded random
+    inputs at the real shapes, provenance ``measured-cpu``: the run pays it once per head of each check."""
+    import numpy as np
+
+    from svgtpu.bench.tpu import FULL, _rows, all_programs, check_rows
+    from svgtpu.geometry import get_geometry
+    out = {}
+    for p in all_programs(FULL):
+        if p.section != "kernels" or p.mask != "svg" or p.geometry in out:
+            continue
+        L = get_geometry(p.geometry).L
+        q, k, v = np.random.default_rng(0).standard_normal((3, 1, L, 128)).astype(np.float32)
+        rows = _rows(L, FULL.check_rows)
+        start = time.perf_counter()
+        check_rows(q, q, k, v, p.the_mask(), rows)
+        out[p.geometry] = {"seconds_per_head": time.perf_counter() - start, "rows": len(rows), "L": L,
+                           "provenance": "measured-cpu"}
+    return out
+
+
 def bench_record(result: dict, started: dict, wall_s: float) -> dict:
     """The record of a ``tpu-bench`` :func:`preflight` (``result``): provenance, commit, date, versions, the host
     (``started``: :func:`host` and the date, taken before the first compile), the sources' key, one row per
@@ -282,8 +305,8 @@ def bench_record(result: dict, started: dict, wall_s: float) -> dict:
                                      "build_s": sum(r["build_s"] for r in ran)}
     return {"kind": "preflight of svgtpu bench tpu", "provenance": result["provenance"], "commit": commit(),
             "date": started["date"], **versions(), "host": started["host"], "sources": sources_key(),
-            "programs": rows, "slices": slices, "failed": result["failed"], "passed": result["passed"],
-            "wall_s": wall_s}
+            "programs": rows, "slices": slices, "host_check": started.get("host_check", {}),
+            "failed": result["failed"], "passed": result["passed"], "wall_s": wall_s}
 
 
 def bench_preflight(out: str | Path | None = None, progress: bool = False) -> dict:
@@ -294,6 +317,7 @@ def bench_preflight(out: str | Path | None = None, progress: bool = False) -> di
     require_libtpu()
     started = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": host()}
     start = time.monotonic()
+    started["host_check"] = host_checks()   # a few seconds: what the run's float64 checks cost on a host
     result = preflight(TPU_BENCH, progress=progress)
     record = bench_record(result, started, time.monotonic() - start)
     from svgtpu.facts.outputs import write_text
@@ -322,5 +346,5 @@ def sources_match(record: dict) -> bool:
 
 __all__ = ["ONE_HOST", "MULTI_HOST", "TPU_BENCH", "Check", "checks", "tpu_bench_checks", "compile_bench_program", "wan_block_checks", "preflight",
            "format_preflight", "RECORDS_DIR", "PROGRAM_SOURCES", "slice_name", "program_description", "sources_key",
-           "default_record_path", "check_record_out", "host", "bench_record", "bench_preflight", "records",
+           "default_record_path", "check_record_out", "host", "host_checks", "bench_record", "bench_preflight", "records",
            "newest_record", "sources_match"]
