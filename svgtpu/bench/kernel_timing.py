@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import functools
 import math
 import statistics
@@ -336,19 +338,32 @@ def format_kernels(result: dict) -> str:
 
 
 def format_ops(result: dict) -> str:
-    """:func:`bench_ops` (with ``compiled``: :func:`svgtpu.compiler.llo.compiled_ops` too) as tables."""
-    from svgtpu.facts.tables import format_table
-    rows = [{k: r[k] for k in ("mask", "mask_source", "fast_path", "tile", "matmul_ops", "vector_ops",
-                               "masking_ops", "mask_block_loads", "vector_elements", "masking_elements")}
-            for r in result["rows"]]
-    plans = format_table(result["plans"], ["mask", "steps_per_head", "dense_steps_per_head", "full", "partial",
-                                           "empty", "masked_steps", "empty_row_steps", "wasted_steps",
-                                           "mask_source", "mask_blocks"])
-    tables = [format_table(rows) + f"\n({result['provenance']}: {result['counted_in']})",
-              "tile plans (grid steps per head; wasted = no-op padding of per-head plans)", plans]
+    """:func:`bench_ops` (with ``compiled``: :func:`svgtpu.compiler.llo.compiled_ops` too) as tables within
+    :data:`~svgtpu.facts.tables.FIT_WIDTH`: short headers, a legend, the mask sources in a line (``--json``: all)."""
+    from svgtpu.facts.tables import FIT_WIDTH, format_table
+    wrap = lambda text: textwrap.fill(text, FIT_WIDTH, subsequent_indent="  ", break_on_hyphens=False)  # noqa: E731
+    rows = [{"mask": r["mask"], "fast": r["fast_path"], "tile": r["tile"], "matmul": r["matmul_ops"],
+             "vector": r["vector_ops"], "masking": r["masking_ops"], "loads": r["mask_block_loads"],
+             "vector el": r["vector_elements"], "masking el": r["masking_elements"]} for r in result["rows"]]
+    sources = {r["mask"]: r["mask_source"] for r in result["rows"] + result["plans"]}
+    legend = wrap("fast: the fast path; matmul, vector, masking: ops per kv chunk of the tile kind; loads: mask "
+                  "block loads; vector el, masking el: elements the vector and masking ops process; mask sources: "
+                  + ", ".join(f"{m} {s}" for m, s in sources.items()))
+    dense = {r["dense_steps_per_head"] for r in result["plans"]}
+    plan_rows = [{"mask": r["mask"], "steps": r["steps_per_head"], **({} if len(dense) == 1 else {
+                  "dense": r["dense_steps_per_head"]}), "full": r["full"], "partial": r["partial"], "empty": r["empty"],
+                  "masked": r["masked_steps"], "empty row": r["empty_row_steps"], "wasted": r["wasted_steps"],
+                  "blocks": r["mask_blocks"]} for r in result["plans"]]
+    heading = wrap("tile plans (grid steps per head" + (f", {dense.pop()} in a dense plan" if len(dense) == 1 else "")
+                   + "; masked: steps running the masking arithmetic; empty row: steps only writing zeros for "
+                     "q rows without a kept tile; wasted: no-op padding of per-head plans; blocks: mask blocks)")
+    tables = [format_table(rows) + "\n" + legend + "\n" + wrap(f"({result['provenance']}: {result['counted_in']})"),
+              heading + "\n" + format_table(plan_rows)]
     if "compiled" in result:
         compiled = result["compiled"]
-        tables.append(format_table(compiled["rows"]) + f"\n({compiled['provenance']}: {compiled['counted_in']})")
+        llo = [{k.removeprefix("llo_").replace("fast_path", "fast"): v for k, v in r.items()} for r in compiled["rows"]]
+        tables.append(format_table(llo) + "\n" + wrap(f"(LLO instructions per unit and static bundles of each tile "
+                                                      f"body; {compiled['provenance']}: {compiled['counted_in']})"))
     return "\n\n".join(tables)
 
 

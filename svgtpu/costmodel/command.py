@@ -41,20 +41,39 @@ def compiled_table(path: str | None):
     return None if path == "none" else load_compiled(path)
 
 
+#: ``--validate``'s short role of a point in its table (the ``role`` and ``calibration_related`` of ``--json``).
+ROLE_KEYS = {"calibration": "cal", "validation": "val", "validation-unconfirmed": "val?"}
+
+
+def fill(text: str) -> str:
+    """A note line wrapped to :data:`FIT_WIDTH`, its continuation indented (ids and paths kept whole)."""
+    return textwrap.fill(text, FIT_WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
+
+
+def percent(error: float) -> str:
+    """A relative error as ``+2.3%`` (a rounding residue of a calibration point, ``+0.0%``, not ``-0.0%``)."""
+    return f"{error if abs(error) >= 5e-4 else 0.0:+.1%}"
+
+
 def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
+    """``--validate``: each published point, modeled against published, and the calibration's notes.  The table
+    keeps to :data:`FIT_WIDTH` (each point's setting is its id; device, kernel, model, pixels, steps: ``--json``)."""
     result = cm.validate(compiled)
-    rows = [{"id": r["id"], "role": r["role"], "related to calibration": "yes" if r["calibration_related"] else "",
-             **{k: r[k] for k in ("device", "chips", "kernel", "model", "pixels", "steps", "measures", "published_s",
-                                  "predicted_s", "error")}} for r in result["points"]]
+    rows = [{"id": r["id"], "role": ROLE_KEYS[r["role"]] + ("*" if r["calibration_related"] else ""),
+             "measures": r["measures"], "pub s": r["published_s"], "model s": r["predicted_s"],
+             "error": percent(r["error"])} for r in result["points"]]
+    legend = ("role: cal calibration point, val validation, val* validation sharing a calibration point's setting, "
+              "val? validation with settings partly assumed; pub s: published seconds, model s: modeled; each "
+              "point's device, chips, kernel, model, pixels and steps: --json")
 
     def line(name: str, s: dict) -> str:
         if not s["points"]:
             return f"{name}: none"
         return (f"{name}: {s['points']} points, median |error| {s['median_abs_error']:.1%}, worst "
                 f"{s['worst_abs_error']:.1%} ({s['worst']})")
-    clocks = "; ".join(f"{d} {c['clock_ghz']:.3g} GHz, {c['mxus_per_core']} MXUs/core ({c['clock_source']})"
-                       for d, c in result["tpu_clocks"].items())
-    note = "\n".join([line("independent validation", result["independent"]),
+    clocks = [f"{d} clock {c['clock_ghz']:.3g} GHz, {c['mxus_per_core']} MXUs/core ({c['clock_source']})"
+              for d, c in result["tpu_clocks"].items()]
+    note = "\n".join(map(fill, [legend, line("independent validation", result["independent"]),
                       line("sharing a calibration point's setting", result["calibration_related"]),
                       line("settings partly assumed", result["validation_unconfirmed"])]
                      + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
@@ -67,12 +86,16 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{d} attention, each kernel's own efficiency (compiled schedule, not fitted): " + ", ".join(
                          f"{k['kernel']} {k['efficiency']:.3f}" for k in ks) + f" ({ks[0]['source']})"
                         for d, ks in result["tpu_attention_efficiency"].items()]
-                     + [f"TPU clocks: {clocks}", f"compiled tile table: {result['compiled_table'] or 'none (priors)'}",
-                        f"({result['provenance']})"])
-    svg = [{k: r[k] for k in ("policy", "role", "published_speedup", "predicted_speedup", "error", "published_svg_s",
-                              "predicted_svg_s", "stretch_this_run_needs")} for r in result["maxdiffusion_svg"]]
-    svg_note = ("\n\nMaxDiffusion's measured SVG runs on v6e-8 (speedup over the same-node dense control):\n"
-                + format_table(svg)) if svg else ""
+                     + clocks
+                     + [f"compiled tile table: {result['compiled_table'] or 'none (priors)'}",
+                        f"({result['provenance']})"]))
+    svg = [{"policy": r["policy"].removeprefix("maxdiffusion-"), "role": ROLE_KEYS[r["role"]],
+            "pub x": r["published_speedup"], "model x": r["predicted_speedup"], "error": percent(r["error"]),
+            "pub s": r["published_svg_s"], "model s": r["predicted_svg_s"], "stretch needed": r["stretch_this_run_needs"]}
+           for r in result["maxdiffusion_svg"]]
+    svg_note = ("\n\n" + fill("MaxDiffusion's measured SVG runs on v6e-8 (x: speedup over the same-node dense "
+                                "control; stretch needed: the sparse stretch this run alone would fit):")
+                + "\n" + format_table(svg)) if svg else ""
     return result, format_table(rows) + "\n" + note + svg_note
 
 
@@ -161,8 +184,8 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
     if dev.clock_hz:
         head += f"; clock {dev.clock_hz / 1e9:.3g} GHz from {dev.clock_source}"
     head = "\n".join(textwrap.fill(line, FIT_WIDTH, subsequent_indent="  ") for line in head.splitlines())
-    unreachable = (f"\n(ends no efficiency reaches: {', '.join(band['unreachable'])}; cut to the last possible "
-                   f"value: {', '.join(f'{k} -> {v:.3g}' for k, v in band['cut'].items()) or 'none'})"
+    unreachable = ("\n" + fill(f"(ends no efficiency reaches: {', '.join(band['unreachable'])}; cut to the last "
+                               f"possible value: {', '.join(f'{k} -> {v:.3g}' for k, v in band['cut'].items()) or 'none'})")
                    if band["unreachable"] else "")
     table = "\n\n".join([head, format_table(rows), format_table(chain),
                          "speedup tornado (calibration refitted at each end):\n" + format_table(tornado) + unreachable,
@@ -177,17 +200,29 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
                   "cfg": setup.cfg, "kept": setup.kept, "multiplier": setup.multiplier, "sweep": rows,
                   "kernel": setup.kernel, "dense_kernel": setup.dense_kernel or setup.kernel,
                   "kernels": kernels_line(setup), "provenance": setup.provenance}
-        return result, format_table(rows) + f"\n({kernels_line(setup)}; {setup.provenance})"
+        table = [{"resolution": r["resolution"], "L": r["L"], "share": r["attention_share"],
+                  "share e2e": r["attention_share_end_to_end"], "dense": r["dense_minutes"], "svg": r["svg_minutes"],
+                  "x": r["speedup"], "saved": r["saved_minutes"]} for r in rows]
+        legend = ("share: self-attention's share of a dense forward pass (e2e: of the dense video); dense, svg, saved: minutes; "
+                  f"x: SVG's speedup ({kernels_line(setup)}; {setup.provenance})")
+        return result, format_table(table) + "\n" + fill(legend)
     from svgtpu.costmodel.multihost import multihost_sweep
     fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
                                              "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
                                              "parts", "kernel", "dense_kernel", "compiled")}
     result = multihost_sweep(setup.model.name, args.resolution or PRODUCTION.resolution, setup.device.name, **fields)
-    columns = ["chips", "slices", "split", "chips_per_pass", "heads_per_chip", "head_slot_use", "dense_minutes",
-               "svg_minutes", "speedup", "speedup_without_communication", "communication_share_svg", "picked"]
-    why = "\n".join(f"{r['chips']} chips: {r['why']}" for r in result["picked"])
+    rows = [{"chips": r["chips"], "slices": r["slices"], "split": r["split"], "pass": r["chips_per_pass"],
+             "heads": r["heads_per_chip"], "slots": f"{r['head_slot_use']:.0%}", "dense": r["dense_minutes"],
+             "svg": r["svg_minutes"], "x": r["speedup"], "x no comm": r["speedup_without_communication"],
+             "comm": f"{r['communication_share_svg']:.1%}", "pick": "yes" if r["picked"] else ""}
+            for r in result["rows"]]
+    legend = fill("pass: chips per transformer pass; heads: per chip; slots: share of head slots used; dense, svg: minutes "
+                  "of the video; x: SVG's speedup (x no comm: without communication); comm: communication's share "
+                  "of the SVG video; pick: the configuration picked for the chip count")
+    why = "\n".join(fill(f"{r['chips']} chips: {r['why']}") for r in result["picked"])
     result["kernels"] = kernels_line(setup)
-    return result, format_table(result["rows"], columns) + f"\n\npicked:\n{why}\n({kernels_line(setup)}; {result['provenance']})"
+    return result, (format_table(rows) + f"\n{legend}\n\npicked:\n{why}\n"
+                    + fill(f"({kernels_line(setup)}; {result['provenance']})"))
 
 
 def policy_command(args) -> tuple[dict, str]:
@@ -252,5 +287,5 @@ def costmodel_command(args, device=None) -> tuple[dict, str]:
     return model_command(setup)
 
 
-__all__ = ["resolve_slice", "compiled_table", "build_setup", "kernels_line", "validate_command", "sparse_evidence_command",
+__all__ = ["resolve_slice", "compiled_table", "build_setup", "kernels_line", "ROLE_KEYS", "fill", "percent", "validate_command", "sparse_evidence_command",
            "model_command", "sweep_command", "policy_command", "costmodel_command"]
