@@ -57,6 +57,7 @@ def test_bench_preflight_writes_its_record_and_never_overwrites_it(tmp_path, mon
     from svgtpu.cli import main
     from svgtpu.errors import BadInput
     from svgtpu.report import preflight as pf
+    from svgtpu.report.preflight_record import newest_record, sources_key
     compiled = []
     monkeypatch.setattr(pf, "compile_bench_program", _fake_compile(compiled))
     monkeypatch.setattr(pf, "host_checks", lambda: {"720p": {"seconds_per_head": 1.5}})   # seconds of numpy
@@ -68,7 +69,7 @@ def test_bench_preflight_writes_its_record_and_never_overwrites_it(tmp_path, mon
     assert record["provenance"] == "compiled-v6e" and record["commit"] == tpu.commit()
     assert {"jax", "libtpu"} <= set(record) and record["date"][:4].isdigit()
     assert record["host"]["cpus"] >= 1 and len(record["host"]["loadavg"]) == 3 and record["host"]["platform"]
-    assert record["sources"]["key"] == pf.sources_key()["key"] and "bench/tpu.py" in record["sources"]["made_of"]["sources"]
+    assert record["sources"]["key"] == sources_key()["key"] and "bench/tpu.py" in record["sources"]["made_of"]["sources"]
     assert sorted((r["name"], r["chips"]) for r in record["programs"]) == sorted((p.name, p.chips) for p in everything)
     refused = [r for r in record["programs"] if not r["compiled"]]
     assert refused and all(r["name"].startswith("moderate") and r["reason"] for r in refused)
@@ -91,14 +92,14 @@ def test_bench_preflight_writes_its_record_and_never_overwrites_it(tmp_path, mon
     monkeypatch.setattr("svgtpu.facts.paths.REPO_ROOT", tmp_path)
     written = pf.bench_preflight()["written"]
     assert written.startswith(str(tmp_path / "figures" / "preflight")) and written.endswith(f"-{tpu.commit()}.json")
-    newest = pf.newest_record()
+    newest = newest_record()
     assert newest["path"] == written and newest["passed"] is False
 
 
 def test_newest_committed_preflight_record_covers_every_program_of_the_run():
     # a program added to the run and compiled by no preflight since fails here
     from svgtpu.bench import tpu
-    from svgtpu.report.preflight import newest_record
+    from svgtpu.report.preflight_record import newest_record
     record = newest_record()
     if record is None:
         pytest.skip("no preflight record committed yet (svgtpu bench tpu --preflight writes figures/preflight/)")
@@ -116,7 +117,7 @@ def test_the_record_key_covers_every_module_the_programs_are_built_from():
     import subprocess
     import sys
 
-    from svgtpu.report.preflight import PROGRAM_SOURCES
+    from svgtpu.report.preflight_record import PROGRAM_SOURCES
     code = """
 import sys
 from jax.experimental import topologies
@@ -139,7 +140,7 @@ def test_host_checks_time_the_runs_float64_check_per_resolution(monkeypatch):
     # at the smoke sizes (the real ones take seconds): one entry per resolution of the run, its rows and L
     from svgtpu.bench import tpu
     from svgtpu.geometry import get_geometry
-    from svgtpu.report.preflight import host_checks
+    from svgtpu.report.preflight_record import host_checks
     monkeypatch.setattr(tpu, "FULL", tpu.SMOKE)
     found = host_checks()
     assert set(found) == {"2x8x10"}

@@ -15,10 +15,7 @@ The checks come from :data:`svgtpu.report.reproduce.PROFILES` (one definition of
 Profile ``tpu-bench`` (``svgtpu bench tpu --preflight``) is instead every program of the prepared TPU run,
 :func:`svgtpu.bench.tpu.all_programs`, each compiled for the slice it runs on (:data:`svgtpu.bench.tpu.SLICES`).
 That preflight leaves a dated record, ``figures/preflight/<date>-<commit>.json`` (:func:`bench_preflight`, never
-overwritten): each program's verdict and compile seconds on this host, the host and what the run's float64 check of
-one head costs on it, the versions, and the content key
-of the sources the programs are built from (:data:`PROGRAM_SOURCES`), so a later reader can tell whether the
-programs it compiled are still the ones the run would build (:func:`sources_match`).
+overwritten; what it holds and how it is read: :mod:`svgtpu.report.preflight_record`).
 
 A failure prints the compiler's own line (VMEM, SMEM, lowering) next to the check.  What this cannot
 see: run-time errors, speed, and anything outside these programs (the host loop, file output).
@@ -30,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -42,6 +37,8 @@ from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.model.config import MODELS
 from svgtpu.setting import PRODUCTION, model_label
+from svgtpu.report.preflight_record import (check_record_out, default_record_path, host, host_checks, slice_name,
+                                            sources_key)
 from svgtpu.report.reproduce import settings
 
 ONE_HOST, MULTI_HOST = "v6e:2x2x1", "v6e:4x4x1"
@@ -201,90 +198,7 @@ def format_preflight(result: dict) -> str:
                     + ("every program compiles" if result["passed"] else f"{result['failed']} would fail"))
 
 
-# -- the record of the TPU run's preflight --------------------------------------------------------
-
-#: The committed preflight records of the prepared TPU run, one dated file each (relative to the checkout).
-RECORDS_DIR = Path("figures", "preflight")
-#: What the TPU run's programs are built from, as paths in the package (:func:`svgtpu.compiler.dumps.made_of`):
-#: the program list and its construction, the kernels, masks, attention and model code they trace, Splash's
-#: wrapper and the compile call.  Not this module (how the record is written), nor the run's timing loop.
-PROGRAM_SOURCES = ("bench/tpu.py", "kernels", "masks", "attention", "model", "baselines", "geometry.py", "setting.py",
-                   "recipes.py", "warmup.py", "tpu_env.py", "facts/kernels.py", "compiler/compile.py",
-                   "compiler/variants.py", "compiler/tile_table.py", "compiler/tune.py", "compiler/estimate.py",
-                   "compiler/wan_block.py")
-
-
-def slice_name(chips: int) -> str:
-    """``v6e-1``, ``v6e-8``: the slice a run on ``chips`` chips rents."""
-    return f"v6e-{chips}"
-
-
-def program_description() -> dict:
-    """What the run's programs are, field by field (tiles, masks, models, chips) and the topologies they compile
-    for: the description of :func:`sources_key` (a retuned tile changes it, as an edited source does)."""
-    from svgtpu.bench.tpu import FULL, SLICES, all_programs
-    from svgtpu.compiler.dumps import content_of
-    return {"programs": [content_of(p) for p in all_programs(FULL)],
-            "slices": {str(chips): topology for chips, topology in SLICES.items()}}
-
-
-def sources_key() -> dict:
-    """``{"key", "made_of"}``: the content key of the TPU run's programs (:func:`program_description`, the sha256
-    of each of :data:`PROGRAM_SOURCES`, jax / libtpu / tokamax versions, libtpu's flags)."""
-    from svgtpu.compiler.dumps import cache_key, made_of
-    description = program_description()
-    return {"key": cache_key(description, PROGRAM_SOURCES),
-            "made_of": json.loads(json.dumps(made_of(description, PROGRAM_SOURCES), default=str))}
-
-
-def default_record_path(when: datetime.datetime | None = None) -> Path:
-    """``figures/preflight/<date>-<commit>.json`` in the checkout."""
-    from svgtpu.bench.tpu import commit
-    from svgtpu.facts.paths import REPO_ROOT
-    when = when or datetime.datetime.now(datetime.timezone.utc)
-    return REPO_ROOT / RECORDS_DIR / f"{when:%Y-%m-%d}-{commit()}.json"
-
-
-def check_record_out(path: str | Path, named: bool = True) -> Path:
-    """Refuse (:class:`BadInput`, one line) a record path that exists (a record is never overwritten), and one the
-    user ``named`` where it cannot be written; the default's folder is made."""
-    from svgtpu.facts.outputs import check_output
-    path = Path(path)
-    if path.exists():
-        raise BadInput(f"--out {path} exists: a preflight record is never overwritten (name another file)")
-    if named:
-        return check_output("--out", path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def host() -> dict:
-    """The machine compiling: its CPUs, load at the start, platform (compile seconds depend on all three)."""
-    return {"cpus": os.cpu_count(), "loadavg": list(os.getloadavg()), "platform": platform.platform(),
-            "machine": platform.machine(), "python": platform.python_version()}
-
-
-def host_checks() -> dict:
-    """Seconds of the run's float64 check of one head on this host, per resolution of the run: host numpy
-    (:func:`svgtpu.bench.tpu.check_rows`, the sampled rows against every key on SVG's mask) on seeded random
-    inputs at the real shapes, provenance ``measured-cpu``: the run pays it once per head of each check."""
-    import numpy as np
-
-    from svgtpu.bench.tpu import FULL, _rows, all_programs, check_rows
-    from svgtpu.geometry import get_geometry
-    out = {}
-    for p in all_programs(FULL):
-        if p.section != "kernels" or p.mask != "svg" or p.geometry in out:
-            continue
-        L = get_geometry(p.geometry).L
-        q, k, v = np.random.default_rng(0).standard_normal((3, 1, L, 128)).astype(np.float32)
-        rows = _rows(L, FULL.check_rows)
-        start = time.perf_counter()
-        check_rows(q, q, k, v, p.the_mask(), rows)
-        out[p.geometry] = {"seconds_per_head": time.perf_counter() - start, "rows": len(rows), "L": L,
-                           "provenance": "measured-cpu"}
-    return out
-
+# -- the record of the TPU run's preflight (:mod:`svgtpu.report.preflight_record`) -----------------------
 
 def bench_record(result: dict, started: dict, wall_s: float) -> dict:
     """The record of a ``tpu-bench`` :func:`preflight` (``result``): provenance, commit, date, versions, the host
@@ -326,25 +240,5 @@ def bench_preflight(out: str | Path | None = None, progress: bool = False) -> di
     return result | {"record": record, "written": str(path)}
 
 
-def records() -> list[Path]:
-    """The committed preflight records, oldest first (by the date inside, then the name)."""
-    from svgtpu.facts.paths import REPO_ROOT
-    found = [(json.loads(p.read_text())["date"], p.name, p) for p in (REPO_ROOT / RECORDS_DIR).glob("*.json")]
-    return [p for *_, p in sorted(found)]
-
-
-def newest_record() -> dict | None:
-    """The newest record of :func:`records` (with its ``path``), None where there is none."""
-    found = records()
-    return None if not found else json.loads(found[-1].read_text()) | {"path": str(found[-1])}
-
-
-def sources_match(record: dict) -> bool:
-    """Whether ``record`` compiled the programs the current sources build (:func:`sources_key`)."""
-    return record["sources"]["key"] == sources_key()["key"]
-
-
 __all__ = ["ONE_HOST", "MULTI_HOST", "TPU_BENCH", "Check", "checks", "tpu_bench_checks", "compile_bench_program", "wan_block_checks", "preflight",
-           "format_preflight", "RECORDS_DIR", "PROGRAM_SOURCES", "slice_name", "program_description", "sources_key",
-           "default_record_path", "check_record_out", "host", "host_checks", "bench_record", "bench_preflight", "records",
-           "newest_record", "sources_match"]
+           "format_preflight", "bench_record", "bench_preflight"]

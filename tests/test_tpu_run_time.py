@@ -1,0 +1,97 @@
+"""The TPU run's expected time (svgtpu.report.tpu_run_time): the budget replayed by hand, and README's block
+rendered from a preflight record, or saying loudly that there is none, that it is stale or incomplete."""
+
+import json
+import math
+
+import pytest
+
+from svgtpu.bench import tpu
+from svgtpu.report import paper, preflight_record
+from svgtpu.report.tpu_run_time import Cost, costs, expected_time, simulate
+
+
+def _cost(name, section, variant, check_compile=0.0, compile_s=0.0, call=1.0):
+    return Cost(f"{section} 1440p {name}", section, "1440p", variant, check_compile, 0.0, 0.0, 0.0, compile_s, call)
+
+
+STEPS = [_cost("a", "kernels", "a", check_compile=10), _cost("b", "kernels", "b", check_compile=10),
+         _cost("dense", "block", "dense-splash", check_compile=5, compile_s=100, call=2),
+         _cost("none", "block", "none", compile_s=50, call=1)]
+
+
+def test_simulate_replays_the_runs_budget_by_hand():
+    # no budget: kernels: checks 2 x 10 s compile; 2 calls each; 9 rounds + a warm-up of 2 s per round.
+    # block: the check 5 s; the block without attention compiles (50 s) and runs once for its finite check; the
+    # dense block compiles (100 s) and 2 calls, the other 2 calls; 10 rounds of 3 s.
+    full = simulate(STEPS)
+    assert full["parts"]["compile"] == 20 + 5 + 50 + 100
+    assert full["parts"]["device"] == 4 + 20 + 1 + 4 + 2 + 30
+    assert full["elapsed_s"] == 236 and full["untimed"] == {} and full["rounds"] == {"kernels 1440p": 9,
+                                                                                      "block 1440p": 9}
+    # 100 s: kernels get 0.3 / 0.8 of it (37.5 s): checks to 20, calls to 24, rounds min(9, 13.5 // 2 - 1) = 5 -> 36;
+    # block the rest (to 100): check 41, finite check 92, the dense block still starts (8 s left) -> 196; the block
+    # without attention has no time left to be timed, and one round is the warm calls'
+    cut = simulate(STEPS, 100.0)
+    assert cut["rounds"] == {"kernels 1440p": 5, "block 1440p": 1}
+    assert cut["elapsed_s"] == 196
+    assert cut["untimed"] == {"block 1440p none": "time budget: no time left to compile it"}
+
+
+def _record(tmp_path, compile_s=10.0, drop=0, key=None):
+    rows = [{"name": p.name, "chips": p.chips, "topology": tpu.SLICES[p.chips], "geometry": p.geometry,
+             "compiled": True, "compile_s": compile_s, "build_s": 0.0, "reason": None}
+            for p in tpu.all_programs(tpu.FULL)]
+    record = {"kind": "preflight of svgtpu bench tpu", "provenance": "compiled-v6e", "commit": "abc1234",
+              "date": "2099-01-01T00:00:00+00:00", "jax": "9.9.9", "libtpu": "8.8.8", "tokamax": "0",
+              "host": {"cpus": 2, "loadavg": [1.0, 1.0, 1.0], "platform": "test"},
+              "sources": {"key": key or preflight_record.sources_key()["key"]}, "programs": rows[drop:],
+              "host_check": {"720p": {"seconds_per_head": 1.0}, "1440p": {"seconds_per_head": 4.0}},
+              "failed": 0, "passed": True, "wall_s": 600.0}
+    folder = tmp_path / "preflight"
+    folder.mkdir(exist_ok=True)
+    (folder / "2099-01-01-abc1234.json").write_text(json.dumps(record))
+    return record
+
+
+def test_expected_time_adds_each_programs_compile_once_and_its_checks():
+    rows = [{"name": p.name, "chips": p.chips, "compile_s": 10.0, "build_s": 0.0} for p in tpu.all_programs(tpu.FULL)]
+    record = {"programs": rows, "host_check": {"720p": {"seconds_per_head": 1.0}, "1440p": {"seconds_per_head": 4.0}}}
+    t = expected_time(record)
+    for name, chips in (("v6e-1", 1), ("v6e-8", 8)):
+        ran = tpu.programs(tpu.FULL, chips)
+        full = t["slices"][name]["full"]
+        # every program compiles once (10 s), and each block's check compiles its attention once more (10 s)
+        checked_blocks = [p for p in ran if p.section != "kernels" and p.variant != "none"]
+        assert full["parts"]["compile"] == pytest.approx(10.0 * (len(ran) + len(checked_blocks)))
+        # one head per kernel check, two per block check
+        heads = {g: sum(1 for p in ran if p.section == "kernels" and p.geometry == g)
+                 + 2 * sum(1 for p in checked_blocks if p.geometry == g) for g in ("720p", "1440p")}
+        assert full["parts"]["host_check"] == pytest.approx(heads["720p"] * 1.0 + heads["1440p"] * 4.0)
+        assert full["untimed"] == {} and full["parts"]["device"] > 0
+        assert math.isclose(full["elapsed_s"], sum(full["parts"].values()))
+    # a 1-chip block is slower than the same block on 8 chips (the model's pricing, not a restated formula)
+    one, eight = (t["slices"][s]["full"]["parts"]["device"] for s in ("v6e-1", "v6e-8"))
+    assert one > eight
+    with pytest.raises(Exception, match="does not hold"):
+        costs({**record, "programs": rows[1:]}, 1)
+
+
+def test_the_readme_block_renders_the_newest_record_or_says_there_is_none(tmp_path):
+    none = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    assert none.startswith("**Preflight: no record.**") and "svgtpu bench tpu --preflight" in none
+    record = _record(tmp_path)
+    text = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    n = len(record["programs"])
+    assert f"{n} of {n} programs compile for v6e" in text and "abc1234" in text and "jax 9.9.9" in text
+    assert "libtpu 8.8.8" in text and "`compiled-v6e`" in text and "still match" in text
+    assert "| v6e-1 |" in text and "| v6e-8 |" in text and "`modeled-v6e`" in text
+    assert f"{tpu.FULL.budget_s:.0f} s budget" in text
+    # the sources changed since the record: said in the block
+    _record(tmp_path, key="0" * 20)
+    assert "The sources changed since: rerun `svgtpu bench tpu --preflight`" in \
+        paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    # a program the record does not hold: no time computed, said loudly
+    _record(tmp_path, drop=1)
+    missing = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    assert "does not hold 1 program(s)" in missing and "| v6e-1 |" not in missing
