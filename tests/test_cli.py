@@ -67,6 +67,24 @@ def test_tiles_table_and_sparsity_alias(capsys):
     assert "partial_share" in table and "temporal-frame-major" in table
 
 
+def test_a_kept_fraction_reached_only_far_off_gets_a_line(capsys):
+    """2x8x16 (L = 256, F = 128): the smallest band (half-width 128) with the first-frame sink keeps far more than
+    0.2; tiles and explore say what was reached and why (issue 53 left it silent); near a target they say nothing."""
+    import numpy as np
+    i, j = np.indices((256, 256))
+    reached = ((j < 128) | (abs(i - j) <= 128)).mean()   # counted here: sink keys, band of half-width 128
+    assert main(["tiles", "--geometry", "2x8x16", "--kept", "0.2", "--block-q", "128", "--block-kv", "128"]) == 0
+    out = capsys.readouterr().out
+    assert f"kept 0.2 asked, but the mask keeps {reached:.3g} of the pairs" in out and "F / L = 0.5" in out
+    assert main(["explore", "--geometry", "2x8x16", "--kept", "0.2", "--block-q", "128", "--block-kv", "128",
+                 "--repeats", "1"]) == 0
+    assert f"keeps {reached:.3g} of the pairs" in capsys.readouterr().out
+    assert main(["tiles", "--geometry", "720p", "--kept", "0.3"]) == 0
+    assert "asked" not in capsys.readouterr().out
+    assert main(["tiles", "--geometry", "2x8x16", "--multiplier", "1", "--block-q", "128", "--block-kv", "128"]) == 0
+    assert "asked" not in capsys.readouterr().out   # a multiplier asks for no kept fraction
+
+
 @pytest.mark.parametrize("argv,word", [
     (["tiles", "--geometry", "wan-4k"], "geometry"),
     (["tiles", "--geometry", "21x45"], "geometry"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from svgtpu.cli.common import command, mask_arguments, tile_arguments
+from svgtpu.cli.common import command, density_note, mask_arguments, tile_arguments
 from svgtpu.errors import positive_int
 from svgtpu.facts.claims import REPORTED
 from svgtpu.setting import PRODUCTION, SMALL_TILE, mask_density
@@ -32,7 +32,8 @@ def run_tiles(args):
     result = tile_report(args.geometry, args.mask, multiplier=args.multiplier, kept=args.kept, recipe=args.recipe,
                          block_q=args.block_q, block_kv=args.block_kv, align_mode=args.align)
     result["kernel_refusal"] = tile_refusal(args.block_q, args.block_kv)   # counted all the same
-    return result, format_tile_report(result)
+    note = density_note(result["kept"], result["L"], result["F"], result["window"])
+    return result, format_tile_report(result) + (f"\n{note}" if note else "")
 
 
 def _c3_search_arguments(p: argparse.ArgumentParser) -> None:
@@ -123,7 +124,8 @@ def run_explore(args):
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=device, chips=chips)
     result = explore.summary(settings, repeats=args.repeats, video=args.video)
-    return result, explore.format_summary(result)
+    note = density_note(kept, result["geometry"]["L"], result["geometry"]["F"], result["window"])
+    return result, explore.format_summary(result) + (f"\n{note}" if note else "")
 
 
 # -- svgtpu profile-heads ---------------------------------------------------------------------
