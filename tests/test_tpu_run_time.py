@@ -8,7 +8,7 @@ import pytest
 
 from svgtpu.bench import tpu
 from svgtpu.report import paper, preflight_record
-from svgtpu.report.tpu_run_time import Cost, costs, expected_time, simulate
+from svgtpu.report.tpu_run_time import Cost, budget_to_time_all, costs, expected_time, simulate
 
 
 def _cost(name, section, variant, check_compile=0.0, compile_s=0.0, call=1.0):
@@ -36,6 +36,9 @@ def test_simulate_replays_the_runs_budget_by_hand():
     assert cut["rounds"] == {"kernels 1440p": 5, "block 1440p": 1}
     assert cut["elapsed_s"] == 196
     assert cut["untimed"] == {"block 1440p none": "time budget: no time left to compile it"}
+    # the budget that times all: nothing cut at it, something a second and a half below
+    enough = budget_to_time_all(STEPS)
+    assert not simulate(STEPS, enough)["untimed"] and simulate(STEPS, enough - 1.5)["untimed"]
 
 
 def _record(tmp_path, compile_s=10.0, drop=0, key=None):

@@ -145,16 +145,31 @@ def simulate(steps: list[Cost], budget_s: float = math.inf) -> dict:
     return {"elapsed_s": now, "parts": parts, "untimed": untimed, "rounds": rounds_of}
 
 
+def budget_to_time_all(steps: list[Cost], precision_s: float = 1.0) -> float:
+    """The smallest budget (to ``precision_s``, by bisection) under which :func:`simulate` leaves no program untimed:
+    more than the whole run's time where one section's share of the budget is short of what it needs."""
+    high = max(simulate(steps)["elapsed_s"], precision_s)
+    while simulate(steps, high)["untimed"]:
+        high *= 2
+    low = 0.0
+    while high - low > precision_s:
+        mid = (low + high) / 2
+        low, high = (mid, high) if simulate(steps, mid)["untimed"] else (low, mid)
+    return high
+
+
 def expected_time(record: dict) -> dict:
     """Per slice (``v6e-1``, ``v6e-8``): the whole run with nothing cut (``full``) and under the run's budget
-    (``budgeted``, :data:`svgtpu.bench.tpu.FULL.budget_s`), each :func:`simulate`'s answer; provenance ``computed``."""
+    (``budgeted``, :data:`svgtpu.bench.tpu.FULL.budget_s`), each :func:`simulate`'s answer, and the budget that would
+    time every program (:func:`budget_to_time_all`); provenance ``computed``."""
     from svgtpu.bench.tpu import FULL, SLICES
     from svgtpu.report.preflight_record import slice_name
     out = {}
     for chips in SLICES:
         steps = costs(record, chips)
         out[slice_name(chips)] = {"chips": chips, "programs": len(steps), "full": simulate(steps),
-                                  "budgeted": simulate(steps, FULL.budget_s)}
+                                  "budgeted": simulate(steps, FULL.budget_s),
+                                  "budget_to_time_all_s": budget_to_time_all(steps)}
     return {"provenance": "computed", "parts": PARTS, "budget_s": FULL.budget_s, "max_rounds": FULL.max_rounds,
             "record": record.get("path"), "slices": out}
 
@@ -214,13 +229,14 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
     lines += ["", f"**Expected run time of `make tpu-bench`** (`{t['provenance']}`, "
                   "`svgtpu.report.tpu_run_time.expected_time`; how: that module's docstring):", "",
               "| slice | programs | compile | build | device | float64 checks | whole run | with its "
-              f"{t['budget_s']:.0f} s budget | left untimed by the budget |", "|---|---|---|---|---|---|---|---|---|"]
+              f"{t['budget_s']:.0f} s budget | left untimed by the budget | a budget that times all |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in t["slices"].items():
         full, cut = s["full"], s["budgeted"]
         parts = " | ".join(_minutes(full["parts"][p]) for p in PARTS)
         untimed = _untimed(cut["untimed"], s["chips"])
         lines.append(f"| {name} | {s['programs']} | {parts} | **{_minutes(full['elapsed_s'])}** | "
-                     f"{_minutes(cut['elapsed_s'])} | {untimed} |")
+                     f"{_minutes(cut['elapsed_s'])} | {untimed} | {s['budget_to_time_all_s']:.0f} s |")
     lines += ["", "Parts with nothing cut, each program with its "
                   f"{t['max_rounds']} timing rounds: compile (`{PARTS['compile']}`: the record's compile seconds on "
                   f"that {host['cpus']}-core host, standing for a TPU VM host's, not measured; a block's check "
@@ -230,5 +246,5 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PARTS", "CHECK_KERNEL", "Cost", "call_seconds", "costs", "simulate", "expected_time",
+__all__ = ["PARTS", "CHECK_KERNEL", "Cost", "call_seconds", "costs", "simulate", "budget_to_time_all", "expected_time",
            "readme_block"]
