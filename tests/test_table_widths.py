@@ -2,11 +2,15 @@
 field (issue 53 left costmodel --validate, --sweep chips and bench ops 150-580 columns wide)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from svgtpu.cli import main
 from svgtpu.facts.tables import FIT_WIDTH
+
+#: MaxDiffusion's policies are priced from a compiled tile table (the suite hides figures/compiled_tiles.json).
+FIXTURE = Path(__file__).with_name("data") / "compiled_tiles_fixture.json"
 
 
 def too_wide(text: str) -> list[str]:
@@ -14,22 +18,30 @@ def too_wide(text: str) -> list[str]:
     return [line for line in text.splitlines() if len(line) > FIT_WIDTH and " " in line.strip()]
 
 
+#: Each command's first JSON row and the fields its table leaves to --json (absent: the table drops none).
+WANTED = {"--validate": (lambda r: r["points"][0], {"device", "chips", "kernel", "model", "pixels", "steps",
+                                                   "calibration_related"}),
+          "chips": (lambda r: r["rows"][0], {"chips_per_pass", "head_slot_use", "speedup_without_communication",
+                                             "picked"}),
+          "resolution": (lambda r: r["sweep"][0], {"attention_share_end_to_end", "provenance"}),
+          "ops": (lambda r: r["rows"][0], {"mask_source", "mask_block_loads", "vector_elements", "masking_elements"})}
+
+
 @pytest.mark.parametrize("argv", [["costmodel", "--validate"], ["costmodel", "--sweep", "chips"],
-                                  ["costmodel", "--sweep", "resolution"], ["bench", "ops"]])
+                                  ["costmodel", "--sweep", "resolution"], ["bench", "ops"],
+                                  ["costmodel", "--sparse-evidence"],
+                                  ["costmodel", "--policy", "maxdiffusion-moderate", "--compiled-tiles", str(FIXTURE)]])
 def test_a_command_keeps_to_the_width_and_its_json_to_every_field(argv, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert not too_wide(text), too_wide(text)
+    wanted = WANTED.get(argv[-1])
+    if wanted is None:
+        return
     assert main(argv + ["--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    rows = {"costmodel": lambda r: r.get("points") or r.get("rows") or r["sweep"], "bench": lambda r: r["rows"]}
-    row = rows[argv[0]](result)[0]
-    # the fields the table now leaves to --json are still there
-    wanted = {"--validate": {"device", "chips", "kernel", "model", "pixels", "steps", "calibration_related"},
-              "chips": {"chips_per_pass", "head_slot_use", "speedup_without_communication", "picked"},
-              "resolution": {"attention_share_end_to_end", "provenance"},
-              "ops": {"mask_source", "mask_block_loads", "vector_elements", "masking_elements"}}[argv[-1]]
-    assert wanted <= set(row), wanted - set(row)
+    row_of, fields = wanted
+    row = row_of(json.loads(capsys.readouterr().out))
+    assert fields <= set(row), fields - set(row)   # the fields the table now leaves to --json are still there
 
 
 def test_validate_shows_each_point_by_its_role_and_error():

@@ -115,7 +115,7 @@ def sparse_evidence_command(setup: cm.Setup) -> tuple[dict, str]:
     rows += [{"source": f"published SVG run {r['id']} (a scenario, not the central value)",
               "value": r["implied_from_speedup"]} for r in published["rows"]]
     result["kernels"] = kernels_line(setup)
-    return result, format_table(rows) + f"\n({kernels_line(setup)}; {result['provenance']})"
+    return result, format_table(rows) + "\n" + fill(f"({kernels_line(setup)}; {result['provenance']})")
 
 
 def build_setup(args, device=None) -> cm.Setup:
@@ -262,12 +262,15 @@ def policy_command(args) -> tuple[dict, str]:
     tile_rows = [{"policy density": d, "kept pairs": t["density"],
                   **{k: t[k] for k in ("full", "tail", "rows", "longest_row", "idle", "tile_density")}}
                  for d, t in tiles.items()]
+    sparse = run["svg"]["calls"]["sparse"]
+    calls = ", ".join(f"{n} at density {d}" for d, n in sparse.items())
     head = (f"policy {policy.name}: densities {policy.densities[0]:g} / {policy.densities[1]:g} (high / low noise), "
             f"steps [{policy.steps[0]}, {policy.steps[1]}), layers [{policy.layers[0]}, {policy.layers[1]}), "
-            f"flow shift {policy.split.flow_shift:g} -> {run['svg']['calls']['sparse']} sparse calls per pass\n"
+            f"flow shift {policy.split.flow_shift:g} -> sparse calls per pass: {calls}\n"
             f"dense {run['dense_seconds']:.1f} s, SVG {run['svg_seconds']:.1f} s: speedup {run['speedup']:.3f}x "
             f"(sparse stretch {setup.sparse_stretch:.3f}; transformer FLOPs saved {result['flops_saved']:.1%})  "
             f"[{setup.provenance}]")
+    head = "\n".join(map(fill, head.splitlines()))
     return result, "\n\n".join([head, "SVG denoising by part:\n" + format_table(rows),
                                  f"tiles of one sparse call ({setting.sparse_block_q}x{setting.sparse_block_kv}):\n"
                                  + format_table(tile_rows)])
