@@ -41,7 +41,7 @@ def test_simulate_replays_the_runs_budget_by_hand():
     assert not simulate(STEPS, enough)["untimed"] and simulate(STEPS, enough - 1.5)["untimed"]
 
 
-def _record(tmp_path, compile_s=10.0, drop=0, key=None):
+def _record(tmp_path, compile_s=10.0, drop=0, key=None, host_check=True):
     rows = [{"name": p.name, "chips": p.chips, "topology": tpu.SLICES[p.chips], "geometry": p.geometry,
              "compiled": True, "compile_s": compile_s, "build_s": 0.0, "reason": None}
             for p in tpu.all_programs(tpu.FULL)]
@@ -49,7 +49,7 @@ def _record(tmp_path, compile_s=10.0, drop=0, key=None):
               "date": "2099-01-01T00:00:00+00:00", "jax": "9.9.9", "libtpu": "8.8.8", "tokamax": "0",
               "host": {"cpus": 2, "loadavg": [1.0, 1.0, 1.0], "platform": "test"},
               "sources": {"key": key or preflight_record.sources_key()["key"]}, "programs": rows[drop:],
-              "host_check": {"720p": {"seconds_per_head": 1.0}, "1440p": {"seconds_per_head": 4.0}},
+              "host_check": {"720p": {"seconds_per_head": 1.0}, "1440p": {"seconds_per_head": 4.0}} if host_check else {},
               "failed": 0, "passed": True, "wall_s": 600.0}
     folder = tmp_path / "preflight"
     folder.mkdir(exist_ok=True)
@@ -94,6 +94,9 @@ def test_the_readme_block_renders_the_newest_record_or_says_there_is_none(tmp_pa
     _record(tmp_path, key="0" * 20)
     assert "The sources changed since: rerun `svgtpu bench tpu --preflight`" in \
         paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    # a record without the checks' host seconds: that part said to be missing, not a zero
+    _record(tmp_path, host_check=False)
+    assert "| not in the record |" in paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     # a program the record does not hold: no time computed, said loudly
     _record(tmp_path, drop=1)
     missing = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)

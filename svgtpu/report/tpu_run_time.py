@@ -83,7 +83,7 @@ def costs(record: dict, chips: int) -> list[Cost]:
     out = []
     for p in run:
         row = rows[p.name, p.chips]
-        host = record["host_check"][p.geometry]["seconds_per_head"]
+        host = record.get("host_check", {}).get(p.geometry, {}).get("seconds_per_head", 0.0)   # 0: not recorded
         call = call_seconds(p)
         if p.section == "kernels":   # the check is the program: its compile and one call
             out.append(Cost(p.name, p.section, p.geometry, p.variant, row["compile_s"], call, host,
@@ -100,7 +100,8 @@ def costs(record: dict, chips: int) -> list[Cost]:
 
 def simulate(steps: list[Cost], budget_s: float = math.inf) -> dict:
     """Replay :func:`svgtpu.bench.tpu.run`'s order and budget over ``steps``: ``{"elapsed_s", "parts" (seconds per
-    :data:`PARTS`), "untimed" ({name: why}), "rounds" ({section: timing rounds})}``."""
+    :data:`PARTS`), "untimed" ({name: why}), "rounds" ({section: timing rounds})}``.  It follows ``run`` and
+    :func:`svgtpu.bench.gpu_timing.time_variants` step by step: a change to how they spend the budget belongs here too."""
     from svgtpu.bench.tpu import FULL
     weights = dict(FULL.weights)
     now, parts, untimed, rounds_of = 0.0, dict.fromkeys(PARTS, 0.0), {}, {}
@@ -226,6 +227,7 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
                                        f"({', '.join(missing[:4])}{'...' if len(missing) > 4 else ''}), so the run's "
                                        "expected time is not computed: rerun `svgtpu bench tpu --preflight`."])
     t = expected_time(record)
+    unrecorded = not record.get("host_check")   # a record from before the preflight timed the checks
     lines += ["", f"**Expected run time of `make tpu-bench`** (`{t['provenance']}`, "
                   "`svgtpu.report.tpu_run_time.expected_time`; how: that module's docstring):", "",
               "| slice | programs | compile | build | device | float64 checks | whole run | with its "
@@ -233,7 +235,8 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
               "|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in t["slices"].items():
         full, cut = s["full"], s["budgeted"]
-        parts = " | ".join(_minutes(full["parts"][p]) for p in PARTS)
+        parts = " | ".join("not in the record" if p == "host_check" and unrecorded else _minutes(full["parts"][p])
+                           for p in PARTS)
         untimed = _untimed(cut["untimed"], s["chips"])
         lines.append(f"| {name} | {s['programs']} | {parts} | **{_minutes(full['elapsed_s'])}** | "
                      f"{_minutes(cut['elapsed_s'])} | {untimed} | {s['budget_to_time_all_s']:.0f} s |")
