@@ -69,7 +69,8 @@ def test_tiles_table_and_sparsity_alias(capsys):
 
 def test_a_kept_fraction_reached_only_far_off_gets_a_line(capsys):
     """2x8x16 (L = 256, F = 128): the smallest band (half-width 128) with the first-frame sink keeps far more than
-    0.2; tiles and explore say what was reached and why (issue 53 left it silent); near a target they say nothing."""
+    0.2; tiles, explore and costmodel say what was reached and why (issue 53 left it silent); near a target they
+    say nothing."""
     import numpy as np
     i, j = np.indices((256, 256))
     reached = ((j < 128) | (abs(i - j) <= 128)).mean()   # counted here: sink keys, band of half-width 128
@@ -78,6 +79,8 @@ def test_a_kept_fraction_reached_only_far_off_gets_a_line(capsys):
     assert f"kept 0.2 asked, but the mask keeps {reached:.3g} of the pairs" in out and "F / L = 0.5" in out
     assert main(["explore", "--geometry", "2x8x16", "--kept", "0.2", "--block-q", "128", "--block-kv", "128",
                  "--repeats", "1"]) == 0
+    assert f"keeps {reached:.3g} of the pairs" in capsys.readouterr().out
+    assert main(["costmodel", "--resolution", "2x8x16", "--kept", "0.2"]) == 0   # priced on that mask, and said
     assert f"keeps {reached:.3g} of the pairs" in capsys.readouterr().out
     assert main(["tiles", "--geometry", "720p", "--kept", "0.3"]) == 0
     assert "asked" not in capsys.readouterr().out

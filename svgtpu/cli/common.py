@@ -25,22 +25,23 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
 FAR_DENSITY = 0.1
 
 
-def density_note(kept: float | None, L: int, F: int, window: int | None) -> str:
-    """A line (wrapped to the width) when the SVG band + sink mask of half-width ``window`` on ``L`` tokens with
-    ``F`` per frame keeps a share of pairs more than :data:`FAR_DENSITY` away from the ``kept`` asked, saying why
-    the nearest band is that far; ``""`` when it is near or no kept fraction was asked."""
+def density_note(kept: float | None, geometry) -> str:
+    """A line (wrapped to the width) when SVG's band + sink mask for ``kept`` on ``geometry`` (a
+    :class:`~svgtpu.geometry.VideoGeometry`) keeps a share of pairs more than :data:`FAR_DENSITY` away from the
+    ``kept`` asked, saying why the nearest band is that far; ``""`` when it is near or no kept fraction was asked."""
     import textwrap
 
     from svgtpu.facts.tables import FIT_WIDTH
-    from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask
-    if kept is None or window is None:
+    from svgtpu.masks.core import BAND_QUANTUM, svg_mask
+    if kept is None:
         return ""
-    reached = BandSinkMask(L, F, window).density()
+    mask = svg_mask(geometry, kept=kept)
+    reached, L, F = mask.density(), geometry.L, geometry.F
     if abs(reached - kept) <= FAR_DENSITY * kept:
         return ""
     return textwrap.fill(f"kept {kept:g} asked, but the mask keeps {reached:.3g} of the pairs, the nearest a band comes "
                          f"on this grid: the first-frame sink alone keeps F / L = {F / L:.3g} (more frames lower it) "
-                         f"and the band's half-width moves in steps of {BAND_QUANTUM} tokens (W = {window} here; "
+                         f"and the band's half-width moves in steps of {BAND_QUANTUM} tokens (W = {mask.window} here; "
                          f"more than L = {L} tokens make a step finer)", FIT_WIDTH, subsequent_indent="  ")
 
 

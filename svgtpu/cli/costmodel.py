@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from svgtpu.cli.common import command
+from svgtpu.cli.common import command, density_note
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.facts.tables import format_table
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
@@ -112,4 +112,10 @@ def run_costmodel(args):
     if args.device == "cpu" and not args.validate:
         from svgtpu.bench.cpu import calibrate_cpu
         return costmodel_command(args, device=calibrate_cpu())
-    return costmodel_command(args)
+    result, table = costmodel_command(args)
+    if "geometry" in result and "kept" in result:   # one setup (not --validate, --sweep, --policy)
+        from svgtpu.geometry import VideoGeometry
+        g = result["geometry"]
+        note = density_note(result["kept"], VideoGeometry(g["T"], g["H"], g["W"]))
+        table += f"\n{note}" if note else ""
+    return result, table

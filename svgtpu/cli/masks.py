@@ -32,7 +32,7 @@ def run_tiles(args):
     result = tile_report(args.geometry, args.mask, multiplier=args.multiplier, kept=args.kept, recipe=args.recipe,
                          block_q=args.block_q, block_kv=args.block_kv, align_mode=args.align)
     result["kernel_refusal"] = tile_refusal(args.block_q, args.block_kv)   # counted all the same
-    note = density_note(result["kept"], result["L"], result["F"], result["window"])
+    note = density_note(result["kept"], get_geometry(args.geometry)) if result["window"] is not None else ""
     return result, format_tile_report(result) + (f"\n{note}" if note else "")
 
 
@@ -124,7 +124,8 @@ def run_explore(args):
                                 block_q=args.block_q, block_kv=args.block_kv, align=args.align,
                                 device=device, chips=chips)
     result = explore.summary(settings, repeats=args.repeats, video=args.video)
-    note = density_note(kept, result["geometry"]["L"], result["geometry"]["F"], result["window"])
+    from svgtpu.geometry import get_geometry
+    note = density_note(kept, get_geometry(args.geometry))
     return result, explore.format_summary(result) + (f"\n{note}" if note else "")
 
 
