@@ -90,11 +90,16 @@ def test_force_lets_the_shipped_checkpoint_be_named():
     ["train", "--config", "tiny", "--steps", "1", "--out", ""],
     ["bench", "gpu", "--smoke", "--out", "{root}/figures/gpu-runs/index.json"],   # a dated run is never rewritten
     ["bench", "gpu", "--smoke", "--out", "results.txt"],
+    ["bench", "tpu", "--preflight", "--out", "{dir}"],
+    ["bench", "tpu", "--preflight", "--out", "{missing}/preflight.json"],
+    ["bench", "tpu", "--preflight", "--out", "{file}/preflight.json"],
 ])
 def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(tmp_path, monkeypatch, capsys, argv):
     """A folder where a file is meant, a folder that is missing or is a file, an empty name, a shipped file:
-    one line naming the parameter, exit 2, before the training, the sampling, the GPU run or the notebooks."""
+    one line naming the parameter, exit 2, before the training, the sampling, the GPU run, the notebooks or the
+    preflight's compiles."""
     import svgtpu.bench.gpu
+    import svgtpu.report.preflight
     import svgtpu.report.reproduce
     import svgtpu.toy.sampler
     import svgtpu.toy.train
@@ -103,7 +108,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(tmp_pa
     (tmp_path / "d" / "x.png").mkdir()
     (tmp_path / "f").write_text("a file")
     for module, name in ((svgtpu.toy.train, "train"), (svgtpu.toy.sampler, "sample"), (svgtpu.bench.gpu, "run"),
-                         (svgtpu.report.reproduce, "run_notebooks")):
+                         (svgtpu.report.reproduce, "run_notebooks"), (svgtpu.report.preflight, "preflight")):
         monkeypatch.setattr(module, name, refuse_work)
     argv = [a.format(dir=tmp_path / "d", missing=tmp_path / "no" / "such", file=tmp_path / "f", root=REPO_ROOT)
             for a in argv]
