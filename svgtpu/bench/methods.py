@@ -32,11 +32,14 @@ from svgtpu.errors import BadInput
 from svgtpu.kernels.common import resolve_interpret
 
 METHODS = ("svg", "svg2", "sta", "radial")
+#: The flow time the toy DiT's ``q, k`` are captured at when none is given: midway from clean (0) to noise (1), our
+#: choice.
+CAPTURE_T = 0.5
 #: Every method unaligned and snapped to the kernel's tiles: the variants of :func:`method_quality`.
 VARIANTS = tuple(f"{m}{suffix}" for m in METHODS for suffix in ("", "-aligned"))
 
 
-def capture_qk(params, config, *, seed: int = 0, t: float = 0.5, batch: int = 1) -> list[tuple]:
+def capture_qk(params, config, *, seed: int = 0, t: float = CAPTURE_T, batch: int = 1) -> list[tuple]:
     """Per layer ``(q, k)``, each ``[batch * heads, L, d]`` float32: the toy DiT's self-attention
     inputs on ``batch`` training videos noised to time ``t`` (``x_t = (1 - t) x0 + t e``)."""
     from svgtpu.attention.base import dense_attention
@@ -398,13 +401,14 @@ def pareto_front(points: list[dict], cost: str, quality: str) -> list[dict]:
 
 
 #: The settings of ``svgtpu methods`` without ``--costs``: the toy DiT's scale.
-TOY_SETTING = {"block_q": 128, "block_kv": 128, "sta_tile": (2, 8, 8), "q_clusters": 16, "k_clusters": 32}
+TOY_SETTING = {"block_q": SMALL_TILE.block_q, "block_kv": SMALL_TILE.block_kv, "sta_tile": (2, 8, 8), "q_clusters": 16,
+               "k_clusters": 32}
 
 
 def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: str | None = None,
                    block_q: int | None = None, block_kv: int | None = None, sta_tile=None,
                    q_clusters: int | None = None, k_clusters: int | None = None, svg2_assumed: bool = False,
-                   seed: int = 0, t: float = 0.5) -> dict:
+                   seed: int = 0, t: float = CAPTURE_T) -> dict:
     """``svgtpu methods``: every method matched to ``kept``.  Without ``costs``, :func:`method_table` at
     the toy DiT's geometry (``geometry``: another; SVG2 rows from the checkpoint's captured ``q, k`` there
     only); with ``costs``, :func:`method_costs` at :data:`COST_SETTING`.  ``None`` settings take the
@@ -452,7 +456,7 @@ def format_sweep(result: dict) -> str:
                                             "ssim_mean"]) + f"\n({result['provenance']})"
 
 
-__all__ = ["METHODS", "VARIANTS", "COST_SETTING", "TOY_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk",
+__all__ = ["METHODS", "CAPTURE_T", "VARIANTS", "COST_SETTING", "TOY_SETTING", "ASSUMED_DRAWS", "Tiles", "capture_qk",
            "check_settings", "check_kept_fractions", "matched", "svg_for_density", "svg2_assumed_masks",
            "method_sweep", "method_costs", "methods_report", "format_methods", "format_sweep", "pareto_front",
            "radial_for_density", "sta_for_density", "svg2_for_density", "method_table"]

@@ -131,7 +131,7 @@ def run_quality(args):
 
 
 def _methods_arguments(p: argparse.ArgumentParser) -> None:
-    from svgtpu.bench.methods import COST_SETTING as COST, TOY_SETTING as TOY
+    from svgtpu.bench.methods import CAPTURE_T, COST_SETTING as COST, TOY_SETTING as TOY
     p.add_argument("--checkpoint", default=CHECKPOINT, help="toy DiT whose q, k SVG2 clusters (default: the shipped one)")
     p.add_argument("--geometry", help=f"preset or TxHxW (default: the checkpoint's; with --costs {COST['geometry']}); "
                                       "SVG2 rows need the checkpoint's geometry and are left out at any other")
@@ -150,7 +150,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"add each method's modeled attention time, sparse / dense, of {COST['model']} on "
                         f"{COST['device']} (SVG2 from assumed clusters; no checkpoint needed)")
     p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
-    p.add_argument("--t", type=float, default=0.5, help="flow time of the captured q, k (0 clean, 1 noise)")
+    p.add_argument("--t", type=float, default=CAPTURE_T, help="flow time of the captured q, k (0 clean, 1 noise)")
 
 
 @command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density "
