@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from svgtpu.cli.common import command, density_note
 from svgtpu.errors import BadInput, positive_int
-from svgtpu.facts.tables import format_table
+from svgtpu.facts.tables import FIT_WIDTH, format_table
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.recipes import DEFAULT_RECIPE
 
@@ -105,10 +106,14 @@ def run_costmodel(args):
     if args.device == "cpu" and args.model == "toy" and not args.validate:
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled
         result = toy_attention_share_measured_vs_modeled()
-        table = format_table([{k: result[k] for k in (
-            "model", "L", "modeled_attention_share", "measured_attention_share",
-            "modeled_forward_seconds", "measured_forward_seconds")}])
-        return result, table + "\n(modeled: modeled-cpu with rates measured-cpu; measured: measured-cpu)"
+        table = format_table([{"model": result["model"], "L": result["L"],
+                               "share modeled": result["modeled_attention_share"],
+                               "share measured": result["measured_attention_share"],
+                               "forward s modeled": result["modeled_forward_seconds"],
+                               "forward s measured": result["measured_forward_seconds"]}])
+        note = ("(share: self-attention's share of the toy DiT's forward pass; modeled: modeled-cpu with rates "
+                "measured-cpu; measured: measured-cpu)")
+        return result, table + "\n" + textwrap.fill(note, FIT_WIDTH, subsequent_indent="  ")
     if args.device == "cpu" and not args.validate:
         from svgtpu.bench.cpu import calibrate_cpu
         return costmodel_command(args, device=calibrate_cpu())
