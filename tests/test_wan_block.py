@@ -99,6 +99,65 @@ def test_the_split_is_the_one_the_cost_model_picks():
         assert plan["mesh"]["data"] * plan["mesh"]["seq"] == plan["devices"] == 8
 
 
+#: Modules the record's modules import (often inside a function) that a block's record is not made of, and why.
+NOT_IN_A_BLOCK = {
+    "svgtpu.baselines.tokamax": "tokamax self-attention (the block runs ours)",
+    "svgtpu.kernels.gpu": "GPU backends of our kernel", "svgtpu.kernels.mosaic_gpu": "GPU backends of our kernel",
+    "svgtpu.costmodel": "parallel_plan and modeled_block: the plan is in the key, the model is not in the record",
+    "svgtpu.costmodel.multihost": "parallel_plan: the plan is in the key",
+    "svgtpu.costmodel.parallel": "compiler.multihost's DiT-step comparison with the model",
+    "svgtpu.costmodel.workload": "compiler.multihost's DiT-step programs",
+    "svgtpu.toy.dit": "the toy DiT's step programs", "svgtpu.toy.sampler": "the toy DiT's step programs",
+    "svgtpu.toy.train": "the toy DiT's step programs",
+    "svgtpu.facts.paths": "where records lie, not what they hold", "svgtpu.facts.tables": "the commands' tables",
+}
+
+
+@needs_libtpu
+def test_the_records_key_holds_every_source_the_block_is_built_and_read_from():
+    """A fresh process builds and lowers the 720p SVG block as the compile child does (from a plan: the key holds
+    it) and imports the compile's readers: every package module it then holds is one of :data:`SOURCES` (of the cost
+    model only its device specs: it picks the plan), and every module those import anywhere (inside functions
+    too) is either in :data:`SOURCES` or one a block is not made of (:data:`NOT_IN_A_BLOCK`).  A new import fails here until it is keyed or said why not."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_imports import PACKAGE, import_graph
+    # the cost model's package re-exports all of it: the child loads it bare, so only the modules used count
+    code = f"""
+import json, sys, types
+costmodel = types.ModuleType("svgtpu.costmodel")
+costmodel.__path__ = [{str(PACKAGE / "costmodel")!r}]
+sys.modules["svgtpu.costmodel"] = costmodel
+import jax
+import svgtpu.compiler.wan_block as wb
+import svgtpu.compiler.dumps, svgtpu.compiler.estimate, svgtpu.compiler.fusions, svgtpu.compiler.llo
+import svgtpu.compiler.multihost, svgtpu.compiler.units, svgtpu.compiler.variants
+from svgtpu.kernels.common import compiling_for
+job = wb.BlockJob("720p", "v6e", "svg")
+fn, args = wb.block_program(job, wb.slice_devices("v6e"), {{"mesh": {{"data": 2, "seq": 4}}, "weights_sharded": True}})
+with compiling_for("v6e"):
+    jax.jit(fn).lower(*args)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "svgtpu" and m != "svgtpu.costmodel")))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def file_of(module):
+        rel = Path(*module.split(".")[1:])
+        init = PACKAGE / rel / "__init__.py"
+        return (init if init.exists() else (PACKAGE / rel).with_suffix(".py")).relative_to(PACKAGE).as_posix()
+    keyed = set(wb.SOURCES)
+    unkeyed = {file_of(m) for m in loaded} - keyed
+    assert not unkeyed
+    graph = import_graph()
+    reached = {e for m in loaded for e in graph[m]} - loaded
+    unsaid = {m for m in reached if file_of(m) not in keyed} - set(NOT_IN_A_BLOCK)
+    assert not unsaid
+
+
 def test_the_modeled_block_has_every_role_and_svg_shrinks_its_attention():
     dense, svg = (wb.modeled_block(wb.BlockJob("1440p", "v6e", v)) for v in wb.VARIANTS)
     for m in (dense, svg):
@@ -139,6 +198,8 @@ def test_bad_jobs_are_refused_in_one_line(capsys):
         wb.BlockJob(device="v5e")
     with pytest.raises(ValueError, match="variant must be one of"):
         wb.BlockJob(variant="sparse")
+    with pytest.raises(ValueError, match="model must be one of wan2.1-14b"):
+        wb.BlockJob(model="wan9")
     with pytest.raises(ValueError, match="kept must be in"):
         dataclasses.replace(JOB, kept=1.5)
     assert main(["compile", "--what", "wan-block", "--device", "v5e"]) == 2

@@ -14,8 +14,8 @@ The compile runs in a child process with libtpu's schedule dumps on (:mod:`svgtp
 ``bench compiled`` reads a kernel (:func:`svgtpu.compiler.estimate.estimate`: per grid step the step
 overhead, init / finish and the body of that step's tile kind, from the kernel's own plan), not as a
 generic program (which would count its full and partial tile bodies at every step).  Results are records
-(:func:`svgtpu.compiler.dumps.cached`) keyed by content: the job, the versions of jax and libtpu and the
-sources the program is built from.  Provenance ``compiled-<device>``: nothing ran.
+(:func:`svgtpu.compiler.dumps.cached`) keyed by content: the job, its plan, the versions of jax and libtpu and
+the sources the program is built and read from (:data:`SOURCES`).  Provenance ``compiled-<device>``: nothing ran.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from svgtpu.errors import BadInput
-from svgtpu.model.config import ModelConfig
+from svgtpu.model.config import MODELS, ModelConfig
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
 from svgtpu.tpu_env import package_version
 
@@ -41,9 +41,21 @@ VARIANTS = ("dense", "svg")
 KERNEL_READINGS = ("in-block", "own-compile")
 #: Bump when the way a block is compiled or read changes (the cache key holds it).
 SCHEMA = 1
-_SOURCES = ("model", "kernels", "attention", "masks", "costmodel", "compiler/wan_block.py", "compiler/fusions.py",
-            "compiler/variants.py", "compiler/estimate.py", "compiler/llo.py", "compiler/dumps.py", "geometry.py", "recipes.py",
-            "warmup.py", "setting.py", "baselines")
+#: The package files a block record is made of (its key hashes them): every module building and lowering the
+#: block imports, the readers of its compile and the device specs they price cycles with (``costmodel/specs.py``);
+#: ``tests/test_wan_block.py`` checks a fresh build imports nothing else.  The rest of the cost model decides
+#: only the mesh (:func:`parallel_plan`): the plan is in the key, not the cost model's sources.
+SOURCES = ("__init__.py", "errors.py", "tpu_env.py", "geometry.py", "recipes.py", "setting.py", "warmup.py",
+           "facts/__init__.py", "facts/kernels.py", "model/__init__.py", "model/config.py", "model/sharded.py",
+           "model/wan.py", "masks/__init__.py", "masks/core.py", "masks/families.py", "masks/tiles.py",
+           "kernels/__init__.py", "kernels/api.py", "kernels/band_table.py", "kernels/block_sparse.py",
+           "kernels/budget.py", "kernels/common.py", "kernels/config.py", "kernels/dynamic.py",
+           "kernels/dynamic_plan.py", "kernels/plan.py", "kernels/reference.py", "baselines/__init__.py",
+           "baselines/splash.py", "attention/__init__.py", "attention/backends.py", "attention/base.py",
+           "attention/profiling.py", "attention/sharding.py", "attention/svg.py", "attention/svg2.py",
+           "costmodel/specs.py", "compiler/__init__.py", "compiler/compile.py", "compiler/dumps.py",
+           "compiler/estimate.py", "compiler/fusions.py", "compiler/llo.py", "compiler/multihost.py",
+           "compiler/units.py", "compiler/variants.py", "compiler/wan_block.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,22 +73,28 @@ class BlockJob:
     kernel: str = "in-block"
 
     def __post_init__(self):
-        from svgtpu.costmodel.workload import get_model
         from svgtpu.geometry import get_geometry
         from svgtpu.kernels.config import KernelConfig, check_blocks_cover
         if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
             object.__setattr__(self, "model", ModelConfig(**self.model))
+        if not isinstance(self.model, ModelConfig) and self.model not in MODELS:
+            raise BadInput(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
         if self.device not in SLICES:
             raise BadInput(f"device must be one of {', '.join(SLICES)} (the slices compiled for), "
                              f"got {self.device!r}")
         if self.variant not in VARIANTS:
             raise BadInput(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        get_model(self.model), KernelConfig(self.block_q, self.block_kv)
+        KernelConfig(self.block_q, self.block_kv)
         check_blocks_cover(self.block_q, self.block_kv, get_geometry(self.resolution).L)
         if not 0 < self.kept < 1:
             raise BadInput(f"kept must be in the open interval (0, 1), got {self.kept!r}")
         if self.kernel not in KERNEL_READINGS:
             raise BadInput(f"kernel must be one of {', '.join(KERNEL_READINGS)}, got {self.kernel!r}")
+
+    @property
+    def config(self) -> ModelConfig:
+        """The model's shapes."""
+        return self.model if isinstance(self.model, ModelConfig) else MODELS[self.model]
 
     @property
     def name(self) -> str:
@@ -120,14 +138,13 @@ def parallel_plan(job: BlockJob) -> dict:
 def block_program(job: BlockJob, devices, plan: dict):
     """``(fn, abstract args)``: one block on every device of ``devices`` under ``plan``'s mesh
     (:func:`svgtpu.model.sharded.block_program`), self-attention our kernel dense or SVG."""
-    from svgtpu.costmodel.workload import get_model
     from svgtpu.geometry import get_geometry
     from svgtpu.model.sharded import block_program as sharded_block
     from svgtpu.model.wan import self_attention
     g = get_geometry(job.resolution)
     attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, block_q=job.block_q,
                                block_kv=job.block_kv, svg_config=job.svg_config())
-    return sharded_block(get_model(job.model), g, devices, plan["mesh"]["data"], attention,
+    return sharded_block(job.config, g, devices, plan["mesh"]["data"], attention,
                          shard_weights=plan["weights_sharded"], name=job.name)
 
 
@@ -170,11 +187,10 @@ def kernel_variant(job: BlockJob, geometry: str | None = None):
     """Our kernel in ``job``'s block as :mod:`svgtpu.compiler.variants` names a variant (one head, fast path on),
     at ``geometry`` (default: the block's resolution)."""
     from svgtpu.compiler.variants import Variant
-    from svgtpu.costmodel.workload import get_model
     from svgtpu.kernels.config import KernelConfig
     config = KernelConfig(job.block_q, job.block_kv)
     return Variant("ours", "dense" if job.variant == "dense" else "svg-aligned", geometry or job.resolution,
-                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=get_model(job.model).head_dim,
+                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=job.config.head_dim,
                    device=job.device)
 
 
@@ -228,7 +244,6 @@ def compile_block(job: BlockJob) -> dict:
     from svgtpu.compiler.fusions import ROLES, read_dump, role_cycles
     from svgtpu.compiler.llo import read_schedule
     from svgtpu.compiler.multihost import hlo_collectives
-    from svgtpu.costmodel.workload import get_model
     plan = parallel_plan(job)
     spec = {"job": dataclasses.asdict(job), "plan": plan}
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,7 +258,7 @@ def compile_block(job: BlockJob) -> dict:
         reading = read_dump(jf, hlo)
         kernels = [r for r in reading["ops"] if "block_sparse_attention" in r["program"]]
         schedules = [dataclasses.asdict(read_schedule(final_schedule(jf, r["program"]))) for r in kernels]
-    heads = get_model(job.model).heads // plan["mesh"]["seq"]
+    heads = job.config.heads // plan["mesh"]["seq"]
     generic = sum(r["cycles"] for r in kernels)
     if job.kernel == "in-block":
         kernel = kernel_cycles(job, heads, schedules)
@@ -275,10 +290,14 @@ def compile_block(job: BlockJob) -> dict:
 
 def cached_compile_block(job: BlockJob) -> dict:
     """:func:`compile_block`, a record (:func:`svgtpu.compiler.dumps.cached`) in ``wan-block/`` keyed by the job,
-    :data:`SCHEMA` and the sources the block is built from."""
+    its plan (:func:`parallel_plan`, less the reason), :data:`SCHEMA` and :data:`SOURCES`; its plan's reason as
+    the cost model gives it now."""
     from svgtpu.compiler.dumps import cached
-    return cached("wan-block", job.name, {"job": dataclasses.asdict(job), "block_schema": SCHEMA}, _SOURCES,
-                  lambda: compile_block(job))
+    plan = parallel_plan(job)
+    decided = {k: v for k, v in plan.items() if k != "why"}
+    record = cached("wan-block", job.name, {"job": dataclasses.asdict(job), "plan": decided, "block_schema": SCHEMA},
+                    SOURCES, lambda: compile_block(job))
+    return record if "refused" in record else record | {"plan": plan}
 
 
 def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]:
@@ -373,7 +392,7 @@ def wan_block_command(args):
     return {"blocks": results, "refused": refused}, "\n".join(lines), 1 if refused else 0
 
 
-__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SCHEMA", "MODELED_ROLES", "BlockJob",
+__all__ = ["SLICES", "VARIANTS", "KERNEL_READINGS", "SCHEMA", "SOURCES", "MODELED_ROLES", "BlockJob",
            "parallel_plan", "block_program", "slice_devices", "kernel_variant", "kernel_cycles", "own_compile_schedule",
            "compile_block", "cached_compile_block", "compile_blocks", "modeled_block", "role_rows",
            "wan_block_command"]
