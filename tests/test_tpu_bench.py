@@ -126,3 +126,30 @@ def test_a_failed_check_is_not_timed_and_a_run_cut_short_leaves_its_sections(tmp
     assert all(r["status"] == "not timed" and r["reason"] == "check failed or skipped" for r in rows)
     assert not (tmp_path / "run.json").exists()
     assert seen["all_ok"] is False and seen["quantities"] == {}
+
+
+def test_checks_longer_than_a_groups_share_still_leave_its_programs_timed(tmp_path, monkeypatch):
+    # each check takes 30 s of a clock the budget reads: the smoke kernels group's 13 checks (390 s) outlast the
+    # share it had when its share was set before them (0.3 / 0.8 of 600 s = 225 s); its share is now of the time
+    # left after them (0.375 x 210 s), for its compiles and rounds, so every program is timed
+    import types
+
+    import jax
+    import jax.numpy as jnp
+
+    from svgtpu.bench import gpu_timing
+    clock = [0.0]
+
+    def check(p, sizes, device):
+        clock[0] += 30.0
+        return {"ok": True, "max_rel_error": 0.0}
+    monkeypatch.setattr(gpu_timing, "time", types.SimpleNamespace(monotonic=lambda: clock[0],
+                                                                  perf_counter=gpu_timing.time.perf_counter))
+    monkeypatch.setattr(tpu, "check", check)
+    monkeypatch.setattr(tpu, "program", lambda p, devices: (lambda x: 2 * x,
+                                                            (jax.ShapeDtypeStruct((8,), jnp.float32),)))
+    result = tpu.run(smoke=True, sections=("kernels", "block"), out=tmp_path / "run.json")
+    rows = [r for s in result["kernels"] + result["blocks"] for r in s["rows"]]
+    assert clock[0] > 0.3 / 0.8 * tpu.SMOKE.budget_s and not result["errors"]
+    assert len(rows) == len(tpu.programs(tpu.SMOKE, sections=("kernels", "block")))
+    assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows if r["status"] != "ok"]

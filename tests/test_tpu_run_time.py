@@ -29,16 +29,34 @@ def test_simulate_replays_the_runs_budget_by_hand():
     assert full["parts"]["device"] == 4 + 20 + 1 + 4 + 2 + 30
     assert full["elapsed_s"] == 236 and full["untimed"] == {} and full["rounds"] == {"kernels 1440p": 9,
                                                                                       "block 1440p": 9}
-    # 100 s: kernels get 0.3 / 0.8 of it (37.5 s): checks to 20, calls to 24, rounds min(9, 13.5 // 2 - 1) = 5 -> 36;
-    # block the rest (to 100): check 41, finite check 92, the dense block still starts (8 s left) -> 196; the block
-    # without attention has no time left to be timed, and one round is the warm calls'
-    cut = simulate(STEPS, 100.0)
-    assert cut["rounds"] == {"kernels 1440p": 5, "block 1440p": 1}
-    assert cut["elapsed_s"] == 196
+    # 150 s: kernels check to 20, then get 0.3 / 0.8 of the 130 s left (to 68.75): calls to 24, rounds
+    # min(9, 44.75 // 2 - 1) = 9 -> 44; block: check to 49, then all of the rest (to 150): finite check 100, the
+    # dense block still starts (50 s left) -> 204; the block without attention has no time left to be timed, and
+    # one round is the warm calls'
+    cut = simulate(STEPS, 150.0)
+    assert cut["rounds"] == {"kernels 1440p": 9, "block 1440p": 1}
+    assert cut["elapsed_s"] == 204
     assert cut["untimed"] == {"block 1440p none": "time budget: no time left to compile it"}
     # the budget that times all: nothing cut at it, something a second and a half below
     enough = budget_to_time_all(STEPS)
     assert not simulate(STEPS, enough)["untimed"] and simulate(STEPS, enough - 1.5)["untimed"]
+
+
+def test_checks_longer_than_a_groups_share_leave_its_programs_timed():
+    # 200 s: the kernels' two checks take 80 s, more than 0.3 / 0.8 of the budget (75 s); the share is of the time
+    # left after them (0.375 x 120 s, to 125): calls to 84, rounds min(9, 41 // 2 - 1) = 9 -> 104; block: check to
+    # 109, then the rest (to 200): compile 10 and 2 calls -> 123, rounds min(9, 77 // 2 - 1) = 9 -> 143
+    steps = [_cost("a", "kernels", "a", check_compile=40), _cost("b", "kernels", "b", check_compile=40),
+             _cost("dense", "block", "dense-splash", check_compile=5, compile_s=10, call=2)]
+    cut = simulate(steps, 200.0)
+    assert cut["untimed"] == {} and cut["rounds"] == {"kernels 1440p": 9, "block 1440p": 9}
+    assert cut["elapsed_s"] == 143
+    # 30 s: the first check runs past the run's deadline (to 40): no check starts after it, nothing is timed
+    short = simulate(steps, 30.0)
+    assert short["untimed"] == {"kernels 1440p a": "time budget: no time left to compile it",
+                                "kernels 1440p b": "time budget: no time left to check it",
+                                "block 1440p dense": "time budget: no time left to check it"}
+    assert short["elapsed_s"] == 40 and short["rounds"] == {}
 
 
 def _record(tmp_path, compile_s=10.0, drop=0, key=None, host_check=True):

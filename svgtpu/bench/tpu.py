@@ -4,7 +4,9 @@ No TPU has run anything of ours; this is the run that would settle the claims, w
 there is one (``--smoke`` runs the same code at tiny shapes on CPU, in Pallas' interpreter).  Every program
 it will run is one :class:`Program` of :func:`programs`, the one list the run and its compile check read
 (``svgtpu bench tpu --preflight`` compiles each for v6e ahead of time, :mod:`svgtpu.report.preflight`).
-Sections (``--sections``), each under its share of the time budget:
+Sections (``--sections``), in section groups (a section at one resolution) under one time budget: a group's
+float64 checks (and the compiles they make) run until the run's deadline; then the group gets its section's
+weight's share of the time left, for the rest of its work (building, compiles, warm-ups, timing rounds):
 
 1. **kernels** (1440p, then 720p; one head, ``d = 128``, bf16): our kernel and JAX's Splash, each at its own best
    tiles (ours: the tile ``svgtpu tune`` recorded, ``figures/tuned_tiles.json``; Splash: MaxDiffusion's Wan
@@ -81,7 +83,7 @@ class Sizes:
     check_rows: int = 128
     max_rounds: int = 9
     budget_s: float = 1500.0
-    #: section -> weight of the time budget (compile time dominates the blocks)
+    #: section -> weight of the time left after a group's checks (compile time dominates the blocks)
     weights: tuple[tuple[str, float], ...] = (("kernels", 0.3), ("block", 0.5), ("moderate", 0.2))
     #: None: each kernel's best tiles (:func:`best_tiles`); else one ``(block_q, block_kv, kv_compute)`` for all
     tiles: tuple[int, int, int] | None = None
@@ -454,12 +456,13 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
         groups.setdefault((p.section, p.geometry), []).append(p)
     left = [weights[s] for s, _ in groups]
     for i, ((section, geometry), group) in enumerate(tqdm(groups.items(), desc="bench tpu")):
-        budget.section(left[i] / sum(left[i:]))
+        budget.section(1.0)   # the checks (and their compiles) are the run's work: only its deadline stops them
         try:
             checks = {}
             for p in tqdm(group, desc=f"{section} {geometry}: check vs float64", leave=False):
                 checks[p.name] = check(p, sizes, devices[0]) if budget.left() > 0 else {"ok": False,
                                                                                           "reason": "time budget"}
+            budget.section(left[i] / sum(left[i:]))   # the group's share of what is left, for compiles and rounds
             calls, inputs, unbuilt = {}, {}, {}
             for p in group:
                 if checks[p.name]["ok"] is False:

@@ -16,8 +16,9 @@ each part with its provenance:
   the block without attention: one call of it), two in the compile step, one warm-up and the timing rounds;
 - **float64 checks** (``measured-cpu``): host numpy on the sampled rows, per head, as the record measured it.
 
-:func:`simulate` replays the run's budget (:class:`svgtpu.bench.gpu_timing.Budget`: each section group gets its
-weight's share of the time left; no check or compile starts past the deadline; rounds shrink to what is left) and
+:func:`simulate` replays the run's budget (:class:`svgtpu.bench.gpu_timing.Budget`: a section group's checks run
+until the run's deadline, then the group gets its weight's share of the time left for its compiles and rounds; no
+check or compile starts past its deadline; rounds shrink to what is left) and
 says which programs the run would leave untimed; with no budget it gives the time of the whole run.  Not counted:
 starting Python and JAX, making the inputs, writing files.
 """
@@ -116,7 +117,7 @@ def simulate(steps: list[Cost], budget_s: float = math.inf) -> dict:
         groups.setdefault((c.section, c.geometry), []).append(c)
     shares = [weights[section] for section, _ in groups]
     for i, ((section, geometry), group) in enumerate(groups.items()):
-        section_deadline = now + shares[i] / sum(shares[i:]) * max(budget_s - now, 0.0)
+        section_deadline = budget_s   # the checks: only the run's deadline stops them
         left = lambda: min(budget_s, section_deadline) - now  # noqa: E731
         checked = []
         for c in group:
@@ -125,6 +126,7 @@ def simulate(steps: list[Cost], budget_s: float = math.inf) -> dict:
                 continue
             spend(compile=c.check_compile_s, device=c.check_device_s, host_check=c.check_host_s)
             checked.append(c)
+        section_deadline = now + shares[i] / sum(shares[i:]) * max(budget_s - now, 0.0)   # the group's share
         spend(build=sum(c.build_s for c in checked))
         for c in checked:
             if c.variant == "none":   # its finite-output check: the first call compiles it
