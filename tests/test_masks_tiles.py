@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from svgtpu.errors import BadInput
 from svgtpu.geometry import VideoGeometry, get_geometry
 from svgtpu.masks.core import (ArrayMask, BandSinkMask, DenseMask, TileMask, align, alignment_diff,
                           band_window, make_mask, svg_mask,
@@ -163,6 +164,26 @@ def test_kept_to_multiplier_hits_target_density():
     kept = {w: ((k < small.F) | (np.abs(q - k) <= w)).mean() for w in range(128, small.L + 128, 128)}
     for target in (0.6, 0.7, 0.9, 0.98):  # kept 0.568, 0.811, 0.949, 0.996 at W = 128 ... 512
         assert svg_mask(small, kept=target).window == min(kept, key=lambda w: abs(kept[w] - target))
+
+
+@pytest.mark.parametrize("dims", [(2, 8, 16), (3, 8, 8), (4, 10, 14), (2, 8, 8)])
+def test_kept_near_every_pair_gets_the_widest_sparse_step_and_only_a_dense_first_step_is_refused(dims):
+    # brute force: each band step's L x L matrix; of the steps that drop some pair, the one closest to the target.
+    # 2 x 8 x 16 keeps 0.876 at W = 128 and every pair at W = 256: kept 0.95 is nearer the dense step, and was
+    # refused with "its first step already keeps every pair", which was false
+    g = VideoGeometry(*dims)
+    q, k = np.meshgrid(np.arange(g.L), np.arange(g.L), indexing="ij")
+    kept = {w: ((k < g.F) | (np.abs(q - k) <= w)).mean() for w in range(128, g.L + 128, 128)}
+    sparse = {w: d for w, d in kept.items() if d < 1}
+    for target in (0.3, 0.8, 0.9, 0.95, 0.99, 0.999):
+        if not sparse:
+            assert kept[128] == 1   # the refusal's reason, counted
+            with pytest.raises(BadInput, match="first step .* already keeps every pair"):
+                svg_mask(g, kept=target)
+            continue
+        mask = svg_mask(g, kept=target)
+        assert mask.window == min(sparse, key=lambda w: abs(sparse[w] - target)), target
+        assert mask.density() == pytest.approx(sparse[mask.window]) and mask.density() < 1
 
 
 @pytest.mark.parametrize("call,match", [

@@ -464,27 +464,29 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
     ``density = (#allowed pairs) / L^2``.  The band of half-width ``W`` plus the sink of ``F`` keys
     keeps ``L*F + (L^2 - (L-W)^2 - W) - #(sink and band)`` pairs, which we count exactly
     (:meth:`BandSinkMask.num_allowed`).  Since ``W`` moves in steps of 128 tokens we return the
-    multiplier ``W / F`` of the step whose density is closest to the target (the sink alone sets a
-    floor of about ``1 / T``).  A grid so small that the first step already keeps every pair has no sparse
-    mask at all: refused, rather than a dense mask reported as kept 1.0.
+    multiplier ``W / F`` of the sparse step (one that drops some pair) whose density is closest to the
+    target (the sink alone sets a floor of about ``1 / T``); a target nearer every pair than the widest sparse
+    step gets that step, never a dense mask reported as a kept fraction.  A grid so small that the first step
+    already keeps every pair has no sparse mask at all: refused.
     """
     kept = check_kept(kept)
     g = geometry
     steps = np.arange(1, ceil_div(g.L, BAND_QUANTUM) + 1)
+    density = lambda i: BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density()  # noqa: E731
+    if density(0) >= 1:
+        raise BadInput(f"kept {kept:g} cannot be reached on a grid of L = {g.L} tokens (F = {g.F}): the band moves in "
+                       f"steps of {BAND_QUANTUM} tokens and its first step (W = {BAND_QUANTUM}) already keeps "
+                       "every pair; give a larger geometry, or a multiplier")
     lo, hi = 0, len(steps) - 1
     # density grows with W: binary search for the first step at or above the target
     while lo < hi:
         mid = (lo + hi) // 2
-        if BandSinkMask(g.L, g.F, int(steps[mid]) * BAND_QUANTUM).density() >= kept:
+        if density(mid) >= kept:
             hi = mid
         else:
             lo = mid + 1
-    best = min({max(lo - 1, 0), lo}, key=lambda i: abs(
-        BandSinkMask(g.L, g.F, int(steps[i]) * BAND_QUANTUM).density() - kept))
-    if BandSinkMask(g.L, g.F, int(steps[best]) * BAND_QUANTUM).density() >= 1:
-        raise BadInput(f"kept {kept:g} cannot be reached on a grid of L = {g.L} tokens (F = {g.F}): the band moves in "
-                       f"steps of {BAND_QUANTUM} tokens and its first step (W = {BAND_QUANTUM}) already keeps "
-                       "every pair; give a larger geometry, or a multiplier")
+    # the step below is sparse (density(0) < 1); the step found is a candidate only if it is sparse too
+    best = min({max(lo - 1, 0)} | ({lo} if density(lo) < 1 else set()), key=lambda i: abs(density(i) - kept))
     return float(steps[best] * BAND_QUANTUM / g.F)
 
 
