@@ -24,13 +24,18 @@ WANTED = {"--validate": (lambda r: r["points"][0], {"device", "chips", "kernel",
           "chips": (lambda r: r["rows"][0], {"chips_per_pass", "head_slot_use", "speedup_without_communication",
                                              "picked"}),
           "resolution": (lambda r: r["sweep"][0], {"attention_share_end_to_end", "provenance"}),
-          "ops": (lambda r: r["rows"][0], {"mask_source", "mask_block_loads", "vector_elements", "masking_elements"})}
+          "ops": (lambda r: r["rows"][0], {"mask_source", "mask_block_loads", "vector_elements", "masking_elements"}),
+          "align-pairs": (lambda r: r["rows"][0], {"window", "exact_pairs", "aligned_pairs"})}
 
 
 @pytest.mark.parametrize("argv", [["costmodel", "--validate"], ["costmodel", "--sweep", "chips"],
                                   ["costmodel", "--sweep", "resolution"], ["bench", "ops"],
                                   ["costmodel", "--sparse-evidence"],
-                                  ["costmodel", "--policy", "maxdiffusion-moderate", "--compiled-tiles", str(FIXTURE)]])
+                                  ["costmodel", "--policy", "maxdiffusion-moderate", "--compiled-tiles", str(FIXTURE)],
+                                  ["align-pairs"],   # its defaults, 720p and 1440p: under 1 s
+                                  # the default search takes ~40 s: a small grid prints the same tables
+                                  ["c3-search", "--geometries", "3x8x16", "--tiles", "64x96", "--maxdiffusion-tiles",
+                                   "128x128"]])
 def test_a_command_keeps_to_the_width_and_its_json_to_every_field(argv, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out

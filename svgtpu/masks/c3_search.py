@@ -37,8 +37,9 @@ import itertools
 import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
-from svgtpu.masks.core import (ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns, Mask, PermutedMask, TileMask, align,
-                               balanced_keep, density_band_window, tile_grid, tile_valid_lengths, tile_valid_pairs)
+from svgtpu.masks.core import (ALIGN_MODE_LEGEND, ALIGN_MODE_SHORT, ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns,
+                               Mask, PermutedMask, TileMask, align, balanced_keep, density_band_window, tile_grid,
+                               tile_valid_lengths, tile_valid_pairs)
 from svgtpu.masks.tiles import TileStats, classify
 from svgtpu.recipes import (MAXDIFFUSION_DEFAULT_TILE, MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_DENSITIES,
                             MAXDIFFUSION_SVG_TILE, MAXDIFFUSION_V6E_TILE, SPLASH_DEFAULT_TILE)
@@ -398,41 +399,70 @@ def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSIO
                       "policies": list(MAXDIFFUSION_POLICIES)}}
 
 
-def _columns_table(columns: list[str], rows: list[dict]) -> str:
-    """``rows`` as a plain-text table of ``columns`` only."""
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _search_cells(r: dict) -> dict:
+    """A :func:`search` row as its table shows it: shares in percent, the tile in one cell, short names."""
+    return {"geometry": r["geometry"], "kept": f"{r['kept']:.4g}", "tile": f"{r['block_q']}x{r['block_kv']}",
+            "sink": _yes(r["sink"]), "heads": r["heads"].removeprefix("strided-"), "temporal": f"{r['temporal_share']:.4g}",
+            "align": ALIGN_MODE_SHORT[r["align_mode"]], "at": r["granularity"], "align sink": _yes(r["align_sink"]),
+            "before": f"{r['before']:.2%}", "after": f"{r['after']:.3%}"}
+
+
+def _maxdiffusion_cells(r: dict) -> dict:
+    """A :func:`maxdiffusion_search` row as its table shows it."""
+    return {"geometry": r["geometry"], "density": f"{r['density']:.4g}", "kept": f"{r['kept']:.4g}",
+            "tile": f"{r['block_q']}x{r['block_kv']}", "sink": _yes(r["sink"]), "policy": r["policy"],
+            "before": f"{r['before']:.2%}", "after": f"{r['after']:.3%}", "ours b.": f"{r['ours_before']:.2%}",
+            "ours a.": f"{r['ours_after']:.3%}", "pair err": f"{r['pair_error']:+.3%}"}
+
+
+def _table(cells, rows: list[dict]) -> str:
     from svgtpu.facts.tables import format_table
-    return format_table([{c: r[c] for c in columns} for r in rows])
+    return format_table([cells(r) for r in rows])
+
+
+def _fill(text: str) -> str:
+    import textwrap
+    from svgtpu.facts.tables import FIT_WIDTH
+    return textwrap.fill(text, FIT_WIDTH, break_on_hyphens=False)
 
 
 def format_search(result: dict) -> str:
     """:func:`search`'s result as ``svgtpu c3-search`` prints it: the count, the matches, the nearest."""
-    columns = ["geometry", "kept", "block_q", "block_kv", "sink", "heads", "temporal_share", "align_mode",
-               "granularity", "align_sink", "before", "after"]
-
-    parts = [f"target {result['target']['before']:.2%} -> {result['target']['after']:.2%}; "
-             f"{result['searched']:,} settings searched, {result['candidates']:,} with an after-share; "
-             f"{len(result['matches'])} match both"]
+    parts = [_fill(f"target {result['target']['before']:.2%} -> {result['target']['after']:.2%}; "
+                   f"{result['searched']:,} settings searched, {result['candidates']:,} with an after-share; "
+                   f"{len(result['matches'])} match both")]
     if result["matches"]:
-        parts += ["matches:", _columns_table(columns, result["matches"][:20])]
-    parts += ["nearest:", _columns_table(columns, result["nearest"]),
-              "nearest with every head on the band (SVG's own masks):", _columns_table(columns, result["nearest_by_heads"]["band"])]
+        parts += ["matches:", _table(_search_cells, result["matches"][:20])]
+    parts += ["nearest:", _table(_search_cells, result["nearest"]),
+              "nearest with every head on the band (SVG's own masks):",
+              _table(_search_cells, result["nearest_by_heads"]["band"]),
+              _fill("heads: band, every head on the band; per-layer, per-head, union: a temporal share of the heads "
+                    "left strided (frame-major), counted per layer, per head or over their masks' union. align, at: "
+                    f"the alignment mode and its granularity (the tile, or the {BAND_QUANTUM}-token quantum); align "
+                    f"sink: the sink aligned with the band (no: left exact). {ALIGN_MODE_LEGEND}. before, after: the "
+                    "partial tiles' share of the computed tiles; computed")]
     return "\n".join(parts)
 
 
 def format_maxdiffusion_search(result: dict) -> str:
     """:func:`maxdiffusion_search`'s result as ``svgtpu c3-search`` prints it: both countings' matches and nearest."""
-    columns = ["geometry", "density", "kept", "block_q", "block_kv", "sink", "policy", "before", "after",
-               "ours_before", "ours_after", "pair_error"]
-
-    parts = [f"counted MaxDiffusion's way (before: boundary tiles / touched tiles; after balanced rounding: tiles "
-             f"touching the sequence end / tiles run), {result['searched']:,} settings: {len(result['matches'])} match "
-             f"both; counted ours over the same settings: {len(result['ours_matches'])} match both"]
+    parts = [_fill(f"counted MaxDiffusion's way (before: boundary tiles / touched tiles; after balanced rounding: "
+                   f"tiles touching the sequence end / tiles run), {result['searched']:,} settings: "
+                   f"{len(result['matches'])} match both; counted ours over the same settings: "
+                   f"{len(result['ours_matches'])} match both")]
     if result["matches"]:
-        parts += ["matches, MaxDiffusion's counting:", _columns_table(columns, result["matches"][:20])]
+        parts += ["matches, MaxDiffusion's counting:", _table(_maxdiffusion_cells, result["matches"][:20])]
     if result["ours_matches"]:
-        parts += ["matches, our counting:", _columns_table(columns, result["ours_matches"][:20])]
-    parts += ["nearest, MaxDiffusion's counting:", _columns_table(columns, result["nearest"]),
-              "nearest, our counting:", _columns_table(columns, result["ours_nearest"])]
+        parts += ["matches, our counting:", _table(_maxdiffusion_cells, result["ours_matches"][:20])]
+    parts += ["nearest, MaxDiffusion's counting:", _table(_maxdiffusion_cells, result["nearest"]),
+              "nearest, our counting:", _table(_maxdiffusion_cells, result["ours_nearest"]),
+              _fill("density: MaxDiffusion's retained density (its density -> band rule); kept: the pairs the band "
+                    "keeps; before, after: the shares counted MaxDiffusion's way; ours b., ours a.: the same shares "
+                    "counted ours; pair err: pairs the policy executes minus the band's, over the band's")]
     return "\n".join(parts)
 
 

@@ -537,6 +537,11 @@ TILE_RULE_MODES = ("snap", "cover", "inner")
 #: boundary tiles over the whole grid (``balanced-global``) or within each q tile row (``balanced-row``).
 BALANCED_MODES = ("balanced-global", "balanced-row")
 ALIGN_MODES = TILE_RULE_MODES + BALANCED_MODES
+#: The modes as narrow tables head them: the balanced ones by what their budget spans (``global``, ``row``).
+ALIGN_MODE_SHORT = {m: m.removeprefix("balanced-") for m in ALIGN_MODES}
+#: What the short names mean, for a table's legend.
+ALIGN_MODE_LEGEND = ("global, row: balanced-global, balanced-row (budget-preserving rounding of the boundary tiles, "
+                     "one budget for the grid or per q tile row)")
 
 
 def tile_edges(L: int, block: int) -> np.ndarray:

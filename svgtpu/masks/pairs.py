@@ -14,8 +14,8 @@ import itertools
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
-from svgtpu.masks.core import (ALIGN_MODES, BandSinkMask, alignment_diff, align, balanced_keep, density_band_window,
-                               svg_mask, tile_grid, tile_valid_pairs)
+from svgtpu.masks.core import (ALIGN_MODE_LEGEND, ALIGN_MODE_SHORT, ALIGN_MODES, BandSinkMask, alignment_diff, align,
+                               balanced_keep, density_band_window, svg_mask, tile_grid, tile_valid_pairs)
 from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE, PRODUCTION_TILE
 
 GEOMETRIES = ("720p", "1440p")
@@ -59,18 +59,24 @@ def pair_accounting(geometries=GEOMETRIES, tiles=TILES, *, kept=KEPT, densities=
 
 
 def format_pair_accounting(result: dict) -> str:
-    """:func:`pair_accounting` as ``svgtpu align-pairs`` prints it: one line per setting and tile, a column per mode."""
-    from svgtpu.facts.tables import format_table
+    """:func:`pair_accounting` as ``svgtpu align-pairs`` prints it: one line per setting and tile, a column per mode.
+
+    The band half-width and the exact pair count are left to ``--json``; the table keeps to ``FIT_WIDTH``."""
+    import textwrap
+    from svgtpu.facts.tables import FIT_WIDTH, format_table
     table = {}
     for r in result["rows"]:
         line = table.setdefault((r["geometry"], r["setting"], r["block_q"], r["block_kv"]), {
-            "geometry": r["geometry"], "setting": r["setting"], "W": r["window"], "tiles": f"{r['block_q']}x{r['block_kv']}",
-            "exact pairs": f"{r['exact_pairs']:,}", "exact density": f"{r['exact_density']:.2%}"})
-        line[r["mode"]] = f"{r['pair_error']:+.3%}"
+            "geometry": r["geometry"], "setting": r["setting"].removeprefix("MaxDiffusion "),
+            "tiles": f"{r['block_q']}x{r['block_kv']}", "kept": f"{r['exact_density']:.2%}"})
+        line[ALIGN_MODE_SHORT[r["mode"]]] = f"{r['pair_error']:+.3%}"
         if "row_no_carry_error" in r:
-            line["row, no carry"] = f"{r['row_no_carry_error']:+.3%}"
-    return (format_table(list(table.values()))
-            + "\n(pairs each alignment executes minus the SVG mask's, over the SVG mask's; computed)")
+            line["row nc"] = f"{r['row_no_carry_error']:+.3%}"
+    legend = ("pairs each alignment executes minus the SVG mask's, over the SVG mask's; computed. setting: kept k is "
+              "our band rule at kept fraction k, density d MaxDiffusion's density -> band rule; kept: the pairs the "
+              f"mask keeps. {ALIGN_MODE_LEGEND}; row nc: balanced-row with nothing carried between rows "
+              "(MaxDiffusion's row_balanced). Band width W and exact pairs: --json")
+    return format_table(list(table.values())) + "\n" + textwrap.fill(legend, FIT_WIDTH, break_on_hyphens=False)
 
 
 __all__ = ["GEOMETRIES", "KEPT", "TILES", "format_pair_accounting", "masks_for", "pair_accounting"]
