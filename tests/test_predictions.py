@@ -25,21 +25,45 @@ def test_frozen_predictions_never_change():
 
 def test_every_measured_quantity_is_predicted_on_every_slice():
     fns = predictions.quantity_functions()
-    smoke_run = {"kernels": [], "blocks": []}
-    # the ids the run can produce at full size: every ratio present
-    for p in tpu.programs(tpu.FULL, 8):
+    for chips in tpu.SLICES:
+        measured = set(tpu.quantities(_every_ratio_measured(chips)))
+        assert measured == {q for q, c in fns if c == chips}
+        # what a slice never measures (its blocks that do not fit) is just that
+        frozen = set(predictions.latest()["quantities"][f"v6e-{chips}"])
+        assert {q for q in frozen - measured if not predictions.never_measured(q, chips)} == set()
+        assert not any(predictions.never_measured(q, chips) for q in measured)
+    assert "block_1440p_attention_share_splash" not in set(tpu.quantities(_every_ratio_measured(1)))
+
+
+def _every_ratio_measured(chips: int) -> dict:
+    """The run on ``chips`` chips at full size as if every program were timed: every ratio present."""
+    run = {"kernels": [], "blocks": []}
+    for p in tpu.programs(tpu.FULL, chips):
         sec = "kernels" if p.section == "kernels" else "blocks"
-        found = next((s for s in smoke_run[sec] if (s["section"], s["geometry"]) == (p.section, p.geometry)), None)
+        found = next((s for s in run[sec] if (s["section"], s["geometry"]) == (p.section, p.geometry)), None)
         if found is None:
             found = {"section": p.section, "geometry": p.geometry, "rows": [], "ratios": {}}
-            smoke_run[sec].append(found)
+            run[sec].append(found)
         found["rows"].append({"variant": p.variant, "times": [1.0, 1.1] if p.variant == "none" else [2.0, 2.2]})
-    for s in smoke_run["kernels"] + smoke_run["blocks"]:
+    for s in run["kernels"] + run["blocks"]:
         s["ratios"] = {f"{a['variant']}/{b['variant']}": {"value": 1.0, "iqr": [1.0, 1.0]}
                        for a in s["rows"] for b in s["rows"] if a is not b}
-    measured = set(tpu.quantities(smoke_run))
-    for chips in tpu.SLICES:
-        assert measured == {q for q, c in fns if c == chips}
+    return run
+
+
+def test_a_one_chip_run_against_the_frozen_predictions_leaves_its_1440p_blocks_unmeasured():
+    run = {"chips": 1, "provenance": "synthetic-test", "date": "2026-12-05", "commit": "abc",
+           "quantities": tpu.quantities(_every_ratio_measured(1))}
+    frozen = predictions.latest()
+    rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
+    assert set(rows) == set(frozen["quantities"]["v6e-1"])   # each prediction of the slice is shown
+    unmeasured = {q for q, r in rows.items() if r["outcome"] == predictions.NOT_ON_SLICE}
+    assert unmeasured == {"block_1440p_attention_share_splash", "block_1440p_attention_share_ours",
+                          "block_1440p_block_speedup_svg-ours", "block_attention_exponent_splash",
+                          "block_attention_exponent_ours"}
+    assert all(rows[q]["measured"] is None and "verdict" not in rows[q] for q in unmeasured)
+    table = predictions.markdown(frozen, run)
+    assert "| block_1440p_attention_share_splash | " in table and predictions.NOT_ON_SLICE in table
 
 
 def test_a_prediction_has_an_interval_around_it_and_flip_thresholds():

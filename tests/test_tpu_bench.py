@@ -8,6 +8,7 @@ import pytest
 
 from svgtpu.bench import tpu
 from svgtpu.cli import main
+from svgtpu.compiler.compile import libtpu_available
 from svgtpu.errors import BadInput
 from svgtpu.report.preflight import TPU_BENCH, checks
 
@@ -25,6 +26,34 @@ def test_preflight_compiles_every_program_the_run_runs():
         assert {f"kernels {g} ours-svg-aligned-nofast", f"kernels {g} splash-svg", f"block {g} svg-ours",
                 f"block {g} none"} <= names
     assert {p.chips for p in compiled if p.section == "block"} == set(tpu.SLICES)
+
+
+def test_a_slice_runs_only_the_blocks_that_fit_its_chips():
+    blocks = lambda sizes, chips: {p.geometry for p in tpu.programs(sizes, chips) if p.section == "block"}  # noqa: E731
+    assert blocks(tpu.FULL, 1) == {"720p"} and blocks(tpu.FULL, 8) == {"720p", "1440p"}
+    for chips in tpu.SLICES:   # kernels run on one chip of any slice; the moderate run's 720p block on every slice
+        assert {p.geometry for p in tpu.programs(tpu.FULL, chips) if p.section == "kernels"} == {"720p", "1440p"}
+        assert {(p.geometry, p.chips) for p in tpu.programs(tpu.FULL, chips) if p.section == "moderate"} == {
+            ("720p", chips)}
+        assert blocks(tpu.SMOKE, chips) == {"2x8x10"}
+    with pytest.raises(KeyError):
+        tpu.FULL.block_geometries(4)   # no slice of four chips is prepared
+
+
+@pytest.mark.skipif(not libtpu_available(), reason="libtpu not installed: no TPU compiler")
+def test_a_1440p_block_does_not_fit_one_chip(capsys):
+    # what the one-chip run leaves out, the compiler refuses (about 1 s: refused before any code is made); the
+    # blocks it keeps compile in `svgtpu bench tpu --preflight` (a 720p block on one chip: ~40 s here)
+    import dataclasses
+
+    from svgtpu.report.preflight import compile_bench_program
+    on_eight = next(p for p in tpu.programs(tpu.FULL, 8) if p.name == "block 1440p none")
+    assert "1440p" not in tpu.FULL.block_geometries(1)
+    result = compile_bench_program(dataclasses.replace(on_eight, chips=1))
+    with capsys.disabled():
+        print(f"\nblock 1440p none on one v6e chip: {result['reason']}")
+    assert not result["compiled"] and result["refused_by"] == "compiler"
+    assert "RESOURCE_EXHAUSTED" in result["reason"] and "HBM" in result["reason"]
 
 
 def test_each_kernel_at_its_own_tiles():

@@ -92,7 +92,7 @@ def test_expected_time_adds_each_programs_compile_once_and_its_checks():
         assert full["untimed"] == {} and full["parts"]["device"] > 0
         assert math.isclose(full["elapsed_s"], sum(full["parts"].values()))
     # a 1-chip block is slower than the same block on 8 chips (the model's pricing, not a restated formula)
-    one, eight = (t["slices"][s]["full"]["parts"]["device"] for s in ("v6e-1", "v6e-8"))
+    one, eight = ({c.name: c.call_s for c in costs(record, chips)}["block 720p dense-splash"] for chips in (1, 8))
     assert one > eight
     with pytest.raises(Exception, match="does not hold"):
         costs({**record, "programs": rows[1:]}, 1)

@@ -14,7 +14,8 @@ weight's share of the time left, for the rest of its work (building, compiles, w
    ``block_kv_compute``), on the dense mask, SVG's mask and the mask snapped to the tiles; ours with the fast
    path off and on (C4 measured), and ours again at the production tile (``@production``: the tile of C4's
    verdict row and of the compiled tile table the cost model prices both kernels from);
-2. **block** (1440p, then 720p): one Wan 2.1 14B block (:class:`svgtpu.model.wan.WanBlock`, random bf16 weights)
+2. **block** (1440p, then 720p; on one chip 720p only, the 1440p block does not fit its HBM:
+   :attr:`Sizes.block_geometries_by_chips`): one Wan 2.1 14B block (:class:`svgtpu.model.wan.WanBlock`, random bf16 weights)
    with self-attention dense through Splash and through ours, with SVG (profiling, layout transform, ours on
    the snapped mask), and with no attention (its output is ``v``): the self-attention share (C2) is
    ``1 - t(no attention) / t(dense)``, the sparse block's speedup ``t(dense) / t(SVG)``;
@@ -74,7 +75,11 @@ class Sizes:
     """What one run measures: geometries per section, the block models, rows checked, time budget."""
 
     kernel_geometries: tuple[str, ...] = ("1440p", "720p")   # the claims' resolution first: the budget may cut
-    block_geometries: tuple[str, ...] = ("1440p", "720p")    # what comes last
+    #: chips -> the block geometries a slice of that many chips runs (the claims' resolution first, as above).
+    #: One chip runs no 1440p block: the compiler refuses every 1440p block program on one v6e chip for HBM, its
+    #: temporaries above the chip's memory (``svgtpu bench tpu --preflight``; tests/test_tpu_bench.py compiles one
+    #: and prints the compiler's message); on eight they are split over the chips and compile.
+    block_geometries_by_chips: tuple[tuple[int, tuple[str, ...]], ...] = ((1, ("720p",)), (8, ("1440p", "720p")))
     moderate_geometry: str = "720p"
     model: str | ModelConfig = PRODUCTION.model
     moderate_model: str | ModelConfig = MODERATE_MODEL
@@ -89,12 +94,17 @@ class Sizes:
     tiles: tuple[int, int, int] | None = None
     profile: str = "v6e"
 
+    def block_geometries(self, chips: int) -> tuple[str, ...]:
+        """The block section's geometries on ``chips`` chips (:attr:`block_geometries_by_chips`)."""
+        return dict(self.block_geometries_by_chips)[chips]
+
 
 FULL = Sizes()
 _SMOKE_MODEL = ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                            source="the smoke profile: tiny shapes")
 #: The same code at tiny shapes (interpret mode on CPU): one small geometry everywhere, 128-square tiles.
-SMOKE = Sizes(kernel_geometries=("2x8x10",), block_geometries=("2x8x10",), moderate_geometry="2x8x10",
+SMOKE = Sizes(kernel_geometries=("2x8x10",), block_geometries_by_chips=tuple((c, ("2x8x10",)) for c in SLICES),
+              moderate_geometry="2x8x10",
               model=_SMOKE_MODEL, moderate_model=_SMOKE_MODEL, check_rows=16, max_rounds=2, budget_s=600.0,
               tiles=(128, 128, 128), profile="smoke")
 
@@ -196,7 +206,8 @@ def programs(sizes: Sizes = FULL, chips: int = 1, sections=SECTIONS) -> list[Pro
                         tail = "" if kernel != "ours" else ("-fast" if fast else "-nofast")
                         out.append(Program("kernels", g, f"{kernel}-{mask}{tail}{at}", kernel, mask, *tiles, fast,
                                            kept=sizes.kept))
-    block_sections = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries if "block" in sections]
+    block_sections = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries(chips)
+                      if "block" in sections]
     if "moderate" in sections:
         block_sections.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
     for section, g, model, kepts in block_sections:

@@ -101,7 +101,7 @@ def quantity_functions(sizes=None) -> dict:
                 for mask in ("dense", "svg", "svg-aligned"):
                     out[f"kernels_{g}_{prefix}ours_over_splash_{mask}", chips] = (
                         s, lambda s, m=mask: _head(s["ours"], "ours", m) / _head(s["splash"], "splash", m))
-        blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries]
+        blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries(chips)]
         blocks.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
         for section, g, model, kepts in blocks:
             s = _setups(model, g, chips)
@@ -113,13 +113,30 @@ def quantity_functions(sizes=None) -> dict:
                 out[f"{section}_{g}_block_speedup_{name}", chips] = (
                     sk, lambda s: _block_speedup(s["splash"], s["ours"]))
         from svgtpu.geometry import get_geometry
-        by_length = sorted(sizes.block_geometries, key=lambda g: get_geometry(g).L)
+        by_length = sorted(sizes.block_geometries(chips), key=lambda g: get_geometry(g).L)
+        if len(by_length) < 2:   # one block resolution on this slice: no exponent to measure
+            continue
         low, high = (_setups(sizes.model, g, chips) for g in (by_length[0], by_length[-1]))
         both = {f"{k}@low": v for k, v in low.items()} | {f"{k}@high": v for k, v in high.items()}
         for kernel in ("splash", "ours"):
             out[f"block_attention_exponent_{kernel}", chips] = (both, lambda s, k=kernel: _exponent(s[f"{k}@low"],
                                                                                                  s[f"{k}@high"]))
     return out
+
+
+#: A predicted quantity the slice's run never measures: its block does not fit the slice's chips
+#: (:attr:`svgtpu.bench.tpu.Sizes.block_geometries_by_chips`).
+NOT_ON_SLICE = "not measured on this slice (does not fit its chips)"
+
+
+def never_measured(qid: str, chips: int) -> bool:
+    """Whether the full run on ``chips`` chips never measures ``qid``: no program of its section group (or, for
+    C5's exponent, fewer than two block resolutions) is in the slice's run."""
+    from svgtpu.bench.tpu import FULL, programs
+    groups = {(p.section, p.geometry) for p in programs(FULL, chips)}
+    if qid.startswith("block_attention_exponent_"):
+        return sum(section == "block" for section, _ in groups) < 2
+    return not any(qid.startswith(f"{section}_{g}_") for section, g in groups)
 
 
 def _exponent(low, high) -> float:
@@ -240,7 +257,8 @@ def latest(directory: str | Path | None = None) -> dict | None:
 
 def compare(predictions: dict, run: dict) -> list[dict]:
     """One row per quantity the run measured: its prediction for the run's slice, the measurement (median and
-    IQR, ``run["provenance"]``), whether the measurement refutes the prediction, and the verdict it flips to."""
+    IQR, ``run["provenance"]``), whether the measurement refutes the prediction, and the verdict it flips to; then
+    one per predicted quantity the slice never measures (:func:`never_measured`), outcome :data:`NOT_ON_SLICE`."""
     slice_ = f"v6e-{run['chips']}"
     predicted = predictions["quantities"].get(slice_)
     if predicted is None:
@@ -259,6 +277,10 @@ def compare(predictions: dict, run: dict) -> list[dict]:
         if flip:
             row["verdict"] = _verdict(flip, m)
         rows.append(row)
+    for qid, p in predicted.items():
+        if qid not in run["quantities"] and never_measured(qid, run["chips"]):
+            rows.append({"quantity": qid, "measured": None, "measured_iqr": None, "provenance": run["provenance"],
+                         "predicted": p["value"], "interval": p["interval"], "outcome": NOT_ON_SLICE})
     return rows
 
 
@@ -300,7 +322,7 @@ def markdown(predictions: dict | None, run: dict | None) -> str:
              "| quantity | predicted | interval | measured | IQR | outcome | verdict |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         interval = "—" if r.get("interval") is None else f"{fmt(r['interval'][0])} – {fmt(r['interval'][1])}"
-        iqr = f"{fmt(r['measured_iqr'][0])} – {fmt(r['measured_iqr'][1])}"
+        iqr = "—" if r["measured_iqr"] is None else f"{fmt(r['measured_iqr'][0])} – {fmt(r['measured_iqr'][1])}"
         lines.append(f"| {r['quantity']} | {fmt(r['predicted'])} | {interval} | {fmt(r['measured'])} | {iqr} | "
                      f"{r['outcome']} | {r.get('verdict', '')} |")
     return "\n".join(lines)
@@ -315,5 +337,6 @@ def format_predictions(data: dict) -> str:
             + format_table(rows))
 
 
-__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "quantity_functions", "predict_one", "flips", "claims_now",
+__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "quantity_functions", "NOT_ON_SLICE",
+           "never_measured", "predict_one", "flips", "claims_now",
            "predict", "write", "latest", "latest_run", "compare", "markdown", "format_predictions"]
