@@ -41,11 +41,12 @@ C4_DIRECTION = 1.0
 CLAIMS_MEASURED = {
     "C1": "not measured: bench tpu times one block, not a video (its block speedups are predicted as quantities, "
           "no verdict reads them)",
-    "C2": f"block_1440p_attention_share_splash (dense Splash, the write-up's kernel), interval rule around "
-          f"{REPORTED['C2', 'attention_share_1440p']:g}",
+    "C2": f"block_1440p_attention_share_splash (dense Splash, the write-up's kernel; v6e-8 only: a 1440p block does "
+          f"not fit one chip), interval rule around {REPORTED['C2', 'attention_share_1440p']:g}",
     "C3": "not measured: partial tiles are counted exactly (computed), no timing",
     "C4": f"kernels_*_fast_path_speedup_* (ours without / with the fast path), direction rule at {C4_DIRECTION:g}",
-    "C5": "block_attention_exponent_* (self-attention seconds ~ L^k, 720p -> 1440p), interval rule around 2",
+    "C5": "block_attention_exponent_* (self-attention seconds ~ L^k, 720p -> 1440p; v6e-8 only), interval rule "
+          "around 2",
 }
 
 
