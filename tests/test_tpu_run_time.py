@@ -3,6 +3,7 @@ rendered from a preflight record, or saying loudly that there is none, that it i
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,21 @@ def test_the_readme_block_renders_the_newest_record_or_says_there_is_none(tmp_pa
     _record(tmp_path, drop=1)
     missing = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     assert "does not hold 1 program(s)" in missing and "| v6e-1 |" not in missing
+
+
+def test_the_readme_block_is_made_of_its_figures_folder_not_the_models_environment(tmp_path, monkeypatch):
+    """The device part is priced from the compiled tile table of the figures folder `svgtpu paper` fills from, so
+    README's block is the same under the test suite's `$SVGTPU_COMPILED_TILES` (priors) as under `make figures`
+    (the committed table); it was not, and README came out stale in the suite."""
+    import shutil
+    fixture = Path(__file__).with_name("data") / "compiled_tiles_fixture.json"
+    _record(tmp_path)
+    shutil.copy(fixture, tmp_path / "compiled_tiles.json")
+    text = {}
+    for env in (str(fixture), str(tmp_path / "absent.json")):   # the model's table, and none: priors
+        monkeypatch.setenv("SVGTPU_COMPILED_TILES", env)
+        text[env] = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    assert len(set(text.values())) == 1
+    # and the table does price it: without one in the folder the device time is the priors'
+    (tmp_path / "compiled_tiles.json").unlink()
+    assert paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path) != text[str(fixture)]

@@ -746,7 +746,10 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
                                     predictions.latest_run(figures / RUNS_DIR.name))
     if name == "tpu-run-time":
         from svgtpu.report import preflight_record, tpu_run_time
-        return tpu_run_time.readme_block(preflight_record.newest_record(figures / preflight_record.RECORDS_DIR.name))
+        from svgtpu.costmodel.compiled import COMPILED_TILES_NAME, load_compiled
+        table = figures / COMPILED_TILES_NAME   # the block is made of the figures folder, whatever the model reads
+        return tpu_run_time.readme_block(preflight_record.newest_record(figures / preflight_record.RECORDS_DIR.name),
+                                         compiled=load_compiled(table) if table.exists() else None)
     if name in FIRST_SCREEN_BLOCKS:
         from svgtpu.report import first_screen
         return getattr(first_screen, FIRST_SCREEN_BLOCKS[name])(first_screen.load(figures))

@@ -23,6 +23,7 @@ import json
 import math
 from pathlib import Path
 
+from svgtpu.costmodel.compiled import AUTO
 from svgtpu.errors import BadInput
 from svgtpu.facts.claims import REPORTED
 from svgtpu.facts.paths import REPO_ROOT
@@ -50,10 +51,12 @@ CLAIMS_MEASURED = {
 }
 
 
-def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best") -> dict:
+def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best",
+            compiled=AUTO) -> dict:
     """The cost model's setups of one run setting: ``ours`` at our best tile (``ours_at="production"``: at the
     production tile), ``splash`` at Splash's, as the run times them; every SVG layer sparse (the run times a
-    sparse block), ``chips`` chips (several: the CFG pair side by side, as the run's block runs)."""
+    sparse block), ``chips`` chips (several: the CFG pair side by side, as the run's block runs); priced from the
+    compiled tile table ``compiled`` (default: the one the cost model reads, :data:`svgtpu.costmodel.compiled.AUTO`)."""
     from svgtpu.bench.tpu import FULL, best_tiles, production_tiles
     from svgtpu.costmodel import calibrated_setup
     from svgtpu.setting import mask_density
@@ -63,7 +66,7 @@ def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at
             best_tiles(kernel, geometry, FULL)
         out[kernel] = calibrated_setup(model, geometry, "v6e", chips=chips, cfg_split=chips > 1, block_q=bq,
                                        block_kv=bkv, kernel=kernel, kept=mask_density(kept, None)[0], warmup_steps=0.0,
-                                       warmup_layers=0.0)
+                                       warmup_layers=0.0, compiled=compiled)
     return out
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from svgtpu.costmodel.compiled import AUTO
+
 #: The parts of the run's time and their provenance (module doc).
 PARTS = {"compile": "compiled-v6e", "build": "measured-cpu", "device": "modeled-v6e", "host_check": "measured-cpu"}
 #: A block's check variant -> the kernels section's program its compile is priced as (module doc).
@@ -52,16 +54,18 @@ class Cost:
     call_s: float
 
 
-def call_seconds(p) -> float:
-    """Modeled seconds of one call of :class:`svgtpu.bench.tpu.Program` ``p`` on v6e (``modeled-v6e``)."""
+def call_seconds(p, compiled=AUTO) -> float:
+    """Modeled seconds of one call of :class:`svgtpu.bench.tpu.Program` ``p`` on v6e (``modeled-v6e``), priced from
+    the compiled tile table ``compiled`` (:func:`svgtpu.report.predictions._setups`)."""
     from svgtpu.bench.tpu import FULL, PRODUCTION_TAG
     from svgtpu.costmodel import dit_seconds, forward_breakdown
     from svgtpu.report.predictions import _head, _setups
     if p.section == "kernels":
         at = "production" if p.variant.endswith(PRODUCTION_TAG) else "best"
-        return _head(_setups(FULL.model, p.geometry, 1, ours_at=at)[p.kernel], p.kernel, p.mask, p.fast_path)
-    s = _setups(p.model, p.geometry, p.chips, p.kept if p.mask == "svg" else None)["ours" if p.variant == "none"
-                                                                                     else p.kernel]
+        s = _setups(FULL.model, p.geometry, 1, ours_at=at, compiled=compiled)[p.kernel]
+        return _head(s, p.kernel, p.mask, p.fast_path)
+    s = _setups(p.model, p.geometry, p.chips, p.kept if p.mask == "svg" else None,
+                compiled=compiled)["ours" if p.variant == "none" else p.kernel]
     if p.variant == "none":   # one layer of one pass without self-attention
         b = forward_breakdown(s)
         return (sum(b.values()) - b["self_attention"]) / s.model.layers
@@ -69,9 +73,9 @@ def call_seconds(p) -> float:
     return dit_seconds(s, "dense" if p.mask == "dense" else "svg-aligned", True) / per_layer
 
 
-def costs(record: dict, chips: int) -> list[Cost]:
+def costs(record: dict, chips: int, compiled=AUTO) -> list[Cost]:
     """The steps of a run on ``chips`` chips (:func:`svgtpu.bench.tpu.programs`, in run order), from ``record`` (a
-    preflight record) and the cost model."""
+    preflight record) and the cost model (priced from the compiled tile table ``compiled``)."""
     from svgtpu.bench.tpu import FULL, programs
     rows = {(r["name"], r["chips"]): r for r in record["programs"]}
     run = programs(FULL, chips)
@@ -85,7 +89,7 @@ def costs(record: dict, chips: int) -> list[Cost]:
     for p in run:
         row = rows[p.name, p.chips]
         host = record.get("host_check", {}).get(p.geometry, {}).get("seconds_per_head", 0.0)   # 0: not recorded
-        call = call_seconds(p)
+        call = call_seconds(p, compiled)
         if p.section == "kernels":   # the check is the program: its compile and one call
             out.append(Cost(p.name, p.section, p.geometry, p.variant, row["compile_s"], call, host,
                             row.get("build_s", 0.0), 0.0, call))
@@ -95,7 +99,7 @@ def costs(record: dict, chips: int) -> list[Cost]:
         else:                        # its self-attention on two heads, priced as the kernel's program
             kernel = kernels[f"kernels {p.geometry} {CHECK_KERNEL[p.kernel, p.mask]}"]
             out.append(Cost(p.name, p.section, p.geometry, p.variant, rows[kernel.name, kernel.chips]["compile_s"],
-                            2 * call_seconds(kernel), 2 * host, row.get("build_s", 0.0), row["compile_s"], call))
+                            2 * call_seconds(kernel, compiled), 2 * host, row.get("build_s", 0.0), row["compile_s"], call))
     return out
 
 
@@ -161,15 +165,16 @@ def budget_to_time_all(steps: list[Cost], precision_s: float = 1.0) -> float:
     return high
 
 
-def expected_time(record: dict) -> dict:
+def expected_time(record: dict, compiled=AUTO) -> dict:
     """Per slice (``v6e-1``, ``v6e-8``): the whole run with nothing cut (``full``) and under the run's budget
     (``budgeted``, :data:`svgtpu.bench.tpu.FULL.budget_s`), each :func:`simulate`'s answer, and the budget that would
-    time every program (:func:`budget_to_time_all`); provenance ``computed``."""
+    time every program (:func:`budget_to_time_all`); the device time priced from the compiled tile table
+    ``compiled`` (default: the one the cost model reads); provenance ``computed``."""
     from svgtpu.bench.tpu import FULL, SLICES
     from svgtpu.report.preflight_record import slice_name
     out = {}
     for chips in SLICES:
-        steps = costs(record, chips)
+        steps = costs(record, chips, compiled)
         out[slice_name(chips)] = {"chips": chips, "programs": len(steps), "full": simulate(steps),
                                   "budgeted": simulate(steps, FULL.budget_s),
                                   "budget_to_time_all_s": budget_to_time_all(steps)}
@@ -198,9 +203,10 @@ def _untimed(untimed: dict, chips: int) -> str:
     return "; ".join(parts)
 
 
-def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
+def readme_block(record: dict | None, sources_match: bool | None = None, compiled=AUTO) -> str:
     """README's ``tpu-run-time`` block: the preflight's verdict and the run's expected time per slice with its parts,
-    from ``record`` (:func:`svgtpu.report.preflight_record.newest_record`); ``sources_match``: whether the record's source
+    from ``record`` (:func:`svgtpu.report.preflight_record.newest_record`) and the compiled tile table ``compiled``
+    (``svgtpu paper``: the one in the figures folder it fills from); ``sources_match``: whether the record's source
     key is the current sources' (default: computed)."""
     if record is None:
         return ("**Preflight: no record.** No `figures/preflight/` record is committed, so neither the preflight's "
@@ -212,11 +218,11 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
     if sources_match is None:
         sources_match = preflight.sources_match(record)
     rows, missing = record["programs"], preflight.uncovered(record)
-    compiled = sum(bool(r["compiled"]) for r in rows)
+    ok = sum(bool(r["compiled"]) for r in rows)
     host = record["host"]
-    verdict = "every program compiles" if record["passed"] else f"**{len(rows) - compiled} would fail**"
+    verdict = "every program compiles" if record["passed"] else f"**{len(rows) - ok} would fail**"
     lines = [f"**Preflight** (`svgtpu bench tpu --preflight`, `{preflight.RECORDS_DIR / Path(record['path']).name}`): "
-             f"{compiled} of {len(rows)} programs compile for v6e ({verdict}; `{record['provenance']}`), at commit "
+             f"{ok} of {len(rows)} programs compile for v6e ({verdict}; `{record['provenance']}`), at commit "
              f"{record['commit']}, jax {record['jax']}, libtpu {record['libtpu']}, compiled on a {host['cpus']}-core "
              f"host (load {host['loadavg'][0]:.1f} at its start) in {_minutes(record['wall_s'])}. "
              + ("The sources the programs are built from still match it." if sources_match else
@@ -228,7 +234,7 @@ def readme_block(record: dict | None, sources_match: bool | None = None) -> str:
         return "\n".join(lines + ["", f"**The record does not hold {len(missing)} program(s) the run now has** "
                                        f"({', '.join(missing[:4])}{'...' if len(missing) > 4 else ''}), so the run's "
                                        "expected time is not computed: rerun `svgtpu bench tpu --preflight`."])
-    t = expected_time(record)
+    t = expected_time(record, compiled)
     unrecorded = not record.get("host_check")   # a record from before the preflight timed the checks
     lines += ["", f"**Expected run time of `make tpu-bench`** (`{t['provenance']}`, "
                   "`svgtpu.report.tpu_run_time.expected_time`; how: that module's docstring):", "",
