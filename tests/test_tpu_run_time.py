@@ -138,3 +138,16 @@ def test_the_readme_block_is_made_of_its_figures_folder_not_the_models_environme
     # and the table does price it: without one in the folder the device time is the priors'
     (tmp_path / "compiled_tiles.json").unlink()
     assert paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path) != text[str(fixture)]
+
+
+def test_the_papers_sentence_says_the_preflight_and_the_time_or_that_neither_is_known(tmp_path):
+    assert "is not known" in paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+    record = _record(tmp_path)
+    text = paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+    assert f"Every one of the {len(record['programs'])} programs" in text and "abc1234" in text
+    block = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    for name in ("v6e-1", "v6e-8"):   # each slice's time is the README table's budgeted run (its 9th column)
+        row = next(line for line in block.splitlines() if line.startswith(f"| {name} |"))
+        assert f"{row.split(' | ')[7]} on {name}" in text
+    _record(tmp_path, drop=1)   # a program the newest record lacks: no time claimed
+    assert "is not known" in paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)

@@ -744,12 +744,15 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         from svgtpu.report import predictions
         return predictions.markdown(predictions.latest(figures / predictions.PREDICTIONS_DIR.name),
                                     predictions.latest_run(figures / RUNS_DIR.name))
-    if name == "tpu-run-time":
+    if name in ("tpu-run-time", "tpu-run-brief"):
         from svgtpu.report import preflight_record, tpu_run_time
         from svgtpu.costmodel.compiled import COMPILED_TILES_NAME, load_compiled
         table = figures / COMPILED_TILES_NAME   # the block is made of the figures folder, whatever the model reads
-        return tpu_run_time.readme_block(preflight_record.newest_record(figures / preflight_record.RECORDS_DIR.name),
-                                         compiled=load_compiled(table) if table.exists() else None)
+        record = preflight_record.newest_record(figures / preflight_record.RECORDS_DIR.name)
+        compiled = load_compiled(table) if table.exists() else None
+        if name == "tpu-run-brief":
+            return tpu_run_time.brief(record, compiled)
+        return tpu_run_time.readme_block(record, compiled=compiled)
     if name in FIRST_SCREEN_BLOCKS:
         from svgtpu.report import first_screen
         return getattr(first_screen, FIRST_SCREEN_BLOCKS[name])(first_screen.load(figures))
@@ -762,7 +765,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, tpu-run-brief, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 

@@ -203,6 +203,22 @@ def _untimed(untimed: dict, chips: int) -> str:
     return "; ".join(parts)
 
 
+def brief(record: dict | None, compiled=AUTO) -> str:
+    """The paper's one sentence of :func:`readme_block`: whether the run's programs compile and how long it should
+    take per slice (``tpu-run-brief``)."""
+    from svgtpu.report import preflight_record as preflight
+    if record is None or not record["passed"] or preflight.uncovered(record):
+        return ("Whether every program of that run compiles for v6e is not known from a preflight record that holds "
+                "them all: README's TPU section says why.")
+    t = expected_time(record, compiled)
+    times = " and ".join(f"{_minutes(s['budgeted']['elapsed_s'])} on {name}" for name, s in t["slices"].items())
+    stale = "" if preflight.sources_match(record) else " (the sources changed since: it is to be run again)"
+    return (f"Every one of the {len(record['programs'])} programs it runs on v6e-1 or v6e-8 compiles for v6e (`{record['provenance']}`, "
+            f"`svgtpu bench tpu --preflight` at {record['commit']}){stale}, and it should take about {times} "
+            f"(`{t['provenance']}`: compiles as long as on the {record['host']['cpus']}-core host that ran the "
+            "preflight, the cost model's device time; README's TPU section gives the parts).")
+
+
 def readme_block(record: dict | None, sources_match: bool | None = None, compiled=AUTO) -> str:
     """README's ``tpu-run-time`` block: the preflight's verdict and the run's expected time per slice with its parts,
     from ``record`` (:func:`svgtpu.report.preflight_record.newest_record`) and the compiled tile table ``compiled``
@@ -258,4 +274,4 @@ def readme_block(record: dict | None, sources_match: bool | None = None, compile
 
 
 __all__ = ["PARTS", "CHECK_KERNEL", "Cost", "call_seconds", "costs", "simulate", "budget_to_time_all", "expected_time",
-           "readme_block"]
+           "brief", "readme_block"]
