@@ -177,6 +177,34 @@ def test_a_check_that_did_not_run_for_time_is_not_ok_and_its_variant_is_not_time
     assert "did not run" in gpu_bench.check_verdict(block, gpu_bench.BLOCK_CHECKS["dense-cudnn"])
 
 
+def test_checks_longer_than_a_sections_share_still_leave_every_variant_timed(monkeypatch):
+    # each check takes 80 s of a clock the budget reads: three variants' checks (240 s) outlast half the smoke
+    # budget (300 s), the share the check had as a section with a weight (1.0 of 2.0), which left the third
+    # unchecked and untimed; the check now runs until the run's deadline and the attention section gets the
+    # 60 s left, so every variant is checked and timed
+    import types
+
+    from svgtpu.bench import gpu_timing
+    clock = [0.0]
+
+    def costly_error(out, reference):
+        clock[0] += 80.0
+        return 0.0
+    monkeypatch.setattr(gpu_timing, "time", types.SimpleNamespace(monotonic=lambda: clock[0],
+                                                                  perf_counter=gpu_timing.time.perf_counter))
+    monkeypatch.setattr(gpu_bench, "relative_error", costly_error)
+    info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": 1}
+    monkeypatch.setattr(gpu_bench, "attention_variants", lambda q, *_, **__: {
+        name: gpu_bench.Variant(lambda q=q: np.asarray(q, np.float32), info) for name in ("a", "b", "c")})
+    sizes = dataclasses.replace(gpu_bench.select(gpu_bench.SMOKE, ["attention"]), variants=None, max_rounds=1)
+    result = {"attention": [], "block": [], "end_to_end": [], "errors": []}
+    gpu_bench.sections_in_turn(result, sizes, Budget(sizes.budget_s), interpret=True)
+    assert clock[0] == 3 * 80.0 and not result["errors"]
+    assert result["check"]["all_ok"] and len(result["check"]["rows"]) == 3
+    rows = result["attention"][0]["rows"]
+    assert [r["status"] for r in rows] == ["ok"] * 3, [r["reason"] for r in rows]
+
+
 def test_sections_and_resolutions_keep_the_check_first():
     sizes = gpu_bench.select(gpu_bench.FULL, ["attention"], ["720p"])
     assert [s[:2] for s in sizes.sections] == [("check", "11x16x20"), ("attention", "720p")]

@@ -2,9 +2,10 @@
 
 A GPU is the one real accelerator this project reaches, a few minutes at a time, so everything it
 needs is one command that cannot rot (``--smoke`` runs the same code at tiny shapes on CPU, in
-Pallas' interpreter, and a test runs it).  Sections, each under its share of a time budget; a
-variant that runs out of memory, is not supported by the installed jax, or does not fit the
-remaining time is recorded as skipped with the reason instead of stopping the run:
+Pallas' interpreter, and a test runs it).  Sections under one time budget: the check runs until the
+run's deadline (a variant it leaves unchecked is timed in no section), then the timing sections share
+the time left by their weights; a variant that runs out of memory, is not supported by the installed
+jax, or does not fit the remaining time is recorded as skipped with the reason instead of stopping the run:
 
 1. **check**: our GPU kernel on the device against a float64 reference on the host (dense, SVG, aligned, per-head
    masks, fast path on and off, bf16 and f32), so no timing below comes from a wrong kernel;
@@ -70,10 +71,12 @@ WAN14B = MODELS["wan2.1-14b"]
 class Sizes:
     """What one run measures.  ``sections``: ``(kind, geometry, heads, weight)`` in run order, kind
     ``check`` / ``attention`` / ``block`` (``heads``: attention heads of check and attention; a block has
-    its model's).  Each section may use ``weight / (weights of it and the sections after it)`` of the
-    time left of ``budget_s``, so time a section leaves unused passes on to the next ones."""
+    its model's).  The check (weight ``None``) may use all the time left of ``budget_s``: a variant it
+    leaves unchecked would go untimed in every section.  Each timing section may use ``weight / (weights of
+    it and the timing sections after it)`` of the time left, so time a section leaves unused passes on to
+    the next ones."""
 
-    sections: tuple[tuple[str, str, int | None, float], ...]
+    sections: tuple[tuple[str, str, int | None, float | None], ...]
     block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
     block_q: int = SMALL_TILE.block_q
     block_kv: int = SMALL_TILE.block_kv
@@ -94,14 +97,14 @@ class Sizes:
 
 
 #: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
-#: weights guess where compile time (every section) and run time (the 1440p ones) go.
-FULL = Sizes(sections=(("check", "11x16x20", 4, 0.25), ("attention", "720p", 40, 0.14),
+#: weights guess where compile time (every timing section) and run time (the 1440p ones) go.
+FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40, 0.14),
                        ("attention", "1440p", 8, 0.23), ("block", "480p", None, 0.10),
                        ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
 #: each of its attentions.
-SMOKE = Sizes(sections=(("check", "2x8x10", 2, 1.0), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
+SMOKE = Sizes(sections=(("check", "2x8x10", 2, None), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                                 source="the smoke profile: tiny shapes"),
               max_rounds=2, budget_s=300.0, profile="smoke",
@@ -658,13 +661,17 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
                                      "traceback": traceback.format_exc(limit=4)})
             return None
 
-    weights = [w for *_, w in sizes.sections]
-    for i, (kind, geometry, heads, _) in enumerate(tqdm(sizes.sections, desc="bench gpu")):
-        budget.section(weights[i] / sum(weights[i:]))
-        if kind == "check":
+    weights = [w for kind, *_, w in sizes.sections if kind != "check"]
+    timed = 0   # timing sections begun
+    for kind, geometry, heads, _ in tqdm(sizes.sections, desc="bench gpu"):
+        if kind == "check":   # the checks are the run's work: only its deadline stops them
+            budget.section(1.0)
             result["check"] = guarded("check", check_variants, geometry, heads, sizes, budget, interpret,
                                       checked_names(sizes))
-        elif kind == "attention":
+            continue
+        budget.section(weights[timed] / sum(weights[timed:]))   # its share of what the sections before it left
+        timed += 1
+        if kind == "attention":
             found = guarded(f"attention {geometry}", bench_attention, geometry, heads, sizes, budget, interpret,
                             result.get("check"))
             if found:
