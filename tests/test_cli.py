@@ -14,6 +14,7 @@ from svgtpu.kernels.config import check_blocks_cover
 from svgtpu.masks.c3_search import TILES
 from svgtpu.masks.core import svg_mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.toy.data import LABEL_NAMES, NULL_LABEL
@@ -246,9 +247,23 @@ def test_the_default_tiles_parse_and_match_production():
     written with a Unicode ×); one formatter writes every default tile list."""
     assert parse_tiles(PRODUCTION.tiles) == [(PRODUCTION.block_q, PRODUCTION.block_kv)]
     compiled = build_parser().parse_args(["bench", "compiled"]).tiles
-    assert parse_tiles(compiled, "--tiles") == [(PRODUCTION.block_q, PRODUCTION.block_kv), (512, 512)]
+    assert parse_tiles(compiled, "--tiles") == [(PRODUCTION.block_q, PRODUCTION.block_kv),
+                                                (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv)]
     assert parse_tiles(build_parser().parse_args(["c3-search"]).tiles, "--tiles") == list(TILES)
     assert parse_tiles("3024×2048") == [(3024, 2048)]   # as the paper prints it
+
+
+def test_the_bench_tiles_default_to_maxdiffusions_default_wan_tile_as_cited():
+    """``bench kernels`` / ``ops`` default to MaxDiffusion's default Wan tile, the numbers its cited config line
+    reads; ``bench compiled`` to the tiles the compiled tile table compiles (its own default)."""
+    from svgtpu.compiler.tile_table import TILES as COMPILED_TILES
+    cited = MAXDIFFUSION_DEFAULT_TILE.source.what
+    for command in ("kernels", "ops"):
+        args = build_parser().parse_args(["bench", command])
+        assert f"block_q {args.block_q}, block_kv {args.block_kv}," in cited, (command, cited)
+        assert (args.block_q, args.block_kv) == (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv)
+    compiled = build_parser().parse_args(["bench", "compiled"]).tiles
+    assert parse_tiles(compiled, "--tiles") == list(COMPILED_TILES)
 
 
 def test_explore_takes_a_slice_name_as_costmodel_does(capsys):

@@ -7,17 +7,19 @@ import sys
 
 from svgtpu.cli.common import command, tile_arguments
 from svgtpu.errors import BadInput, positive_int
+from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE
 from svgtpu.setting import PRODUCTION
 
 
 # -- svgtpu bench kernels | ops | compiled | gpu ---------------------------------------------
 
 def _bench_kernel_arguments(p: argparse.ArgumentParser) -> None:
-    """What ``bench kernels`` and ``bench ops`` share: a small geometry and one kernel setting."""
+    """What ``bench kernels`` and ``bench ops`` share: a small geometry and one kernel setting (by default
+    MaxDiffusion's default Wan tile, :data:`svgtpu.recipes.MAXDIFFUSION_DEFAULT_TILE`)."""
     from svgtpu.kernels.common import HEAD_DIMS
     p.add_argument("--geometry", default="8x32x34", help="preset or TxHxW (default 8x32x34: F=1088, L=8704)")
     p.add_argument("--multiplier", type=float, default=1.0, help="SVG band multiplier")
-    tile_arguments(p, 512, 512)
+    tile_arguments(p, MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv)
     p.add_argument("--block-kv-compute", type=positive_int, default=None)
     p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
@@ -65,7 +67,8 @@ def run_bench_ops(args):
 def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.geometry import format_tile
     p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset or TxHxW")
-    tiles = f"{PRODUCTION.tiles},{format_tile(512, 512)}"
+    # the tiles the compiled tile table compiles (svgtpu.compiler.tile_table.TILES): production, MaxDiffusion default
+    tiles = f"{PRODUCTION.tiles},{format_tile(MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv)}"
     p.add_argument("--tiles", default=tiles, help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {tiles})")
     p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
                    help="the TPU compiled for (v7x: one core of tpu7x:2x2x1)")
