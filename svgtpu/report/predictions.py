@@ -51,7 +51,7 @@ CLAIMS_MEASURED = {
 }
 
 
-def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best",
+def run_setups(model, geometry: str, chips: int, kept: float | None = None, ours_at: str = "best",
             compiled=AUTO) -> dict:
     """The cost model's setups of one run setting: ``ours`` at our best tile (``ours_at="production"``: at the
     production tile), ``splash`` at Splash's, as the run times them; every SVG layer sparse (the run times a
@@ -70,7 +70,7 @@ def _setups(model, geometry: str, chips: int, kept: float | None = None, ours_at
     return out
 
 
-def _head(s, kernel: str, mask: str, fast_path: bool = True) -> float:
+def head_seconds(s, kernel: str, mask: str, fast_path: bool = True) -> float:
     stats, info = s.tiles(mask)
     seconds = s.head_seconds(stats, fast_path=fast_path, kernel=kernel, info=info)
     return seconds * (s.sparse_stretch if mask != "dense" else 1.0)   # the stretch the sparse layers' evidence fits
@@ -89,38 +89,38 @@ def _block_speedup(dense, sparse) -> float:
 
 def quantity_functions(sizes=None) -> dict:
     """``{(id, chips): (setups, fn)}``: each quantity the run measures on each slice, as a function of the
-    setups (:func:`_setups`); ids as :func:`svgtpu.bench.tpu.quantities` names them."""
+    setups (:func:`run_setups`); ids as :func:`svgtpu.bench.tpu.quantities` names them."""
     from svgtpu.bench.tpu import FULL, SLICES
     sizes = sizes or FULL
     out = {}
     for chips in SLICES:
         for g in sizes.kernel_geometries:
             for prefix, at in (("", "production"), ("best_", "best")):
-                s = _setups(sizes.model, g, 1, ours_at=at)
+                s = run_setups(sizes.model, g, 1, ours_at=at)
                 for mask in ("svg", "svg-aligned"):
                     out[f"kernels_{g}_{prefix}fast_path_speedup_{mask}", chips] = (
-                        s, lambda s, m=mask: _head(s["ours"], "ours", m, False) / _head(s["ours"], "ours", m, True))
+                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", m, False) / head_seconds(s["ours"], "ours", m, True))
                     out[f"kernels_{g}_{prefix}sparse_speedup_{mask}", chips] = (
-                        s, lambda s, m=mask: _head(s["ours"], "ours", "dense") / _head(s["ours"], "ours", m))
+                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", "dense") / head_seconds(s["ours"], "ours", m))
                 for mask in ("dense", "svg", "svg-aligned"):
                     out[f"kernels_{g}_{prefix}ours_over_splash_{mask}", chips] = (
-                        s, lambda s, m=mask: _head(s["ours"], "ours", m) / _head(s["splash"], "splash", m))
+                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", m) / head_seconds(s["splash"], "splash", m))
         blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries(chips)]
         blocks.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
         for section, g, model, kepts in blocks:
-            s = _setups(model, g, chips)
+            s = run_setups(model, g, chips)
             for kernel in ("splash", "ours"):
                 out[f"{section}_{g}_attention_share_{kernel}", chips] = (s, lambda s, k=kernel: _share(s[k]))
             for kept in kepts:
                 name = "svg-ours" if len(kepts) == 1 else f"svg-ours-kept{kept:g}"
-                sk = _setups(model, g, chips, kept)
+                sk = run_setups(model, g, chips, kept)
                 out[f"{section}_{g}_block_speedup_{name}", chips] = (
                     sk, lambda s: _block_speedup(s["splash"], s["ours"]))
         from svgtpu.geometry import get_geometry
         by_length = sorted(sizes.block_geometries(chips), key=lambda g: get_geometry(g).L)
         if len(by_length) < 2:   # one block resolution on this slice: no exponent to measure
             continue
-        low, high = (_setups(sizes.model, g, chips) for g in (by_length[0], by_length[-1]))
+        low, high = (run_setups(sizes.model, g, chips) for g in (by_length[0], by_length[-1]))
         both = {f"{k}@low": v for k, v in low.items()} | {f"{k}@high": v for k, v in high.items()}
         for kernel in ("splash", "ours"):
             out[f"block_attention_exponent_{kernel}", chips] = (both, lambda s, k=kernel: _exponent(s[f"{k}@low"],
@@ -341,6 +341,7 @@ def format_predictions(data: dict) -> str:
             + format_table(rows))
 
 
-__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "quantity_functions", "NOT_ON_SLICE",
+__all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_setups", "head_seconds",
+           "quantity_functions", "NOT_ON_SLICE",
            "never_measured", "predict_one", "flips", "claims_now",
            "predict", "write", "latest", "latest_run", "compare", "markdown", "format_predictions"]

@@ -56,15 +56,15 @@ class Cost:
 
 def call_seconds(p, compiled=AUTO) -> float:
     """Modeled seconds of one call of :class:`svgtpu.bench.tpu.Program` ``p`` on v6e (``modeled-v6e``), priced from
-    the compiled tile table ``compiled`` (:func:`svgtpu.report.predictions._setups`)."""
+    the compiled tile table ``compiled`` (:func:`svgtpu.report.predictions.run_setups`)."""
     from svgtpu.bench.tpu import FULL, PRODUCTION_TAG
     from svgtpu.costmodel import dit_seconds, forward_breakdown
-    from svgtpu.report.predictions import _head, _setups
+    from svgtpu.report.predictions import head_seconds, run_setups
     if p.section == "kernels":
         at = "production" if p.variant.endswith(PRODUCTION_TAG) else "best"
-        s = _setups(FULL.model, p.geometry, 1, ours_at=at, compiled=compiled)[p.kernel]
-        return _head(s, p.kernel, p.mask, p.fast_path)
-    s = _setups(p.model, p.geometry, p.chips, p.kept if p.mask == "svg" else None,
+        s = run_setups(FULL.model, p.geometry, 1, ours_at=at, compiled=compiled)[p.kernel]
+        return head_seconds(s, p.kernel, p.mask, p.fast_path)
+    s = run_setups(p.model, p.geometry, p.chips, p.kept if p.mask == "svg" else None,
                 compiled=compiled)["ours" if p.variant == "none" else p.kernel]
     if p.variant == "none":   # one layer of one pass without self-attention
         b = forward_breakdown(s)
