@@ -78,3 +78,36 @@ def test_the_history_renders_from_its_record_or_says_not_yet(tmp_path):
 def test_outside_a_git_checkout_the_history_says_so(tmp_path):
     with pytest.raises(BadInput, match="git checkout"):
         paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+
+
+def test_every_central_move_over_two_percent_is_logged_with_its_reason(tmp_path):
+    """Value moves: 2.00 -> 2.03 (+1.5 %) is no move; -> 2.05 (+2.5 % from the last logged 2.00) is one, and the
+    subject's own 'C1 a -> b (why)' is its reason; -> 1.90 (-7.3 %) is another, its reason the subject cut."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _commit(tmp_path, "2026-01-01T08:00:00+00:00", "figures: first run", None, 2.00)
+    _commit(tmp_path, "2026-01-01T09:00:00+00:00", "figures: rerun", None, 2.03)
+    _commit(tmp_path, "2026-01-02T08:00:00+00:00", "costmodel: stages compiled; C1 2.00 -> 2.05 (the VAE decoder "
+            "priced from its compile (issue 61)); tests", None, 2.05)
+    _commit(tmp_path, "2026-01-03T08:00:00+00:00", "figures: a new calibration; more words", None, 1.90)
+    record = paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+    moves = [(m["commit"], m["key"], m["shown"], m["reason"]) for m in record["value_moves"] if m["row"] == ROW]
+    commits = subprocess.run(["git", "-C", str(tmp_path), "log", "--reverse", "--format=%h"], check=True,
+                             capture_output=True, text=True).stdout.split()
+    assert moves == [(commits[2][:7], "C1.speedup", "2.00x -> 2.05x",
+                      "C1 2.00 -> 2.05 (the VAE decoder priced from its compile (issue 61))"),
+                     (commits[3][:7], "C1.speedup", "2.05x -> 1.90x", "figures: a new calibration")]
+    table = history.value_moves_table(record)
+    assert "| `C1.speedup` | 2.05x -> 1.90x | -7.3% | figures: a new calibration |" in table
+    # a results file moved past the last logged value without a new entry: named; within 2 %: not
+    moved = {"claims": {"C1": {"speedup": {"value": 1.95, "unit": "ratio"}}}}
+    assert history.unlogged_moves(record, moved) and ROW in history.unlogged_moves(record, moved)[0]
+    assert history.unlogged_moves(record, {"claims": {"C1": {"speedup": {"value": 1.92, "unit": "ratio"}}}}) == []
+
+
+def test_the_committed_history_logs_every_move_of_the_committed_results():
+    """Fails when figures/results.json moves a central value more than 2 % from the history's last logged value:
+    commit the result, run `svgtpu verdict-history`, commit figures/verdict_history.json."""
+    from svgtpu.facts.results import load_results
+    record = history.load()
+    assert record is not None and "values" in record, "figures/verdict_history.json: run svgtpu verdict-history"
+    assert history.unlogged_moves(record, load_results(paper.COMMITTED_RESULTS)) == []

@@ -5,7 +5,13 @@ the README or ``figures/results.json`` (git history of the main line, ``--first-
 the table showed with it (before the README had a verdict table: the value of the row's evidence in the results
 file then).  A *round* is a day (UTC, the commit's date): its state is that of its last commit.
 A *move* is a commit whose published verdict of a row differs from the one before; its reason is that commit's
-subject, the house's one-line account of what changed and why, cut at its first clause.
+subject, the house's one-line account of what changed and why, cut at its first clause.  A *value move* is a commit
+whose results file moves a row's central value by more than :data:`VALUE_MOVE` (relative) from the value of the
+row's last value move (its first value, to start): every such move is logged, with its commit and its reason, the
+subject's own ``C1 a -> b (why)`` where the subject has one (the house's form for a commit that moves a claim), else
+:data:`EXPLAINED`'s account of an older commit whose subject does not say it, else the subject cut as above.
+:func:`unlogged_moves` names a row whose value in a results file lies more than :data:`VALUE_MOVE` from the
+history's last value (the test that fails until ``svgtpu verdict-history`` logs the move).
 
 ``svgtpu verdict-history`` writes :data:`HISTORY` (committed; the rows are
 :func:`svgtpu.report.paper.record_verdict_history`'s); ``svgtpu paper`` renders it into
@@ -37,6 +43,21 @@ ALIASES = {
 }
 #: A move's reason is its commit's subject up to this many characters, cut at a clause boundary.
 REASON_CHARS = 160
+#: A central value moving by more than this share of itself (relative) is a value move, logged with its reason.
+VALUE_MOVE = 0.02
+#: Why a value moved, per (commit, claim), for commits whose subject does not say it (read from the commits they name).
+EXPLAINED = {
+    ("6217fe0", "C2"): "the figures remade on the cost model of ba8f47e: each TPU attention kernel priced at its own "
+                       "compiled schedule and the v6e calibration refitting the matmul efficiency alone, so matmuls "
+                       "are priced slower and attention's share of a dense pass fell (7be6098's cut knob ends: the "
+                       "interval only)",
+    ("6217fe0", "C1"): "the figures remade on the cost model of ba8f47e: each TPU attention kernel priced at its own "
+                       "compiled schedule (Splash slower than ours, so attention weighs more in a Splash dense pass and "
+                       "sparsity saves more) and the v6e calibration refitting the matmul efficiency alone",
+}
+#: ``C1 2.01 -> 1.95 (why)`` in a commit subject: the claim, the two values and why.
+_SUBJECT_MOVE = re.compile(r"\b(?P<claim>C[1-5]|Q)\b[^;(]*?(?P<before>[\d.]+ ?%?x?) ?-> ?(?P<after>[\d.]+ ?%?x?) ?"
+                           r"\((?P<why>[^()]*(?:\([^()]*\)[^()]*)*)\)")
 
 
 _INTERVAL = re.compile(r" \((?:band|interval|IQR)[^)]*\)")
@@ -77,6 +98,30 @@ def _central(results: dict, keys: tuple[str, ...], format_value) -> str:
     return "—"
 
 
+def _number(results: dict, keys: tuple[str, ...]) -> tuple[str, float, str] | None:
+    """The first of ``keys`` the results hold with a number: ``(key, value, unit)``, else ``None``."""
+    for key in keys:
+        claim, name = key.split(".", 1)
+        entry = results.get("claims", {}).get(claim, {}).get(name)
+        if entry is not None and isinstance(entry.get("value"), (int, float)) and not isinstance(entry["value"], bool):
+            return key, float(entry["value"]), entry.get("unit", "")
+    return None
+
+
+def _moved(before: float, after: float) -> bool:
+    """``after`` lies more than :data:`VALUE_MOVE` (relative to ``before``) from ``before``."""
+    return abs(after - before) > VALUE_MOVE * abs(before) if before else after != before
+
+
+def _value_reason(repo: Path, commit: str, subject: str, claim: str) -> str:
+    """Why ``commit`` moved a value of ``claim``: its subject's own ``claim a -> b (why)``, else :data:`EXPLAINED`,
+    else the subject cut at its first clause (:func:`_reason`)."""
+    for m in _SUBJECT_MOVE.finditer(subject):
+        if m["claim"] == claim:
+            return f"{claim} {m['before'].strip()} -> {m['after'].strip()} ({m['why'].strip()})"
+    return EXPLAINED.get((commit[:7], claim)) or _reason(repo, commit, subject)
+
+
 def _reason(repo: Path, commit: str, subject: str) -> str:
     """The commit's subject, cut at its first clause; for a merge, the newest subject of the merged commits that
     changed :data:`SOURCES` (a merge's own subject names the branch, not the change)."""
@@ -105,6 +150,7 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
     log = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %cI %s", "--", *SOURCES).splitlines()
     rounds: dict[str, dict] = {}
     moves, last, last_shown = [], {}, {}
+    value_moves, anchors = [], {}
     for line in log:
         commit, when, subject = (line.split(" ", 2) + [""])[:3]
         files = set(_git(repo, "ls-tree", "--name-only", commit, *SOURCES).split())
@@ -121,9 +167,46 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
                               "ours_to": shown.get("shown") or "—", "reason": _reason(repo, commit, subject)})
                 last[row] = shown.get("verdict", "—")
             last_shown[row] = shown.get("shown")
+            for part, part_keys in enumerate(keys):
+                found = _number(results, part_keys)
+                if found is None:
+                    continue
+                key, value, unit = found
+                anchor = anchors.get((row, part))
+                if anchor is None or (anchor["key"] == key and not _moved(anchor["value"], value)):
+                    anchors.setdefault((row, part), {"key": key, "value": value, "commit": commit[:7],
+                                                     "shown": format_value(value, unit)})
+                    continue
+                value_moves.append({"date": when[:10], "commit": commit[:7], "row": row, "key": key,
+                                    "from_key": anchor["key"], "from": anchor["value"], "to": value,
+                                    "shown": f"{anchor['shown']} -> {format_value(value, unit)}",
+                                    "relative": value / anchor["value"] - 1 if anchor["value"] else None,
+                                    "reason": _value_reason(repo, commit, subject, row.split(" ", 1)[0])})
+                anchors[(row, part)] = {"key": key, "value": value, "commit": commit[:7],
+                                        "shown": format_value(value, unit)}
         rounds[when[:10]] = {"date": when[:10], "commit": commit[:7], "rows": state}
-    return {"rows": list(rows), "rounds": list(rounds.values()), "moves": moves,
+    values = {row: [{"part": part, **a} for (r, part), a in sorted(anchors.items()) if r == row] for row in rows}
+    return {"rows": list(rows), "rounds": list(rounds.values()), "moves": moves, "value_moves": value_moves,
+            "values": values, "keys": {row: [list(k) for k in keys] for row, keys in rows.items()},
             "sources": list(SOURCES)}
+
+
+def unlogged_moves(history: dict, results: dict) -> list[str]:
+    """Each row whose central value in ``results`` lies more than :data:`VALUE_MOVE` from the history's last value of
+    it (or whose evidence is now another results key), as one line naming the row, both values and what to run."""
+    out = []
+    for row, parts in history.get("values", {}).items():
+        keys = history["keys"][row]
+        for anchor in parts:
+            found = _number(results, tuple(keys[anchor["part"]]))
+            if found is None:
+                continue
+            key, value, _ = found
+            if key != anchor["key"] or _moved(anchor["value"], value):
+                out.append(f"{row}: {anchor['key']} {anchor['value']:.4g} (logged at {anchor['commit']}) -> {key} "
+                           f"{value:.4g}, more than {VALUE_MOVE:.0%} with no entry: commit the result, then run "
+                           "svgtpu verdict-history and commit figures/verdict_history.json")
+    return out
 
 
 def write(history: dict, path: str | os.PathLike = HISTORY) -> dict:
@@ -164,6 +247,17 @@ def moves_table(history: dict) -> str:
     return "\n".join(lines)
 
 
+def value_moves_table(history: dict) -> str:
+    """Every value move: when, which commit, the row and its results key, from -> to (relative), and why."""
+    lines = ["| date | commit | row | results key | from -> to | moved | why |", "|---|---|---|---|---|---|---|"]
+    for m in history.get("value_moves", []):
+        key = m["key"] if m["key"] == m["from_key"] else f"{m['from_key']} -> {m['key']}"
+        moved = "—" if m["key"] != m["from_key"] or m["relative"] is None else f"{m['relative']:+.1%}"
+        lines.append(f"| {m['date']} | {m['commit']} | {m['row']} | `{key}` | {m['shown']} | "
+                     f"{moved} | {m['reason'].replace('|', '/')} |")
+    return "\n".join(lines)
+
+
 def history_summary(history: dict) -> str:
     """Per row, the sequence of its published verdicts by round (consecutive repeats merged)."""
     parts = []
@@ -178,5 +272,5 @@ def history_summary(history: dict) -> str:
     return "; ".join(parts) + "." if parts else "_No published verdict yet._"
 
 
-__all__ = ["HISTORY", "ALIASES", "published_verdicts", "collect", "write", "load", "history_table", "moves_table",
-           "history_summary"]
+__all__ = ["HISTORY", "ALIASES", "VALUE_MOVE", "EXPLAINED", "published_verdicts", "collect", "unlogged_moves", "write",
+           "load", "history_table", "moves_table", "value_moves_table", "history_summary"]
