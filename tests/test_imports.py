@@ -16,7 +16,7 @@ PACKAGE = Path(svgtpu.__file__).parent
 #: ``svgtpu`` itself (its ``__init__``: the version, quiet libtpu) is the bottom; a name matches the
 #: longest entry it equals or starts with (``entry.``).
 LAYERS = [
-    {"svgtpu", "svgtpu.errors", "svgtpu.tpu_env", "svgtpu.facts"},
+    {"svgtpu", "svgtpu.errors", "svgtpu.tpu_env", "svgtpu.facts", "svgtpu.inputs"},
     {"svgtpu.geometry", "svgtpu.recipes", "svgtpu.setting", "svgtpu.warmup", "svgtpu.launch",
      "svgtpu.model.config"},
     {"svgtpu.masks"},

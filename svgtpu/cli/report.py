@@ -86,12 +86,11 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
 def run_predict(args):
     from svgtpu.report import predictions
     if args.against:
-        from svgtpu.errors import user_file
+        from svgtpu.inputs.runs import read_tpu_run
+        run = read_tpu_run("--against", args.against)   # the file first: a bad one is refused before any work
         frozen = predictions.latest()
         if frozen is None:
             raise BadInput("--against: no frozen predictions in figures/predictions/ to compare with")
-        with user_file("--against", args.against) as path:
-            run = json.loads(path.read_text())
         rows = predictions.compare(frozen, run)
         return {"predictions": frozen["file"], "rows": rows}, format_table(rows)
     if args.out and Path(args.out).exists():   # refused before any work

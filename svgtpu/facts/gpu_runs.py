@@ -9,27 +9,30 @@ here, at the bottom layer, because the cost model calibrates on them and the not
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from svgtpu.facts.paths import GPU_RUNS_DIR
+from svgtpu.inputs.documents import parse_json, read_text
+from svgtpu.inputs.runs import gpu_run, gpu_run_index
 
 
 def committed_runs(directory: str | Path | None = None) -> list[dict]:
     """Every committed GPU run in ``index.json``'s order: its index entry (file, kind ``package`` or ``peer``,
-    date, commit, provenance, command, sha256) with the file's JSON under ``data``.  A file whose sha256 is not
+    date, commit, provenance, command, sha256) with the file's JSON under ``data``, each checked by its schema
+(:mod:`svgtpu.inputs.runs`).  A file whose sha256 is not
     its index entry's has been edited after the run, which never happens to a dated run: that raises."""
     directory = Path(directory) if directory is not None else GPU_RUNS_DIR
     index = directory / "index.json"
     if not index.exists():
         return []
     runs = []
-    for entry in json.loads(index.read_text())["runs"]:
-        raw = (directory / entry["file"]).read_bytes()
-        if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-            raise RuntimeError(f"{directory / entry['file']}: sha256 differs from index.json's; a dated run is "
+    for entry in gpu_run_index(parse_json(read_text("GPU run index", index), str(index)), str(index))["runs"]:
+        path = directory / entry["file"]
+        raw = read_text("GPU run", path)
+        if hashlib.sha256(raw.encode()).hexdigest() != entry["sha256"]:
+            raise RuntimeError(f"{path}: sha256 differs from index.json's; a dated run is "
                                "never rewritten (add a new dated file instead)")
-        runs.append(entry | {"data": json.loads(raw)})
+        runs.append(entry | {"data": gpu_run(parse_json(raw, str(path)), str(path), entry["kind"])})
     return runs
 
 

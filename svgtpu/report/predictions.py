@@ -27,6 +27,8 @@ from svgtpu.costmodel.compiled import AUTO
 from svgtpu.errors import BadInput
 from svgtpu.facts.claims import REPORTED
 from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.inputs.predictions import read_predictions
+from svgtpu.inputs.runs import read_tpu_run
 
 PREDICTIONS_DIR = Path("figures", "predictions")
 #: The frozen files and their sha256 (the test compares them; a file is never edited once listed).
@@ -256,7 +258,7 @@ def latest(directory: str | Path | None = None) -> dict | None:
     """The newest predictions file (by its dated name), or ``None``."""
     folder = Path(directory) if directory is not None else REPO_ROOT / PREDICTIONS_DIR
     files = sorted(folder.glob("*.json")) if folder.exists() else []
-    return json.loads(files[-1].read_text()) | {"file": files[-1].name} if files else None
+    return read_predictions("predictions", files[-1]) | {"file": files[-1].name} if files else None
 
 
 def compare(predictions: dict, run: dict) -> list[dict]:
@@ -306,7 +308,7 @@ def latest_run(directory: str | Path | None = None) -> dict | None:
     from svgtpu.bench.tpu import RUNS_DIR
     folder = Path(directory) if directory is not None else REPO_ROOT / RUNS_DIR
     files = sorted(f for f in folder.glob("*.json") if not f.name.endswith(".partial.json")) if folder.exists() else []
-    return json.loads(files[-1].read_text()) | {"file": files[-1].name} if files else None
+    return read_tpu_run("run file", files[-1]) | {"file": files[-1].name} if files else None
 
 
 def markdown(predictions: dict | None, run: dict | None) -> str:
