@@ -46,18 +46,20 @@ lab: install
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 # The prepared GPU run (svgtpu/bench/gpu.py): the GPU machine's own python, jax and torch, from the checkout (no
-# venv, no installs), within the 10 minutes one command may take there.  Each call writes its own run file,
-# figures/gpu-runs/<date>-<commit>.json (the commit from git, or SVGTPU_COMMIT where the copy has no git), listed
-# in figures/gpu-runs/index.json, and where $OUT names a folder (a remote runner's way back) copies both there.
-# JAX takes 70 % of the GPU's memory, leaving the rest to PyTorch's peers in the same process.  A run still going
-# 150 s past its budget (a kernel that hangs) is saved as far as it got by its watchdog (exit status 3) and copied
-# all the same.  The default call: the float64 check, then attention at 720p and 1440p; the block section is a
-# second call: make gpu-bench GPU_ARGS="--sections block --budget 420".
+# venv, no installs), within five minutes by construction: 200 s of work (the float64 checks, each under its own
+# watchdog in a process of its own, then attention timed at 720p and 1440p), the run's watchdog 260 s after the
+# command started (it saves the run as far as it got, exit status 3), and `timeout` at 295 s behind both.  Each call
+# writes its own run file, figures/gpu-runs/<date>-<commit>.json (the commit from git, or SVGTPU_COMMIT where the
+# copy has no git), listed in figures/gpu-runs/index.json, and where $OUT names a folder (a remote runner's way
+# back) copies both there.  JAX takes 70 % of the GPU's memory, leaving the rest to PyTorch's peers in the same
+# process.  A longer slot: GPU_ARGS="--sections attention --variants all --budget 420" GPU_TIMEOUT=560 (every
+# variant, about 8 minutes), or the block section: GPU_ARGS="--sections block --budget 420" GPU_TIMEOUT=560.
 GPU_PYTHON ?= python3
-GPU_ARGS ?= --sections attention --resolution 720p,1440p --budget 420
+GPU_ARGS ?= --sections attention --resolution 720p,1440p
+GPU_TIMEOUT ?= 295
 
 gpu-bench:
-	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS); rc=$$?; \
+	XLA_PYTHON_CLIENT_MEM_FRACTION=0.7 PYTHONPATH=. timeout -s KILL $(GPU_TIMEOUT) $(GPU_PYTHON) -m svgtpu bench gpu $(GPU_ARGS); rc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then echo "no run file written (exit status $$rc)"; exit $$rc; fi; \
 	run=$$(ls -t figures/gpu-runs/*.json | grep -v /index.json | head -1); echo "run file: $$run (exit status $$rc)"; \
 	if [ -n "$$OUT" ] && [ -d "$$OUT" ]; then cp "$$run" figures/gpu-runs/index.json "$$OUT"/ && echo "copied to $$OUT"; fi; \

@@ -37,7 +37,7 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert 0 < aligned["density"] <= dense["density"] == 1
     assert rows["cudnn-dense"]["status"] == "skipped"  # no GPU here: its check did not run, so it is not timed
     assert rows["cudnn-dense"]["reason"].startswith("cuDNN runs on an NVIDIA GPU only")   # why, in words
-    assert rows["ours-svg-fast"]["reason"] == "not in the smoke profile"
+    assert rows["ours-svg-fast"]["reason"] == "not among this run's variants (--variants)"
     for row in rows.values():   # every skip says why in words (a bare assert in JAX once showed "AssertionError: ")
         words = row["reason"].split(":", 1)[-1].split() if row["status"] == "skipped" else ["ok", "ran"]
         assert len(words) >= 2, f"{row['variant']}: skip reason {row['reason']!r}"
@@ -50,6 +50,26 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert "gpu_attention_share_dense-ours_2x8x10" in data["claims"]["C2"]
     assert gpu_bench.gpu_rows(out)["attention"] == result["attention"]
     assert gpu_bench.gpu_rows(tmp_path / "absent.json") is None
+
+
+def test_a_small_smoke_of_the_whole_run_through_the_cli(tmp_path, capsys):
+    """Every section of the prepared run on this CPU (the check in its own process, attention with its spot check,
+    the block, the run file), one variant: what ``make test`` can afford (the whole smoke is ``make test-system``'s)."""
+    out = tmp_path / "run.json"
+    assert main(["bench", "gpu", "--smoke", "--variants", "ours-dense", "--json", "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not result["errors"] and result["variants"] == ["ours-dense"]
+    assert result["check"]["isolated"] and [(r["variant"], r["ok"]) for r in result["check"]["rows"]] == [
+        ("ours-dense", True)]
+    rows = {r["variant"]: r for r in result["attention"][0]["rows"]}
+    assert rows["ours-dense"]["status"] == "ok" and rows["ours-dense"]["spot_ok"] is True
+    assert rows["ours-dense"]["spot_max_rel_error"] < 2e-2
+    assert set(result["attention"][0]["headline"]) == set(gpu_bench.HEADLINE)   # all None here: no cuDNN
+    assert result["launch"]["jax_mosaic_flash"]["block_q"] == gpu_bench.JAX_MOSAIC_TUNING["block_q"]
+    assert set(result["launch"]["mosaic_gpu_ours"]) <= {gpu_bench.mgpu_name(*v) for v in gpu_bench.OURS_MGPU}
+    block = {r["attention"]: r for r in result["block"][0]["rows"]}
+    assert block["dense-ours"]["status"] == "ok"
+    assert load_results(out)["run"]["attention"] == result["attention"]
 
 
 def test_a_bare_assert_is_reported_in_words(tmp_path, monkeypatch):
@@ -193,10 +213,12 @@ def test_checks_longer_than_a_sections_share_still_leave_every_variant_timed(mon
     monkeypatch.setattr(gpu_timing, "time", types.SimpleNamespace(monotonic=lambda: clock[0],
                                                                   perf_counter=gpu_timing.time.perf_counter))
     monkeypatch.setattr(gpu_bench, "relative_error", costly_error)
+    monkeypatch.setattr(gpu_bench, "spot_checks", lambda variants, *_: {n: {} for n in variants})
     info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": 1}
     monkeypatch.setattr(gpu_bench, "attention_variants", lambda q, *_, **__: {
         name: gpu_bench.Variant(lambda q=q: np.asarray(q, np.float32), info) for name in ("a", "b", "c")})
-    sizes = dataclasses.replace(gpu_bench.select(gpu_bench.SMOKE, ["attention"]), variants=None, max_rounds=1)
+    sizes = dataclasses.replace(gpu_bench.select(gpu_bench.SMOKE, ["attention"]), variants=None, max_rounds=1,
+                                isolate=False)
     result = {"attention": [], "block": [], "end_to_end": [], "errors": []}
     gpu_bench.sections_in_turn(result, sizes, Budget(sizes.budget_s), interpret=True)
     assert clock[0] == 3 * 80.0 and not result["errors"]
@@ -208,7 +230,8 @@ def test_checks_longer_than_a_sections_share_still_leave_every_variant_timed(mon
 def test_sections_and_resolutions_keep_the_check_first():
     sizes = gpu_bench.select(gpu_bench.FULL, ["attention"], ["720p"])
     assert [s[:2] for s in sizes.sections] == [("check", "11x16x20"), ("attention", "720p")]
-    assert gpu_bench.checked_names(sizes) is None  # every variant the attention section may time
+    assert gpu_bench.checked_names(sizes) == set(gpu_bench.DEFAULT_VARIANTS)  # every variant the section may time
+    assert gpu_bench.checked_names(gpu_bench.select(gpu_bench.FULL, ["attention"], variants=["all"])) is None
     sizes = gpu_bench.select(gpu_bench.FULL, ["block"], ["1440p"])
     assert [s[:2] for s in sizes.sections] == [("check", "11x16x20"), ("block", "1440p")]
     assert gpu_bench.checked_names(sizes) == set(gpu_bench.BLOCK_CHECKS.values())
@@ -340,7 +363,7 @@ def test_the_check_takes_the_baseline_and_our_kernels_before_the_peers_and_the_e
 
 
 HANGING_RUN = """
-import json, sys, time
+import dataclasses, json, sys, time
 from svgtpu.bench import gpu as gpu_bench
 
 def planted(q, k, v, g, sizes, interpret, per_head=False):
@@ -348,7 +371,8 @@ def planted(q, k, v, g, sizes, interpret, per_head=False):
     return {"ours-dense": gpu_bench.Variant(lambda: time.sleep(600), info)}   # a kernel that never returns
 gpu_bench.attention_variants = planted
 saved = lambda result: open(sys.argv[1], "w").write(json.dumps(result, default=str))
-gpu_bench.run(smoke=True, sections=["attention"], watchdog_s=3, save=saved)
+gpu_bench.run(smoke=True, sections=["attention"], watchdog_s=3, save=saved,
+              sizes=dataclasses.replace(gpu_bench.SMOKE, isolate=False))
 """
 
 
@@ -379,3 +403,114 @@ def test_a_variant_that_cannot_run_on_this_backend_says_why_in_words():
     masks = gpu.svg_masks(g, gpu.SMOKE.kept, gpu.SMOKE.block_q, gpu.SMOKE.block_kv)
     cudnn = gpu.peer_variants(q, k, v, g, gpu.SMOKE, True, masks)["cudnn-dense"]
     assert cudnn.call is None and cudnn.reason == f"cuDNN runs on an NVIDIA GPU only; this backend is {jax.default_backend()}"
+
+
+# -- a five-minute slot ---------------------------------------------------------------------------
+
+def test_the_default_run_ends_within_five_minutes_by_construction():
+    """``make gpu-bench``'s default: the budget, then the run's watchdog (counted from the command's start), then
+    ``timeout``, all inside 300 s; the default names no budget or watchdog of its own."""
+    import re
+
+    from svgtpu.cli.bench import WATCHDOG_MARGIN_S
+    from svgtpu.facts.paths import REPO_ROOT
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    args = re.search(r"^GPU_ARGS \?= (.*)$", makefile, re.M).group(1)
+    timeout = float(re.search(r"^GPU_TIMEOUT \?= (\d+)$", makefile, re.M).group(1))
+    assert "--budget" not in args and "--watchdog" not in args and "--variants" not in args
+    assert "timeout -s KILL $(GPU_TIMEOUT)" in makefile
+    assert gpu_bench.FULL.budget_s + WATCHDOG_MARGIN_S <= timeout - 30 < timeout <= 295
+    assert gpu_bench.FULL.check_s < gpu_bench.FULL.budget_s
+
+
+#: A check process whose variants behave as their names say: "hangs" never reports, "crashes" ends the process,
+#: any other passes (what :func:`svgtpu.bench.gpu_check.main` reports, without JAX).
+PLANTED_CHILD = """
+import json, os, sys, time
+from svgtpu.bench.gpu_check import report
+job = json.loads(sys.argv[1])
+for name in job["names"]:
+    report({"variant": name, "step": "compile and run"})
+    if name == "hangs":
+        time.sleep(600)
+    if name == "crashes":
+        os._exit(7)
+    report({"row": {"variant": name, "ok": True, "max_rel_error": 0.0}})
+"""
+
+
+def test_a_hung_check_names_the_variant_and_step_and_the_others_still_run():
+    """Each check under its own watchdog in a process of its own: a hang costs its variant (named, with the step it
+    hung at) and a new process for the variants after it; a crash likewise."""
+    import sys
+    import time
+
+    from svgtpu.bench import gpu_check
+    start = time.monotonic()
+    rows = gpu_check.isolated_checks({}, ["a", "hangs", "b", "crashes", "c"], per_check_s=2.0,
+                                     deadline=time.monotonic() + 60, child=[sys.executable, "-c", PLANTED_CHILD])
+    by = {r["variant"]: r for r in rows}
+    assert [r["variant"] for r in rows] == ["a", "hangs", "b", "crashes", "c"]
+    assert by["a"]["ok"] and by["b"]["ok"] and by["c"]["ok"]
+    assert by["hangs"]["ok"] is None and by["hangs"]["reason"] == (
+        "hung: still at 'compile and run hangs' 2 s into its check (its own watchdog ended it)")
+    assert by["crashes"]["ok"] is None and by["crashes"]["reason"] == (
+        "the check process ended at 'compile and run crashes' (exit status 7)")
+    assert time.monotonic() - start < 30 and not gpu_check.CHILDREN   # no process left behind
+    past = gpu_check.isolated_checks({}, ["a"], 2.0, time.monotonic() - 1, [sys.executable, "-c", PLANTED_CHILD])
+    assert past == [{"variant": "a", "ok": None, "reason": "time budget: no time left to check it"}]
+
+
+def test_variants_are_named_or_refused_in_one_line(capsys):
+    assert gpu_bench.select(gpu_bench.FULL, variants=["all"]).variants is None
+    assert gpu_bench.select(gpu_bench.FULL, variants=["cudnn-dense", "ours-mgpu-svg-fast"]).variants == (
+        "cudnn-dense", "ours-mgpu-svg-fast")
+    assert set(gpu_bench.DEFAULT_VARIANTS) <= set(gpu_bench.variant_names(gpu_bench.FULL))
+    assert main(["bench", "gpu", "--smoke", "--variants", "ours-dense,ours-turbo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "variants must be 'all' or a comma-separated list of" in err
+    assert "ours-mgpu-aligned-fast" in err and "'ours-dense,ours-turbo'" in err
+
+
+def test_the_spot_check_at_the_timed_size_catches_a_wrong_row():
+    """A few rows of the timed outputs against float64 of the variant's own mask: a right variant passes, one wrong
+    in a single row (the last: where a walk past a tile's end would go wrong) fails, seed 3."""
+    import jax.numpy as jnp
+
+    from svgtpu.kernels.reference import float64_attention, mask_array
+    from svgtpu.masks.core import BandSinkMask
+    L, heads = 300, 3
+    rng = np.random.default_rng(3)
+    q, k, v = (jnp.asarray(rng.standard_normal((heads, L, 64)).astype(jnp.bfloat16)) for _ in range(3))
+    mask = BandSinkMask(L, 20, 40)
+    right = float64_attention(q, k, v, mask_array(mask, heads, L)).astype(np.float32)
+    wrong = right.copy()
+    wrong[-1, -1] += 1.0
+    info = {"density": 1.0, "partial_share": 0.0, "computed_pairs": 1}
+    variants = {n: gpu_bench.Variant(lambda out=out: out, info, mask="svg")
+                for n, out in (("right", right), ("wrong", wrong))}
+    variants["dense-on-svg"] = gpu_bench.Variant(lambda: right, info)   # the dense mask's reference: not this output
+    spots = gpu_bench.spot_checks(variants, q, k, v, {"svg": mask, "dense": gpu_bench.DenseMask(L)})
+    assert spots["right"]["spot_ok"] is True and spots["right"]["spot_max_rel_error"] < 1e-6
+    assert spots["wrong"]["spot_ok"] is False and spots["dense-on-svg"]["spot_ok"] is False
+    spent = Budget(1)
+    spent.section(0.0)
+    assert gpu_bench.spot_checks(variants, q, k, v, {"svg": mask}, spent)["right"]["spot_ok"] is None
+
+
+def test_speedups_read_run_files_of_any_date():
+    """Headline keys are speedups over cuDNN dense; the committed run of 2026-12-04 kept time ratios there
+    (``ours_dense_over_cudnn``): read as their inverses under the new names, the file untouched."""
+    run = next(r for r in gpu_results.committed_runs() if r["file"] == "2026-12-04-314194b.json")
+    for section in run["data"]["run"]["attention"]:
+        old = section["headline"]
+        found = gpu_results.speedups(section)
+        assert found["headline"]["ours_dense_speedup_over_cudnn"] == pytest.approx(1 / old["ours_dense_over_cudnn"])
+        assert found["headline"]["aligned_fast_speedup_over_cudnn"] == old["aligned_fast_speedup_over_cudnn"]
+        assert found["versus"]["ours_dense_speedup_over_jax_triton_flash"] == pytest.approx(
+            1 / old["ours_dense_over_jax_triton_flash"])
+        assert found["versus"]["fast_path_speedup_svg"] == old["fast_path_speedup_svg"]
+        assert all(k.endswith("_speedup_over_cudnn") for k in found["headline"])
+    assert all(k.endswith("_speedup_over_cudnn") for k in gpu_bench.HEADLINE)
+    new = {"headline": {"mgpu_dense_speedup_over_cudnn": 1.1}, "versus": {"fast_path_speedup_svg": 1.2}}
+    assert gpu_results.speedups(new) == new

@@ -1,11 +1,14 @@
 """The Mosaic GPU (Hopper) kernel on a CPU: its range walk against our tile classification, the walk in plain JAX
 and the kernel in JAX's GPU interpreter against float64, its lowering for CUDA, and its refusals.
 
-What does not run here: the compiled kernel (wgmma, TMA and mbarriers on an H100/H200); the interpreter runs the
-kernel's TMA copies, barriers (one or two warpgroups sharing the kv slots), walk, online softmax and stores, but its
-two products as plain dots (its wgmma takes neither a transposed operand nor one in registers)."""
+What does not run here: the compiled kernel (wgmma, TMA and mbarriers on an H100/H200, ptxas, register
+reallocation, approximate exp2); the interpreter runs the kernel's producer and consumer warpgroups as threads, its
+TMA copies, every mbarrier (K and V released apart, the consumers' ping-pong), walk, online softmax and stores, but
+its two products as plain dots and the in-place rescale as a multiply (its wgmma takes neither a transposed operand
+nor one in registers, and it runs no ``pl.run_state``)."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +17,7 @@ import pytest
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
-from svgtpu.kernels.mosaic_gpu import interpret_params, mosaic_gpu_attention
+from svgtpu.kernels.mosaic_gpu import MosaicConfig, interpret_params, masked_score, mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, mask_array, relative_error
 from svgtpu.kernels.row_ranges import TileBand, range_kinds, range_walk_attention, row_steps, tile_band, walk_band
 from svgtpu.masks.core import BandSinkMask, DenseMask, TileMask, align, svg_mask
@@ -102,29 +105,41 @@ needs_interpreter = pytest.mark.skipif(interpret_params() is None, reason="this 
 
 
 @needs_interpreter
-@pytest.mark.parametrize("mask, fast_path, d, stages, warpgroups", [
-    (BandSinkMask(300, 40, 60), False, 64, 3, 1), (_ragged_band(), True, 128, 1, 1),
-    pytest.param(BandSinkMask(200, 30, 50), True, 64, 2, 2, marks=pytest.mark.slow)])
-def test_the_kernel_in_jaxs_gpu_interpreter_matches_float64(mask, fast_path, d, stages, warpgroups):
-    """TMA copies into the kv slots, the mbarrier waits (the interpreter checks every thread saw every phase), the
-    slots shared by two warpgroups, the walk, the softmax and the store, run by JAX's GPU interpreter (its products
-    as plain dots: see the module doc); L not a tile multiple."""
-    heads = 2 if warpgroups == 1 else 1
-    q, k, v = _inputs(heads, mask.L, d, seed=1)
-    got = mosaic_gpu_attention(q, k, v, mask, fast_path=fast_path, stages=stages, warpgroups=warpgroups,
+@pytest.mark.parametrize("mask, fast_path, d, stages, consumers", [
+    (BandSinkMask(200, 30, 50), True, 64, 2, 2),      # two consumers in ping-pong, L not a tile multiple
+    (_ragged_band(), True, 128, 1, 2),                # rows without keys: a program of no steps, turns balanced
+    pytest.param(BandSinkMask(300, 40, 60), False, 64, 3, 1, marks=pytest.mark.slow)])   # one consumer, no fast path
+def test_the_kernel_in_jaxs_gpu_interpreter_matches_float64(mask, fast_path, d, stages, consumers):
+    """The producer's TMA copies into the kv slots, the mbarrier waits (the interpreter checks every waiting thread
+    saw every phase: K and V released apart, the consumers' turns), the walk, the folded-scale softmax and the
+    store, run by JAX's GPU interpreter (its products as plain dots: see the module doc); seed 1."""
+    q, k, v = _inputs(1, mask.L, d, seed=1)
+    got = mosaic_gpu_attention(q, k, v, mask, fast_path=fast_path, stages=stages, consumers=consumers,
                                interpret=True)
-    want = float64_attention(q, k, v, mask_array(mask, heads, mask.L))
+    want = float64_attention(q, k, v, mask_array(mask, 1, mask.L))
     assert got.shape == q.shape and got.dtype == q.dtype
     assert relative_error(got, want) < 1e-2
+    if isinstance(mask, TileMask):
+        assert not np.asarray(got[:, 256:], np.float32).any()   # the rows without a kept tile: zeros
 
 
-@pytest.mark.parametrize("mask, fast_path, d, warpgroups", [(BandSinkMask(300, 40, 100), True, 128, 2),
-                                                            (DenseMask(300), False, 64, 1)])
-def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, warpgroups):
-    """Pallas' Mosaic GPU lowering (wgmma, TMA, barriers, the branch per tile) runs here without a GPU; the
+def test_the_masked_score_is_finite_and_marks_empty_rows():
+    """Folding the scale into one multiply-add masks raw scores: the masked score, scaled, is finite for any scale
+    (a huge ``sm_scale`` would overflow ``MASK_VALUE * c`` to ``-inf``), and far below any real score."""
+    for scale in (1 / math.sqrt(128) * math.log2(math.e), 1.0, 3.0, 1e6):
+        raw, floor = masked_score(scale)
+        scaled = np.float32(raw) * np.float32(scale)
+        assert np.isfinite(scaled) and scaled <= floor < -1e30, scale
+
+
+@pytest.mark.parametrize("mask, fast_path, d, consumers", [(BandSinkMask(300, 40, 100), True, 128, 2),
+                                                           (DenseMask(300), False, 64, 1)])
+def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, consumers):
+    """Pallas' Mosaic GPU lowering (the producer and consumer warpgroups, register reallocation, wgmma into a
+    ``run_state`` accumulator, TMA, barriers, the branch per tile, approximate math) runs here without a GPU; the
     Mosaic GPU compiler's own passes and ptxas run only on one."""
     x = jax.ShapeDtypeStruct((2, 300, d), jnp.bfloat16)
-    f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, warpgroups=warpgroups,
+    f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, consumers=consumers,
                                   interpret=False))
     assert "stablehlo.custom_call @mosaic_gpu" in jax.export.export(f, platforms=["cuda"])(x, x, x).mlir_module()
 
@@ -134,7 +149,9 @@ def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, warpgroups):
     (dict(dtype=jnp.float32), "bfloat16 or float16"),
     (dict(block_q=96), "block_q must be a positive multiple of 64"),
     (dict(stages=5), "stages must be 1, 2, 3 or 4"),
-    (dict(block_q=64, warpgroups=2), "warpgroups must be 1 or 2 with warpgroups x 64 dividing block_q=64"),
+    (dict(block_q=64, consumers=2), "consumers must be 1 or 2 with consumers x 64 dividing block_q=64"),
+    (dict(stages=4), "needs 288 KiB of shared memory; a Hopper block has 227 KiB"),
+    (dict(config=MosaicConfig(), stages=2), "pass either config or its fields"),
     (dict(mask=align(BandSinkMask(300, 40, 100), 128, 128, "snap")), "walks band \\+ sink masks")])
 def test_refusals_are_one_line(change, message):
     dtype = change.pop("dtype", jnp.bfloat16)

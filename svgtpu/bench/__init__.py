@@ -7,6 +7,7 @@ times nothing, is :mod:`svgtpu.compiler`.
 - :mod:`~svgtpu.bench.kernel_timing`: kernel timings in interpret mode and vector-op counts per tile kind (C4);
 - :mod:`~svgtpu.bench.cpu`: this CPU's rates and the toy DiT's measured vs modeled attention share;
 - :mod:`~svgtpu.bench.gpu`: the prepared one-GPU run (``make gpu-bench``), fitted into its time budget by
-  :mod:`~svgtpu.bench.gpu_timing` and written, read and printed by :mod:`~svgtpu.bench.gpu_results`;
+  :mod:`~svgtpu.bench.gpu_timing`, its checks each under a watchdog of its own (:mod:`~svgtpu.bench.gpu_check`),
+  written, read and printed by :mod:`~svgtpu.bench.gpu_results`;
 - :mod:`~svgtpu.bench.methods`: every sparse attention method at one geometry and kept fraction.
 """

@@ -1,19 +1,26 @@
-"""The prepared GPU benchmark (``svgtpu bench gpu``, ``make gpu-bench``): one run on one GPU, within 8 minutes.
+"""The prepared GPU benchmark (``svgtpu bench gpu``, ``make gpu-bench``): one run on one H100 or H200, in five minutes.
 
 A GPU is the one real accelerator this project reaches, a few minutes at a time, so everything it
 needs is one command that cannot rot (``--smoke`` runs the same code at tiny shapes on CPU, in
-Pallas' interpreter, and a test runs it).  Sections under one time budget: the check runs until the
-run's deadline (a variant it leaves unchecked is timed in no section), then the timing sections share
-the time left by their weights; a variant that runs out of memory, is not supported by the installed
-jax, or does not fit the remaining time is recorded as skipped with the reason instead of stopping the run:
+Pallas' and JAX's GPU interpreters, and tests run it).  The default run ends within five minutes by
+construction (:data:`FULL`: its budget, the run's watchdog, ``make gpu-bench``'s ``timeout``);
+``--variants`` names what to check and time (``all``: every variant, a longer slot).  Sections under
+one time budget: the check runs until the run's deadline (a variant it leaves unchecked is timed in no
+section), then the timing sections share the time left by their weights; a variant that runs out of
+memory, is not supported by the installed jax, or does not fit the remaining time is recorded as
+skipped with the reason instead of stopping the run:
 
-1. **check**: our GPU kernel on the device against a float64 reference on the host (dense, SVG, aligned, per-head
-   masks, fast path on and off, bf16 and f32), so no timing below comes from a wrong kernel;
-2. **attention** at Wan 2.1 shapes (bf16, ``d = 128``, 720p and 1440p): XLA dense (one head at a time,
-   when its ``[L, L]`` scores fit), cuDNN flash attention, JAX's own Pallas flash kernels (Triton and
-   Mosaic GPU), our kernel dense, on the SVG mask (the default recipe's kept fraction) and on the mask
-   aligned to its tiles, fast path on and off.  Interleaved rounds (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved
-   TFLOP/s over the score pairs each variant computes, overhead vs ideal ``(t / t_dense) / density``;
+1. **check**: every variant on the device against a float64 reference on the host (dense, SVG, aligned, per-head
+   masks, fast path on and off), each under its own watchdog in a process of its own
+   (:mod:`svgtpu.bench.gpu_check`: a hang names the variant and the step, the other checks go on), so no timing
+   below comes from a wrong kernel;
+2. **attention** at Wan 2.1 shapes (bf16, ``d = 128``, 720p and 1440p): cuDNN flash attention (the denominator of
+   every headline speedup), our kernels (Triton; Mosaic GPU, warp-specialised) dense, on the SVG mask (the default
+   recipe's kept fraction) and on the mask aligned to its tiles, FlexAttention on the same masks and tiles, and with
+   ``--variants all`` XLA dense, JAX's own Pallas flash kernels, fast path off, launch sweeps.  Interleaved rounds
+   (:mod:`svgtpu.bench.timing`), medians of paired ratios, achieved TFLOP/s over the score pairs each variant
+   computes, overhead vs ideal ``(t / t_dense) / density``; then a float64 spot check of a few rows of each timed
+   output at the timed size (:func:`spot_checks`);
 3. **block**: one Wan 2.1 14B block, :class:`svgtpu.model.wan.WanBlock` with random bf16 weights (the
    block the toy DiT and the TPU compile run), at 480p, 720p and 1440p with dense self-attention (cuDNN,
    ours) and SVG (profiling, layout transform, our kernel on the tile-aligned mask): the measured
@@ -22,9 +29,10 @@ jax, or does not fit the remaining time is recorded as skipped with the reason i
 4. **end to end**: a Wan 2.1 14B video (40 blocks, 50 steps, CFG: 2 passes) *extrapolated* from the
    measured block, dense and with SVG's dense warm-up schedule; VAE and text encoder are not included.
 
-:func:`run` returns everything as one dict; :mod:`svgtpu.bench.gpu_results` writes it as
-``figures/results-gpu.json``, reads it back and prints it; :mod:`svgtpu.bench.gpu_timing` fits the
-timing into the budget.  Runs on the GPU machine's own jax from the checkout (``PYTHONPATH=.``).
+:func:`run` returns everything as one dict, with every kernel's launch settings (:func:`launch_settings`);
+:mod:`svgtpu.bench.gpu_results` writes it as a dated run file, reads it back (run files of any date:
+:func:`~svgtpu.bench.gpu_results.speedups`) and prints it; :mod:`svgtpu.bench.gpu_timing` fits the timing into
+the budget.  Runs on the GPU machine's own jax from the checkout (``PYTHONPATH=.``).
 """
 
 from __future__ import annotations
@@ -33,8 +41,13 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import json
 import math
+import os
 import statistics
+import sys
+import threading
+import time
 import traceback
 from typing import Callable
 
@@ -45,6 +58,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.attention.svg import SVGConfig
 from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, triton_launch, write
+from svgtpu.bench.gpu_check import end_children, isolated_checks, report
 from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, check_budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.errors import BadInput
@@ -52,9 +66,10 @@ from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
 from svgtpu.kernels.common import resolve_interpret
 from svgtpu.bench.gpu_peers import PEERS, torch_peers
+from svgtpu.bench.gpu_peers import take_rows as peer_rows
 from svgtpu.bench.gpu_peers import to_numpy as peer_numpy
 from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan_for
-from svgtpu.kernels.mosaic_gpu import mosaic_gpu_attention
+from svgtpu.kernels.mosaic_gpu import MosaicConfig, mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.model.config import MODELS, ModelConfig
@@ -93,21 +108,36 @@ class Sizes:
     #: ``num_stages``; ``None``: the kernel's defaults), set by :func:`run` from the recorded sweep
     launch: dict | None = None
     block_attentions: tuple[str, ...] = ("dense-cudnn", "dense-ours", "svg-aligned-ours")
-    profile: str = "h200"
+    profile: str = "hopper"
+    #: seconds each variant's float64 check may take (compile and run at the check's size) before its own watchdog
+    #: records it as hung, naming the step, and the checks go on without it (:mod:`svgtpu.bench.gpu_check`)
+    check_s: float = 45.0
+    #: the checks in a process of their own (a kernel that hangs holds its process's CUDA stream)
+    isolate: bool = True
 
 
-#: One H200 run: 400 s of work (plus start-up, within the 8 minutes a command may take there).  The
-#: weights guess where compile time (every timing section) and run time (the 1440p ones) go.
-FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40, 0.14),
-                       ("attention", "1440p", 8, 0.23), ("block", "480p", None, 0.10),
-                       ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B)
+#: The variants a default run checks and times: cuDNN dense (the denominator of every headline speedup), our kernels
+#: dense and on the exact and tile-aligned SVG masks (Triton; Mosaic GPU, fast path on, and off on the exact mask),
+#: FlexAttention on the same masks and tiles.  ``--variants all`` adds the rest (XLA, JAX's flash kernels, torch
+#: SDPA, fast path off, one consumer warpgroup, three stages, the Triton launch sweep): about twice the time.
+DEFAULT_VARIANTS = ("cudnn-dense", "ours-dense", "ours-svg-fast", "ours-aligned-fast", "ours-mgpu-dense",
+                    "ours-mgpu-svg-fast", "ours-mgpu-svg-nofast", "ours-mgpu-aligned-fast", "flex-dense", "flex-svg",
+                    "flex-aligned")
+#: One run on an H100 or H200 that ends within five minutes by construction: 200 s of work (checks, then timing),
+#: a watchdog 260 s after the command started (:data:`svgtpu.cli.bench.WATCHDOG_MARGIN_S` past the budget) that
+#: saves what the run has and ends it, and ``make gpu-bench``'s ``timeout`` at 295 s behind both.  The weights
+#: guess where compile time (every timing section) and run time (the 1440p ones) go.
+FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40, 0.4),
+                       ("attention", "1440p", 8, 0.6), ("block", "480p", None, 0.10),
+                       ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B,
+             budget_s=200.0, variants=DEFAULT_VARIANTS)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
 #: each of its attentions.
 SMOKE = Sizes(sections=(("check", "2x8x10", 2, None), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                                 source="the smoke profile: tiny shapes"),
-              max_rounds=2, budget_s=300.0, profile="smoke",
+              max_rounds=2, budget_s=300.0, profile="smoke", check_s=120.0,
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
                         "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-svg-fast-wg1"),
               tunings=())
@@ -138,6 +168,22 @@ class Variant:
     padded_keys: int = 0
     dtype: str = "bfloat16"
     reason: str = ""
+    take: Callable = None   # (out, heads, rows) -> float64 [heads, rows, d]: the spot check's rows; default _take_hld
+
+    def rows(self, out, heads, rows) -> np.ndarray:
+        """Rows ``rows`` of heads ``heads`` of output ``out``, float64 ``[heads, rows, d]`` on the host (taken on
+        the device first: a whole 1440p output would be gigabytes in float64)."""
+        return (self.take or _take_hld)(out, np.asarray(heads), np.asarray(rows))
+
+
+def _take_hld(out, heads, rows) -> np.ndarray:
+    """``[heads, L, d]`` outputs (ours, XLA)."""
+    return np.asarray(np.asarray(out[heads[:, None], rows[None, :]], np.float32), np.float64)
+
+
+def _take_blhd(out, heads, rows) -> np.ndarray:
+    """``[1, L', heads, d]`` outputs (cuDNN and JAX's flash kernels through :func:`_blhd`)."""
+    return np.asarray(np.asarray(out[0][rows[:, None], heads[None, :]], np.float32), np.float64).transpose(1, 0, 2)
 
 
 #: Tolerance of the float64 check (max relative error) by the dtype a variant computes in.
@@ -145,12 +191,15 @@ TOLERANCE = {"float32": 1e-4, "bfloat16": 2e-2, "float16": 2e-2}
 
 
 def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
-                   names: set[str] | None = None) -> dict:
+                   names: set[str] | None = None, progress: Callable[[str, str], object] | None = None,
+                   on_row: Callable[[dict], object] | None = None) -> dict:
     """Every variant the run times (``names``; ``None``: all), made by the same code as for timing
     (:func:`attention_variants`) at ``geometry`` (``L`` not a tile multiple), run on the device and compared with a
     float64 reference on the host of the mask it computes.  A check that could not run (no time left, the variant
     not available, an error) is ``ok: None`` with its reason; ``all_ok`` is true only when every check ran and
-    passed."""
+    passed.  ``progress(variant, step)`` hears each step begin and ``on_row(row)`` each row as it is made (the
+    check process reports them: :mod:`svgtpu.bench.gpu_check`)."""
+    progress = progress or (lambda name, step: None)
     g = get_geometry(geometry)
     L = g.L
     rng = np.random.default_rng(0)
@@ -173,24 +222,29 @@ def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, inte
         return references[key]
 
     rows = []
-    order = sorted((n for n in variants if names is None or n in names), key=check_priority)
-    for name in tqdm(order, desc=f"check {g}", leave=False):
+
+    def checked(name: str) -> dict:
         variant = variants[name]
         row = {"variant": name, "mask": variant.mask, "dtype": variant.dtype}
         if variant.call is None:
-            rows.append(row | {"ok": None, "reason": f"not available: {variant.reason}"})
-            continue
+            return row | {"ok": None, "reason": f"not available: {variant.reason}"}
         if budget.left() <= 0:
-            rows.append(row | {"ok": None, "reason": "time budget: no time left to check it"})
-            continue
+            return row | {"ok": None, "reason": "time budget: no time left to check it"}
         NOW["step"] = f"check {name}"
+        progress(name, "compile and run")
         try:
             out = variant.output(variant.call())
         except Exception as error:  # noqa: BLE001 - unsupported here, OOM: recorded, not timed
-            rows.append(row | {"ok": None, "reason": reason(error)})
-            continue
+            return row | {"ok": None, "reason": reason(error)}
+        progress(name, "compare with float64")
         err = relative_error(out, reference(variant))
-        rows.append(row | {"max_rel_error": err, "ok": bool(err <= TOLERANCE[variant.dtype])})
+        return row | {"max_rel_error": err, "ok": bool(err <= TOLERANCE[variant.dtype])}
+
+    order = sorted((n for n in variants if names is None or n in names), key=check_priority)
+    for name in tqdm(order, desc=f"check {g}", leave=False):
+        rows.append(checked(name))
+        if on_row is not None:
+            on_row(rows[-1])
     return {"geometry": str(g), "L": L, "heads": heads, "rows": rows,
             "all_ok": bool(rows) and all(r["ok"] is True for r in rows)}
 
@@ -217,6 +271,43 @@ def check_verdict(check: dict | None, name: str) -> str | None:
     if row["ok"] is False:
         return f"not timed: its float64 check failed (max rel. error {row['max_rel_error']:.2e})"
     return f"not timed: its float64 check did not run ({row['reason']})"
+
+
+def isolated_check(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
+                   names: set[str] | None = None, child: list[str] | None = None) -> dict:
+    """:func:`check_variants` in a process of its own, each variant within ``sizes.check_s`` seconds (its own
+    watchdog: a hang is recorded naming the variant and the step, and the other checks go on in a new process:
+    :mod:`svgtpu.bench.gpu_check`); the same rows and ``all_ok``.  ``child``: the check process's command."""
+    g = get_geometry(geometry)
+    order = sorted(names if names is not None else variant_names(sizes), key=check_priority)
+    job = {"smoke": sizes.profile == "smoke", "geometry": geometry, "heads": heads, "interpret": interpret,
+           "launch": sizes.launch, "budget_s": max(budget.left(), 0.0)}
+    NOW["step"] = f"check {g} in its own process"
+    rows = isolated_checks(job, order, sizes.check_s, time.monotonic() + max(budget.left(), 0.0), child or CHILD)
+    return {"geometry": str(g), "L": g.L, "heads": heads, "rows": rows, "isolated": True,
+            "all_ok": bool(rows) and all(r["ok"] is True for r in rows)}
+
+
+#: The check process's command (the job follows it as one JSON argument).
+CHILD = [sys.executable, "-c", "import sys; from svgtpu.bench.gpu import check_child; sys.exit(check_child())"]
+
+
+def check_child(argv: list[str] | None = None) -> int:
+    """The check process: checks ``job["names"]`` (:func:`check_variants`), reporting each step and row as it goes
+    (:func:`svgtpu.bench.gpu_check.report`); it ends when its parent does."""
+    job = json.loads((argv or sys.argv[1:])[0])
+    parent = os.getppid()
+
+    def orphaned():   # the parent ended (its watchdog, a kill): so does this process
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+    threading.Thread(target=orphaned, daemon=True).start()
+    sizes = dataclasses.replace(SMOKE if job["smoke"] else FULL, launch=job["launch"], variants=None)
+    check_variants(job["geometry"], job["heads"], sizes, Budget(job["budget_s"]), job["interpret"], set(job["names"]),
+                   progress=lambda name, step: report({"variant": name, "step": step}),
+                   on_row=lambda row: report({"row": row}))
+    return 0
 
 
 # -- 2. attention at Wan shapes -----------------------------------------------------------------
@@ -289,7 +380,7 @@ def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dic
     qb, kb, vb = (_blhd(x, 1) for x in (q, k, v))
     if jax.default_backend() == "gpu":
         cudnn = jax.jit(functools.partial(jax.nn.dot_product_attention, implementation="cudnn"))
-        variants["cudnn-dense"] = Variant(lambda: cudnn(qb, kb, vb), dense_info, output=_hld(L))
+        variants["cudnn-dense"] = Variant(lambda: cudnn(qb, kb, vb), dense_info, output=_hld(L), take=_take_blhd)
     else:   # in words, before JAX's bare `assert cuda_versions is not None` says it
         variants["cudnn-dense"] = Variant(None, dense_info, reason=f"cuDNN runs on an NVIDIA GPU only; this backend "
                                           f"is {jax.default_backend()}")
@@ -301,7 +392,8 @@ def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dic
         segments = jnp.asarray((np.arange(Lp) >= L).astype(np.int32))[None]
         flash = jax.jit(functools.partial(jax_triton.mha, sm_scale=1 / math.sqrt(d), interpret=interpret))
         variants["jax-triton-flash-dense"] = Variant(lambda: flash(qp, kp, vp, segments),
-                                                     dense_info | {"computed_pairs": heads * Lp * Lp}, output=_hld(L))
+                                                     dense_info | {"computed_pairs": heads * Lp * Lp}, output=_hld(L),
+                                                     take=_take_blhd)
     except Exception as error:
         variants["jax-triton-flash-dense"] = Variant(None, dense_info, reason=reason(error))
     info = dense_info | {"note": "float16 (its shared-memory buffers are float16); padded keys unmasked"}
@@ -313,14 +405,14 @@ def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dic
                                            config=attention_mgpu.TuningConfig(**JAX_MOSAIC_TUNING)))
         variants["jax-mosaic-flash-dense-f16"] = Variant(
             lambda: mosaic(qp, kp, vp), info | {"computed_pairs": heads * Lp * Lp}, output=_hld(L),
-            padded_keys=Lp - L, dtype="float16")
+            padded_keys=Lp - L, dtype="float16", take=_take_blhd)
     except Exception as error:
         variants["jax-mosaic-flash-dense-f16"] = Variant(None, info, dtype="float16", reason=reason(error))
 
     for name, (call, why) in torch_peers(q, k, v, masks, sizes.block_q).items():
         mask = PEERS[name]
         variants[name] = Variant(call, dense_info if mask == "dense" else tile_info(masks[mask], heads, L, sizes),
-                                 mask=mask, output=peer_numpy, reason=why or "")
+                                 mask=mask, output=peer_numpy, take=peer_rows, reason=why or "")
     return variants
 
 
@@ -342,38 +434,84 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     launch = sizes.launch or {}
     variants = peer_variants(q, k, v, g, sizes, interpret, masks)
-    for label, mask in masks.items():
-        for fast_path in ((True,) if label == "dense" else (False, True)):
-            f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=mask, fast_path=fast_path,
-                                          interpret=interpret, **tiles, **launch))
-            name = f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
-            variants[name] = Variant(functools.partial(f, q, k, v), tile_info(mask, heads, L, sizes, fast_path),
-                                     mask=label)
-    for label, fast_path, warpgroups, stages in (("dense", True, 2, 2), ("svg", False, 2, 2), ("svg", True, 2, 2),
-                                                 ("aligned", True, 2, 2), ("svg", True, 1, 2), ("svg", True, 2, 3)):
-        name = f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast")) + \
-            ("" if warpgroups == 2 else f"-wg{warpgroups}") + ("" if stages == 2 else f"-s{stages}")
-        f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], fast_path=fast_path,
-                                      warpgroups=warpgroups, stages=stages, interpret=interpret, **tiles))
-        variants[name] = Variant(functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path),
-                                 mask=label, note=f"Mosaic GPU (Hopper) body, {warpgroups} warpgroup(s) sharing "
-                                                  f"{stages} kv stages")
+    for label, fast_path in OURS_TRITON:
+        f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=masks[label], fast_path=fast_path,
+                                      interpret=interpret, **tiles, **launch))
+        variants[triton_name(label, fast_path)] = Variant(
+            functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path), mask=label)
+    for label, fast_path, consumers, stages in OURS_MGPU:
+        config = mosaic_config(sizes, fast_path, consumers, stages)
+        f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], config=config, interpret=interpret))
+        variants[mgpu_name(label, fast_path, consumers, stages)] = Variant(
+            functools.partial(f, q, k, v), tile_info(masks[label], heads, L, sizes, fast_path), mask=label,
+            note=f"Mosaic GPU (Hopper), warp-specialised: a TMA producer and {consumers} consumer warpgroup(s), "
+                 f"{stages} kv stages")
     if per_head:
         info = {"density": float("nan"), "partial_share": float("nan"), "computed_pairs": heads * L * L}
         if heads * L * L <= PER_HEAD_BYTES:
             f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=per_head_masks(g, heads),
                                           interpret=interpret, **tiles, **launch))
-            variants["ours-per-head-fast"] = Variant(functools.partial(f, q, k, v), info, mask="per-head")
+            variants[PER_HEAD] = Variant(functools.partial(f, q, k, v), info, mask="per-head")
         else:
-            variants["ours-per-head-fast"] = Variant(None, info, mask="per-head", reason=(
+            variants[PER_HEAD] = Variant(None, info, mask="per-head", reason=(
                 f"per-head masks are a bool [heads, L, L] array: {heads * L * L / 1e9:.1f} GB here"))
     for bq, bkv, warps, stages in sizes.tunings:
         f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=masks["dense"], gpu_block_q=bq,
                                       gpu_block_kv=bkv, num_warps=warps, num_stages=stages, interpret=interpret,
                                       **tiles))
-        variants[f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"] = Variant(functools.partial(f, q, k, v),
-                                                                        variants["ours-dense"].info)
+        variants[tuning_name(bq, bkv, warps, stages)] = Variant(functools.partial(f, q, k, v),
+                                                                variants["ours-dense"].info)
     return variants
+
+
+#: Our Triton kernel's attention variants: (mask, fast path).
+OURS_TRITON = (("dense", True), ("svg", False), ("svg", True), ("aligned", False), ("aligned", True))
+#: Our Mosaic GPU kernel's: (mask, fast path, consumer warpgroups, kv stages).
+OURS_MGPU = (("dense", True, 2, 2), ("svg", False, 2, 2), ("svg", True, 2, 2), ("aligned", True, 2, 2),
+             ("svg", True, 1, 2), ("svg", True, 2, 3))
+#: The peers' names (:func:`peer_variants`), in the order it makes them.
+PEER_NAMES = ("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16", *PEERS)
+#: The per-head variant, made for the check only (its masks are a bool [heads, L, L] array).
+PER_HEAD = "ours-per-head-fast"
+
+
+def triton_name(label: str, fast_path: bool) -> str:
+    return f"ours-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
+
+
+def mgpu_name(label: str, fast_path: bool, consumers: int, stages: int) -> str:
+    return (f"ours-mgpu-{label}" + ("" if label == "dense" else ("-fast" if fast_path else "-nofast"))
+            + ("" if consumers == 2 else f"-wg{consumers}") + ("" if stages == 2 else f"-s{stages}"))
+
+
+def tuning_name(bq: int, bkv: int, warps: int, stages: int) -> str:
+    return f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"
+
+
+def mosaic_config(sizes: Sizes, fast_path: bool, consumers: int, stages: int) -> MosaicConfig:
+    """Our Mosaic GPU kernel's launch settings in a run: the run's plan tile, the variant's pipeline."""
+    return MosaicConfig(block_q=sizes.block_q, block_kv=sizes.block_kv, stages=stages, consumers=consumers,
+                        fast_path=fast_path)
+
+
+def variant_names(sizes: Sizes) -> tuple[str, ...]:
+    """Every attention variant a run of ``sizes`` can make, in :func:`attention_variants`' order (the names
+    ``--variants`` takes)."""
+    return (*PEER_NAMES, *(triton_name(*v) for v in OURS_TRITON), *(mgpu_name(*v) for v in OURS_MGPU), PER_HEAD,
+            *(tuning_name(*t) for t in sizes.tunings))
+
+
+def launch_settings(sizes: Sizes, triton_choice: dict) -> dict:
+    """Every kernel's launch settings in this run, for its file: our Triton kernel's (and where they came from), our
+    Mosaic GPU kernel's per variant, JAX's Mosaic GPU flash kernel's (:data:`JAX_MOSAIC_TUNING`), and the peers'."""
+    names = set(sizes.variants) if sizes.variants is not None else None
+    return {"triton_ours": triton_choice | {"used": sizes.launch is not None},
+            "mosaic_gpu_ours": {mgpu_name(*v): dataclasses.asdict(mosaic_config(sizes, *v[1:])) for v in OURS_MGPU
+                                if names is None or mgpu_name(*v) in names},
+            "jax_mosaic_flash": JAX_MOSAIC_TUNING | {"dtype": "float16"},
+            "jax_triton_flash": {"sm_scale": "1/sqrt(d)", "block sizes": "jax's defaults"},
+            "flex": f"torch.compile(flex_attention), default kernel options, BLOCK_SIZE {sizes.block_q}",
+            "tunings_swept": [tuning_name(*t) for t in sizes.tunings]}
 
 
 def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
@@ -386,7 +524,7 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     skipped = {}
     for name, variant in variants.items():
         if sizes.variants is not None and name not in sizes.variants:
-            skipped[name] = f"not in the {sizes.profile} profile"
+            skipped[name] = "not among this run's variants (--variants)"
         elif variant.call is None:
             skipped[name] = variant.reason
         elif (verdict := check_verdict(check, name)) is not None:
@@ -395,6 +533,8 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     calls = {n: variants[n].call for n in sorted(variants, key=check_priority) if n not in skipped}
     times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
     skipped |= not_timed
+    spots = spot_checks({n: variants[n] for n in times}, q, k, v,
+                        svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv), budget)
     base = "ours-dense" if "ours-dense" in times else None
     rows = []
     for name, variant in variants.items():
@@ -406,35 +546,84 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
         if name in times:
             median = statistics.median(times[name])
             row |= {"median_s": median, "rounds": len(times[name]),
-                    "tflops": 4 * d * info["computed_pairs"] / median / 1e12}
+                    "tflops": 4 * d * info["computed_pairs"] / median / 1e12} | spots[name]
             if base:
                 ratio = paired_ratio(times, name, base)
                 row |= {"ratio_to_ours_dense": ratio, "overhead_vs_ideal": ratio / info["density"]}
             if "cudnn-dense" in times:
-                row["ratio_to_cudnn"] = paired_ratio(times, name, "cudnn-dense")
+                row["speedup_over_cudnn"] = paired_ratio(times, "cudnn-dense", name)
         rows.append(row)
 
-    def ratio(a, b):
-        return paired_ratio(times, a, b) if a in times and b in times else None
+    def speedup(of, over):   # time of ``over`` / time of ``of``, paired by round: above 1, ``of`` is faster
+        return paired_ratio(times, over, of) if of in times and over in times else None
 
-    headline = {
-        "ours_dense_over_cudnn": ratio("ours-dense", "cudnn-dense"),
-        "ours_dense_over_jax_triton_flash": ratio("ours-dense", "jax-triton-flash-dense"),
-        "svg_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-svg-fast"),
-        "aligned_fast_speedup_over_ours_dense": ratio("ours-dense", "ours-aligned-fast"),
-        "aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-aligned-fast"),
-        "svg_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-svg-fast"),
-        "flex_svg_speedup_over_cudnn": ratio("cudnn-dense", "flex-svg"),
-        "flex_aligned_speedup_over_cudnn": ratio("cudnn-dense", "flex-aligned"),
-        "mgpu_dense_over_cudnn": ratio("ours-mgpu-dense", "cudnn-dense"),
-        "mgpu_svg_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-mgpu-svg-fast"),
-        "mgpu_aligned_fast_speedup_over_cudnn": ratio("cudnn-dense", "ours-mgpu-aligned-fast"),
-        "fast_path_speedup_svg": ratio("ours-svg-nofast", "ours-svg-fast"),
-        "fast_path_speedup_aligned": ratio("ours-aligned-nofast", "ours-aligned-fast"),
-    }
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "heads": heads, "head_dim": d,
             "dtype": "bfloat16", "tile": f"{sizes.block_q}x{sizes.block_kv}",
-            "launch": sizes.launch, "kept": sizes.kept, "rows": rows, "headline": headline}
+            "launch": sizes.launch, "kept": sizes.kept, "rows": rows, "spot_rows": SPOT_ROWS,
+            "headline": {key: speedup(name, "cudnn-dense") for key, name in HEADLINE.items()},
+            "versus": {key: speedup(of, over) for key, (of, over) in VERSUS.items()}}
+
+
+#: The headline of an attention section: each variant's speedup over cuDNN dense (cuDNN's time over the variant's,
+#: the median of the per-round ratios; above 1, faster than cuDNN), ``<key>_speedup_over_cudnn``.
+HEADLINE = {f"{key}_speedup_over_cudnn": name for key, name in (
+    ("ours_dense", "ours-dense"), ("svg_fast", "ours-svg-fast"), ("aligned_fast", "ours-aligned-fast"),
+    ("mgpu_dense", "ours-mgpu-dense"), ("mgpu_svg_fast", "ours-mgpu-svg-fast"),
+    ("mgpu_aligned_fast", "ours-mgpu-aligned-fast"), ("flex_dense", "flex-dense"), ("flex_svg", "flex-svg"),
+    ("flex_aligned", "flex-aligned"), ("jax_triton_flash", "jax-triton-flash-dense"),
+    ("jax_mosaic_flash_f16", "jax-mosaic-flash-dense-f16"), ("torch_sdpa_cudnn", "torch-sdpa-cudnn-dense"))}
+#: The section's other speedups, ``key: (variant, over variant)``, the same way round (above 1: the first is
+#: faster): ours against FlexAttention on the same mask and tiles, the fast path, the sparse kernels over ours dense.
+VERSUS = {
+    "mgpu_svg_fast_speedup_over_flex_svg": ("ours-mgpu-svg-fast", "flex-svg"),
+    "mgpu_aligned_fast_speedup_over_flex_aligned": ("ours-mgpu-aligned-fast", "flex-aligned"),
+    "mgpu_dense_speedup_over_flex_dense": ("ours-mgpu-dense", "flex-dense"),
+    "svg_fast_speedup_over_flex_svg": ("ours-svg-fast", "flex-svg"),
+    "aligned_fast_speedup_over_flex_aligned": ("ours-aligned-fast", "flex-aligned"),
+    "ours_dense_speedup_over_jax_triton_flash": ("ours-dense", "jax-triton-flash-dense"),
+    "svg_fast_speedup_over_ours_dense": ("ours-svg-fast", "ours-dense"),
+    "aligned_fast_speedup_over_ours_dense": ("ours-aligned-fast", "ours-dense"),
+    "fast_path_speedup_svg": ("ours-svg-fast", "ours-svg-nofast"),
+    "fast_path_speedup_aligned": ("ours-aligned-fast", "ours-aligned-nofast"),
+    "mgpu_fast_path_speedup_svg": ("ours-mgpu-svg-fast", "ours-mgpu-svg-nofast"),
+}
+
+#: The spot check's query rows at the timed sizes, as fractions of ``L``, and its heads (the first and the last).
+SPOT_ROWS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def spot_checks(variants: dict[str, Variant], q, k, v, masks: dict, budget: Budget | None = None) -> dict[str, dict]:
+    """Each timed variant's output at the timed size, a few rows (:data:`SPOT_ROWS` of the first and last head),
+    against float64 on the host: ``{"spot_max_rel_error", "spot_ok"}`` (``spot_ok`` ``None`` with
+    ``spot_reason`` where it could not run, or the section's time ran out).  The full float64 check is at a small
+    size; this one sees the timed shapes (the 1440p walk, the long kv loops) at the cost of one call each."""
+    heads, L, _ = q.shape
+    pick_heads = np.unique([0, heads - 1])
+    rows = np.unique([min(int(f * L), L - 1) for f in SPOT_ROWS])
+    host = [np.asarray(x[pick_heads], np.float32) for x in (q, k, v)]
+    out = {}
+    for name, variant in tqdm(variants.items(), desc="spot check", leave=False):
+        NOW["step"] = f"spot check {name}"
+        if budget is not None and budget.left() <= 0:
+            out[name] = {"spot_ok": None, "spot_reason": "time budget: no time left to check it"}
+            continue
+        try:
+            got = variant.rows(variant.call(), pick_heads, rows)
+        except Exception as error:  # noqa: BLE001 - it ran when timed: recorded, never fatal to the section
+            out[name] = {"spot_ok": None, "spot_reason": reason(error)}
+            continue
+        if variant.mask not in masks:   # no row-wise reference for it (per-head masks are not timed)
+            out[name] = {"spot_ok": None, "spot_reason": f"no row reference for the {variant.mask} mask"}
+            continue
+        allowed = np.asarray(masks[variant.mask].allowed(rows[:, None], np.arange(L)[None, :]), bool)
+        kk, vv = host[1], host[2]
+        if variant.padded_keys:   # zero keys and values beyond L, unmasked, as it computes
+            pad = ((0, 0), (0, variant.padded_keys), (0, 0))
+            kk, vv = np.pad(kk, pad), np.pad(vv, pad)
+            allowed = np.pad(allowed, ((0, 0), (0, variant.padded_keys)), constant_values=True)
+        err = relative_error(got, float64_attention(host[0][:, rows], kk, vv, allowed[None]))
+        out[name] = {"spot_max_rel_error": err, "spot_ok": bool(err <= TOLERANCE[variant.dtype])}
+    return out
 
 
 # -- 3. one Wan 2.1 14B block ------------------------------------------------------------------
@@ -585,10 +774,18 @@ def attention_exponents(blocks: list[dict]) -> dict[str, float]:
 SECTIONS = ("check", "attention", "block")
 
 
-def select(sizes: Sizes, sections=None, resolutions=None) -> Sizes:
+def select(sizes: Sizes, sections=None, resolutions=None, variants=None) -> Sizes:
     """``sizes`` with only the named ``sections`` (of :data:`SECTIONS`) and attention / block ``resolutions``
-    (geometry names of its sections), the check kept first whenever anything else runs (one clear line
-    for a name it does not have)."""
+    (geometry names of its sections), the check kept first whenever anything else runs, and the attention
+    ``variants`` named (of :func:`variant_names`; ``["all"]``: every one), one clear line for a name it does not
+    have."""
+    if variants is not None:
+        known = variant_names(sizes)
+        unknown = [x for x in variants if x not in known and x != "all"]
+        if unknown or not variants or ("all" in variants and len(variants) > 1):
+            raise BadInput(f"variants must be 'all' or a comma-separated list of {', '.join(known)}; got "
+                           f"{','.join(variants)!r}")
+        sizes = dataclasses.replace(sizes, variants=None if variants == ["all"] else tuple(variants))
     named = {geometry for kind, geometry, _, _ in sizes.sections if kind != "check"}
     for value, allowed, what in ((sections, SECTIONS, "sections"), (resolutions, sorted(named), "resolution")):
         unknown = [x for x in (value or ()) if x not in allowed]
@@ -612,18 +809,21 @@ def checked_names(sizes: Sizes) -> set[str] | None:
     return {BLOCK_CHECKS[n] for n in sizes.block_attentions} if "block" in kinds else None
 
 
-def run(smoke: bool = False, budget_s: float | None = None, sections=None, resolutions=None,
+def run(smoke: bool = False, budget_s: float | None = None, sections=None, resolutions=None, variants=None,
         recorded: list[dict] | None = None, watchdog_s: float | None = None,
-        save: Callable[[dict], object] | None = None) -> dict:
-    """The benchmark (``smoke``: tiny shapes, any backend; ``sections`` / ``resolutions``: a part of it, see
-    :func:`select`; ``recorded``: the runs to choose our Triton launch settings from, default the committed ones:
-    :func:`svgtpu.bench.gpu_results.triton_launch`; ``watchdog_s``, ``save``: a run still going that many seconds
-    after its start is saved as far as it got, ``save(result)`` with the step it hung at under ``unfinished``, and
-    the process ends: :class:`~svgtpu.bench.gpu_timing.Watchdog`); returns the result dict."""
-    sizes = select(SMOKE if smoke else FULL, sections, resolutions)
+        save: Callable[[dict], object] | None = None, started: float | None = None,
+        sizes: Sizes | None = None) -> dict:
+    """The benchmark (``smoke``: tiny shapes, any backend; ``sections`` / ``resolutions`` / ``variants``: a part of
+    it, see :func:`select`; ``recorded``: the runs to choose our Triton launch settings from, default the committed
+    ones: :func:`svgtpu.bench.gpu_results.triton_launch`; ``watchdog_s``, ``save``: a run still going that many
+    seconds after ``started`` (``time.monotonic()``, default now) is saved as far as it got, ``save(result)`` with
+    the step it hung at under ``unfinished``, and the process ends: :class:`~svgtpu.bench.gpu_timing.Watchdog`;
+    ``sizes``: a profile of one's own instead of :data:`FULL` / :data:`SMOKE`); returns the result dict."""
+    started = time.monotonic() if started is None else started
+    sizes = select(sizes or (SMOKE if smoke else FULL), sections, resolutions, variants)
     if budget_s is not None:
         sizes = dataclasses.replace(sizes, budget_s=check_budget(
-            budget_s, f"an H200 call: 10 minutes in all, so about {FULL.budget_s:.0f}"))
+            budget_s, f"the default, {FULL.budget_s:.0f}, ends within 5 minutes"))
     if not smoke and jax.default_backend() != "gpu":
         raise BadInput(f"bench gpu needs a GPU backend (jax.default_backend() is {jax.default_backend()!r}); "
                        f"use --smoke to run the same code at tiny shapes here")
@@ -637,14 +837,17 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               **source_commit(), "sections": [f"{kind} {geometry}" for kind, geometry, _, _ in sizes.sections],
               "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,
-              "kept": sizes.kept, "triton_launch": launch | {"used": sizes.launch is not None},
+              "kept": sizes.kept, "variants": list(sizes.variants) if sizes.variants is not None else "all",
+              "check_s": sizes.check_s, "launch": launch_settings(sizes, launch),
               "attention": [], "block": [], "end_to_end": [], "errors": []}
 
     def save_so_far(why: str) -> None:
         save(result | {"unfinished": why, "elapsed_s": budget.elapsed(),
                        "attention_exponent": attention_exponents(result["block"])})
 
-    with Watchdog(watchdog_s, save_so_far) if watchdog_s is not None and save is not None else contextlib.nullcontext():
+    watchdog = None if watchdog_s is None or save is None else \
+        Watchdog(watchdog_s, save_so_far, end_children, started)
+    with watchdog or contextlib.nullcontext():
         sections_in_turn(result, sizes, budget, interpret)
     result["attention_exponent"] = attention_exponents(result["block"])
     result["elapsed_s"] = budget.elapsed()
@@ -666,8 +869,8 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
     for kind, geometry, heads, _ in tqdm(sizes.sections, desc="bench gpu"):
         if kind == "check":   # the checks are the run's work: only its deadline stops them
             budget.section(1.0)
-            result["check"] = guarded("check", check_variants, geometry, heads, sizes, budget, interpret,
-                                      checked_names(sizes))
+            result["check"] = guarded("check", isolated_check if sizes.isolate else check_variants, geometry,
+                                      heads, sizes, budget, interpret, checked_names(sizes))
             continue
         budget.section(weights[timed] / sum(weights[timed:]))   # its share of what the sections before it left
         timed += 1
@@ -688,4 +891,7 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",
            "block_inputs", "block_attentions", "Variant", "check_variants", "check_verdict", "attention_variants",
            "select", "SECTIONS", "BLOCK_CHECKS", "bench_attention", "bench_block", "modeled_block",
-           "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for"]
+           "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for", "isolated_check",
+           "spot_checks", "SPOT_ROWS", "HEADLINE", "VERSUS", "DEFAULT_VARIANTS", "variant_names", "launch_settings",
+           "mosaic_config", "check_child", "CHILD", "OURS_TRITON", "OURS_MGPU", "PEER_NAMES", "PER_HEAD", "triton_name", "mgpu_name",
+           "tuning_name", "JAX_MOSAIC_TUNING"]

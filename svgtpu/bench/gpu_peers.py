@@ -97,4 +97,12 @@ def to_numpy(out) -> np.ndarray:
     return out[0].float().cpu().numpy().astype(np.float64)
 
 
-__all__ = ["PEERS", "flex_block_lists", "torch_peers", "to_numpy"]
+def take_rows(out, heads, rows) -> np.ndarray:
+    """Rows ``rows`` of heads ``heads`` of a peer's ``[1, heads, L, d]`` torch output, float64 ``[heads, rows, d]``
+    (indexed on the device: the spot check at the timed sizes reads a few rows)."""
+    import torch
+    index = lambda a: torch.as_tensor(a, device=out.device)  # noqa: E731
+    return out[0][index(heads)][:, index(rows)].float().cpu().numpy().astype(np.float64)
+
+
+__all__ = ["PEERS", "flex_block_lists", "torch_peers", "to_numpy", "take_rows"]

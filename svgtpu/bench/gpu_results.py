@@ -53,10 +53,11 @@ def results_entries(result: dict):
                dict(provenance=prov, description=f"attention variants at {a['geometry']} (L={a['L']}, "
                     f"{a['heads']} heads, d={a['head_dim']}, bf16, tiles {a['tile']}, SVG kept {a['kept']}) "
                     f"on {result['device']}"))
-        for name, value in a["headline"].items():
+        for name, value in {**a["headline"], **a.get("versus", {})}.items():
             if value is not None:
                 yield ("C4", f"gpu_{name}_{g}", value, dict(provenance=prov, unit="x",
-                                                            description=f"paired-ratio median at {a['geometry']}"))
+                                                            description=f"speedup (the other's time over this "
+                                                            f"one's), paired-ratio median at {a['geometry']}"))
     for b in result["block"]:
         g = _key(b["geometry"])
         yield ("C2", f"gpu_block_{g}", b["rows"],
@@ -85,6 +86,30 @@ def results_entries(result: dict):
                dict(provenance=prov, description="one video extrapolated from the measured block: "
                     "layers x 50 steps x 2 (CFG); SVG with the cost model's warm-up schedule, its sparse blocks "
                     "with SVG's profiling and layout transform; no VAE or text encoder"))
+
+
+#: Headline keys of runs before the speedup convention, each a time ratio (this variant's time over the other's):
+#: the speedup it is the inverse of, and where that lives now (``headline``: over cuDNN dense; ``versus``).
+TIME_RATIOS = {"ours_dense_over_cudnn": ("headline", "ours_dense_speedup_over_cudnn"),
+               "mgpu_dense_over_cudnn": ("headline", "mgpu_dense_speedup_over_cudnn"),
+               "ours_dense_over_jax_triton_flash": ("versus", "ours_dense_speedup_over_jax_triton_flash")}
+#: Headline keys of those runs that were speedups already but are not over cuDNN dense: where they live now.
+MOVED = {"svg_fast_speedup_over_ours_dense", "aligned_fast_speedup_over_ours_dense", "fast_path_speedup_svg",
+         "fast_path_speedup_aligned"}
+
+
+def speedups(section: dict) -> dict[str, dict]:
+    """An attention section's ``{"headline": ..., "versus": ...}`` speedups (above 1: faster) from a run file of
+    any date: a run before the speedup convention kept time ratios among its headline keys (:data:`TIME_RATIOS`,
+    read as their inverses under their new names) and other ratios beside them (:data:`MOVED`)."""
+    out = {"headline": {}, "versus": dict(section.get("versus", {}))}
+    for key, value in section.get("headline", {}).items():
+        if key in TIME_RATIOS:
+            where, new = TIME_RATIOS[key]
+            out[where][new] = None if value is None else 1.0 / value
+        else:
+            out["versus" if key in MOVED else "headline"][key] = value
+    return out
 
 
 def source_commit() -> dict:
@@ -283,20 +308,26 @@ def triton_launch(runs: list[dict] | None = None) -> dict:
 
 def format_result(result: dict) -> str:
     """The run as tables, for the terminal."""
+    triton = result["launch"]["triton_ours"]
     parts = [f"bench gpu on {result['device']} ({result['backend']}, jax {result['jax']}) "
              f"[{result['provenance']}]{' SMOKE' if result['smoke'] else ''}, commit {result.get('commit')}, "
              f"{result['elapsed_s']:.0f} s of a {result['budget_s']:.0f} s budget; our Triton launch: "
-             f"{result['triton_launch']['settings'] or 'defaults'} ({result['triton_launch']['source']})"]
+             f"{triton['settings'] or 'defaults'} ({triton['source']}); every launch setting: --json's 'launch'"]
     check = result.get("check")
     if check:
         parts.append(f"float64 check at {check['geometry']} (L={check['L']}): "
                      f"{'all ran and passed' if check['all_ok'] else 'NOT ALL OK: failed or unchecked variants are not timed'}"
                      "\n" + format_table(check["rows"], ["variant", "mask", "dtype", "ok", "max_rel_error", "reason"]))
-    columns = ["variant", "status", "median_s", "ratio_to_ours_dense", "ratio_to_cudnn", "tflops", "density",
-               "overhead_vs_ideal", "reason"]
+    columns = ["variant", "status", "median_s", "speedup_over_cudnn", "tflops", "density", "spot_max_rel_error",
+               "reason"]
     for a in result["attention"]:
-        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']}\n"
-                     + format_table(a["rows"], columns))
+        found = speedups(a)
+        shown = {k: v for k, v in {**found["headline"], **found["versus"]}.items() if v is not None}
+        parts.append(f"attention {a['geometry']} L={a['L']} heads={a['heads']} tiles {a['tile']} (spot check: rows "
+                     f"{', '.join(f'{f:g}' for f in a['spot_rows'])} of L, first and last head, vs float64)\n"
+                     + format_table(a["rows"], columns)
+                     + ("\nspeedups (above 1: faster)\n" + format_table([{"speedup": k, "x": v} for k, v in shown.items()])
+                        if shown else ""))
     for b in result["block"]:
         modeled = b["modeled"]
         note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
@@ -316,6 +347,6 @@ def format_result(result: dict) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["NOTEBOOK", "COMMIT_ENV", "results_entries", "source_commit", "run_path", "check_out", "write",
+__all__ = ["NOTEBOOK", "COMMIT_ENV", "TIME_RATIOS", "MOVED", "speedups", "results_entries", "source_commit", "run_path", "check_out", "write",
            "triton_launch", "committed_runs", "latest_run", "peers", "gpu_rows",
            "attention_rows", "block_rows", "NO_ROUNDS", "exponent_rows", "IDEAS", "tpu_ideas", "format_result"]

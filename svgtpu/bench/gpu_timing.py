@@ -37,13 +37,18 @@ class Watchdog:
 
     EXIT_STATUS = 3
 
-    def __init__(self, seconds: float, save: Callable[[str], None]):
-        self.seconds, self.save = seconds, save
-        self.timer = threading.Timer(seconds, self._fire)
+    def __init__(self, seconds: float, save: Callable[[str], None], end: Callable[[], None] = lambda: None,
+                 started: float | None = None):
+        """``seconds`` after ``started`` (``time.monotonic()``, default now): ``end()`` (the run's child
+        processes), ``save(why)``, exit."""
+        self.seconds, self.save, self.end = seconds, save, end
+        waited = 0.0 if started is None else time.monotonic() - started
+        self.timer = threading.Timer(max(seconds - waited, 0.0), self._fire)
         self.timer.daemon = True
 
     def _fire(self) -> None:
         try:
+            self.end()
             self.save(f"watchdog: still at {NOW['step']!r} {self.seconds:.0f} s after the start; the process was ended")
         finally:
             os._exit(self.EXIT_STATUS)
