@@ -2,6 +2,7 @@
 wrong kernel, it refuses an existing run file before any work, and its smoke run end to end on this CPU."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,6 +39,28 @@ def test_a_slice_runs_only_the_blocks_that_fit_its_chips():
         assert blocks(tpu.SMOKE, chips) == {"2x8x10"}
     with pytest.raises(KeyError):
         tpu.FULL.block_geometries(4)   # no slice of four chips is prepared
+
+
+def test_every_program_of_the_real_run_has_a_smoke_twin():
+    # the smoke run (CI, on 1 and 8 host devices) runs the real run's code: each program the real run times on a
+    # slice has a smoke program of the same section, variant, kernel, mask, fast path and chips, and no other
+    def kinds(sizes, chips):
+        return {(p.section, p.variant, p.kernel, p.mask, p.fast_path, p.chips) for p in tpu.programs(sizes, chips)}
+    for chips in tpu.SLICES:
+        assert kinds(tpu.FULL, chips) == kinds(tpu.SMOKE, chips), chips
+        assert {p.section for p in tpu.programs(tpu.SMOKE, chips)} == set(tpu.SECTIONS)
+
+
+def test_smoke_blocks_divide_over_every_slice():
+    # Ulysses splits a block's heads and tokens over the slice's seq devices (svgtpu.model.sharded): two smoke
+    # heads over v6e-8's four refused every smoke block there
+    from svgtpu.geometry import get_geometry
+    assert tpu.mesh_shape(1) == (1, 1) and tpu.mesh_shape(8) == (2, 4)
+    for chips in tpu.SLICES:
+        _, seq = tpu.mesh_shape(chips)
+        for p in tpu.programs(tpu.SMOKE, chips):
+            if p.section != "kernels":
+                assert tpu._model(p.model).heads % seq == 0 and get_geometry(p.geometry).L % seq == 0, (chips, p)
 
 
 @pytest.mark.skipif(not libtpu_available(), reason="libtpu not installed: no TPU compiler")
@@ -93,14 +116,35 @@ def test_an_existing_run_file_is_refused_before_any_work(tmp_path):
 
 
 def test_quantities_from_a_run_by_hand():
-    section = {"section": "block", "geometry": "720p", "rows": [{"variant": "svg-ours"}],
+    section = {"section": "block", "geometry": "720p",
+               "rows": [{"variant": "svg-ours", "rounds": 9}, {"variant": "dense-splash", "rounds": 4},
+                        {"variant": "none", "rounds": 9}],
                "ratios": {"none/dense-splash": {"value": 0.2, "iqr": [0.1, 0.3]},
                           "dense-splash/svg-ours": {"value": 1.5, "iqr": [1.4, 1.6]}}}
     q = tpu.quantities({"kernels": [], "blocks": [section]})
     assert q["block_720p_attention_share_splash"]["value"] == pytest.approx(0.8)
     assert q["block_720p_attention_share_splash"]["interval"] == pytest.approx([0.7, 0.9])
-    assert q["block_720p_block_speedup_svg-ours"] == {"value": 1.5, "interval": [1.4, 1.6]}
+    # a quantity rests on the fewer rounds of its two programs (docs/verdicts.md: under 5, not measured)
+    assert q["block_720p_block_speedup_svg-ours"] == {"value": 1.5, "interval": [1.4, 1.6], "rounds": 4}
     assert "block_720p_attention_share_ours" not in q   # not timed: no quantity
+
+
+def _check_smoke_run(data: dict, chips: int, sections=tpu.SECTIONS) -> None:
+    """A smoke run file of ``chips`` host devices: every program of the slice checked and timed, its quantities."""
+    assert data["all_ok"] and not data["errors"] and data["provenance"] == "measured-cpu-interpret"
+    assert data["chips"] == chips and data["smoke"]
+    assert data["programs"] == [p.name for p in tpu.programs(tpu.SMOKE, chips, sections)]
+    rows = [r for s in data["kernels"] + data["blocks"] for r in s["rows"]]
+    assert len(rows) == len(data["programs"]) and all(r["status"] == "ok" and r["median_s"] > 0 for r in rows), \
+        [(r["variant"], r["reason"]) for r in rows if r["status"] != "ok"]
+    assert all(r["check"]["ok"] for r in rows)
+    assert {s["chips"] for s in data["blocks"]} == {chips}
+    assert {"block_2x8x10_attention_share_splash", "moderate_2x8x10_block_speedup_svg-ours-kept0.2"} \
+        <= set(data["quantities"])
+    if "kernels" in sections:
+        assert {"kernels_2x8x10_fast_path_speedup_svg", "kernels_2x8x10_ours_over_splash_dense"} <= set(data["quantities"])
+    share = data["quantities"]["block_2x8x10_attention_share_splash"]
+    assert 0 < share["value"] < 1 and np.isfinite(share["interval"]).all()
 
 
 @pytest.mark.system
@@ -110,19 +154,29 @@ def test_smoke_run_writes_a_run_file(tmp_path, capsys):
     assert main(["bench", "tpu", "--smoke", "--json", "--out", str(out)]) == 0
     assert not (tmp_path / "run.partial.json").exists()   # saved after each section, removed at the end
     result = json.loads(capsys.readouterr().out)
-    assert result["all_ok"] and not result["errors"] and result["provenance"] == "measured-cpu-interpret"
-    assert result["programs"] == [p.name for p in tpu.programs(tpu.SMOKE)]
-    data = json.loads(out.read_text())
-    rows = [r for s in data["kernels"] + data["blocks"] for r in s["rows"]]
-    assert len(rows) == len(data["programs"]) and all(r["status"] == "ok" and r["median_s"] > 0 for r in rows)
-    assert all(r["check"]["ok"] for r in rows)
-    assert {"kernels_2x8x10_fast_path_speedup_svg", "kernels_2x8x10_ours_over_splash_dense",
-            "block_2x8x10_attention_share_splash", "moderate_2x8x10_block_speedup_svg-ours-kept0.2"} \
-        <= set(data["quantities"])
-    share = data["quantities"]["block_2x8x10_attention_share_splash"]
-    assert 0 < share["value"] < 1 and np.isfinite(share["interval"]).all()
+    _check_smoke_run(result, 1)
+    assert json.loads(out.read_text())["quantities"] == result["quantities"]
     with pytest.raises(BadInput):
         tpu.run(smoke=True, out=out)
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_smoke_run_on_eight_host_devices(tmp_path):
+    # v6e-8's path: every block and moderate program on a (data 2, seq 4) mesh of eight host devices, in a fresh
+    # process (the device count is fixed before jax starts).  The kernels section runs each kernel on the first
+    # device of any slice (svgtpu.bench.tpu.program), the same code as on one: the test above times it, and timing
+    # it again here would double this test's time (about 55 s of CPU for the blocks alone on a busy 2-core host)
+    import os
+    import subprocess
+    import sys
+    out = tmp_path / "run8.json"
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} "
+                                     "--xla_force_host_platform_device_count=8".strip())
+    proc = subprocess.run([sys.executable, "-m", "svgtpu", "bench", "tpu", "--smoke", "--sections", "block", "moderate",
+                           "--json", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    _check_smoke_run(json.loads(out.read_text()), 8, ("block", "moderate"))
 
 
 def test_attention_exponent_by_hand():
@@ -132,7 +186,7 @@ def test_attention_exponent_by_hand():
                                                              {"variant": "dense-splash", "times": dense}]}
     k = tpu.attention_exponent([section("1440p", [4.0, 4.0], [20.0, 20.0]), section("720p", [1.0, 1.0], [2.0, 2.0])],
                                "dense-splash")
-    assert k["value"] == pytest.approx(2.0) and k["interval"] == pytest.approx([2.0, 2.0])
+    assert k["value"] == pytest.approx(2.0) and k["interval"] == pytest.approx([2.0, 2.0]) and k["rounds"] == 2
     assert tpu.attention_exponent([section("720p", [1.0], [2.0])], "dense-splash") is None   # one resolution
     assert tpu.attention_exponent([section("1440p", [4.0], [3.0]), section("720p", [1.0], [2.0])],
                                   "dense-splash") is None   # no time left for attention at 1440p
@@ -182,3 +236,63 @@ def test_checks_longer_than_a_groups_share_still_leave_its_programs_timed(tmp_pa
     assert clock[0] > 0.3 / 0.8 * tpu.SMOKE.budget_s and not result["errors"]
     assert len(rows) == len(tpu.programs(tpu.SMOKE, sections=("kernels", "block")))
     assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows if r["status"] != "ok"]
+
+
+def _cheap_programs(monkeypatch):
+    """Every program a doubling of 8 numbers and every check passed: the run's bookkeeping without its kernels."""
+    import jax
+    import jax.numpy as jnp
+    monkeypatch.setattr(tpu, "check", lambda p, sizes, device: {"ok": True, "max_rel_error": 0.0})
+    monkeypatch.setattr(tpu, "program", lambda p, devices: (lambda x: 2 * x,
+                                                            (jax.ShapeDtypeStruct((8,), jnp.float32),)))
+
+
+def test_resume_fills_the_sections_a_cut_run_lacks_into_a_new_file(tmp_path, monkeypatch):
+    _cheap_programs(monkeypatch)
+    monkeypatch.setattr(tpu, "runs_folder", lambda smoke: tmp_path)
+    cut = tpu.run(smoke=True, sections=("kernels",))   # a run the budget cut after its kernels
+    first = Path(cut["written"])
+    before = first.read_bytes()
+    # its default name is taken: the second run of the day at this commit gets the next one, never the first's
+    assert tpu.default_out(True) == first.with_name(first.stem + "-2.json")
+    resumed = tpu.run(smoke=True, resume=first)
+    second = Path(resumed["written"])
+    assert second != first and first.read_bytes() == before   # the cut run is left as it was
+    assert resumed["resumed_from"]["file"] == first.name and resumed["resumed_from"]["groups"] == ["kernels 2x8x10"]
+    assert resumed["kernels"] == cut["kernels"]   # its finished sections carried over as they were, not rerun
+    assert [s["section"] for s in resumed["blocks"]] == ["block", "moderate"] and resumed["all_ok"]
+    assert set(cut["quantities"]) < set(resumed["quantities"])
+    # a run cut inside a section: the section with anything not timed runs again whole
+    partial = json.loads(second.read_text())
+    partial["blocks"][0]["rows"][0] |= {"status": "not timed", "reason": "time budget"}
+    (tmp_path / "cut.partial.json").write_text(json.dumps(partial))
+    again = tpu.run(smoke=True, resume=tmp_path / "cut.partial.json", out=tmp_path / "third.json")
+    assert again["resumed_from"]["groups"] == ["kernels 2x8x10", "moderate 2x8x10"]
+    with pytest.raises(BadInput, match="a full run; resume it without --smoke"):
+        tpu.run(smoke=True, resume=_full(tmp_path, partial), out=tmp_path / "x.json")
+    with pytest.raises(BadInput, match="no such run file"):
+        tpu.run(smoke=True, resume=tmp_path / "nope.json", out=tmp_path / "y.json")
+
+
+def _full(folder, run):
+    (folder / "full.json").write_text(json.dumps(run | {"smoke": False}))
+    return folder / "full.json"
+
+
+def test_readmes_recovery_command_works_as_written(tmp_path, monkeypatch, capsys):
+    # README's line for a run cut short, its TPU_ARGS passed to bench tpu as make tpu-bench passes them (with
+    # --smoke, here); the cut run is the newest file of the default folder
+    import re
+    import shlex
+
+    from svgtpu.facts.paths import REPO_ROOT
+    found = re.findall(r'make tpu-bench TPU_ARGS="([^"]*--resume[^"]*)"', (REPO_ROOT / "README.md").read_text())
+    assert found, "README says how to finish a cut run"
+    _cheap_programs(monkeypatch)
+    monkeypatch.setattr(tpu, "runs_folder", lambda smoke: tmp_path)
+    cut = tpu.run(smoke=True, sections=("kernels", "block"))
+    for args in sorted(set(found)):
+        assert main(["bench", "tpu", "--smoke", "--json", *shlex.split(args)]) == 0, args
+        result = json.loads(capsys.readouterr().out)
+        assert result["resumed_from"]["file"] == Path(cut["written"]).name and result["all_ok"]
+        assert {s["section"] for s in result["kernels"] + result["blocks"]} == set(tpu.SECTIONS)

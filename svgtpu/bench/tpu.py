@@ -99,10 +99,21 @@ class Sizes:
         return dict(self.block_geometries_by_chips)[chips]
 
 
+def mesh_shape(chips: int) -> tuple[int, int]:
+    """``(data, seq)``: how a block spreads over ``chips`` chips (the CFG pair over ``data`` where the chips are
+    even and several, Ulysses over ``seq``, the rest); a block's heads and tokens must divide over ``seq``."""
+    data = 2 if chips > 1 and chips % 2 == 0 else 1
+    return data, chips // data
+
+
 FULL = Sizes()
-_SMOKE_MODEL = ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
-                           source="the smoke profile: tiny shapes")
-#: The same code at tiny shapes (interpret mode on CPU): one small geometry everywhere, 128-square tiles.
+#: The smoke model's heads: the fewest that divide over every prepared slice's Ulysses devices (two heads on
+#: v6e-8's four ``seq`` devices would refuse every block and moderate program).
+_SMOKE_HEADS = math.lcm(*(mesh_shape(c)[1] for c in SLICES))
+_SMOKE_MODEL = ModelConfig("smoke", layers=40, dim=128 * _SMOKE_HEADS, heads=_SMOKE_HEADS, head_dim=128, ffn=512,
+                           text_len=16, patch_in=64, source="the smoke profile: tiny shapes")
+#: The same code at tiny shapes (interpret mode on CPU): one small geometry everywhere (160 tokens: they divide
+#: over every slice's ``seq`` devices too), 128-square tiles.
 SMOKE = Sizes(kernel_geometries=("2x8x10",), block_geometries_by_chips=tuple((c, ("2x8x10",)) for c in SLICES),
               moderate_geometry="2x8x10",
               model=_SMOKE_MODEL, moderate_model=_SMOKE_MODEL, check_rows=16, max_rounds=2, budget_s=600.0,
@@ -289,7 +300,7 @@ def block_program(p: Program, devices):
     several: a CFG pair over ``data`` and Ulysses over ``seq``, weights replicated)."""
     from svgtpu.geometry import get_geometry
     from svgtpu.model.sharded import block_program as sharded_block
-    data = 2 if len(devices) % 2 == 0 and len(devices) > 1 else 1
+    data, _ = mesh_shape(len(devices))
     return sharded_block(_model(p.model), get_geometry(p.geometry), devices, data, attention_fn(p), name=p.name)
 
 
@@ -402,11 +413,61 @@ def commit() -> str:
 RUNS_DIR = Path("figures", "tpu-runs")
 
 
+def runs_folder(smoke: bool) -> Path:
+    """Where a run's default file goes: ``figures/tpu-runs/`` (committed), a smoke run ``build/tpu-runs/``."""
+    return REPO_ROOT / ("build/tpu-runs" if smoke else RUNS_DIR)
+
+
 def default_out(smoke: bool, when: datetime.datetime | None = None) -> Path:
-    """``figures/tpu-runs/<date>-<commit>.json`` (a smoke run: ``build/tpu-runs/``, not committed)."""
+    """``figures/tpu-runs/<date>-<commit>.json`` (a smoke run: ``build/tpu-runs/``, not committed); where that file
+    (or its ``.partial.json``) exists already, a second run the same day at the same commit (the rest of a cut run)
+    takes ``<date>-<commit>-2.json``, then ``-3``: never the existing file."""
     when = when or datetime.datetime.now(datetime.timezone.utc)
-    folder = REPO_ROOT / ("build/tpu-runs" if smoke else RUNS_DIR)
-    return folder / f"{when:%Y-%m-%d}-{commit()}{'-smoke' if smoke else ''}.json"
+    stem = f"{when:%Y-%m-%d}-{commit()}{'-smoke' if smoke else ''}"
+    for n in range(1, 1000):
+        path = runs_folder(smoke) / (stem + (f"-{n}" if n > 1 else "") + ".json")
+        if not path.exists() and not path.with_name(path.stem + ".partial.json").exists():
+            return path
+    raise BadInput(f"{runs_folder(smoke)}: 999 runs named {stem}; name the run file with --out")
+
+
+#: ``--resume latest``: the newest run file of the slice in the default folder (:func:`resume_source`).
+LATEST = "latest"
+
+
+def resume_source(name: str | Path, smoke: bool) -> dict:
+    """The run ``--resume`` finishes: the file ``name`` (a run file or the ``.partial.json`` a run cut short left),
+    or with :data:`LATEST` the newest file (by modification time) in :func:`runs_folder`; read and checked
+    (sections, chips, smoke or not), with ``file``."""
+    import json
+
+    if str(name) == LATEST:
+        folder = runs_folder(smoke)
+        files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime) if folder.is_dir() else []
+        if not files:
+            raise BadInput(f"--resume latest: no run file in {folder} to finish")
+        name = files[-1]
+    path = Path(name)
+    if not path.is_file():
+        raise BadInput(f"--resume {name}: no such run file")
+    try:
+        run = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise BadInput(f"--resume {name}: not JSON") from None
+    if not isinstance(run, dict) or not {"kernels", "blocks", "chips"} <= set(run):
+        raise BadInput(f"--resume {name}: not a run file of svgtpu bench tpu (no kernels, blocks or chips)")
+    run["file"] = path.name
+    if bool(run.get("smoke")) != smoke:
+        raise BadInput(f"--resume {name}: a {'smoke' if run.get('smoke') else 'full'} run; resume it "
+                       f"{'with' if run.get('smoke') else 'without'} --smoke")
+    return run
+
+
+def done_groups(run: dict) -> dict[tuple[str, str], dict]:
+    """The section groups of ``run`` that need no rerun: every program of the group timed (``(section, geometry)``
+    -> its section dict).  A group with anything not timed runs again whole: its ratios pair rounds run together."""
+    return {(s["section"], s["geometry"]): s for s in run["kernels"] + run["blocks"]
+            if s["rows"] and all(r["status"] == "ok" for r in s["rows"])}
 
 
 def check_out(path: str | Path, named: bool = True) -> Path:
@@ -431,9 +492,12 @@ def check_sections(sections) -> tuple[str, ...]:
     return sections
 
 
-def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, budget_s: float | None = None) -> dict:
+def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, budget_s: float | None = None,
+        resume: str | Path | None = None) -> dict:
     """The whole run (``smoke``: tiny shapes, any backend); writes the run file (``out``, default
-    :func:`default_out`) and returns the result dict."""
+    :func:`default_out`) and returns the result dict.  ``resume`` (a run file, its ``.partial.json``, or
+    :data:`LATEST`): run only the section groups it lacks or did not time in full (:func:`done_groups`), on the same
+    slice, and write them with its finished groups into the new run file (never into ``resume``'s)."""
     import jax
     from tqdm.auto import tqdm
 
@@ -442,6 +506,7 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
     sections = check_sections(sections)
+    earlier = resume_source(resume, smoke) if resume is not None else None
     path = check_out(out) if out else check_out(default_out(smoke), named=False)
     partial = path.with_name(path.stem + ".partial.json")
     sizes = SMOKE if smoke else FULL
@@ -452,6 +517,12 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
                        f"use --smoke to run the same code at tiny shapes here")
     devices = jax.devices()
     chips = max(c for c in SLICES if c <= len(devices))
+    done = {}
+    if earlier is not None:
+        if earlier["chips"] != chips:
+            raise BadInput(f"--resume {earlier['file']}: ran on {earlier['chips']} chips, this machine gives {chips}; "
+                           "finish it on its own slice")
+        done = done_groups(earlier)
     todo = programs(sizes, chips, sections)
     budget = Budget(sizes.budget_s)
     v = versions() if not smoke else {"jax": jax.__version__}
@@ -461,9 +532,16 @@ def run(smoke: bool = False, sections=SECTIONS, out: str | Path | None = None, b
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "budget_s": sizes.budget_s, "programs": [p.name for p in todo], "kernels": [], "blocks": [],
               "errors": []}
+    if earlier is not None:
+        result["resumed_from"] = {"file": earlier["file"], "commit": earlier.get("commit"),
+                                  "date": earlier.get("date"), "groups": [f"{s} {g}" for s, g in done]}
     weights = dict(sizes.weights)
     groups: dict[tuple[str, str], list[Program]] = {}
     for p in todo:
+        if (p.section, p.geometry) in done:   # finished in the run resumed: its rows and ratios as they were
+            if not any(s is done[p.section, p.geometry] for s in result["kernels"] + result["blocks"]):
+                result["kernels" if p.section == "kernels" else "blocks"].append(done[p.section, p.geometry])
+            continue
         groups.setdefault((p.section, p.geometry), []).append(p)
     left = [weights[s] for s, _ in groups]
     for i, ((section, geometry), group) in enumerate(tqdm(groups.items(), desc="bench tpu")):
@@ -561,7 +639,7 @@ def quantities(result: dict) -> dict:
         if r is not None:
             f = transform or (lambda x: x)
             lo, hi = sorted((f(r["iqr"][0]), f(r["iqr"][1])))
-            out[qid] = {"value": f(r["value"]), "interval": [lo, hi]}
+            out[qid] = {"value": f(r["value"]), "interval": [lo, hi], "rounds": _rounds(section, a, b)}
     for s in result["kernels"]:
         g = s["geometry"]
         for prefix, at in (("", PRODUCTION_TAG), ("best_", "")):
@@ -581,6 +659,12 @@ def quantities(result: dict) -> dict:
         if k is not None:
             out[f"block_attention_exponent_{dense}"] = k
     return out
+
+
+def _rounds(section: dict, *variants: str) -> int | None:
+    """The fewest timing rounds among ``variants``' rows of ``section`` (what a quantity of them rests on)."""
+    found = [r.get("rounds") for r in section["rows"] if r["variant"] in variants]
+    return min(found) if found and None not in found else None
 
 
 def attention_exponent(sections: list[dict], dense: str) -> dict | None:
@@ -604,7 +688,8 @@ def attention_exponent(sections: list[dict], dense: str) -> dict | None:
     if not pairs or statistics.median(t0) <= 0 or statistics.median(t1) <= 0:  # no time left for attention: none
         return None
     return {"value": exponent(statistics.median(t0), statistics.median(t1)),
-            "interval": [float(np.percentile(pairs, 25)), float(np.percentile(pairs, 75))]}
+            "interval": [float(np.percentile(pairs, 25)), float(np.percentile(pairs, 75))],
+            "rounds": min(len(t0), len(t1))}
 
 
 def write(result: dict, path: str | Path) -> Path:
@@ -637,7 +722,8 @@ def format_result(result: dict) -> str:
     return "\n\n".join(parts + [f"written: {result['written']}"])
 
 
-__all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "MODERATE_KEPT", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "FULL",
+__all__ = ["SECTIONS", "SLICES", "MODERATE_MODEL", "MODERATE_KEPT", "TOLERANCE", "KERNEL_MASKS", "BLOCK_ATTENTIONS", "Sizes", "mesh_shape", "FULL",
            "SMOKE", "best_tiles", "PRODUCTION_TAG", "production_tiles", "Program", "all_programs", "programs", "splash_heads", "kernel_fn", "attention_fn", "block_program",
-           "program", "concrete", "check_rows", "check", "commit", "RUNS_DIR", "default_out", "check_out",
+           "program", "concrete", "check_rows", "check", "commit", "RUNS_DIR", "runs_folder", "default_out", "LATEST", "resume_source", "done_groups",
+           "check_out",
            "check_sections", "run", "quantities", "attention_exponent", "write", "format_result"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from svgtpu.cli.common import command, tile_arguments
 from svgtpu.errors import BadInput, positive_int
@@ -89,6 +90,9 @@ def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="the new run file (default: figures/gpu-runs/<date>-<commit>.json on a GPU, none "
                                  "with --smoke); an existing file is refused before any work")
     p.add_argument("--budget", type=float, default=None, help="time budget of the run in seconds")
+    p.add_argument("--resume", metavar="RUN", help="finish a run cut short: run only the sections RUN (a run file, "
+                                                   "its .partial.json, or 'latest': the newest in the default folder) "
+                                                   "lacks or did not time in full, into a new run file with RUN's")
     p.add_argument("--sections", default=None,
                    help="comma-separated sections to run: check, attention, block (default all; the float64 check "
                         "always runs first: nothing unchecked is timed)")
@@ -148,6 +152,9 @@ def _bench_tpu_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), metavar="SECTION",
                    help=f"sections to run, of {', '.join(SECTIONS)} (default: all)")
     p.add_argument("--budget", type=float, default=None, help="time budget of the run in seconds")
+    p.add_argument("--resume", metavar="RUN", help="finish a run cut short: run only the sections RUN (a run file, "
+                                                   "its .partial.json, or 'latest': the newest in the default folder) "
+                                                   "lacks or did not time in full, into a new run file with RUN's")
     p.add_argument("--preflight", action="store_true",
                    help="run nothing: compile every program of the real run for v6e on this CPU (libtpu) and "
                         "record it (figures/preflight/)")
@@ -155,10 +162,15 @@ def _bench_tpu_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("bench tpu", "the prepared TPU run on a v6e VM (svgtpu.bench.tpu; `make tpu-bench`)", _bench_tpu_arguments)
 def run_bench_tpu(args):
+    if args.preflight and args.resume:
+        raise BadInput("--preflight runs nothing, so there is nothing to --resume; drop one")
     if args.preflight:   # (result, table, 1 if anything would fail)
         from svgtpu.report.preflight import bench_preflight, format_preflight
         result = bench_preflight(args.out, progress=not args.json)
         return result, format_preflight(result) + f"\nrecord: {result['written']}", 0 if result["passed"] else 1
     from svgtpu.bench import tpu as tpu_bench
-    result = tpu_bench.run(smoke=args.smoke, sections=args.sections, out=args.out, budget_s=args.budget)
+    if args.resume and args.out and Path(args.out).resolve() == Path(args.resume).resolve():
+        raise BadInput(f"--out {args.out} is the run --resume finishes; the finished run is a new file")
+    result = tpu_bench.run(smoke=args.smoke, sections=args.sections, out=args.out, budget_s=args.budget,
+                           resume=args.resume)
     return result, tpu_bench.format_result(result), 0 if result["all_ok"] else 1
