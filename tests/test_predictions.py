@@ -86,7 +86,7 @@ def test_compare_reads_a_run_file(tmp_path):
                                                "verdict_flip": predictions.flips("block_1440p_attention_share_splash")},
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
     rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
-    assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "prediction refuted"
+    assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "prediction refuted (measured lower)"
     assert rows["kernels_1440p_fast_path_speedup_svg"]["verdict"] == "C4 contradicted"
     assert rows["block_1440p_attention_share_splash"]["verdict"] == "C2 contradicted (lower)"
     assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == "within the predicted interval"
@@ -106,7 +106,7 @@ def test_markdown_for_the_paper():
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
     assert "No TPU run yet" in predictions.markdown(frozen, None)
     table = predictions.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
-    assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | within the predicted interval |" \
+    assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | 9 | within the predicted interval |" \
         in table and "`synthetic-test`" in table
 
 
@@ -121,3 +121,87 @@ def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value():
     value, there = reachable_end(None, 1.25, 0.5, at)
     assert 0.9 - 1e-3 < value <= 0.9 and there == value
     assert reachable_end(None, "other", 0.5, at) is None
+
+
+def _measured_run(chips: int = 8, rounds: int = 9, **changes) -> dict:
+    """A SYNTHETIC ``measured-tpu`` run file (no TPU ran; tests only, written to a temporary folder): every quantity
+    of the slice at 1.0 with IQR [0.99, 1.01] over ``rounds`` rounds."""
+    quantities = tpu.quantities(_every_ratio_measured(chips))
+    for q in quantities.values():
+        q.update(value=1.0, interval=[0.99, 1.01], rounds=rounds)
+    return {"note": "SYNTHETIC: made by tests/test_predictions.py, no TPU ran", "provenance": "measured-tpu",
+            "smoke": False, "profile": "v6e", "chips": chips, "device": "TPU v6e", "date": "2026-12-06",
+            "commit": "synthetic", "kernels": [], "blocks": [], "quantities": quantities} | changes
+
+
+def _write(folder: Path, name: str, data: dict) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(data))
+    return str(folder / name)
+
+
+def _one_line_refusal(capsys, argv, match):
+    from svgtpu.cli import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and match in err and "Traceback" not in err, err
+
+
+def test_against_refuses_a_smoke_run_an_edited_predictions_file_and_a_null_interval(tmp_path, capsys):
+    good = _write(tmp_path, "run.json", _measured_run())
+    smoke = _write(tmp_path, "smoke.json", _measured_run(smoke=True, profile="smoke",
+                                                         provenance="measured-cpu-interpret"))
+    _one_line_refusal(capsys, ["predict", "--against", smoke], "smoke run")
+    nulled = _measured_run()
+    nulled["quantities"]["kernels_1440p_fast_path_speedup_svg"]["interval"] = None
+    _one_line_refusal(capsys, ["predict", "--against", _write(tmp_path, "null.json", nulled)], "interval = None")
+    _one_line_refusal(capsys, ["predict", "--against", _write(tmp_path, "gpu.json", _measured_run(
+        provenance="measured-gpu-h200"))], "is a GPU run")
+    # the frozen file edited by one value (an edited copy once turned C2 "reproduced"): its sha256 is not pinned
+    pinned = sorted(predictions.FROZEN)[-1]
+    text = (REPO_ROOT / predictions.PREDICTIONS_DIR / pinned).read_text()
+    edited = tmp_path / "edited" / pinned
+    edited.parent.mkdir()
+    edited.write_text(text.replace('"value": 0.', '"value": 1.', 1))
+    _one_line_refusal(capsys, ["predict", "--against", good, "--predictions", str(edited)], "sha256")
+    unpinned = tmp_path / "2099-01-01.json"
+    unpinned.write_text(text)
+    _one_line_refusal(capsys, ["predict", "--against", good, "--predictions", str(unpinned)], "not a frozen")
+    _one_line_refusal(capsys, ["predict", "--predictions", str(unpinned)], "give --against")
+
+
+def test_against_a_run_missing_a_section_lists_what_it_could_not_judge(tmp_path, capsys):
+    from svgtpu.cli import main
+    run = _measured_run()
+    run["quantities"] = {q: m for q, m in run["quantities"].items() if not q.startswith("moderate_")}
+    assert main(["predict", "--json", "--against", _write(tmp_path, "run.json", run)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = [r for r in out["rows"] if r["quantity"].startswith("moderate_")]
+    assert rows and all(r["outcome"] == predictions.NOT_IN_RUN and r["measured"] is None for r in rows)
+    assert {v["claim"] for v in out["verdicts"]} == set(predictions.CLAIM_ORDER)   # one verdict per claim
+
+
+def test_partial_runs_combine_and_a_quantity_measured_twice_shows_both(tmp_path):
+    full = _measured_run()
+    kernels = {q: m for q, m in full["quantities"].items() if q.startswith("kernels_")}
+    first = _measured_run(quantities=kernels) | {"file": "a.json"}
+    second = _measured_run(quantities={q: dict(m, value=1.005) for q, m in full["quantities"].items()
+                                       if not q.startswith("kernels_") or q == "kernels_720p_sparse_speedup_svg"})
+    second["file"] = "b.json"
+    rows = predictions.compare(predictions.frozen(), [first, second])
+    twice = [r for r in rows if r["quantity"] == "kernels_720p_sparse_speedup_svg"]
+    assert sorted((r["run"], r["measured"]) for r in twice) == [("a.json", 1.0), ("b.json", 1.005)]
+    assert not any(r["outcome"] == predictions.NOT_IN_RUN for r in rows)   # together the two runs cover the slice
+
+
+def test_a_prediction_is_judged_with_the_runs_spread_and_needs_five_rounds():
+    from svgtpu.facts.tpu_runs import NOISE_FLOOR
+    p = {"value": 1.10, "interval": [1.10, 1.10]}   # a zero-width prediction
+    near = {"value": 1.12, "interval": [1.09, 1.15], "rounds": 9}   # its IQR holds 1.10
+    assert predictions.judge_prediction(p, near) == "within the predicted interval"
+    tight = {"value": 1.12, "interval": [1.12, 1.12], "rounds": 9}   # only the noise floor: 1.12 - 2 % < 1.10
+    assert 1.12 * (1 - NOISE_FLOOR) < 1.10 and predictions.judge_prediction(p, tight) == "within the predicted interval"
+    far = {"value": 1.30, "interval": [1.28, 1.32], "rounds": 9}
+    assert predictions.judge_prediction(p, far) == "prediction refuted (measured higher)"
+    assert predictions.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower)")
+    assert predictions.judge_prediction(p, far | {"rounds": 4}).startswith("not measured (4 rounds")

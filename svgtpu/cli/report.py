@@ -77,22 +77,34 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the predictions here (figures/predictions/<date>.json to freeze them; an "
                                  "existing file is refused)")
     p.add_argument("--note", default="", help="a note stored in the file (what the predictions were made from)")
-    p.add_argument("--against", metavar="RUN", help="predict nothing: put a bench tpu run file beside the newest "
-                                                    "frozen predictions, quantity by quantity")
+    p.add_argument("--against", metavar="RUN", nargs="+",
+                   help="predict nothing: put bench tpu run files (measured-tpu; partial runs of a slice combine) "
+                        "beside the frozen predictions, quantity by quantity, and give one verdict per claim")
+    p.add_argument("--predictions", metavar="FILE",
+                   help="with --against: the frozen predictions file (default the newest in figures/predictions/); "
+                        "its sha256 must be the one pinned in svgtpu.report.predictions.FROZEN")
 
 
 @command("predict", "what the package predicts svgtpu bench tpu will measure, each with its interval and the values "
          "that flip a verdict (svgtpu.report.predictions)", _predict_arguments)
 def run_predict(args):
     from svgtpu.report import predictions
+    if args.predictions and not args.against:
+        raise BadInput("--predictions names the file --against reads; give --against RUN too")
     if args.against:
-        from svgtpu.inputs.runs import read_tpu_run
-        run = read_tpu_run("--against", args.against)   # the file first: a bad one is refused before any work
-        frozen = predictions.latest()
-        if frozen is None:
-            raise BadInput("--against: no frozen predictions in figures/predictions/ to compare with")
-        rows = predictions.compare(frozen, run)
-        return {"predictions": frozen["file"], "rows": rows}, format_table(rows)
+        if args.out:
+            raise BadInput("--against predicts nothing, so --out has nothing to write; drop one")
+        from svgtpu.facts.tpu_runs import check_evidence, load_run
+        runs = [check_evidence(load_run(name, "--against"), f"--against {name}") for name in args.against]
+        frozen = predictions.frozen(args.predictions)   # the run files first: a bad one is refused before any work
+        rows = predictions.compare(frozen, runs)
+        verdicts = predictions.claim_verdicts(runs)
+        table = format_table([{k: r[k] for k in ("quantity", "predicted", "measured", "rounds", "outcome")}
+                              for r in rows])
+        lines = [f"- {v['claim']}: {v['verdict']} ({v['why']})" for v in verdicts]
+        return ({"predictions": frozen["file"], "runs": [r["file"] for r in runs], "rows": rows,
+                 "verdicts": verdicts},
+                table + "\n\none verdict per claim (docs/verdicts.md, a measured TPU run):\n" + "\n".join(lines))
     if args.out and Path(args.out).exists():   # refused before any work
         raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")
     if args.out:

@@ -28,6 +28,7 @@ class Measured(Schema):
 
     value: Number
     interval: Pair
+    rounds: Annotated[int, Field(ge=1)] | None = None   # the timing rounds it rests on (run files since issue 64)
 
     _ordered = field_validator("interval")(classmethod(lambda cls, v: interval(v, "IQR")))
 
@@ -77,6 +78,15 @@ class RunError(Schema):
     traceback: str = ""
 
 
+class ResumedFrom(Schema):
+    """The run a ``--resume`` finished: its file, commit and date, and the section groups carried over from it."""
+
+    file: Text
+    commit: str | None = None
+    date: str | None = None
+    groups: list[Text]
+
+
 class TpuRun(Schema):
     """A run file of ``svgtpu bench tpu`` (the synthetic test run holds only ``chips``, ``provenance``,
     ``quantities`` and a ``note``)."""
@@ -104,6 +114,7 @@ class TpuRun(Schema):
     all_ok: bool | None = None
     elapsed_s: Annotated[float, Field(ge=0)] | None = None
     written: str | None = None
+    resumed_from: ResumedFrom | None = None
 
     @field_validator("provenance")
     @classmethod

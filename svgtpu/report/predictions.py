@@ -261,46 +261,143 @@ def latest(directory: str | Path | None = None) -> dict | None:
     return read_predictions("predictions", files[-1]) | {"file": files[-1].name} if files else None
 
 
-def compare(predictions: dict, run: dict) -> list[dict]:
-    """One row per quantity the run measured: its prediction for the run's slice, the measurement (median and
-    IQR, ``run["provenance"]``), whether the measurement refutes the prediction, and the verdict it flips to; then
-    one per predicted quantity the slice never measures (:func:`never_measured`), outcome :data:`NOT_ON_SLICE`."""
-    slice_ = f"v6e-{run['chips']}"
-    predicted = predictions["quantities"].get(slice_)
-    if predicted is None:
-        raise BadInput(f"the predictions hold slices {', '.join(predictions['quantities'])}, the run ran on {slice_}")
+def frozen(path: str | Path | None = None) -> dict:
+    """The predictions ``svgtpu predict --against`` reads: ``path``, default the newest dated file in
+    ``figures/predictions/``, only if its name is pinned in :data:`FROZEN` and its sha256 is the pinned one
+    (:class:`BadInput` otherwise: an edited or unpinned file is never evidence), read through its schema."""
+    import hashlib
+    if path is None:
+        folder = REPO_ROOT / PREDICTIONS_DIR
+        files = sorted(folder.glob("*.json")) if folder.exists() else []
+        if not files:
+            raise BadInput(f"--predictions: no frozen predictions in {PREDICTIONS_DIR} to compare with")
+        path = files[-1]
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"--predictions {path}: no such file")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.name not in FROZEN:
+        raise BadInput(f"--predictions {path}: not a frozen predictions file (pinned: {', '.join(sorted(FROZEN))}; a "
+                       "new one is pinned in svgtpu.report.predictions.FROZEN when it is frozen)")
+    if digest != FROZEN[path.name]:
+        raise BadInput(f"--predictions {path}: its sha256 {digest[:12]}... is not the pinned {FROZEN[path.name][:12]}...: "
+                       "edited after it was frozen, so not evidence")
+    data = read_predictions("--predictions", path)   # its shape (svgtpu.inputs.predictions)
+    return data | {"file": path.name}
+
+
+def judge_prediction(p: dict, m: dict) -> str:
+    """A prediction ``p`` against a measurement ``m`` (docs/verdicts.md, "A prediction against a run"): within
+    when the measured interval (the run's IQR widened by the noise floor) overlaps the predicted one, else refuted
+    and on which side; fewer than :data:`svgtpu.facts.tpu_runs.MIN_ROUNDS` rounds: not measured."""
+    from svgtpu.facts import tpu_runs
+    if not tpu_runs.counts(m):
+        n = tpu_runs.rounds(m)
+        return (f"not measured ({n} rounds, fewer than {tpu_runs.MIN_ROUNDS})" if n is not None
+                else "not measured (its rounds are not recorded)")
+    low, high = tpu_runs.measured_interval(m)
+    if low > p["interval"][1]:
+        return "prediction refuted (measured higher)"
+    if high < p["interval"][0]:
+        return "prediction refuted (measured lower)"
+    return "within the predicted interval"
+
+
+#: A predicted quantity a run of the slice could have measured but did not: its section was not run (a budget cut,
+#: ``--sections``), or its programs were not timed.
+NOT_IN_RUN = "not measured: not in the run (its section did not run or was not timed)"
+
+
+def compare(predictions: dict, runs) -> list[dict]:
+    """One row per predicted quantity of each slice the ``runs`` (one run file's JSON or several, partial runs of
+    one slice combined) ran on: one per run that measured it (a quantity measured twice has two rows), judged by
+    :func:`judge_prediction`, with the verdict its claim's rule gives where it flips one; else one saying why it
+    was not measured (:data:`NOT_ON_SLICE`, :data:`NOT_IN_RUN`); then the run's quantities nothing predicted."""
+    from svgtpu.facts import tpu_runs
+    runs = [runs] if isinstance(runs, dict) else list(runs)
     rows = []
-    for qid, m in run["quantities"].items():
-        p = predicted.get(qid)
-        row = {"quantity": qid, "measured": m["value"], "measured_iqr": m["interval"], "provenance": run["provenance"]}
-        if p is None:
-            rows.append(row | {"predicted": None, "outcome": "not predicted"})
-            continue
-        lo, hi = p["interval"]
-        row |= {"predicted": p["value"], "interval": p["interval"],
-                "outcome": "within the predicted interval" if lo <= m["value"] <= hi else "prediction refuted"}
-        flip = p.get("verdict_flip")
-        if flip:
-            row["verdict"] = _verdict(flip, m)
-        rows.append(row)
-    for qid, p in predicted.items():
-        if qid not in run["quantities"] and never_measured(qid, run["chips"]):
-            rows.append({"quantity": qid, "measured": None, "measured_iqr": None, "provenance": run["provenance"],
-                         "predicted": p["value"], "interval": p["interval"], "outcome": NOT_ON_SLICE})
+    for chips in sorted({r["chips"] for r in runs}):
+        slice_ = f"v6e-{chips}"
+        predicted = predictions["quantities"].get(slice_)
+        if predicted is None:
+            raise BadInput(f"the predictions hold slices {', '.join(predictions['quantities'])}, the run ran on "
+                           f"{slice_}")
+        mine = [r for r in runs if r["chips"] == chips]
+        for qid, p in predicted.items():
+            base = {"slice": slice_, "quantity": qid, "predicted": p["value"], "interval": p["interval"]}
+            measured = [(r, r["quantities"][qid]) for r in mine if qid in r["quantities"]]
+            if not measured:
+                rows.append(base | {"run": None, "measured": None, "measured_iqr": None, "rounds": None,
+                                    "provenance": mine[0].get("provenance"),
+                                    "outcome": NOT_ON_SLICE if never_measured(qid, chips) else NOT_IN_RUN})
+                continue
+            for r, m in measured:
+                row = base | {"run": r.get("file"), "measured": m["value"], "measured_iqr": m["interval"],
+                              "rounds": tpu_runs.rounds(m), "provenance": r.get("provenance"),
+                              "outcome": judge_prediction(p, m)}
+                flip = p.get("verdict_flip")
+                if flip and tpu_runs.counts(m):
+                    row["verdict"] = _verdict(flip, m)
+                rows.append(row)
+        for r in mine:
+            for qid, m in r["quantities"].items():
+                if qid not in predicted:
+                    rows.append({"slice": slice_, "quantity": qid, "predicted": None, "interval": None,
+                                 "run": r.get("file"), "measured": m["value"], "measured_iqr": m["interval"],
+                                 "rounds": tpu_runs.rounds(m), "provenance": r.get("provenance"),
+                                 "outcome": "not predicted"})
     return rows
 
 
 def _verdict(flip: dict, m: dict) -> str:
-    """The claim's verdict the measurement ``m`` gives by ``flip``'s rule (``docs/verdicts.md``)."""
+    """The claim's verdict the measurement ``m`` gives by ``flip``'s rule (``docs/verdicts.md``), on its measured
+    interval (IQR widened by the noise floor)."""
+    from svgtpu.facts.tpu_runs import measured_interval
     t = flip["threshold"]
     if flip["rule"] == "direction":
         return f"{flip['claim']} direction only" if m["value"] > t else f"{flip['claim']} contradicted"
-    lo, hi = m["interval"]
+    lo, hi = measured_interval(m)
     if hi < t:
         return f"{flip['claim']} contradicted (lower)"
     if lo > t:
         return f"{flip['claim']} contradicted (higher)"
     return f"{flip['claim']} " + ("reproduced" if (hi - lo) / m["value"] <= 0.20 else "consistent")
+
+
+#: The claims' order in :func:`claim_verdicts`.
+CLAIM_ORDER = ("C1", "C2", "C3", "C4", "C5")
+
+
+def claim_verdicts(runs) -> list[dict]:
+    """One verdict per claim from counted measurements only (docs/verdicts.md, "A measured TPU run"): the verdict
+    rows of the README (:data:`svgtpu.report.paper.VERDICT_ROWS`, their checks left out) applied to the results
+    entries the ``runs`` give (:func:`svgtpu.facts.tpu_runs.claim_entries`), the first row of the claim that has
+    its evidence; a claim with none is *not measured*, saying why (:data:`CLAIMS_MEASURED`, or too few rounds)."""
+    from svgtpu.facts.tpu_runs import CLAIM_QUANTITIES, MIN_ROUNDS, claim_entries
+    from svgtpu.report.paper import VERDICT_ROWS, judge_row
+    runs = [runs] if isinstance(runs, dict) else list(runs)
+    data = {"claims": claim_entries(runs)}
+    out = []
+    for claim in CLAIM_ORDER:
+        found = None
+        for row in (r for r in VERDICT_ROWS if r.claim == claim and not r.check):
+            judged = judge_row(row, data)
+            if judged is not None:
+                found = (row, *judged)
+                break
+        if found is not None:
+            row, entry, verdict, why = found
+            out.append({"claim": claim, "row": row.what, "verdict": verdict, "measured": entry["value"],
+                        "interval": entry["band"], "rounds": entry["rounds"], "run": entry["run"], "why": why})
+            continue
+        measured = {q for r in runs for q in r["quantities"]}
+        reads = [q for (c, _), q in CLAIM_QUANTITIES.items() if c == claim]
+        why = (CLAIMS_MEASURED[claim] if not reads else
+               f"its quantities ran fewer than {MIN_ROUNDS} rounds" if measured & set(reads) else
+               f"the runs lack {', '.join(sorted(set(reads)))}")
+        out.append({"claim": claim, "row": None, "verdict": "not measured", "measured": None, "interval": None,
+                    "rounds": None, "run": None, "why": why})
+    return out
 
 
 def latest_run(directory: str | Path | None = None) -> dict | None:
@@ -311,26 +408,30 @@ def latest_run(directory: str | Path | None = None) -> dict | None:
     return read_tpu_run("run file", files[-1]) | {"file": files[-1].name} if files else None
 
 
-def markdown(predictions: dict | None, run: dict | None) -> str:
+def markdown(predictions: dict | None, runs) -> str:
     """Prediction vs measurement per quantity as a markdown table for the paper, or one line saying what is
-    missing (no predictions frozen; no TPU run yet: then how many quantities wait for one)."""
+    missing (no predictions frozen; no counted TPU run yet: then how many quantities wait for one).  ``runs``: one
+    run file's JSON, several, or none (``None`` or empty)."""
     if predictions is None:
         return "No predictions have been frozen yet (`svgtpu predict --out figures/predictions/<date>.json`)."
     head = f"Predictions frozen on {predictions['date']} at {predictions['commit']}"
-    if run is None:
+    runs = [] if runs is None else [runs] if isinstance(runs, dict) else list(runs)
+    if not runs:
         n = len(next(iter(predictions["quantities"].values()), {}))
         return (f"{head}: {n} quantities per slice, each with its interval and, where a claim reads it, the "
                 "measured value that flips the verdict. No TPU run yet (`make tpu-bench`): nothing to compare.")
-    rows = compare(predictions, run)
+    rows = compare(predictions, runs)
     fmt = lambda x: "—" if x is None else f"{x:.4g}"  # noqa: E731
-    lines = [f"{head}, against the run of {run.get('date', '?')} at {run.get('commit', '?')} on v6e-{run['chips']} "
-             f"(`{run['provenance']}`):", "",
-             "| quantity | predicted | interval | measured | IQR | outcome | verdict |", "|---|---|---|---|---|---|---|"]
+    named = ", ".join(f"{r.get('file', 'the run')} ({r.get('date', '?')} at {r.get('commit', '?')}, v6e-{r['chips']}, "
+                      f"`{r.get('provenance', '?')}`)" for r in runs)
+    lines = [f"{head}, against {named}:", "",
+             "| quantity | predicted | interval | measured | IQR | rounds | outcome | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         interval = "—" if r.get("interval") is None else f"{fmt(r['interval'][0])} – {fmt(r['interval'][1])}"
         iqr = "—" if r["measured_iqr"] is None else f"{fmt(r['measured_iqr'][0])} – {fmt(r['measured_iqr'][1])}"
         lines.append(f"| {r['quantity']} | {fmt(r['predicted'])} | {interval} | {fmt(r['measured'])} | {iqr} | "
-                     f"{r['outcome']} | {r.get('verdict', '')} |")
+                     f"{r['rounds'] if r['rounds'] is not None else '—'} | {r['outcome']} | {r.get('verdict', '')} |")
     return "\n".join(lines)
 
 
@@ -346,4 +447,5 @@ def format_predictions(data: dict) -> str:
 __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_setups", "head_seconds",
            "quantity_functions", "NOT_ON_SLICE",
            "never_measured", "predict_one", "flips", "claims_now",
-           "predict", "write", "latest", "latest_run", "compare", "markdown", "format_predictions"]
+           "predict", "write", "latest", "frozen", "judge_prediction", "NOT_IN_RUN", "CLAIM_ORDER", "claim_verdicts",
+           "latest_run", "compare", "markdown", "format_predictions"]
