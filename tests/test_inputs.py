@@ -79,7 +79,11 @@ def test_predict_against_refuses_what_is_no_file(path, words, capsys):
     refused(capsys, ["predict", "--against", path], "--against", words)
 
 
-def test_predict_against_reads_a_valid_run(capsys):
-    assert main(["predict", "--against", str(SYNTHETIC_RUN), "--json"]) == 0
+def test_predict_against_reads_a_valid_run(capsys, tmp_path):
+    # a valid file of another provenance is read, then refused as evidence (issue 64: only measured-tpu judges)
+    refused(capsys, ["predict", "--against", str(SYNTHETIC_RUN)], "--against", "provenance must be measured-tpu")
+    measured = tmp_path / "run.json"   # the same SYNTHETIC numbers labelled as a TPU run, in a temporary folder
+    measured.write_text(json.dumps(json.loads(SYNTHETIC_RUN.read_text()) | {"provenance": "measured-tpu"}))
+    assert main(["predict", "--against", str(measured), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert {r["provenance"] for r in rows} == {"synthetic-test"}
+    assert {r["provenance"] for r in rows} == {"measured-tpu"}
