@@ -132,13 +132,14 @@ def test_the_masked_score_is_finite_and_marks_empty_rows():
         assert np.isfinite(scaled) and scaled <= floor < -1e30, scale
 
 
-@pytest.mark.parametrize("mask, fast_path, d, consumers", [(BandSinkMask(300, 40, 100), True, 128, 2),
-                                                           (DenseMask(300), False, 64, 1)])
+@pytest.mark.parametrize("mask, fast_path, d, consumers", [
+    (BandSinkMask(300, 40, 100), True, 128, 2), (DenseMask(300), False, 64, 1),
+    (align(svg_mask(get_geometry("2x8x10"), kept=0.3), 128, 128, "snap"), True, 128, 2)])   # a tile band
 def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, consumers):
     """Pallas' Mosaic GPU lowering (the producer and consumer warpgroups, register reallocation, wgmma into a
     ``run_state`` accumulator, TMA, barriers, the branch per tile, approximate math) runs here without a GPU; the
     Mosaic GPU compiler's own passes and ptxas run only on one."""
-    x = jax.ShapeDtypeStruct((2, 300, d), jnp.bfloat16)
+    x = jax.ShapeDtypeStruct((2, mask.L, d), jnp.bfloat16)
     f = jax.jit(functools.partial(mosaic_gpu_attention, mask=mask, fast_path=fast_path, consumers=consumers,
                                   interpret=False))
     assert "stablehlo.custom_call @mosaic_gpu" in jax.export.export(f, platforms=["cuda"])(x, x, x).mlir_module()

@@ -111,7 +111,7 @@ class Sizes:
     profile: str = "hopper"
     #: seconds each variant's float64 check may take (compile and run at the check's size) before its own watchdog
     #: records it as hung, naming the step, and the checks go on without it (:mod:`svgtpu.bench.gpu_check`)
-    check_s: float = 45.0
+    check_s: float = 60.0
     #: the checks in a process of their own (a kernel that hangs holds its process's CUDA stream)
     isolate: bool = True
 
