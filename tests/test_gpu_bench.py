@@ -514,3 +514,13 @@ def test_speedups_read_run_files_of_any_date():
     assert all(k.endswith("_speedup_over_cudnn") for k in gpu_bench.HEADLINE)
     new = {"headline": {"mgpu_dense_speedup_over_cudnn": 1.1}, "versus": {"fast_path_speedup_svg": 1.2}}
     assert gpu_results.speedups(new) == new
+
+
+def test_preflight_lowers_our_mosaic_gpu_variants_at_the_timed_sizes(capsys):
+    """``--preflight``: every ``ours-mgpu-*`` variant of the run lowered for CUDA at its attention sizes, no GPU
+    needed, no run file (the smoke profile's one Mosaic variant here; the default's eight take ~40 s)."""
+    assert main(["bench", "gpu", "--smoke", "--preflight", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["geometry"], r["variant"], r["lowered"]) for r in rows] == [("2x8x10", "ours-mgpu-svg-fast-wg1", True)]
+    assert main(["bench", "gpu", "--smoke", "--preflight"]) == 0
+    assert max(map(len, capsys.readouterr().out.splitlines())) <= 100

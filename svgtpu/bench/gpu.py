@@ -626,6 +626,34 @@ def spot_checks(variants: dict[str, Variant], q, k, v, masks: dict, budget: Budg
     return out
 
 
+def preflight(sizes: Sizes) -> list[dict]:
+    """Our Mosaic GPU variants of ``sizes`` lowered for CUDA at each attention section's timed size, on any machine
+    (``jax.export``: Pallas' Mosaic GPU lowering, wgmma, TMA, barriers; the Mosaic GPU compiler's passes and ptxas
+    run only on a GPU): one row per variant and size, ``lowered`` or the reason it did not."""
+    rows = []
+    for kind, geometry, heads, _ in sizes.sections:
+        if kind != "attention":
+            continue
+        g = get_geometry(geometry)
+        masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
+        x = jax.ShapeDtypeStruct((heads, g.L, 128), jnp.bfloat16)
+        for label, fast_path, consumers, stages in OURS_MGPU:
+            name = mgpu_name(label, fast_path, consumers, stages)
+            if sizes.variants is not None and name not in sizes.variants:
+                continue
+            start = time.perf_counter()
+            f = jax.jit(functools.partial(mosaic_gpu_attention, mask=masks[label], interpret=False,
+                                          config=mosaic_config(sizes, fast_path, consumers, stages)))
+            try:
+                module = jax.export.export(f, platforms=["cuda"])(x, x, x).mlir_module()
+                why = "" if "stablehlo.custom_call @mosaic_gpu" in module else "no mosaic_gpu call in the module"
+            except Exception as error:  # noqa: BLE001 - recorded: this is what the preflight is for
+                why = reason(error)
+            rows.append({"geometry": g.name or str(g), "L": g.L, "heads": heads, "variant": name,
+                         "lowered": not why, "seconds": time.perf_counter() - start, "reason": why})
+    return rows
+
+
 # -- 3. one Wan 2.1 14B block ------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
@@ -893,5 +921,5 @@ __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes"
            "select", "SECTIONS", "BLOCK_CHECKS", "bench_attention", "bench_block", "modeled_block",
            "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for", "isolated_check",
            "spot_checks", "SPOT_ROWS", "HEADLINE", "VERSUS", "DEFAULT_VARIANTS", "variant_names", "launch_settings",
-           "mosaic_config", "check_child", "CHILD", "OURS_TRITON", "OURS_MGPU", "PEER_NAMES", "PER_HEAD", "triton_name", "mgpu_name",
+           "mosaic_config", "preflight", "check_child", "CHILD", "OURS_TRITON", "OURS_MGPU", "PEER_NAMES", "PER_HEAD", "triton_name", "mgpu_name",
            "tuning_name", "JAX_MOSAIC_TUNING"]

@@ -102,6 +102,9 @@ def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated attention variants to check and time, or 'all' (default: cuDNN dense, ours "
                         "and FlexAttention dense, on the SVG mask and on the tile-aligned one; a wrong name lists "
                         "them all)")
+    p.add_argument("--preflight", action="store_true",
+                   help="no run: lower our Mosaic GPU variants of the run for CUDA at their timed sizes, on any "
+                        "machine (a table of what lowered; the GPU compiler's own passes run only on a GPU)")
     p.add_argument("--watchdog", type=float, default=None,
                    help="seconds after the command started at which a run still going is saved as far as it got "
                         "and ended (exit 3; default the budget plus 60 s on a GPU: 260 s, none with --smoke)")
@@ -117,7 +120,12 @@ def run_bench_gpu(args):
     from svgtpu.bench import gpu_results
     split = lambda text: None if text is None else [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
     sections, resolutions, variants = split(args.sections), split(args.resolution), split(args.variants)
-    gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions, variants)  # refusals
+    sizes = gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions, variants)
+    if args.preflight:
+        from svgtpu.facts.tables import format_table
+        rows = gpu_bench.preflight(sizes)
+        return rows, ("Our Mosaic GPU variants lowered for CUDA at the timed sizes (ptxas runs on a GPU only)\n"
+                      + format_table(rows))
     if args.watchdog is not None and not args.watchdog > 0:
         raise BadInput(f"watchdog must be a positive number of seconds, got {args.watchdog!r}")
     out = gpu_results.check_out(args.out) if args.out else None
