@@ -2,6 +2,10 @@
 # runs the end-to-end tests `make test` leaves out (notebooks, JupyterLab in chromium, several processes); CI runs both.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The Python the venv is made with: 3.11 or later (jax 0.10.2, jaxlib, libtpu 0.0.42.1 and tokamax 0.0.12, as
+# requirements.txt pins them, each declare Requires-Python >= 3.11); `make install PYTHON=python3.11` where the
+# machine's python3 is older (a TPU VM's image may be).
+PYTHON ?= python3
 PROFILE ?= cpu
 
 .PHONY: install test test-system figures evidence lab clean gpu-bench tpu-bench
@@ -9,7 +13,8 @@ PROFILE ?= cpu
 install: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and f"svgtpu needs Python 3.11 or later (jax 0.10.2, libtpu and tokamax require it); $(PYTHON) is {sys.version.split()[0]}: make install PYTHON=python3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .

@@ -326,7 +326,7 @@ def test_the_notes_first_screen_holds_the_summary_table_and_the_limits():
 
 def test_the_tpu_predictions_block_reads_the_newest_frozen_file_and_the_newest_run(tmp_path):
     """Before any TPU run the block names the frozen file and says nothing is compared; with a run beside it, one
-    row per measured quantity (the synthetic run of tests/test_predictions.py, labelled synthetic-test)."""
+    row per measured quantity (the synthetic run of tests/test_predictions.py, labelled measured-tpu here)."""
     committed = Path(__file__).parents[1] / "figures"
     frozen = sorted((committed / "predictions").glob("*.json"))[-1]
     empty = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
@@ -338,5 +338,8 @@ def test_the_tpu_predictions_block_reads_the_newest_frozen_file_and_the_newest_r
     run = json.loads((Path(__file__).parent / "data" / "tpu_run_synthetic.json").read_text())
     (tmp_path / "tpu-runs").mkdir()
     (tmp_path / "tpu-runs" / "2099-01-01-synthetic.json").write_text(json.dumps(run))
+    # labelled synthetic-test it is no evidence (docs/verdicts.md: only measured-tpu counts), so nothing is compared
+    assert "No TPU run yet" in paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    (tmp_path / "tpu-runs" / "2099-01-01-synthetic.json").write_text(json.dumps(run | {"provenance": "measured-tpu"}))
     compared = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
     assert "No TPU run yet" not in compared and all(f"| {q} |" in compared for q in run["quantities"])

@@ -296,3 +296,76 @@ def test_readmes_recovery_command_works_as_written(tmp_path, monkeypatch, capsys
         result = json.loads(capsys.readouterr().out)
         assert result["resumed_from"]["file"] == Path(cut["written"]).name and result["all_ok"]
         assert {s["section"] for s in result["kernels"] + result["blocks"]} == set(tpu.SECTIONS)
+
+
+def _v6e_box() -> list[str]:
+    """The commands of README's "Run on a v6e" box, in order (comments and blank lines left out)."""
+    import re
+
+    from svgtpu.facts.paths import REPO_ROOT
+    section = (REPO_ROOT / "README.md").read_text().split("## Run on a v6e", 1)[1]
+    box = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    return [line.split("  #")[0].strip() for line in box.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_v6e_box_is_one_route_in_order():
+    box = _v6e_box()
+    order = ["gcloud compute tpus tpu-vm create", "make install PYTHON=python3.11", ".venv/bin/svgtpu info",
+             "make tpu-bench", ".venv/bin/svgtpu predict --against", ".venv/bin/svgtpu paper",
+             "gcloud compute tpus tpu-vm scp", "git add", "gcloud compute tpus tpu-vm delete"]
+    at = [next(i for i, line in enumerate(box) if line.startswith(step)) for step in order]
+    assert at == sorted(at), box
+    create = next(line for line in box if line.startswith("gcloud compute tpus tpu-vm create"))
+    assert "--accelerator-type=v6e-8" in create and "--version=v2-alpha-tpuv6e" in create
+    assert sum("pip install" in line for line in box) == 0   # one install route: make install
+
+
+#: The box's lines a CPU cannot run (the cloud, the network, the shell it logs into) and the git steps the test's own
+#: clone stands for.
+_NOT_ON_A_CPU = ("export ", "gcloud ", "git clone", "exit", "git add")
+
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_the_v6e_boxs_commands_run_on_a_cpu_with_smoke(tmp_path):
+    # every CPU-runnable line of the box, in order, in a clone with a fresh venv (its packages those this venv holds,
+    # through a .pth, so make install checks the pins instead of downloading them): the run with --smoke (its block
+    # section only, to keep it cheap), predict --against refusing the smoke run file, paper leaving the results as
+    # they were (a smoke run never counts)
+    import os
+    import site
+    import subprocess
+    import sys
+
+    from svgtpu.facts.paths import REPO_ROOT
+    clone = tmp_path / "svgtpu"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
+    packages = next(p for p in site.getsitepackages() if p.endswith("site-packages"))
+    venv_site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
+    (venv_site / "svgtpu-test-packages.pth").write_text(packages + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "SVGTPU_ROOT"))}
+    env |= {"JUPYTER_DATA_DIR": str(tmp_path / "jupyter"), "HOME": str(tmp_path)}   # the kernel spec stays here
+    results = (clone / "figures" / "results.json").read_bytes()
+    ran = []
+    for line in _v6e_box():
+        if line.startswith(_NOT_ON_A_CPU):
+            continue
+        command = line.replace("PYTHON=python3.11", f"PYTHON={sys.executable}")
+        if command.startswith("make tpu-bench"):
+            command += ' TPU_ARGS="--smoke --sections block"'
+        if "predict --against" in command:   # the smoke run's file: refused as evidence, one line, exit 2
+            command = command.replace("figures/tpu-runs/*.json", "build/tpu-runs/*.json")
+        proc = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        ran.append(line)
+        if "predict --against" in command:
+            assert proc.returncode == 2 and "a smoke run" in proc.stderr and len(proc.stderr.splitlines()) == 1, \
+                proc.stderr
+            continue
+        assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
+        if command.startswith(".venv/bin/svgtpu info"):
+            assert "cpu" in proc.stdout
+    assert [line.split()[0] for line in ran] == ["python3", "make", ".venv/bin/svgtpu", "make", ".venv/bin/svgtpu",
+                                                 ".venv/bin/svgtpu", ".venv/bin/svgtpu"]
+    assert (clone / "figures" / "results.json").read_bytes() == results   # the smoke run is no evidence
+    assert list((clone / "build" / "tpu-runs").glob("*-smoke.json"))

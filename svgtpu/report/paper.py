@@ -740,11 +740,11 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
     if name == "against-tpu":
         return against_tpu_table(data)
     if name == "tpu-predictions":
-        from svgtpu.bench.tpu import RUNS_DIR
+        from svgtpu.facts.tpu_runs import TPU_RUNS_DIR, counted_runs
         from svgtpu.report import predictions
         return predictions.markdown(predictions.latest(figures / predictions.PREDICTIONS_DIR.name),
-                                    predictions.latest_run(figures / RUNS_DIR.name))
-    if name in ("tpu-run-time", "tpu-run-brief"):
+                                    counted_runs(figures / TPU_RUNS_DIR.name))
+    if name in ("tpu-run-time", "tpu-run-brief", "tpu-run-cost"):
         from svgtpu.report import preflight_record, tpu_run_time
         from svgtpu.costmodel.compiled import COMPILED_TILES_NAME, load_compiled
         table = figures / COMPILED_TILES_NAME   # the block is made of the figures folder, whatever the model reads
@@ -752,6 +752,8 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         compiled = load_compiled(table) if table.exists() else None
         if name == "tpu-run-brief":
             return tpu_run_time.brief(record, compiled)
+        if name == "tpu-run-cost":
+            return tpu_run_time.cost_block(record, compiled)
         return tpu_run_time.readme_block(record, compiled=compiled)
     if name in FIRST_SCREEN_BLOCKS:
         from svgtpu.report import first_screen
@@ -765,7 +767,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, tpu-run-brief, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, tpu-run-brief, tpu-run-cost, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 
@@ -825,7 +827,7 @@ PUBLISHED = {
     "tiles, measured v6e-8 times, FLOPs saved; Wan 2.2 configs' flow shifts and expert boundary":
         (480, 2.2, 0.5, 0.2, 11, 40, 1, 64, 10000, 6400, 2048, 3328, 2816, 256, 153.37, 153.46, 153.50, 127.94,
          136.11, 119.86, 27.2, 32.2, 37.3, 1.13, 1.20, 1.28, 5.0, 12.0, 0.875, 720, 1280, 81),
-    "Python minimum version": (3.10,),
+    "Python minimum version (jax 0.10.2's Requires-Python)": (3.11,),
     "counting words: small integers and 100 %": tuple(range(11)) + (100,),
 }
 

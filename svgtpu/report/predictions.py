@@ -28,7 +28,6 @@ from svgtpu.errors import BadInput
 from svgtpu.facts.claims import REPORTED
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.inputs.predictions import read_predictions
-from svgtpu.inputs.runs import read_tpu_run
 
 PREDICTIONS_DIR = Path("figures", "predictions")
 #: The frozen files and their sha256 (the test compares them; a file is never edited once listed).
@@ -400,14 +399,6 @@ def claim_verdicts(runs) -> list[dict]:
     return out
 
 
-def latest_run(directory: str | Path | None = None) -> dict | None:
-    """The newest run file of ``svgtpu bench tpu`` (``figures/tpu-runs/``, by its dated name), or ``None``."""
-    from svgtpu.bench.tpu import RUNS_DIR
-    folder = Path(directory) if directory is not None else REPO_ROOT / RUNS_DIR
-    files = sorted(f for f in folder.glob("*.json") if not f.name.endswith(".partial.json")) if folder.exists() else []
-    return read_tpu_run("run file", files[-1]) | {"file": files[-1].name} if files else None
-
-
 def markdown(predictions: dict | None, runs) -> str:
     """Prediction vs measurement per quantity as a markdown table for the paper, or one line saying what is
     missing (no predictions frozen; no counted TPU run yet: then how many quantities wait for one).  ``runs``: one
@@ -448,4 +439,4 @@ __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_
            "quantity_functions", "NOT_ON_SLICE",
            "never_measured", "predict_one", "flips", "claims_now",
            "predict", "write", "latest", "frozen", "judge_prediction", "NOT_IN_RUN", "CLAIM_ORDER", "claim_verdicts",
-           "latest_run", "compare", "markdown", "format_predictions"]
+           "compare", "markdown", "format_predictions"]

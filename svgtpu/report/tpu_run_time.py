@@ -273,5 +273,33 @@ def readme_block(record: dict | None, sources_match: bool | None = None, compile
     return "\n".join(lines)
 
 
-__all__ = ["PARTS", "CHECK_KERNEL", "Cost", "call_seconds", "costs", "simulate", "budget_to_time_all", "expected_time",
+#: On-demand price of one v6e chip for an hour, in US dollars: "Trillium is available starting at $2.7000 per
+#: chip-hour" (Google's announcement of Trillium's general availability, 2024-12-11,
+#: https://cloud.google.com/blog/products/compute/trillium-tpu-is-ga, as reported by
+#: https://neowin.net/amp/google-takes-on-nvidia-blackwell-gpus-with-the-new-trillium-tpus).  Google bills a TPU
+#: while it is READY (https://cloud.google.com/tpu/pricing).  A published price, not ours: check it before renting.
+V6E_DOLLARS_PER_CHIP_HOUR = 2.70
+
+
+def cost_block(record: dict | None, compiled=AUTO) -> str:
+    """README's ``tpu-run-cost`` line: per slice the expected time of ``make tpu-bench`` under its budget
+    (:func:`expected_time`, ``computed``) and its on-demand price at :data:`V6E_DOLLARS_PER_CHIP_HOUR` per chip-hour;
+    creating the VM, installing and copying the run home are not counted (not measured)."""
+    from svgtpu.report import preflight_record as preflight
+    if record is None or not record["passed"] or preflight.uncovered(record):
+        return ("The run's expected time, so its cost, is not known: no preflight record holds every program of it "
+                "(above).")
+    t = expected_time(record, compiled)
+    parts = []
+    for name, s in t["slices"].items():
+        seconds = s["budgeted"]["elapsed_s"]
+        parts.append(f"{name}: about {_minutes(seconds)}, ${seconds / 3600 * s['chips'] * V6E_DOLLARS_PER_CHIP_HOUR:.2f}")
+    stale = "" if preflight.sources_match(record) else " (from a preflight record whose sources changed since)"
+    return (f"**Expected time and on-demand cost of `make tpu-bench`** (`{t['provenance']}`{stale}; at "
+            f"${V6E_DOLLARS_PER_CHIP_HOUR:.2f} per chip-hour, the published on-demand v6e price, "
+            "`svgtpu.report.tpu_run_time.V6E_DOLLARS_PER_CHIP_HOUR` cites it): " + "; ".join(parts)
+            + ". Not counted: creating the VM, installing, copying the run home (not measured).")
+
+
+__all__ = ["V6E_DOLLARS_PER_CHIP_HOUR", "cost_block", "PARTS", "CHECK_KERNEL", "Cost", "call_seconds", "costs", "simulate", "budget_to_time_all", "expected_time",
            "brief", "readme_block"]
