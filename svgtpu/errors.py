@@ -55,4 +55,22 @@ def positive_int(text: str) -> int:
     return value
 
 
-__all__ = ["BadInput", "positive_int", "read_json", "user_file"]
+#: The largest seed: JAX's PRNG keys take a 32-bit unsigned seed.
+MAX_SEED = 2**32 - 1
+
+
+def seed_int(text: str) -> int:
+    """An ``argparse`` type: ``text`` as a seed, an integer in [0, :data:`MAX_SEED`], else argparse's one-line
+    error (exit 2)."""
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a seed, an integer from 0 to {MAX_SEED} (JAX's 32-bit PRNG "
+                                         f"seeds), got {text}")
+    return value
+
+
+__all__ = ["BadInput", "MAX_SEED", "positive_int", "seed_int", "read_json", "user_file"]

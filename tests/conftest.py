@@ -42,7 +42,7 @@ collect_ignore = [] if os.environ.get("SVGTPU_MULTIDEVICE") else ["multidevice"]
 # The cost model prices TPU attention from figures/compiled_tiles.json when that file exists (make figures
 # writes it); tests must not depend on whether it does: they run on priors unless a test hands the model a
 # table itself (tests/data/compiled_tiles_fixture.json).
-os.environ["SVGTPU_COMPILED_TILES"] = os.path.join(os.path.dirname(__file__), "data", "no_compiled_tiles.json")
+os.environ["SVGTPU_COMPILED_TILES"] = "none"
 
 
 def pytest_collection_modifyitems(items):

@@ -54,10 +54,10 @@ def test_a_results_file_that_is_no_results_object_is_refused(capsys, files, name
 @pytest.mark.parametrize("name,words", [
     ("broken.yml", "not YAML"), ("list.yml", "a mapping of keys, got list"),
     ("misspelled.yml", "unknown SVG key(s) svg_high_noise_densty; MaxDiffusion's are use_svg_attention"),
-    ("string-bool.yml", "svg_include_first_frame must be true or false (a YAML boolean, unquoted), got 'false'"),
-    ("string-number.yml", "flow_shift must be a number, got 'abc'"),
-    ("string-int.yml", "svg_active_start_step must be an integer, got '3'"),
-    ("unmodeled.yml", "svg_dense_layer_fraction must be 0.0"),
+    ("string-bool.yml", "svg_include_first_frame = 'false': must be true or false (a boolean, unquoted)"),
+    ("string-number.yml", "flow_shift = 'abc': must be a number"),
+    ("string-int.yml", "svg_active_start_step = '3': must be an integer"),
+    ("unmodeled.yml", "svg_dense_layer_fraction = 0.2: must be 0.0"),
 ])
 def test_a_policy_file_with_a_bad_key_or_value_is_refused(capsys, files, name, words):
     from svgtpu.costmodel.policy import read_yaml

@@ -122,7 +122,7 @@ def test_a_kept_fraction_reached_only_far_off_gets_a_line(capsys):
     (["reproduce", "--figures-dir", "/proc/no/such/dir", "--only", "00"], "figures_dir"),
     (["paper", "--results", "/proc/self", "paper.md"], "results /proc/self"),     # a folder, not a file
     # refused before any work (issue 39): each was a traceback, a progress bar or a silent answer
-    (["costmodel", "--compiled-tiles", "/nonexistent.json"], "--compiled-tiles must be"),
+    (["costmodel", "--compiled-tiles", "/nonexistent.json"], "--compiled-tiles /nonexistent.json: no such file"),
     (["costmodel", "--validate", "--sweep", "chips"],
      "give at most one of --validate, --sparse-evidence, --sweep or --policy"),
     (["costmodel", "--validate", "--policy", "maxdiffusion-moderate"], "give at most one of"),
@@ -311,4 +311,4 @@ def test_generate_takes_labels_by_name_and_writes_under_build(monkeypatch, capsy
     ignored = subprocess.run(["git", "check-ignore", "-q", str(out)], cwd=REPO_ROOT)
     assert ignored.returncode == 0, f"{out} is not ignored by git"
     text = help_text(capsys, "generate")
-    assert all(name in text for name in LABEL_NAMES) and "build/generate/video.gif" in text
+    assert all(name in text for name in LABEL_NAMES) and "build/generate/video-<UTC" in text

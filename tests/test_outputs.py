@@ -48,10 +48,13 @@ def test_train_with_default_arguments_leaves_checkpoints_untouched(monkeypatch, 
     assert main(["train", "--steps", "1"]) == 0
     out = capsys.readouterr().out
     assert folder_hashes(CHECKPOINT.parent) == before
-    assert TRAINED_CHECKPOINT.is_file() and TRAINED_CHECKPOINT.is_relative_to(BUILD_DIR)
-    record = TRAINED_CHECKPOINT.with_suffix(".loss.json")
-    assert str(TRAINED_CHECKPOINT) in out and str(record) in out   # the derived file is named too
-    assert json.loads(record.read_text())["checkpoint"] == str(TRAINED_CHECKPOINT)
+    written = Path(out.split("wrote ")[1].split(" and its training record")[0])   # a fresh dated path, never reused
+    assert written.parent == TRAINED_CHECKPOINT.parent and written.name.startswith(TRAINED_CHECKPOINT.stem + "-")
+    assert written.is_file() and written.is_relative_to(BUILD_DIR)
+    record = written.with_suffix(".loss.json")
+    assert str(record) in out   # the derived file is named too
+    assert json.loads(record.read_text())["checkpoint"] == str(written)
+    assert main(["train", "--steps", "1"]) == 0 and str(written) not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("target", [str(CHECKPOINT), os.path.relpath(CHECKPOINT),

@@ -20,7 +20,7 @@ def test_the_readme_defaults_are_the_command_lines():
 
 def test_the_defaults_block_reads_the_parser():
     table = defaults_block(build_parser())
-    assert "| `svgtpu tiles` |" in table and "`--out build/train/toy_dit.npz`" in table   # paths from the checkout
+    assert "| `svgtpu tiles` |" in table and "`--checkpoint checkpoints/toy_dit.npz`" in table   # paths from the checkout
     assert "`--seed 0`" in table and "`--cfg`" in table                 # a zero and a true flag are defaults too
     assert "/work" not in table and "None" not in table
 

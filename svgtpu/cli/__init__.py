@@ -23,6 +23,7 @@ import sys
 from svgtpu.cli import common, masks, report, toy, costmodel, bench, compiler  # noqa: F401
 from svgtpu.cli.common import COMMANDS, GROUPS
 from svgtpu.errors import BadInput
+from svgtpu.inputs.environment import check_environment
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +67,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status after Ctrl-C: 128 + SIGINT, as a shell reports a command the signal ended.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``svgtpu ARGV``; its exit status (2: bad input, one line; 130: interrupted, one line)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:   # every file is written whole or not at all (svgtpu.facts.outputs.atomic_path)
+        print("svgtpu: interrupted (Ctrl-C); no file was left half-written", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     from svgtpu.launch import fake_host_devices
     fake_host_devices(sys.argv[1:] if argv is None else argv)   # --devices N on a CPU
     parser = build_parser()
@@ -75,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args.parser = parser   # svgtpu paper writes its defaults into README
     _, _, run = COMMANDS[args.command]
     try:
+        check_environment()   # each SVGTPU_* variable as its flag, before any work
         result, table, *status = run(args)  # a run may add an exit status (compile: 1 when refused)
     except BadInput as error:  # bad input: one line; anything else is a bug, with its traceback
         print(f"svgtpu {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)

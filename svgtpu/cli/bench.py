@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from svgtpu.cli.common import command, tile_arguments
-from svgtpu.errors import BadInput, positive_int
+from svgtpu.cli.common import command, flags_given, refuse_repeated, tile_arguments
+from svgtpu.errors import BadInput, positive_int, seed_int
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE
 from svgtpu.setting import PRODUCTION
 
@@ -31,7 +31,7 @@ def _bench_kernels_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heads", type=positive_int, default=2)
     p.add_argument("--rounds", type=positive_int, default=9, help="timing rounds")
     p.add_argument("--repeats", type=positive_int, default=3, help="calls per variant per round, fastest kept")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
 
 
 def _bench_ops_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,6 +42,11 @@ def _bench_ops_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _kernel_setting(args) -> dict:
+    """The kernel setting of ``bench kernels`` and ``bench ops``, its tile checked against the geometry first (as
+    ``explore`` and ``compile`` check it): a tile larger than the padded sequence is refused before any work."""
+    from svgtpu.geometry import get_geometry
+    from svgtpu.kernels.config import check_blocks_cover
+    check_blocks_cover(args.block_q, args.block_kv, get_geometry(args.geometry, "--geometry").L)
     return dict(block_q=args.block_q, block_kv=args.block_kv, block_kv_compute=args.block_kv_compute,
                 head_dim=args.head_dim, dtype=args.dtype, multiplier=args.multiplier)
 
@@ -50,18 +55,20 @@ def _kernel_setting(args) -> dict:
          _bench_kernels_arguments)
 def run_bench_kernels(args):
     from svgtpu.bench.kernel_timing import bench_kernels, format_kernels
+    setting = _kernel_setting(args)
     result = bench_kernels(args.geometry, heads=args.heads, rounds=args.rounds, repeats=args.repeats, seed=args.seed,
-                           **_kernel_setting(args))
+                           **setting)
     return result, format_kernels(result)
 
 
 @command("bench ops", "vector ops per tile kind in the kernel's jaxpr, and its tile plans", _bench_ops_arguments)
 def run_bench_ops(args):
     from svgtpu.bench.kernel_timing import bench_ops, format_ops
-    result = bench_ops(args.geometry, **_kernel_setting(args))
+    setting = _kernel_setting(args)
+    result = bench_ops(args.geometry, **setting)
     if args.compiled:
         from svgtpu.compiler.llo import compiled_ops
-        result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **_kernel_setting(args))
+        result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **setting)
     return result, format_ops(result)
 
 
@@ -119,7 +126,9 @@ def run_bench_gpu(args):
     from svgtpu.bench import gpu as gpu_bench
     from svgtpu.bench import gpu_results
     split = lambda text: None if text is None else [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
-    sections, resolutions, variants = split(args.sections), split(args.resolution), split(args.variants)
+    sections = refuse_repeated("--sections", split(args.sections))
+    resolutions = refuse_repeated("--resolution", split(args.resolution))
+    variants = refuse_repeated("--variants", split(args.variants))
     sizes = gpu_bench.select(gpu_bench.SMOKE if args.smoke else gpu_bench.FULL, sections, resolutions, variants)
     if args.preflight:
         from svgtpu.facts.tables import format_table
@@ -170,8 +179,11 @@ def _bench_tpu_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("bench tpu", "the prepared TPU run on a v6e VM (svgtpu.bench.tpu; `make tpu-bench`)", _bench_tpu_arguments)
 def run_bench_tpu(args):
-    if args.preflight and args.resume:
-        raise BadInput("--preflight runs nothing, so there is nothing to --resume; drop one")
+    refuse_repeated("--sections", args.sections)
+    ignored = [flag for dest, flag in flags_given(args).items() if dest not in ("preflight", "out", "json")]
+    if args.preflight and ignored:   # --resume, --smoke, --sections, --budget: it runs nothing
+        raise BadInput(f"--preflight compiles every program of the full run and runs nothing: it takes none of "
+                       f"{', '.join(ignored)}")
     if args.preflight:   # (result, table, 1 if anything would fail)
         from svgtpu.report.preflight import bench_preflight, format_preflight
         result = bench_preflight(args.out, progress=not args.json)

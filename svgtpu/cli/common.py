@@ -21,6 +21,37 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
     return register
 
 
+def flags_given(args) -> dict[str, str]:
+    """``{dest: flag}`` of each option the user typed for this command (``args.argv``, as :func:`svgtpu.cli.main`
+    keeps it): a flag given at its default value is still given (``--chips 8`` on the toy is refused as ignored)."""
+    leaf = args.parser
+    for word in args.command.split():
+        leaf = next(a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+    by_flag = {flag: action.dest for action in leaf._actions for flag in action.option_strings}
+    given = {}
+    for token in args.argv:
+        flag = token.split("=", 1)[0]
+        if flag in by_flag and by_flag[flag] not in given:
+            given[by_flag[flag]] = flag
+        elif flag.startswith("--") and "=" not in token:   # an abbreviation argparse accepted
+            found = [f for f in by_flag if f.startswith(flag)]
+            if len(found) == 1:
+                given.setdefault(by_flag[found[0]], found[0])
+    return given
+
+
+def refuse_repeated(parameter: str, values) -> list:
+    """``values`` of a list option, refused (:class:`~svgtpu.errors.BadInput`) if one is given twice (recorded or
+    run twice, never meant)."""
+    from svgtpu.errors import BadInput
+    seen = set()
+    for value in values or ():
+        if value in seen:
+            raise BadInput(f"{parameter}: {value} is given twice; give each once")
+        seen.add(value)
+    return values
+
+
 #: How far (relative) the pairs an SVG mask keeps may lie from the kept fraction asked before a command says so.
 FAR_DENSITY = 0.1
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from pathlib import Path
 
-from svgtpu.cli.common import command, density_note
+from svgtpu.cli.common import command, density_note, flags_given, refuse_repeated
 from svgtpu.errors import BadInput, positive_int
 from svgtpu.facts.tables import FIT_WIDTH, format_table
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
@@ -73,29 +72,38 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="head_dim below the MXU side idles part of it (v6e: 128 of 256)")
 
 
+#: What the toy DiT's CPU measurement (``--model toy --device cpu``) and ``--policy`` read; any other flag given
+#: with them would be ignored, so it is refused.
+TOY_READS = {"model", "device", "json"}
+POLICY_READS = {"policy", "compiled_tiles", "json"}
+
+
 def _check_costmodel(args) -> None:
     """What the command would otherwise ignore or fail on deep inside, refused before any work: two modes at
-    once (each mode runs alone), a ``--compiled-tiles`` file that is not there, a setting the toy DiT's CPU
-    measurement (``--model toy --device cpu``: the toy's own grid, dense) would ignore."""
+    once (each mode runs alone), a ``--compiled-tiles`` that is no compiled tile table
+    (:func:`svgtpu.inputs.environment.compiled_tiles`), a flag the toy DiT's CPU measurement (``--model toy
+    --device cpu``: the toy's own grid, dense) or ``--policy`` (the policy's own setting) would ignore."""
     modes = [flag for flag, given in (("--validate", args.validate), ("--sparse-evidence", args.sparse_evidence),
                                       (f"--sweep {args.sweep}", args.sweep), (f"--policy {args.policy}", args.policy))
              if given]
     if len(modes) > 1:
         raise BadInput(f"give at most one of --validate, --sparse-evidence, --sweep or --policy (each is a mode of its "
                        f"own), got {' '.join(modes)}")
+    refuse_repeated("--exclude", args.exclude)
+    given = flags_given(args)
     if args.device == "cpu" and args.model == "toy" and not args.validate:
-        ignored = [flag for flag, value in (("--resolution", args.resolution), ("--kept", args.kept),
-                                            ("--multiplier", args.multiplier), ("--sweep", args.sweep),
-                                            ("--policy", args.policy), ("--sparse-evidence", args.sparse_evidence),
-                                            ("--compiled-tiles", args.compiled_tiles),
-                                            ("--dense-kernel", args.dense_kernel)) if value]
+        ignored = [flag for dest, flag in given.items() if dest not in TOY_READS]
         if ignored:
             raise BadInput(f"--model toy --device cpu measures the toy DiT's dense forward on its own grid: it takes "
                            f"none of {', '.join(ignored)}")
-    path = args.compiled_tiles
-    if path not in (None, "none") and not Path(path).is_file():
-        raise BadInput(f"--compiled-tiles must be a compiled tile table file (notebook 04 writes "
-                       f"figures/compiled_tiles.json) or none (priors), got {path}: no such file")
+    if args.policy:
+        ignored = [flag for dest, flag in given.items() if dest not in POLICY_READS]
+        if ignored:
+            raise BadInput(f"--policy models MaxDiffusion's run on v6e-8 from the policy's own keys (video, steps, "
+                           f"attention setting): it takes none of {', '.join(ignored)}")
+    if args.compiled_tiles is not None:
+        from svgtpu.inputs.environment import compiled_tiles
+        compiled_tiles(args.compiled_tiles, "--compiled-tiles")
 
 
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)

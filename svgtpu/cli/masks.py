@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from svgtpu.cli.common import command, density_note, mask_arguments, tile_arguments
-from svgtpu.errors import positive_int
+from svgtpu.cli.common import command, density_note, mask_arguments, refuse_repeated, tile_arguments
+from svgtpu.errors import BadInput, positive_int, seed_int
 from svgtpu.facts.claims import REPORTED
 from svgtpu.setting import PRODUCTION, SMALL_TILE, mask_density
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
@@ -131,12 +131,16 @@ def run_explore(args):
 
 # -- svgtpu profile-heads ---------------------------------------------------------------------
 
+#: The largest grid ``profile-heads`` plants heads on (tokens): it makes every planted head's q, k and v whole on the
+#: host and profiles them row by row, a check of the method on small grids (1440p, 302,400 tokens, sat silent 90 s).
+PLANTED_MAX_TOKENS = 2**15
+
 def _profile_heads_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.attention.svg import KERNELS
     from svgtpu.kernels.common import HEAD_DIMS
     mask_arguments(p, "4x10x14")
     p.add_argument("--heads", type=positive_int, default=8, help="planted heads per seed (half temporal)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help="planted-head seeds, each once")
     p.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS, help="the kernel's head sizes")
     p.add_argument("--contrast", type=float, default=8.0, help="logit gap of the planted pattern")
     p.add_argument("--rows", type=positive_int, default=DEFAULT_PROFILE_ROWS, help="query rows profiling samples")
@@ -154,6 +158,13 @@ def run_profile_heads(args):
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.bench.kernel_timing import bench_profiling, format_profiling
 
+    from svgtpu.geometry import get_geometry
+    refuse_repeated("--seeds", args.seeds)
+    L = get_geometry(args.geometry, "--geometry").L
+    if L > PLANTED_MAX_TOKENS:
+        raise BadInput(f"--geometry {args.geometry} has {L:,} tokens: profile-heads plants its heads on a small grid, "
+                       f"at most {PLANTED_MAX_TOKENS:,} tokens (default 4x10x14: 560; the planted q, k and v are made "
+                       "whole on the host, then profiled row by row); a production grid's mask is svgtpu explore's")
     config = SVGConfig(multiplier=args.multiplier, kept=args.kept, num_sampled_rows=args.rows,
                        block_q=args.block_q, block_kv=args.block_kv, align=args.align, kernel=args.kernel)
     timing = bench_profiling(args.geometry, config, heads=args.heads, head_dim=args.head_dim,

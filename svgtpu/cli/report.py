@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from svgtpu.cli.common import command, defaults_block
+from svgtpu.cli.common import command, defaults_block, refuse_repeated
 from svgtpu.facts.outputs import check_output
 from svgtpu.errors import BadInput
 from svgtpu.facts.tables import format_table
@@ -40,6 +40,7 @@ def run_reproduce(args):
         result = preflight(args.profile, progress=not args.json)
         return result, format_preflight(result), 0 if result["passed"] else 1
     from svgtpu.report.reproduce import format_reproduce, reproduce_all
+    refuse_repeated("--only", args.only)
     result = reproduce_all(args.profile, args.only, figures_dir=args.figures_dir, paper=not args.no_paper,
                            jobs=args.jobs, blocks={"cli-defaults": defaults_block(args.parser)})
     if result["failed"]:  # print the summary, then exit non-zero naming the failed notebooks

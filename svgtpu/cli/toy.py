@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from svgtpu.cli.common import command
-from svgtpu.errors import BadInput, positive_int
+from svgtpu.cli.common import command, refuse_repeated
+from svgtpu.errors import BadInput, positive_int, seed_int
 from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT, TRAINED_CHECKPOINT
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, mask_density
 
@@ -16,16 +16,16 @@ from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, mask_density
 def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="toy", help="model size: toy (shipped) or tiny")
     p.add_argument("--steps", type=positive_int, default=600)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--batch-size", type=positive_int, default=4)
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--init", help="go on training from this checkpoint (fresh optimizer and schedule)")
-    p.add_argument("--out", default=str(TRAINED_CHECKPOINT), help=f"checkpoint .npz (default "
-                   f"{TRAINED_CHECKPOINT.relative_to(REPO_ROOT)} of this checkout, ignored by git); the loss curve goes "
-                   "next to it as <name>.loss.json")
-    p.add_argument("--force", action="store_true",
-                   help=f"allow --out to overwrite the shipped checkpoint ({CHECKPOINT.relative_to(REPO_ROOT)})")
+    default = TRAINED_CHECKPOINT.relative_to(REPO_ROOT)
+    p.add_argument("--out", help=f"checkpoint .npz, a new file (default {default.with_name(default.stem)}-<UTC date and "
+                   "time>.npz of this checkout, ignored by git); the loss curve goes next to it as <name>.loss.json")
+    p.add_argument("--force", action="store_true", help=f"allow --out to overwrite a file that exists (the shipped "
+                   f"checkpoint, {CHECKPOINT.relative_to(REPO_ROOT)}, included)")
 
 
 @command("train", "train the toy video DiT (rectified flow) and save a checkpoint", _train_arguments)
@@ -42,9 +42,10 @@ def run_train(args):
 
 
 def _sampling_arguments(p: argparse.ArgumentParser, kept_help: str) -> None:
+    from svgtpu.toy.sampler import MAX_STEPS
     p.add_argument("--checkpoint", default=CHECKPOINT, help="toy DiT checkpoint (default: the shipped one, "
                    "checkpoints/toy_dit.npz of this checkout, from any working directory)")
-    p.add_argument("--steps", type=positive_int, default=20, help="Euler denoising steps")
+    p.add_argument("--steps", type=positive_int, default=20, help=f"Euler denoising steps (at most {MAX_STEPS})")
     p.add_argument("--guidance", type=float, default=3.0, help="classifier-free guidance scale")
     p.add_argument("--shift", type=float, default=1.0, help="timestep shift (1 = uniform)")
     p.add_argument("--kept", "--sparsity", dest="kept", type=float, help=kept_help)
@@ -53,17 +54,16 @@ def _sampling_arguments(p: argparse.ArgumentParser, kept_help: str) -> None:
 def _generate_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.attention.backends import ATTENTION_BACKENDS
     from svgtpu.masks.core import ALIGN_MODES
-    from svgtpu.facts.paths import GENERATED_VIDEO
     from svgtpu.toy.data import LABEL_NAMES
     _sampling_arguments(p, f"SVG kept fraction in (0, 1), with --attention svg; default {DEFAULT_KEPT}")
     p.add_argument("--attention", choices=ATTENTION_BACKENDS, default="dense")
     p.add_argument("--align", choices=ALIGN_MODES, help="tile-align the SVG or SVG2 mask (--attention svg, svg2)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--labels", nargs="+", metavar="LABEL",
                    help=f"labels, one video each, by name or index: {', '.join(LABEL_NAMES)} (the motion of every "
                         "shape; null: unconditional); default: every motion")
-    p.add_argument("--out", default=str(GENERATED_VIDEO), help="animated GIF; the contact sheet goes next to it as "
-                   ".png (default build/generate/video.gif of this checkout, ignored by git)")
+    p.add_argument("--out", help="animated GIF, a new file; the contact sheet goes next to it as .png (default "
+                   "build/generate/video-<UTC date and time>.gif of this checkout, ignored by git)")
     p.add_argument("--devices", type=positive_int, default=1,
                    help="shard sampling over this many devices (CFG pair x heads; on CPU, fake host devices); "
                         "with several processes, the devices of all of them")
@@ -78,7 +78,12 @@ def run_generate(args):
     from svgtpu.toy.sampler import check_generate, format_generate, generate
 
     labels = None if args.labels is None else [label_index(label) for label in args.labels]
-    check_generate(args.attention, align=args.align, kept=args.kept, devices=args.devices, out=args.out)
+    if args.out is None:   # a fresh dated path, never an earlier run's video
+        from svgtpu.facts.outputs import dated_path
+        from svgtpu.facts.paths import GENERATED_VIDEO
+        args.out = str(dated_path(GENERATED_VIDEO))
+    check_generate(args.attention, align=args.align, kept=args.kept, devices=args.devices, out=args.out,
+                   steps=args.steps)
     if args.processes > 1:   # N local processes, one global mesh; process 0's result
         result = run_processes(args)
         return result, format_generate(result)
@@ -91,7 +96,7 @@ def run_generate(args):
 
 def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _sampling_arguments(p, f"SVG kept fraction in (0, 1); default {DEFAULT_KEPT}")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
+    p.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help="one video per seed (label seed %% 3)")
     p.add_argument("--block", type=positive_int, default=SMALL_TILE.block_q, help="kernel tile size (block_q = block_kv)")
     p.add_argument("--variants", nargs="+", metavar="VARIANT",
                    help="the SVG variants to sample (default: all of svgtpu.toy.quality.VARIANTS; e.g. svg svg-aligned "
@@ -108,12 +113,15 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
          _quality_arguments)
 def run_quality(args):
     from svgtpu.toy.dit import load_checkpoint
+    from svgtpu.toy.sampler import check_steps
 
     if args.kept_fractions and not args.methods:
         raise BadInput("--kept-fractions needs --methods (the SVG study takes one --kept)")
     if args.variants and args.methods:
         raise BadInput("give --variants (the SVG study) or --methods (every sparse method), not both: --methods "
                        "leaves the variants out")
+    check_steps(args.steps, "--steps")
+    refuse_repeated("--seeds", args.seeds)
     params, config = load_checkpoint(str(args.checkpoint))
     common = dict(seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift, block=args.block)
     if args.methods:
@@ -149,7 +157,7 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", action="store_true",
                    help=f"add each method's modeled attention time, sparse / dense, of {COST['model']} on "
                         f"{COST['device']} (SVG2 from assumed clusters; no checkpoint needed)")
-    p.add_argument("--seed", type=int, default=0, help="training video and noise seed of the captured q, k")
+    p.add_argument("--seed", type=seed_int, default=0, help="training video and noise seed of the captured q, k")
     p.add_argument("--t", type=float, default=CAPTURE_T, help="flow time of the captured q, k (0 clean, 1 noise)")
 
 

@@ -180,8 +180,9 @@ def record_file(folder: str, name: str, key: str) -> Path:
 
 
 def read_record(path: Path) -> dict:
-    """A record file's ``{"key", "made_of", "value"}``."""
-    return json.loads(gzip.decompress(path.read_bytes()))
+    """A record file's ``{"key", "made_of", "value"}``, checked (:func:`svgtpu.inputs.records.compile_record`)."""
+    from svgtpu.inputs.records import compile_record
+    return compile_record(path, path.read_bytes())
 
 
 def record_dirs() -> list[Path]:
@@ -221,7 +222,8 @@ def cached(folder: str, name: str, description: dict, sources, compute) -> dict:
     if os.environ.get(RECORD_LOG_VAR):
         with open(os.environ[RECORD_LOG_VAR], "a") as log:
             log.write(f"{relative.as_posix()}\n")
-    return json.loads(gzip.decompress(data))["value"]
+    from svgtpu.inputs.records import compile_record
+    return compile_record(found or target / relative, data)["value"]
 
 
 def prune(folder: Path, used) -> list[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from pathlib import Path
 
@@ -219,23 +218,22 @@ def _tile(row: dict) -> CompiledTile:
 
 
 def load_compiled(path: str | os.PathLike) -> CompiledTable:
-    """The compiled tile table at ``path``, validated (one clear ``ValueError`` naming what is wrong)."""
+    """The compiled tile table at ``path``, checked by its schema (:mod:`svgtpu.inputs.records`: one line of
+    :class:`BadInput` naming the field, the value and what is allowed)."""
+    from svgtpu.inputs.records import compiled_tile_table
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-        table = CompiledTable(tuple(_probe(p) for p in data["probe"]), tuple(_tile(t) for t in data["tiles"]),
-                              (("jax", data.get("jax")), ("libtpu", data.get("libtpu"))), data.get("command", ""),
-                              str(path))
-    except (KeyError, TypeError, json.JSONDecodeError) as e:
-        raise BadInput(f"{path}: not a compiled tile table ({type(e).__name__}: {e}); "
-                       "`svgtpu bench compiled` writes it") from None
-    return table
+    data = compiled_tile_table("compiled tile table", path)
+    return CompiledTable(tuple(_probe(p) for p in data["probe"]), tuple(_tile(t) for t in data["tiles"]),
+                         (("jax", data.get("jax")), ("libtpu", data.get("libtpu"))), data.get("command", ""), str(path))
 
 
-def compiled_path() -> Path:
-    """``$SVGTPU_COMPILED_TILES`` if set, else ``compiled_tiles.json`` in the figures folder."""
-    override = os.environ.get("SVGTPU_COMPILED_TILES")
-    return Path(override) if override else figures_dir() / COMPILED_TILES_NAME
+def compiled_path() -> Path | None:
+    """``$SVGTPU_COMPILED_TILES`` if set (checked as ``--compiled-tiles`` is; ``none``: no table, ``None``), else
+    ``compiled_tiles.json`` in the figures folder."""
+    from svgtpu.inputs.environment import NO_TABLE, variable
+    if os.environ.get("SVGTPU_COMPILED_TILES") == NO_TABLE:
+        return None
+    return variable("SVGTPU_COMPILED_TILES") or figures_dir() / COMPILED_TILES_NAME
 
 
 @functools.lru_cache(maxsize=4)
@@ -246,7 +244,7 @@ def _cached(path: str, mtime: float) -> CompiledTable:
 def default_compiled() -> CompiledTable | None:
     """The table the model uses unless told otherwise (:func:`compiled_path`), or ``None`` if absent."""
     path = compiled_path()
-    if not path.exists():
+    if path is None or not path.exists():
         return None
     return _cached(str(path), path.stat().st_mtime)
 

@@ -39,7 +39,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from svgtpu.errors import BadInput, user_file
+from svgtpu.errors import BadInput
+from svgtpu.inputs.policy import SVG_KEYS, UNMODELED_KEYS
 from svgtpu.geometry import VideoGeometry
 from svgtpu.recipes import (MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, MAXDIFFUSION_SVG_COMMIT, MAXDIFFUSION_SVG_DENSITIES,
                             MAXDIFFUSION_SVG_DOCS, Source)
@@ -278,72 +279,37 @@ PUBLISHED_FLOPS_SAVED = {"maxdiffusion-conservative": 0.272, "maxdiffusion-moder
                          "maxdiffusion-aggressive": 0.373}
 
 
-#: MaxDiffusion's ``svg_*`` keys (``SVG_ATTENTION_DEFAULTS`` of :data:`SVG_ATTENTION`, the two Wan expert densities
-#: its configs resolve into ``svg_spatial_density``, and the two it refuses unless at their default): any other
-#: ``svg_`` key in a config is a misspelling, refused rather than silently dropped.
-SVG_KEYS = ("use_svg_attention", "svg_spatial_density", "svg_high_noise_density", "svg_low_noise_density",
-            "svg_sample_max_row", "svg_profile_query_count", "svg_profile_seed", "svg_dense_layer_fraction",
-            "svg_dense_timestep_fraction", "svg_active_start_step", "svg_active_end_step", "svg_active_start_layer",
-            "svg_active_end_layer", "svg_num_train_timesteps", "svg_include_first_frame", "svg_global_stride",
-            "svg_flash_block_sizes", "svg_implementation", "svg_global_offset")
-#: MaxDiffusion keys this model does not follow, accepted only at MaxDiffusion's default (where they change nothing).
-UNMODELED_KEYS = {"svg_dense_layer_fraction": 0.0, "svg_dense_timestep_fraction": 0.0, "svg_global_stride": 0,
-                  "svg_global_offset": 0, "svg_implementation": "official_svg"}
-#: The type each key the model reads must have in a config: a YAML boolean, a number or an integer.
-KEY_TYPES = {"use_svg_attention": bool, "svg_include_first_frame": bool, "do_classifier_free_guidance": bool,
-             "flow_shift": float, "boundary_ratio": float, "svg_spatial_density": float,
-             "svg_high_noise_density": float, "svg_low_noise_density": float, "svg_profile_query_count": int,
-             "svg_sample_max_row": int, "svg_profile_seed": int, "svg_active_start_step": int,
-             "svg_active_end_step": int, "svg_active_start_layer": int, "svg_active_end_layer": int,
-             "height": int, "width": int, "num_frames": int, "num_inference_steps": int}
-
-
-def check_config_keys(config: Mapping, name: str = "config") -> None:
-    """Refuse (:class:`BadInput`) a config whose ``svg_*`` key is not MaxDiffusion's (:data:`SVG_KEYS`), that sets a
-    key this model does not follow (:data:`UNMODELED_KEYS`), or whose value has the wrong type (:data:`KEY_TYPES`:
-    ``"false"`` is a string, not a YAML boolean; ``abc`` is no number)."""
-    unknown = sorted(str(k) for k in config if str(k).startswith("svg_") and k not in SVG_KEYS)
-    if unknown:
-        raise BadInput(f"{name}: unknown SVG key(s) {', '.join(unknown)}; MaxDiffusion's are {', '.join(SVG_KEYS)}")
-    for key, default in UNMODELED_KEYS.items():
-        if config.get(key) is not None and config[key] != default:
-            raise BadInput(f"{name}: {key} must be {default!r} (MaxDiffusion's default; this model does not follow "
-                           f"it), got {config[key]!r}")
-    words = {bool: "true or false (a YAML boolean, unquoted)", float: "a number", int: "an integer"}
-    for key, kind in KEY_TYPES.items():
-        value = config.get(key)
-        if value is None:
-            continue
-        ok = isinstance(value, bool) if kind is bool else \
-            (isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int)))
-        if not ok:
-            raise BadInput(f"{name}: {key} must be {words[kind]}, got {value!r}")
-
-
 def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
-    """``(policy, video)`` from a MaxDiffusion config's keys: the ``svg_*`` keys (MaxDiffusion's defaults,
-    ``SVG_ATTENTION_DEFAULTS`` of :data:`SVG_ATTENTION`, where absent: a window of -1 means every step or
-    layer, one ``svg_spatial_density`` of 0.25 for both experts) and the video and sampler keys (default:
-    :data:`BASE_WAN_27B`).  ``video``: height, width, num_frames, num_inference_steps, cfg."""
-    if not isinstance(config, Mapping):
-        raise BadInput(f"{name} must be a mapping of MaxDiffusion config keys, got {type(config).__name__}")
-    check_config_keys(config, name)
+    """``(policy, video)`` from a MaxDiffusion config's keys, checked by its schema
+    (:mod:`svgtpu.inputs.policy`): the ``svg_*`` keys (MaxDiffusion's defaults, ``SVG_ATTENTION_DEFAULTS`` of
+    :data:`SVG_ATTENTION`, where absent: a window of -1 means every step or layer, one ``svg_spatial_density`` of
+    0.25 for both experts) and the video and sampler keys (default: :data:`BASE_WAN_27B`).  The layer window must
+    lie within Wan 2.2's :data:`WAN22_LAYERS` layers and the profiled queries within the video's tokens.
+    ``video``: height, width, num_frames, num_inference_steps, cfg."""
+    from svgtpu.inputs.policy import policy_config
+    policy_config(config, name, BASE_WAN_27B["num_inference_steps"])
     get = lambda key, default: config[key] if config.get(key) is not None else default  # noqa: E731
     video = {k: get(k, v) for k, v in BASE_WAN_27B.items()}
-    for key in ("height", "width", "num_frames", "num_inference_steps"):
-        if isinstance(video[key], bool) or not isinstance(video[key], int) or video[key] <= 0:
-            raise BadInput(f"{key} must be a positive integer, got {video[key]!r}")
     steps, layers = video["num_inference_steps"], WAN22_LAYERS
 
     def window(kind: str, n: int) -> tuple[int, int]:
         start, end = get(f"svg_active_start_{kind}", -1), get(f"svg_active_end_{kind}", -1)
         if start == -1 and end == -1:
             return 0, n
-        return _window(f"svg_active_start_{kind} / svg_active_end_{kind}", (start, end))
+        if not 0 <= start < end <= n:   # the step window is the schema's check; the layers are the model's
+            raise BadInput(f"{name}: svg_active_start_{kind} / svg_active_end_{kind} = [{start}, {end}): must be a "
+                           f"window 0 <= start < end <= {n}, the run's {kind}s (both -1: every {kind})")
+        return start, end
+    geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
+    queries = get("svg_profile_query_count", 64)
+    if queries > geometry.L:
+        raise BadInput(f"{name}: svg_profile_query_count = {queries}: must be at most the video's {geometry.L} tokens "
+                       f"({video['width']}x{video['height']}, {video['num_frames']} frames): the queries profiled are "
+                       "drawn from them")
     spatial = get("svg_spatial_density", 0.25)
     densities = (get("svg_high_noise_density", spatial), get("svg_low_noise_density", spatial))
     policy = Policy(name, window("step", steps), window("layer", layers), densities,
-                    profile_queries=get("svg_profile_query_count", 64), sample_max_row=get("svg_sample_max_row", 10000),
+                    profile_queries=queries, sample_max_row=get("svg_sample_max_row", 10000),
                     anchor=bool(get("svg_include_first_frame", True)),
                     split=ExpertSplit(float(video["flow_shift"]), float(video["boundary_ratio"])),
                     source=name)
@@ -351,18 +317,12 @@ def from_config(config: Mapping, name: str = "config") -> tuple[Policy, dict]:
 
 
 def read_yaml(path: str | Path) -> tuple[Policy, dict, dict]:
-    """:func:`from_config` of a MaxDiffusion YAML file (``--policy FILE.yml``), and the file's keys."""
-    import yaml
+    """:func:`from_config` of a MaxDiffusion YAML file (``--policy FILE.yml``), and the file's keys; the file read
+    by :func:`svgtpu.inputs.documents.read_document` (no empty, binary, truncated or duplicate-keyed file)."""
+    from svgtpu.inputs.documents import read_document
 
-    with user_file("--policy", path) as p:
-        text = p.read_text()
-    try:
-        config = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise BadInput(f"--policy {path}: not YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(config, Mapping):
-        raise BadInput(f"--policy {path}: a MaxDiffusion config is a mapping of keys, got {type(config).__name__}")
-    return (*from_config(config, str(path)), config)
+    config = read_document("--policy", path, "yaml", "a MaxDiffusion config (YAML)")
+    return (*from_config(config, f"--policy {path}"), config)
 
 
 #: The named policies (``svgtpu costmodel --policy NAME``): moderate as published, the other two by the
@@ -392,6 +352,6 @@ def _named_policy(name: str) -> tuple[Policy, tuple]:
 
 
 __all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",
-           "get_policy", "SVG_KEYS", "UNMODELED_KEYS", "KEY_TYPES", "check_config_keys",
+           "get_policy", "SVG_KEYS", "UNMODELED_KEYS",
            "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "EARLIER_FLOW_SHIFT", "band_half_width",
            "band_multiplier", "flops_saved", "from_config", "kept_pairs", "read_yaml", "scaled_policy"]

@@ -11,6 +11,7 @@ renames it into place, so a write cut short (an error, a kill) leaves the old fi
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from pathlib import Path
 
@@ -28,11 +29,25 @@ def shipped(path: str | os.PathLike) -> bool:
     return any(resolved == s.resolve() or (s.resolve() in resolved.parents and resolved.exists()) for s in SHIPPED)
 
 
+def dated_path(base: str | os.PathLike, when: datetime.datetime | None = None) -> Path:
+    """A fresh path for a default output: ``base`` with the UTC date and time in its name
+    (``build/train/toy_dit-2026-12-06-051502.npz``), ``-2``, ``-3`` ... after it where that exists already."""
+    base = Path(base)
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    stem = f"{base.stem}-{when:%Y-%m-%d-%H%M%S}"
+    path, n = base.with_name(stem + base.suffix), 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{stem}-{n}{base.suffix}")
+    return path
+
+
 def check_output(parameter: str, path: str | os.PathLike, *, derived: tuple[str | os.PathLike, ...] = (),
-                 folder: bool = False, force: bool = False) -> Path:
+                 folder: bool = False, force: bool = False, new: bool = False) -> Path:
     """``path`` (and the files ``derived`` from it, written beside it) as a place to write, else :class:`BadInput`
     naming ``parameter``; makes the parent folder when it lies under the checkout's ``build/``.  ``folder``: the
-    path names a folder to write into (made if its parent exists).  ``force``: a shipped file may be overwritten."""
+    path names a folder to write into (made if its parent exists).  ``force``: a shipped file may be overwritten.
+    ``new``: a file that exists is refused (a user-named output is never overwritten unless asked)."""
     if not str(path).strip():   # before Path(), which reads "" as "."
         raise BadInput(f"{parameter} must name a {'folder' if folder else 'file'}, got {str(path)!r}")
     path = Path(path)
@@ -48,6 +63,9 @@ def check_output(parameter: str, path: str | os.PathLike, *, derived: tuple[str 
         else:
             if target.is_dir():
                 raise BadInput(f"{parameter} {target} is a folder: give a file name")
+            if new and target.exists():
+                raise BadInput(f"{parameter} {target} exists: name a new file (it is never overwritten"
+                               f"{'' if force else ' unless --force is given'})")
             if target.exists() and not os.access(target, os.W_OK):
                 raise BadInput(f"{parameter} {target} cannot be written (permission denied)")
             parent = resolved.parent
@@ -85,4 +103,4 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
-__all__ = ["SHIPPED", "shipped", "check_output", "atomic_path", "write_text"]
+__all__ = ["SHIPPED", "shipped", "dated_path", "check_output", "atomic_path", "write_text"]

@@ -54,8 +54,8 @@ FIGURE_LOG = "SVGTPU_FIGURE_LOG"
 
 def figures_dir(override: str | os.PathLike | None = None) -> Path:
     """Where figures and the results file go: ``override``, ``$SVGTPU_FIGURES_DIR``, or ``figures/``."""
-    path = override or os.environ.get("SVGTPU_FIGURES_DIR") or REPO_ROOT / "figures"
-    return Path(path)
+    from svgtpu.inputs.environment import variable
+    return Path(override or variable("SVGTPU_FIGURES_DIR") or REPO_ROOT / "figures")
 
 
 def results_path(directory: str | os.PathLike | None = None) -> Path:

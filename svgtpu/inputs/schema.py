@@ -38,6 +38,13 @@ _SAID = (("Input should be ", "must be "), ("Value error, ", ""), ("Assertion fa
          ("String should ", "must "), ("List should ", "must "), ("Dictionary should ", "must "))
 
 
+#: What a value of the wrong type must be, by pydantic's error type.
+_TYPES = {"bool_type": "must be true or false (a boolean, unquoted)", "int_type": "must be an integer",
+          "float_type": "must be a number", "string_type": "must be a string", "dict_type": "must be a mapping",
+          "list_type": "must be a list", "model_type": "must be a mapping", "finite_number":
+          "must be a finite number (no NaN or infinity)", "model_attributes_type": "must be a mapping"}
+
+
 def _value(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -69,8 +76,7 @@ def one_line(error: ValidationError, where: str, model: type[BaseModel]) -> str:
     for opening, said in _SAID:
         if message.startswith(opening):
             message = said + message[len(opening):]
-    if e["type"] in ("finite_number",):
-        message = "must be a finite number (no NaN or infinity)"
+    message = _TYPES.get(e["type"], message)
     return f"{where}: {field} = {_value(e['input'])}: {message}"
 
 

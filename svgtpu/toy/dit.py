@@ -234,9 +234,11 @@ def save_checkpoint(path: str, params: Params, config: DiTConfig) -> None:
 
 def load_checkpoint(path: str) -> tuple[Params, DiTConfig]:
     """``(params, config)`` from a file written by :func:`save_checkpoint`."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise BadInput(f"checkpoint {path} does not exist (the shipped one is {CHECKPOINT}; "
                        "`python -m svgtpu train` writes one)")
+    from svgtpu.inputs.documents import check_input_file
+    check_input_file("checkpoint", path)   # a folder, a device, an unreadable file: said as such
     try:
         archive = np.load(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):

@@ -128,12 +128,12 @@ def sheet_path(gif: str) -> str:
 
 
 def _gif_path(path: str) -> None:
-    """Refuse (:class:`BadInput`) a path that is no ``.gif``, or where it or its contact sheet cannot be
-    written (:func:`~svgtpu.facts.outputs.check_output`)."""
+    """Refuse (:class:`BadInput`) a path that is no ``.gif``, where it or its contact sheet exists already (never
+    overwritten) or cannot be written (:func:`~svgtpu.facts.outputs.check_output`)."""
     from svgtpu.facts.outputs import check_output
     if not str(path).endswith(".gif"):
         raise BadInput(f"out must be a .gif path, got {path!r}")
-    check_output("out", path, derived=(sheet_path(path),))
+    check_output("out", path, derived=(sheet_path(path),), new=True)
 
 
 def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> tuple[str, str]:
@@ -158,13 +158,27 @@ def save_video(videos: np.ndarray, path: str, scale: int = 4, fps: int = 4) -> t
 
 # -- svgtpu generate ---------------------------------------------------------------------------
 
+#: The most Euler steps a sampling command takes: each is a whole forward pass (two with guidance) of every
+#: video, and the shipped samples take 20; a count past this is a slip of the keyboard, not a request.
+MAX_STEPS = 1000
+
+
+def check_steps(steps: int, parameter: str = "steps") -> int:
+    """``steps`` as a sampling step count in [1, :data:`MAX_STEPS`], else :class:`BadInput`."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise BadInput(f"{parameter} must be an integer from 1 to {MAX_STEPS} (Euler steps, each a forward pass of "
+                       f"every video; the shipped samples take 20), got {steps!r}")
+    return steps
+
+
 def check_generate(attention: str, *, align: str | None = None, kept: float | None = None, devices: int = 1,
-                   out: str | None = None) -> None:
+                   out: str | None = None, steps: int = 20) -> None:
     """The option rules of :func:`generate`, checked before any work (and before a launcher starts
     processes): ``align`` and ``kept`` shape SVG's mask (``kept`` SVG's only), SVG2 runs on one device,
-    ``out`` is a ``.gif`` whose folder can be made."""
+    ``steps`` within :data:`MAX_STEPS`, ``out`` a new ``.gif`` whose folder can be made."""
     from svgtpu.attention.backends import ATTENTION_BACKENDS
     from svgtpu.masks.core import check_kept
+    check_steps(steps)
     if attention not in ATTENTION_BACKENDS:
         raise BadInput(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {attention!r}")
     if kept is not None:
@@ -184,13 +198,14 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
              out: str | None = None, devices: int = 1) -> dict:
     """``svgtpu generate``: sample one video per motion label (default: all) from the toy DiT at
     ``checkpoint`` with the ``attention`` backend, sharded over ``devices`` (with ``jax.distributed`` up,
-    the devices of every process); process 0 writes the GIF and its contact sheet at ``out`` (default
-    :data:`~svgtpu.facts.paths.GENERATED_VIDEO`, under the checkout's ``build/``)."""
+    the devices of every process); process 0 writes the GIF and its contact sheet at ``out`` (default: a fresh
+    dated path beside :data:`~svgtpu.facts.paths.GENERATED_VIDEO`, under the checkout's ``build/``)."""
     from svgtpu.attention.backends import attention_backend
     from svgtpu.attention.sharding import mesh_for_model
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.svg2 import SVG2Config
     from svgtpu.errors import user_file
+    from svgtpu.facts.outputs import dated_path
     from svgtpu.facts.paths import GENERATED_VIDEO
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
@@ -198,8 +213,8 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
     from svgtpu.toy.dit import load_checkpoint
     import time
 
-    out = str(GENERATED_VIDEO if out is None else out)
-    check_generate(attention, align=align, kept=kept, devices=devices, out=out)
+    out = str(dated_path(GENERATED_VIDEO) if out is None else out)
+    check_generate(attention, align=align, kept=kept, devices=devices, out=out, steps=steps)
     params, config = load_checkpoint(str(checkpoint))
     labels = list(range(config.num_labels)) if labels is None else list(labels)
     backend = attention_backend(attention, config.geometry,
@@ -233,5 +248,5 @@ def format_generate(result: dict) -> str:
                     if launcher else "")
 
 
-__all__ = ["time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "sheet_path", "save_video",
+__all__ = ["MAX_STEPS", "check_steps", "time_grid", "guided_velocity", "sample", "to_uint8", "video_statistics", "contact_sheet", "sheet_path", "save_video",
            "check_generate", "format_generate", "generate"]

@@ -140,17 +140,19 @@ def train_and_save(config_name: str, out: str | None = None, *, steps: int, seed
                    lr: float = 5e-4, warmup: int = 50, init: str | None = None, command: str | None = None,
                    force: bool = False) -> dict:
     """``svgtpu train``: train the ``config_name`` model (going on from the checkpoint ``init``, whose
-    model it must be) and save it at ``out`` (default :data:`~svgtpu.facts.paths.TRAINED_CHECKPOINT`, under
-    ``build/``) with its record (:func:`save_training`).  The shipped checkpoint is overwritten only with ``force``."""
+    model it must be) and save it at ``out`` (default: a fresh dated path beside
+    :data:`~svgtpu.facts.paths.TRAINED_CHECKPOINT`, under ``build/``) with its record (:func:`save_training`).  A
+    file that exists (the checkpoint or its record; the shipped checkpoint above all) is overwritten only with
+    ``force``."""
     from svgtpu.errors import user_file
-    from svgtpu.facts.outputs import check_output
+    from svgtpu.facts.outputs import check_output, dated_path
     from svgtpu.facts.paths import TRAINED_CHECKPOINT
     from svgtpu.toy.dit import load_checkpoint
-    out = str(TRAINED_CHECKPOINT if out is None else out)
+    out = str(dated_path(TRAINED_CHECKPOINT) if out is None else out)
     if not out.endswith(".npz"):
         raise BadInput(f"out must be a .npz path (the checkpoint), got {out!r}")
     config, params = get_config(config_name), None
-    check_output("out", out, derived=(loss_curve_path(out),), force=force)   # before the work
+    check_output("out", out, derived=(loss_curve_path(out),), force=force, new=not force)   # before the work
     if init:
         params, init_config = load_checkpoint(init)
         if init_config != config:
