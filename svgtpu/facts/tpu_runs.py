@@ -151,6 +151,7 @@ def with_tpu_runs(data: dict, directory: str | Path | None = None) -> dict:
               for c, es in data.get("claims", {}).items()}
     for claim, found in entries.items():
         claims.setdefault(claim, {}).update(found)
+    claims = {c: dict(sorted(es.items())) for c, es in sorted(claims.items()) if es}   # as NotebookRun.save orders
     return {**data, "claims": claims}
 
 

@@ -49,10 +49,11 @@ from pathlib import Path
 
 from svgtpu.setting import PRODUCTION
 from svgtpu.facts.results import (
-    CLAIMS, REPORTED, RESULTS_NAME, load_results, results_path,
+    CLAIMS, REPORTED, RESULTS_NAME, load_results, results_path, write_results,
 )
 from svgtpu.facts.outputs import write_text
 from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.facts.tpu_runs import MEASURED_TPU, NOISE_FLOOR
 from svgtpu.errors import BadInput, user_file
 
 PAPER = REPO_ROOT / "paper" / "svgtpu.md"
@@ -483,6 +484,9 @@ class VerdictRow:
     template holding ``{why}`` (the rule's reason in numbers) and any of :data:`NOTES`.  ``second``: a second
     primary instrument's key, named ``second_name`` (*the compiled Wan block*) and described by ``second_what``:
     the agreement rule (:func:`agreement`) applies.  ``check``: the row is a check, never a verdict.
+    ``measured_second``: where the judged entry is a TPU run's (``measured-tpu``, :mod:`svgtpu.facts.tpu_runs`), the
+    second instrument ``(key, name, what)`` in place of ``second``; the row's other evidence is shown beside it
+    (docs/verdicts.md, "A measured TPU run").
     """
 
     claim: str
@@ -500,6 +504,7 @@ class VerdictRow:
     second_name: str = ""
     second_what: str = ""
     check: bool = False
+    measured_second: tuple[str, str, str] | None = None
 
 
 class _Reason(dict):
@@ -527,20 +532,33 @@ def agreement(interval: tuple[float, float], second: float,
     return None
 
 
-def _agree(row: VerdictRow, data: dict, entry: dict, interval, verdict: str) -> tuple[str, str]:
+def _agree(row: VerdictRow, data: dict, entry: dict, interval, verdict: str,
+           second_key: str, second_name: str, second_what: str, ours: str) -> tuple[str, str]:
     """The verdict after the agreement rule, and the sentence that says where the second instrument falls."""
-    second = _entry(data, row.second)
+    second = _entry(data, second_key)
     if second is None:
-        return verdict, f" {row.second_what[0].upper()}{row.second_what[1:]}: not yet measured."
-    shown = f"{row.second_what}: {_ours(second)} `{second['provenance']}`"
+        return verdict, f" {second_what[0].upper()}{second_what[1:]}: not yet measured."
+    shown = f"{second_what}: {_ours(second)} `{second['provenance']}`"
     side = agreement(interval, second["value"], _interval(second))
     if side is None:
-        return verdict, f" {shown[0].upper()}{shown[1:]}, inside {row.ours}'s interval: the instruments agree."
+        return verdict, f" {shown[0].upper()}{shown[1:]}, inside {ours}'s interval: the instruments agree."
     unit = entry.get("unit", "")
     bounds = " – ".join(format_value(b, unit) for b in interval)
-    return (f"instruments disagree: {row.second_name} puts it {side} than {row.ours}",
-            f" {shown[0].upper()}{shown[1:]}, {'above' if side == 'higher' else 'below'} {row.ours}'s interval "
-            f"({bounds}): the instruments disagree; {row.ours} alone: {verdict}.")
+    return (f"instruments disagree: {second_name} puts it {side} than {ours}",
+            f" {shown[0].upper()}{shown[1:]}, {'above' if side == 'higher' else 'below'} {ours}'s interval "
+            f"({bounds}): the instruments disagree; {ours} alone: {verdict}.")
+
+
+def _beside(row: VerdictRow, data: dict, key: str, interval) -> str:
+    """A measured row's sentence on the evidence it outranks (docs/verdicts.md): the row's next entry the results
+    hold, its value and whether the measured interval holds it; empty when there is none."""
+    other = next((k for k in row.evidence if k != key and _entry(data, k) is not None), None)
+    if other is None:
+        return ""
+    e = _entry(data, other)
+    inside = interval is not None and interval[0] <= e["value"] <= interval[1]
+    return (f" Beside it, `{other}`: {_ours(e)} `{e['provenance']}`, "
+            f"{'inside' if inside else 'outside'} the measured interval (no longer deciding the verdict).")
 
 
 def judge_row(row: VerdictRow, data: dict) -> tuple[dict, str, str] | None:
@@ -568,11 +586,21 @@ def judge_row(row: VerdictRow, data: dict) -> tuple[dict, str, str] | None:
         if other is None:
             return None
         interval = tuple(other["value"])
-    verdict, why = judge(row.rule, value, row.reported, interval, sense=row.sense, ours=row.ours)
-    reason = row.reason.format_map(_Reason(data, entry, row, why, key))
-    if row.second is not None:
-        verdict, sentence = _agree(row, data, entry, interval, verdict)
+    measured = entry.get("provenance") == MEASURED_TPU
+    ours = "the TPU run" if measured else row.ours
+    verdict, why = judge(row.rule, value, row.reported, interval, sense=row.sense, ours=ours)
+    if measured:   # a TPU run's entry (svgtpu.facts.tpu_runs): the same rule, its own words
+        reason = (f"measured by `svgtpu bench tpu` on {entry['device']} ({entry['run']}, median of {entry['rounds']} "
+                  f"rounds, IQR widened by the {NOISE_FLOOR:.0%} noise floor: docs/verdicts.md), `{key}`: {why}.")
+    else:
+        reason = row.reason.format_map(_Reason(data, entry, row, why, key))
+    second = row.measured_second if measured and row.measured_second else (
+        (row.second, row.second_name, row.second_what) if row.second is not None else None)
+    if second is not None:
+        verdict, sentence = _agree(row, data, entry, interval, verdict, *second, ours)
         reason += sentence
+    if measured:
+        reason += _beside(row, data, key, interval)
     return entry, (CHECK_VERDICT if row.check else verdict), reason
 
 
@@ -610,23 +638,28 @@ VERDICT_ROWS = [
                "the dense run took at least {dense_floor} min.",
                reported=REPORTED["C1", "minutes_saved"], ours="our model"),
     VerdictRow("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]),
-               "interval", ("C2.attention_share_1440p",), "modeled share of the DiT's time; {why}.",
+               "interval", ("C2.tpu_attention_share_1440p_splash", "C2.attention_share_1440p"),
+               "modeled share of the DiT's time; {why}.",
                reported=REPORTED["C2", "attention_share_1440p"], ours="our model",
                second="C2.compiled_attention_share_1440p", second_name="the compiled Wan block",
-               second_what="the compiled Wan block's static-cycle share"),
+               second_what="the compiled Wan block's static-cycle share",
+               measured_second=("C2.tpu_attention_share_1440p_ours", "the run through ours",
+                                "the measured 1440p block's share through ours")),
     VerdictRow("C3", "partial tiles before -> after alignment", f"{_C3_BEFORE:g} % -> {_C3_AFTER:g} %", "effect",
                ("C3.partial_share_after",),
                f"the write-up's band, tiles and counting are unpublished, so its exact {_C3_BEFORE:g} % -> "
                f"{_C3_AFTER:g} % cannot be tested (the settings search: notebook 03); {{why}} ({{mask}}, {{tiles}} tiles).",
                before="C3.partial_share_before"),
     VerdictRow("C4", "mask-free fast path lowers latency", "lower latency (no number)", "direction",
-               ("C4.compiled_fast_path_speedup_svg",),
+               ("C4.tpu_fast_path_speedup_svg_1440p", "C4.compiled_fast_path_speedup_svg"),
                "the write-up gives a direction, no number; at the production tile, whole-kernel static cycles of ours "
                "on the SVG mask, fast path off / on: {why} (compiled, not run: static cycles are not latency)."),
     VerdictRow("C5", "attention cost quadratic in resolution", "quadratic", "interval",
-               ("C5.gpu_attention_exponent_dense-cudnn",),
+               ("C5.tpu_attention_exponent_splash", "C5.gpu_attention_exponent_dense-cudnn"),
                "exponent k of dense attention time ∝ L^k measured over the resolutions (`{key}`, interval from its "
-               "timing rounds); quadratic is k = 2: {why}.", reported=2.0),
+               "timing rounds); quadratic is k = 2: {why}.", reported=2.0,
+               measured_second=("C5.tpu_attention_exponent_ours", "the run through ours",
+                                "the measured exponent through ours")),
     VerdictRow("C5", "the same, compiled cycles or exact FLOPs", "quadratic",
                "interval", ("C5.compiled_cycles_exponent", "C5.flops_exponent"),
                "check, not evidence: one tile body's static cycles times a tile count that grows as L², or FLOPs "
@@ -889,6 +922,17 @@ def notebook_markdown(path: str | os.PathLike) -> str:
     return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
+def _with_tpu_runs_recorded(data: dict, path: Path) -> dict:
+    """``data`` with the entries the counted TPU runs beside it give (``tpu-runs/``,
+    :func:`svgtpu.facts.tpu_runs.with_tpu_runs`), written back into the results file ``path`` when they change it:
+    how a committed run reaches ``figures/results.json`` (``svgtpu paper``, ``make figures``)."""
+    from svgtpu.facts.tpu_runs import TPU_RUNS_DIR, with_tpu_runs
+    updated = with_tpu_runs(data, path.parent / TPU_RUNS_DIR.name)
+    if updated != data:
+        write_results(updated, path)
+    return updated
+
+
 def generate(results: str | os.PathLike | None = None,
              targets: list[str | os.PathLike] | None = None, blocks: dict[str, str] | None = None) -> list[dict]:
     """Regenerate the marker blocks of each target file (default: the paper, its appendix and the
@@ -904,6 +948,7 @@ def generate(results: str | os.PathLike | None = None,
     with user_file("results", path):
         data = load_results(path)
     figures = path.parent
+    data = _with_tpu_runs_recorded(data, path)
     files = [Path(t) for t in targets] if targets else [PAPER, APPENDIX, VERDICT_HISTORY_DOC] + (
         [README] if README.exists() else [])
     filled = []   # every file filled before any is written: a refused one leaves all as they were
