@@ -294,7 +294,7 @@ def _downsample_factor(shape: tuple[int, int], max_side: int = MAX_MAP_SIDE) -> 
 def downsample(kinds: np.ndarray, max_side: int = MAX_MAP_SIDE) -> tuple[np.ndarray, int]:
     """``(rgb image, factor)``: each pixel covers ``factor x factor`` tiles and mixes the tile-kind
     colours in proportion to how many tiles of each kind it covers (factor 1: exact colours)."""
-    from svgtpu.report.plots import TILE_COLORS
+    from svgtpu.styles import TILE_COLORS
     factor = _downsample_factor(kinds.shape, max_side)
     nq, nk = ceil_div(kinds.shape[0], factor), ceil_div(kinds.shape[1], factor)
     padded = np.full((nq * factor, nk * factor), -1, dtype=np.int8)
@@ -318,7 +318,7 @@ def _describe(stats: dict) -> str:
 def tile_png(stats: dict, side: int = MAP_PIXELS) -> bytes:
     """The tile-kind map as a small PNG drawn straight from the pixels (what the widgets show).
 
-    The colours of :data:`svgtpu.report.plots.TILE_COLORS`, downsampled by :func:`downsample`, scaled by a
+    The colours of :data:`svgtpu.styles.TILE_COLORS`, downsampled by :func:`downsample`, scaled by a
     whole factor to about ``side`` pixels, white tile borders when tiles are big enough to see.  A
     few milliseconds, where a matplotlib figure with titles and layout takes most of a second on a
     busy CPU.
@@ -438,7 +438,7 @@ def stats_html(*stats: dict, names: tuple[str, ...] = ()) -> str:
 
 def map_html(stats: dict, image: bytes, name: str = "") -> str:
     """One tile map as HTML: what it shows, the PNG (inline) and the colour legend."""
-    from svgtpu.report.plots import TILE_COLORS, TILE_NAMES
+    from svgtpu.styles import TILE_COLORS, TILE_NAMES
     s = stats["settings"]
     kinds = stats["kinds"]
     factor = _downsample_factor(kinds.shape)

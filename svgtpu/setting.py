@@ -19,7 +19,7 @@ import dataclasses
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import format_tile
-from svgtpu.model.config import MODELS
+from svgtpu.models import MODELS
 from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE, SPLASH_DEFAULT_TILE
 
 #: The tile of the toy DiT's attention (its SVG and SVG2 layers) and of the GPU run's plan: one 128-lane square,
@@ -73,7 +73,7 @@ class Setting:
 
     @property
     def heads(self) -> int:
-        """Attention heads of the model (Wan 2.1 14B: 40, cited in :mod:`svgtpu.model.config`)."""
+        """Attention heads of the model (Wan 2.1 14B: 40, cited in :mod:`svgtpu.models`)."""
         return MODELS[self.model].heads
 
     @property

@@ -182,7 +182,7 @@ def test_cli_policy_by_name_and_by_yaml(tmp_path, capsys, monkeypatch):
 
 
 def test_paper_block_sets_ours_beside_theirs(table):
-    from svgtpu.report.paper import against_tpu_table
+    from svgtpu.report.tables import against_tpu_table
 
     result = against_tpu(table)
     assert "not yet" in against_tpu_table({"claims": {}}).lower()

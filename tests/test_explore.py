@@ -82,7 +82,7 @@ def test_compute_matches_brute_force(head, mode):
 def test_downsample_mixes_colours_in_proportion():
     from matplotlib.colors import to_rgb
 
-    from svgtpu.report.plots import TILE_COLORS
+    from svgtpu.styles import TILE_COLORS
     kinds = np.array([[2, 2, 0], [1, 2, 0], [0, 0, 0]], dtype=np.int8)
     exact, factor = explore.downsample(kinds, max_side=3)
     assert factor == 1

@@ -18,8 +18,9 @@ PACKAGE = Path(svgtpu.__file__).parent
 LAYERS = [
     {"svgtpu", "svgtpu.errors", "svgtpu.tpu_env", "svgtpu.facts", "svgtpu.inputs"},
     {"svgtpu.geometry", "svgtpu.recipes", "svgtpu.setting", "svgtpu.warmup", "svgtpu.launch",
-     "svgtpu.model.config"},
+     "svgtpu.models"},
     {"svgtpu.masks"},
+    {"svgtpu.styles"},
     {"svgtpu.kernels"},
     {"svgtpu.baselines"},
     {"svgtpu.course"},

@@ -1,7 +1,7 @@
 """Prose states no number of ours by hand: the paper, the README and the notebooks' markdown.
 
 Every number of ours is generated from ``figures/results.json`` between markers; a number typed by
-hand must be the write-up's or a published spec (``svgtpu.report.paper.their_numbers``).  The negative
+hand must be the write-up's or a published spec (``svgtpu.report.published.their_numbers``).  The negative
 cases below show the check catches the sentences it was written for.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from svgtpu.report import paper
+from svgtpu.report import blocks, budget, paper, published, tables, verdicts
 from svgtpu.facts import results
 
 NOTEBOOKS = sorted(paper.NOTEBOOKS.glob("*.ipynb"))
@@ -29,8 +29,8 @@ def _results(tmp_path, **entries):
 @pytest.mark.parametrize("path", [paper.PAPER, paper.APPENDIX, paper.README, paper.VERDICT_HISTORY_DOC, *NOTEBOOKS],
                          ids=lambda p: Path(p).name)
 def test_prose_states_no_number_of_ours_by_hand(path):
-    text = paper.notebook_markdown(path) if path.suffix == ".ipynb" else path.read_text()
-    strays = paper.stray_numbers(text)
+    text = budget.notebook_markdown(path) if path.suffix == ".ipynb" else path.read_text()
+    strays = published.stray_numbers(text)
     assert not strays, f"{path.name}: numbers typed by hand (generate them from the results or drop them):\n" + \
         "\n".join(strays)
 
@@ -40,7 +40,7 @@ def test_generated_numbers_match_the_results_file(path):
     """What sits between markers is what `svgtpu paper` makes from the committed results file."""
     text = path.read_text()
     data = results.load_results()
-    regenerated, names = paper.fill(text, data, path.resolve(), results.figures_dir().resolve())
+    regenerated, names = blocks.fill(text, data, path.resolve(), results.figures_dir().resolve())
     assert names, f"{path.name} has no generated numbers"
     assert regenerated == text, f"{path.name} is stale: run `python -m svgtpu paper`"
 
@@ -64,7 +64,7 @@ def test_the_readme_first_screen_says_what_it_is_how_to_run_it_and_the_verdicts(
 def test_a_hand_typed_number_of_ours_is_caught():
     text = ("A back-of-envelope check: about 8e18 FLOPs at 45–50 % utilization is 37–40 minutes dense, "
             "and the write-up's 1.69x would save about 16 of them; our mask leaves 23.5 % partial tiles.")
-    strays = paper.stray_numbers(text)
+    strays = published.stray_numbers(text)
     assert [s.split()[0] for s in strays] == ["'8e18'", "'37'", "'23.5'"]
 
 
@@ -75,7 +75,7 @@ def test_quoted_numbers_code_markers_and_names_are_not_flagged():
             "<!-- svgtpu:value C1.speedup -->1.99x<!-- /svgtpu -->,\n"
             "<!-- svgtpu:begin claims -->\n| 93.62 % |\n<!-- svgtpu:end claims -->\n"
             "```\nmake figures  # 252 s\n```\n")
-    assert paper.stray_numbers(text) == []
+    assert published.stray_numbers(text) == []
 
 
 def test_inline_values_are_filled_from_the_results(tmp_path):
@@ -88,14 +88,14 @@ def test_inline_values_are_filled_from_the_results(tmp_path):
             "(band <!-- svgtpu:value C1.speedup band --><!-- /svgtpu -->), "
             "toy <!-- svgtpu:value C1.toy_speedup iqr -->x<!-- /svgtpu -->, "
             "GPU <!-- svgtpu:value C1.gpu_speedup -->2.5x<!-- /svgtpu -->.")
-    filled, names = paper.fill(text, data, tmp_path / "p.md", tmp_path)
+    filled, names = blocks.fill(text, data, tmp_path / "p.md", tmp_path)
     assert filled == ("dense <!-- svgtpu:value C1.dense_minutes -->60.8 min<!-- /svgtpu -->, "
                       "<!-- svgtpu:value C1.speedup -->1.99x<!-- /svgtpu --> (band <!-- svgtpu:value C1.speedup "
                       "band -->1.87x – 2.04x<!-- /svgtpu -->), toy <!-- svgtpu:value C1.toy_speedup iqr -->1.20x – "
                       "1.45x<!-- /svgtpu -->, GPU <!-- svgtpu:value C1.gpu_speedup -->_not yet measured_"
                       "<!-- /svgtpu -->.")
     assert names == ["C1.dense_minutes", "C1.speedup", "C1.speedup", "C1.toy_speedup", "C1.gpu_speedup"]
-    assert paper.fill(filled, data, tmp_path / "p.md", tmp_path)[0] == filled   # idempotent
+    assert blocks.fill(filled, data, tmp_path / "p.md", tmp_path)[0] == filled   # idempotent
 
 
 def test_claims_rows_carry_mask_kept_pairs_tiles_and_the_reported_number(tmp_path):
@@ -106,7 +106,7 @@ def test_claims_rows_carry_mask_kept_pairs_tiles_and_the_reported_number(tmp_pat
                                                 "density": 0.1385, "block_q": 3024, "block_kv": 2048}),
         "C1.toy_speedup": (1.31, {"unit": "ratio", "iqr": [1.2, 1.45], "mask": "SVG kept 0.3, snap",
                                   "density": 0.4, "block_q": 128, "block_kv": 128})})
-    table = paper.claims_table(data)
+    table = tables.claims_table(data)
     lines = table.splitlines()
     assert lines[0] == "| claim | what | mask | kept pairs | tiles | reported | ours | provenance | profile |"
     assert len(lines) == 5          # header, rule, three rows: rows without results are left out
@@ -116,17 +116,17 @@ def test_claims_rows_carry_mask_kept_pairs_tiles_and_the_reported_number(tmp_pat
 
 
 def test_reported_column_comes_from_the_one_table_of_reported_numbers():
-    rows = {(r.claim, r.name): r.reported_text() for r in paper.CLAIM_ROWS}
+    rows = {(r.claim, r.name): r.reported_text() for r in tables.CLAIM_ROWS}
     assert rows["C1", "speedup"] == "1.69x" and rows["C1", "minutes_saved"] == "over 16 min"
     assert rows["C2", "attention_share_1440p"] == "88.2 %"
     assert rows["C3", "partial_share_after_m1"] == "2.22 %"
-    assert {r.claim for r in paper.CLAIM_ROWS} == set(results.CLAIMS)
+    assert {r.claim for r in tables.CLAIM_ROWS} == set(results.CLAIMS)
 
 
 def test_gpu_and_validation_sections_render_before_any_such_run(tmp_path):
     data = results.empty_results()
-    assert "not yet measured" in paper.render("gpu", data, tmp_path / "p.md", tmp_path).lower()
-    assert "not yet measured" in paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path).lower()
+    assert "not yet measured" in blocks.render("gpu", data, tmp_path / "p.md", tmp_path).lower()
+    assert "not yet measured" in blocks.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path).lower()
 
     gpu = results.NotebookRun("04_fast_path_ablation", "quick", tmp_path / "gpu")
     gpu.record("C4", "fast_path_speedup", 1.21, provenance="measured-gpu-h200", unit="ratio")
@@ -141,22 +141,22 @@ def test_gpu_and_validation_sections_render_before_any_such_run(tmp_path):
                                                                            "unit": "ratio"}),
                                          "C1.validation_table": ([{"id": "wan-a100", "error": -0.07}],
                                                                  {"provenance": "modeled-v6e"})})
-    assert "1.21x" in paper.render("gpu", data, tmp_path / "p.md", tmp_path)
-    validation = paper.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
+    assert "1.21x" in blocks.render("gpu", data, tmp_path / "p.md", tmp_path)
+    validation = blocks.render("entries C1 validation_", data, tmp_path / "p.md", tmp_path)
     assert "0.93x" in validation and "| wan-a100 | -0.07 |" in validation
     # the documented `compiled` marker: only the compiled-* results, by claim
-    compiled = paper.render("compiled", data, tmp_path / "p.md", tmp_path)
+    compiled = blocks.render("compiled", data, tmp_path / "p.md", tmp_path)
     assert "llo_masking_ops_full" in compiled and "validation_wan_a100" not in compiled and "**C4**" in compiled
-    assert "not yet measured" in paper.render("compiled", results.empty_results(), tmp_path / "p.md", tmp_path).lower()
+    assert "not yet measured" in blocks.render("compiled", results.empty_results(), tmp_path / "p.md", tmp_path).lower()
 
 
 def test_the_verdict_thresholds_in_docs_are_the_codes():
     """docs/verdicts.md states each threshold by its name and value; the values are the code's."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "verdicts.md").read_text()
-    assert f"`NARROW` = {paper.NARROW:.0%}".replace("%", " %") in text
-    assert f"(high − low) / value ≤ {paper.NARROW:.2f}" in text
-    assert f"`EFFECT_FACTOR` = {paper.EFFECT_FACTOR:g}" in text
-    assert f"`EXPONENT_TOLERANCE` = {paper.EXPONENT_TOLERANCE:g}" in text
+    assert f"`NARROW` = {verdicts.NARROW:.0%}".replace("%", " %") in text
+    assert f"(high − low) / value ≤ {verdicts.NARROW:.2f}" in text
+    assert f"`EFFECT_FACTOR` = {verdicts.EFFECT_FACTOR:g}" in text
+    assert f"`EXPONENT_TOLERANCE` = {verdicts.EXPONENT_TOLERANCE:g}" in text
 
 
 def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):
@@ -166,28 +166,28 @@ def test_a_scratch_results_file_never_fills_the_committed_paper(tmp_path):
 
 def test_each_verdict_rule_can_fail():
     # interval: inside and narrow -> reproduced; inside but wide -> consistent; outside -> contradicted
-    assert paper.judge("interval", 2.0, 1.95, (1.9, 2.1))[0] == "reproduced"         # 10 % wide
-    assert paper.judge("interval", 2.0, 1.69, (1.4, 2.2))[0] == "consistent"         # 40 % wide
-    verdict, why = paper.judge("interval", 2.0, 1.69, (1.9, 2.1))
+    assert verdicts.judge("interval", 2.0, 1.95, (1.9, 2.1))[0] == "reproduced"         # 10 % wide
+    assert verdicts.judge("interval", 2.0, 1.69, (1.4, 2.2))[0] == "consistent"         # 40 % wide
+    verdict, why = verdicts.judge("interval", 2.0, 1.69, (1.9, 2.1))
     assert verdict == "contradicted: our evidence puts it higher than reported" and "outside" in why and "1.69" in why
     # the direction, in the claim's words: a speedup above the reported one is faster, one below slower
-    assert paper.judge("interval", 2.0, 1.69, (1.9, 2.1), sense=("faster", "slower"), ours="our model")[0] == \
+    assert verdicts.judge("interval", 2.0, 1.69, (1.9, 2.1), sense=("faster", "slower"), ours="our model")[0] == \
         "contradicted: our model puts it faster than reported"
-    below = paper.judge("interval", 1.5, 1.69, (1.4, 1.6), sense=("faster", "slower"))[0]
+    below = verdicts.judge("interval", 1.5, 1.69, (1.4, 1.6), sense=("faster", "slower"))[0]
     assert below == "contradicted: our evidence puts it slower than reported"
     # lower bound ("over 16 min"): wholly above, straddling, wholly below
-    assert paper.judge("lower bound", 30.0, 16.0, (20.0, 40.0))[0] == "reproduced"
-    assert paper.judge("lower bound", 30.0, 16.0, (10.0, 40.0))[0] == "consistent"
-    assert paper.judge("lower bound", 12.0, 16.0, (10.0, 14.0))[0] == \
+    assert verdicts.judge("lower bound", 30.0, 16.0, (20.0, 40.0))[0] == "reproduced"
+    assert verdicts.judge("lower bound", 30.0, 16.0, (10.0, 40.0))[0] == "consistent"
+    assert verdicts.judge("lower bound", 12.0, 16.0, (10.0, 14.0))[0] == \
         "contradicted: our evidence puts it lower than reported"
     # direction: a ratio above 1 holds the direction, anything else contradicts it
-    assert paper.judge("direction", 1.2)[0] == "direction only"
-    assert paper.judge("direction", 0.95)[0] == "contradicted"
+    assert verdicts.judge("direction", 1.2)[0] == "direction only"
+    assert verdicts.judge("direction", 0.95)[0] == "contradicted"
     # effect: at most half the partial tiles after alignment, else the effect itself fails
-    assert paper.judge("effect", (0.20, 0.05))[0] == "not testable here"
-    assert paper.judge("effect", (0.20, 0.15))[0] == "contradicted"
+    assert verdicts.judge("effect", (0.20, 0.05))[0] == "not testable here"
+    assert verdicts.judge("effect", (0.20, 0.15))[0] == "contradicted"
     with pytest.raises(ValueError, match="rule"):
-        paper.judge("vibes", 1.0)
+        verdicts.judge("vibes", 1.0)
 
 
 def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
@@ -204,7 +204,7 @@ def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
         "C5.compiled_cycles_exponent": (1.7, {"provenance": "compiled-v6e"}),
         "C5.toy_attention_exponent": (1.9, {"provenance": "measured-cpu"}),
         "C5.toy_attention_exponent_interval": ([1.5, 2.3], {"provenance": "measured-cpu"})})
-    rows = {r["claim"].split(" ", 1)[1]: r for r in paper.verdicts(data)}
+    rows = {r["claim"].split(" ", 1)[1]: r for r in verdicts.verdicts(data)}
     speedup = rows["1440p end-to-end speedup"]
     assert (speedup["verdict"], speedup["rule"]) == ("consistent", "interval")          # 1.69 in a 35 % wide interval
     assert "recipe A" in speedup["why"] and "recipe B" not in speedup["why"]
@@ -214,20 +214,20 @@ def test_verdict_rows_read_the_results_and_say_not_yet(tmp_path):
     assert rows["partial tiles before -> after alignment"]["verdict"] == "not testable here"
     assert rows["mask-free fast path lowers latency"]["verdict"] == "direction only"
     # C5 is judged on a measured exponent with an interval; the compiled one and the toy's are checks
-    assert rows["attention cost quadratic in resolution"]["verdict"] == paper.NOT_YET_VERDICT
-    assert rows["the same, compiled cycles or exact FLOPs"]["verdict"] == paper.CHECK_VERDICT
+    assert rows["attention cost quadratic in resolution"]["verdict"] == verdicts.NOT_YET_VERDICT
+    assert rows["the same, compiled cycles or exact FLOPs"]["verdict"] == verdicts.CHECK_VERDICT
     assert "lies outside" in rows["the same, compiled cycles or exact FLOPs"]["why"]          # 1.7 + 0.05 < 2
-    assert rows["the same, toy DiT timed on this CPU"]["verdict"] == paper.CHECK_VERDICT
-    summary = paper.verdict_summary(data)
+    assert rows["the same, toy DiT timed on this CPU"]["verdict"] == verdicts.CHECK_VERDICT
+    summary = verdicts.verdict_summary(data)
     assert summary.startswith("Does it reproduce? Consistent: C1 1440p end-to-end speedup. Contradicted: ")
     assert "C2 self-attention share at 1440p (our model puts it higher than reported)" in summary
     assert "Checks, not evidence: C5 the same, compiled cycles or exact FLOPs; C5 the same, toy DiT" in summary
     # a row whose evidence is missing renders "not yet", never a verdict
-    empty = {r["claim"]: r["verdict"] for r in paper.verdicts(results.empty_results())}
-    assert set(empty.values()) == {paper.NOT_YET_VERDICT}
+    empty = {r["claim"]: r["verdict"] for r in verdicts.verdicts(results.empty_results())}
+    assert set(empty.values()) == {verdicts.NOT_YET_VERDICT}
     exact = _results(tmp_path / "b", **{"C5.flops_exponent": (2.01, {"provenance": "computed"})})
-    c5 = next(r for r in paper.verdicts(exact) if r["claim"].startswith("C5 the same, compiled"))
-    assert c5["verdict"] == paper.CHECK_VERDICT and "±0.05" in c5["why"] and "lies inside" in c5["why"]
+    c5 = next(r for r in verdicts.verdicts(exact) if r["claim"].startswith("C5 the same, compiled"))
+    assert c5["verdict"] == verdicts.CHECK_VERDICT and "±0.05" in c5["why"] and "lies inside" in c5["why"]
 
 
 def test_c5_is_judged_on_a_measured_exponent_only_with_its_interval(tmp_path):
@@ -235,20 +235,20 @@ def test_c5_is_judged_on_a_measured_exponent_only_with_its_interval(tmp_path):
     def c5(**extra):
         data = _results(tmp_path / str(len(extra)), **{"C5.gpu_attention_exponent_dense-cudnn": (
             2.01, {"provenance": "measured-gpu-h200", **extra})})
-        return next(r for r in paper.verdicts(data) if r["claim"].startswith("C5 attention"))
+        return next(r for r in verdicts.verdicts(data) if r["claim"].startswith("C5 attention"))
     bare = c5()
-    assert bare["verdict"] == paper.NOT_YET_VERDICT and "2.01 `measured-gpu-h200` without an interval" in bare["why"]
+    assert bare["verdict"] == verdicts.NOT_YET_VERDICT and "2.01 `measured-gpu-h200` without an interval" in bare["why"]
     assert c5(interval=[1.97, 2.05])["verdict"] == "reproduced"
     assert c5(interval=[2.005, 2.02])["verdict"] == "contradicted: our evidence puts it higher than reported"
 
 
 def test_two_primary_instruments_must_agree():
     """The agreement rule can fail both ways: a point or an interval outside the first's interval disagrees."""
-    assert paper.agreement((0.86, 0.90), 0.88) is None                     # inside: agree
-    assert paper.agreement((0.86, 0.90), 0.92) == "higher"
-    assert paper.agreement((0.86, 0.90), 0.80) == "lower"
-    assert paper.agreement((0.86, 0.90), 0.92, (0.895, 0.95)) is None      # intervals overlap
-    assert paper.agreement((0.86, 0.90), 0.92, (0.905, 0.95)) == "higher"
+    assert verdicts.agreement((0.86, 0.90), 0.88) is None                     # inside: agree
+    assert verdicts.agreement((0.86, 0.90), 0.92) == "higher"
+    assert verdicts.agreement((0.86, 0.90), 0.80) == "lower"
+    assert verdicts.agreement((0.86, 0.90), 0.92, (0.895, 0.95)) is None      # intervals overlap
+    assert verdicts.agreement((0.86, 0.90), 0.92, (0.905, 0.95)) == "higher"
 
 
 def test_c2_says_when_the_compiled_block_falls_outside_the_model(tmp_path):
@@ -256,20 +256,20 @@ def test_c2_says_when_the_compiled_block_falls_outside_the_model(tmp_path):
         data = _results(tmp_path / str(compiled), **{
             "C2.attention_share_1440p": (0.893, {"unit": "fraction", "band": [0.858, 0.902], "provenance": "modeled-v6e"}),
             "C2.compiled_attention_share_1440p": (compiled, {"unit": "fraction", "provenance": "compiled-v6e"})})
-        return next(r for r in paper.verdicts(data) if r["claim"].startswith("C2"))
+        return next(r for r in verdicts.verdicts(data) if r["claim"].startswith("C2"))
     agree, disagree = c2(0.88), c2(0.9218)
     assert agree["verdict"] == "reproduced" and "the instruments agree" in agree["why"]
     assert disagree["verdict"] == "instruments disagree: the compiled Wan block puts it higher than our model"
     assert "our model alone: reproduced" in disagree["why"] and "92.18 %" in disagree["why"]
-    assert "Instruments disagree: C2 self-attention share at 1440p" in paper.verdict_summary(
+    assert "Instruments disagree: C2 self-attention share at 1440p" in verdicts.verdict_summary(
         _results(tmp_path / "s", **{"C2.attention_share_1440p": (0.893, {"unit": "fraction", "band": [0.858, 0.902]}),
                                     "C2.compiled_attention_share_1440p": (0.9218, {"unit": "fraction"})}))
 
 
 def test_sixteen_minutes_saved_is_a_floor_on_the_dense_time():
     # saving over 16 min at 1.69x: dense - dense / 1.69 > 16  =>  dense > 16 * 1.69 / 0.69 = 39.19 min
-    assert paper.saved_minutes_floor() == pytest.approx(39.188, abs=1e-3)
-    rows = paper.verdicts(results.empty_results() | {"claims": {"C1": {"minutes_saved": {
+    assert verdicts.saved_minutes_floor() == pytest.approx(39.188, abs=1e-3)
+    rows = verdicts.verdicts(results.empty_results() | {"claims": {"C1": {"minutes_saved": {
         "value": 20.0, "unit": "min", "band": [18.0, 25.0], "provenance": "modeled-v6e"}}}})
     assert "39.2 min" in next(r for r in rows if "minutes saved" in r["claim"])["why"]
 
@@ -279,41 +279,41 @@ def test_roofline_ratios_join_the_claims_table_by_name(tmp_path):
         "C4.compiled_ours_over_roofline_svg_aligned": (1.28, {"unit": "ratio", "provenance": "compiled-v6e",
                                                               "description": "ours over the MXU roofline"}),
         "C4.compiled_aligned_over_our_dense": (1.0, {"unit": "ratio", "provenance": "compiled-v6e"})})
-    table = paper.claims_table(data)
+    table = tables.claims_table(data)
     assert "ours over the MXU roofline" in table and "sparse overhead vs our dense" in table
 
 
 def test_a_verdict_row_is_data_judged_by_the_one_rule(tmp_path):
     """A new row needs no code: its evidence keys, interval source and reason template are enough."""
-    row = paper.VerdictRow("C5", "a test row", "quadratic", "interval", ("C5.missing", "C5.flops_exponent"),
+    row = verdicts.VerdictRow("C5", "a test row", "quadratic", "interval", ("C5.missing", "C5.flops_exponent"),
                            "from `{key}` ({interval_source}): {why}.", reported=2.0, interval="tolerance")
     data = _results(tmp_path, **{"C5.flops_exponent": (1.9, {"provenance": "computed"})})
-    entry, verdict, why = paper.judge_row(row, data)
+    entry, verdict, why = verdicts.judge_row(row, data)
     assert verdict == "contradicted: our evidence puts it lower than reported"      # 1.9 + 0.05 < 2
     assert why.startswith("from `C5.flops_exponent` (±0.05, a deterministic instrument): the reported 2 lies outside")
-    assert paper.judge_row(row, results.empty_results()) is None                      # no evidence: not yet
-    waits = paper.VerdictRow("C5", "waits for an interval", "quadratic", "interval", ("C5.flops_exponent",), "{why}",
+    assert verdicts.judge_row(row, results.empty_results()) is None                      # no evidence: not yet
+    waits = verdicts.VerdictRow("C5", "waits for an interval", "quadratic", "interval", ("C5.flops_exponent",), "{why}",
                              reported=2.0)
-    assert paper.judge_row(waits, data) is None                                       # "own" interval missing
+    assert verdicts.judge_row(waits, data) is None                                       # "own" interval missing
 
 
 def test_the_note_body_keeps_to_its_word_budget():
-    """Issue 52: the note's body at most BODY_WORDS words, generated tables aside (the rule: paper.body_words)."""
-    words = paper.body_words(paper.PAPER.read_text())
-    assert words <= paper.BODY_WORDS, f"paper/svgtpu.md's body is {words} words, over {paper.BODY_WORDS}"
+    """Issue 52: the note's body at most BODY_WORDS words, generated tables aside (the rule: budget.body_words)."""
+    words = budget.body_words(paper.PAPER.read_text())
+    assert words <= budget.BODY_WORDS, f"paper/svgtpu.md's body is {words} words, over {budget.BODY_WORDS}"
 
 
 def test_body_words_counts_prose_and_captions_not_table_rows_or_code():
     text = ("Two words.\n<!-- svgtpu:begin claims -->\n| a | b |\n|---|---|\n| c | d |\n*A caption here.*\n"
             "<!-- svgtpu:end claims -->\n```\nmake figures\n```\nvalue <!-- svgtpu:value C1.speedup -->1.97x"
             "<!-- /svgtpu --> — end ![x](y.png)")
-    assert paper.body_words(text) == 8        # Two words. A caption here. value 1.97x end
+    assert budget.body_words(text) == 8        # Two words. A caption here. value 1.97x end
 
 
 def test_the_notes_first_screen_holds_the_summary_table_and_the_limits():
     """Issue 54: a reader sees the verdicts and what limits them before anything else; a glossary follows."""
     text = paper.PAPER.read_text()
-    head = paper._BLOCK.sub(lambda m: m.group(1) + m.group(4), text)   # generated rows take no room in the source
+    head = blocks.BLOCK.sub(lambda m: m.group(1) + m.group(4), text)   # generated rows take no room in the source
     first = "\n".join(head.splitlines()[:45])
     for needed in ("<!-- svgtpu:begin verdicts-brief -->", "No TPU timing", "absolute TPU error", "Single seeds",
                    "Static cycles are not time", "Verdicts have moved", "docs/verdict_history.md"):
@@ -329,17 +329,17 @@ def test_the_tpu_predictions_block_reads_the_newest_frozen_file_and_the_newest_r
     row per measured quantity (the synthetic run of tests/test_predictions.py, labelled measured-tpu here)."""
     committed = Path(__file__).parents[1] / "figures"
     frozen = sorted((committed / "predictions").glob("*.json"))[-1]
-    empty = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    empty = blocks.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
     assert empty.startswith("No predictions have been frozen yet")
     (tmp_path / "predictions").mkdir()
     (tmp_path / "predictions" / frozen.name).write_bytes(frozen.read_bytes())
-    waiting = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    waiting = blocks.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
     assert json.loads(frozen.read_text())["commit"] in waiting and "No TPU run yet" in waiting
     run = json.loads((Path(__file__).parent / "data" / "tpu_run_synthetic.json").read_text())
     (tmp_path / "tpu-runs").mkdir()
     (tmp_path / "tpu-runs" / "2099-01-01-synthetic.json").write_text(json.dumps(run))
     # labelled synthetic-test it is no evidence (docs/verdicts.md: only measured-tpu counts), so nothing is compared
-    assert "No TPU run yet" in paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    assert "No TPU run yet" in blocks.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
     (tmp_path / "tpu-runs" / "2099-01-01-synthetic.json").write_text(json.dumps(run | {"provenance": "measured-tpu"}))
-    compared = paper.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
+    compared = blocks.render("tpu-predictions", {}, tmp_path / "p.md", tmp_path)
     assert "No TPU run yet" not in compared and all(f"| {q} |" in compared for q in run["quantities"])

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from svgtpu import cli  # noqa: E402
-from svgtpu.report import paper
+from svgtpu.report import blocks, paper, tables
 from svgtpu.report import reproduce
 from svgtpu.facts import results
 
@@ -93,7 +93,7 @@ def test_figures_dir_follows_the_environment(tmp_path, monkeypatch):
     (None, "", "—"), (1234, "", "1,234"), ("n/a", "", "n/a"),
 ])
 def test_format_value(value, unit, text):
-    assert paper.format_value(value, unit) == text
+    assert tables.format_value(value, unit) == text
 
 
 PAPER = """# Title
@@ -193,7 +193,7 @@ def test_reproduce_rejects_a_bad_profile_on_the_command_line(capsys):
 
 def test_the_committed_paper_uses_only_known_markers_and_names_every_figure():
     names = [name for path in (paper.PAPER, paper.APPENDIX)   # the note and its appendix of long tables
-             for name in paper.fill(path.read_text(), results.empty_results(), path, path.parent)[1]]
+             for name in blocks.fill(path.read_text(), results.empty_results(), path, path.parent)[1]]
     claim_blocks = {n.split(" ", 1)[0] for n in names if not n.startswith(("figure ", "entries "))}
     assert "claims" in names and {"C1", "C2", "C3", "C4", "C5", "Q"} <= claim_blocks  # "Q except methods_" is Q's
     assert "entries Q methods_" in names  # the every-method tables, left out of Q's block

@@ -11,6 +11,7 @@ import pytest
 from svgtpu.facts import tpu_runs
 from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.report import paper, predictions
+from svgtpu.report.verdicts import record_verdict_history
 from svgtpu.report.history import published_verdicts
 
 
@@ -99,7 +100,7 @@ def test_a_synthetic_v6e8_run_through_the_whole_chain(tmp_path):
     # 5. the verdict history logs the moves on the commit that adds the run
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", "README.md", "figures/results.json")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "v6e-8 run: synthetic, a test")
-    history = paper.record_verdict_history(repo, tmp_path / "history.json")
+    history = record_verdict_history(repo, tmp_path / "history.json")
     moved = {m["row"]: m for m in history["moves"] if m["reason"].startswith("v6e-8 run")}
     assert moved[c2]["from"] == before[c2] and moved[c2]["to"] == after[c2]
     assert moved[c5]["to"] == "reproduced" and c4 not in moved   # C4's verdict stays direction only

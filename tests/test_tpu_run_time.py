@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from svgtpu.bench import tpu
-from svgtpu.report import paper, preflight_record
+from svgtpu.report import blocks, preflight_record
 from svgtpu.report.tpu_run_time import Cost, budget_to_time_all, costs, expected_time, simulate
 
 
@@ -100,10 +100,10 @@ def test_expected_time_adds_each_programs_compile_once_and_its_checks():
 
 
 def test_the_readme_block_renders_the_newest_record_or_says_there_is_none(tmp_path):
-    none = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    none = blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     assert none.startswith("**Preflight: no record.**") and "svgtpu bench tpu --preflight" in none
     record = _record(tmp_path)
-    text = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    text = blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     n = len(record["programs"])
     assert f"{n} of {n} programs compile for v6e" in text and "abc1234" in text and "jax 9.9.9" in text
     assert "libtpu 8.8.8" in text and "`compiled-v6e`" in text and "still match" in text
@@ -112,13 +112,13 @@ def test_the_readme_block_renders_the_newest_record_or_says_there_is_none(tmp_pa
     # the sources changed since the record: said in the block
     _record(tmp_path, key="0" * 20)
     assert "The sources changed since: rerun `svgtpu bench tpu --preflight`" in \
-        paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+        blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     # a record without the checks' host seconds: that part said to be missing, not a zero
     _record(tmp_path, host_check=False)
-    assert "| not in the record |" in paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    assert "| not in the record |" in blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     # a program the record does not hold: no time computed, said loudly
     _record(tmp_path, drop=1)
-    missing = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    missing = blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     assert "does not hold 1 program(s)" in missing and "| v6e-1 |" not in missing
 
 
@@ -133,21 +133,21 @@ def test_the_readme_block_is_made_of_its_figures_folder_not_the_models_environme
     text = {}
     for env in (str(fixture), "none"):   # the model's table, and none: priors
         monkeypatch.setenv("SVGTPU_COMPILED_TILES", env)
-        text[env] = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+        text[env] = blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     assert len(set(text.values())) == 1
     # and the table does price it: without one in the folder the device time is the priors'
     (tmp_path / "compiled_tiles.json").unlink()
-    assert paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path) != text[str(fixture)]
+    assert blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path) != text[str(fixture)]
 
 
 def test_the_papers_sentence_says_the_preflight_and_the_time_or_that_neither_is_known(tmp_path):
-    assert "is not known" in paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+    assert "is not known" in blocks.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
     record = _record(tmp_path)
-    text = paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+    text = blocks.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
     assert f"Every one of the {len(record['programs'])} programs" in text and "abc1234" in text
-    block = paper.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
+    block = blocks.render("tpu-run-time", {}, tmp_path / "r.md", tmp_path)
     for name in ("v6e-1", "v6e-8"):   # each slice's time is the README table's budgeted run (its 9th column)
         row = next(line for line in block.splitlines() if line.startswith(f"| {name} |"))
         assert f"{row.split(' | ')[7]} on {name}" in text
     _record(tmp_path, drop=1)   # a program the newest record lacks: no time claimed
-    assert "is not known" in paper.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+    assert "is not known" in blocks.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from svgtpu.errors import BadInput
-from svgtpu.report import history, paper
+from svgtpu.report import blocks, history, paper, verdicts
 
 ROW = "C1 1440p end-to-end speedup"
 
@@ -42,7 +42,7 @@ def test_rounds_are_days_and_moves_carry_their_commits_reason(tmp_path):
             _readme("consistent", "1.97x (interval 1.56x – 2.00x) `modeled-v6e`"), 1.97)
     _commit(tmp_path, "2026-01-03T08:00:00+00:00", "figures: rerun", _readme(
         "consistent", "1.96x (interval 1.56x – 2.00x) `modeled-v6e`"), 1.96)
-    record = paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+    record = verdicts.record_verdict_history(tmp_path, tmp_path / "history.json")
     assert json.loads((tmp_path / "history.json").read_text()) == record
     rounds = {r["date"]: r["rows"] for r in record["rounds"]}
     assert list(rounds) == ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -63,21 +63,21 @@ def test_rounds_are_days_and_moves_carry_their_commits_reason(tmp_path):
 
 
 def test_the_history_renders_from_its_record_or_says_not_yet(tmp_path):
-    assert "not yet" in paper.render("verdict-history", {}, tmp_path / "d.md", tmp_path).lower()
+    assert "not yet" in blocks.render("verdict-history", {}, tmp_path / "d.md", tmp_path).lower()
     record = {"rows": [ROW], "rounds": [{"date": "2026-01-02", "commit": "abc1234", "rows": {
         ROW: {"verdict": "contradicted: our model puts it faster", "value": "2.00x modeled-v6e"}}}],
         "moves": [{"date": "2026-01-02", "commit": "abc1234", "row": ROW, "from": "—", "to": "contradicted",
                    "reason": "paper: the table"}]}
     (tmp_path / history.HISTORY.name).write_text(json.dumps(record))
-    table = paper.render("verdict-history", {}, tmp_path / "d.md", tmp_path)
+    table = blocks.render("verdict-history", {}, tmp_path / "d.md", tmp_path)
     assert "| 2026-01-02 (abc1234) | contradicted; 2.00x modeled-v6e |" in table
     assert "| 2026-01-02 | abc1234 | C1 1440p end-to-end speedup | — | contradicted | — -> — | paper: the table |" in \
-        paper.render("verdict-moves", {}, tmp_path / "d.md", tmp_path)
+        blocks.render("verdict-moves", {}, tmp_path / "d.md", tmp_path)
 
 
 def test_outside_a_git_checkout_the_history_says_so(tmp_path):
     with pytest.raises(BadInput, match="git checkout"):
-        paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+        verdicts.record_verdict_history(tmp_path, tmp_path / "history.json")
 
 
 def test_every_central_move_over_two_percent_is_logged_with_its_reason(tmp_path):
@@ -89,7 +89,7 @@ def test_every_central_move_over_two_percent_is_logged_with_its_reason(tmp_path)
     _commit(tmp_path, "2026-01-02T08:00:00+00:00", "costmodel: stages compiled; C1 2.00 -> 2.05 (the VAE decoder "
             "priced from its compile (issue 61)); tests", None, 2.05)
     _commit(tmp_path, "2026-01-03T08:00:00+00:00", "figures: a new calibration; more words", None, 1.90)
-    record = paper.record_verdict_history(tmp_path, tmp_path / "history.json")
+    record = verdicts.record_verdict_history(tmp_path, tmp_path / "history.json")
     moves = [(m["commit"], m["key"], m["shown"], m["reason"]) for m in record["value_moves"] if m["row"] == ROW]
     commits = subprocess.run(["git", "-C", str(tmp_path), "log", "--reverse", "--format=%h"], check=True,
                              capture_output=True, text=True).stdout.split()

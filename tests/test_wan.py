@@ -12,7 +12,7 @@ import pytest
 from svgtpu.attention import profiling
 from svgtpu.attention.svg import SVGConfig
 from svgtpu.geometry import VideoGeometry
-from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.models import MODELS, ModelConfig
 from svgtpu.model.wan import SELF_ATTENTIONS, WanBlock, rope_angles, self_attention
 from svgtpu.toy.dit import forward, load_checkpoint
 from svgtpu.toy.sampler import sample

@@ -13,7 +13,7 @@ from svgtpu.compiler.compile import libtpu_available
 from svgtpu.compiler.fusions import ROLES
 from svgtpu.compiler.scaling import bootstrap_exponent, kernel_sweep, loglog_fit
 from svgtpu.cli import main
-from svgtpu.model.config import ModelConfig
+from svgtpu.models import ModelConfig
 
 # one worker runs the file (make test: --dist loadgroup): the module's compiled block is made once
 pytestmark = pytest.mark.xdist_group("wan_block")

@@ -72,7 +72,7 @@ from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan_for
 from svgtpu.kernels.mosaic_gpu import MosaicConfig, mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
-from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.models import MODELS, ModelConfig
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
 from svgtpu.facts.results import provenance

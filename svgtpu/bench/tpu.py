@@ -51,7 +51,7 @@ import numpy as np
 from svgtpu.costmodel.policy import MODERATE_KEYS
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
-from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.models import MODELS, ModelConfig
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 
 SECTIONS = ("kernels", "block", "moderate")

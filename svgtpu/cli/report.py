@@ -68,7 +68,7 @@ def run_paper(args):
          "figures/verdict_history.json", lambda p: None)
 def run_verdict_history(args):
     from svgtpu.report.history import HISTORY, moves_table
-    from svgtpu.report.paper import record_verdict_history
+    from svgtpu.report.verdicts import record_verdict_history
 
     history = record_verdict_history()
     return history | {"file": str(HISTORY)}, moves_table(history) + f"\n\nwritten to {HISTORY}; `svgtpu paper` renders it"

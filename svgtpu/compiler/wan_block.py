@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from svgtpu.errors import BadInput
-from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.models import MODELS, ModelConfig
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
 from svgtpu.tpu_env import package_version
 
@@ -46,7 +46,7 @@ SCHEMA = 1
 #: ``tests/test_wan_block.py`` checks a fresh build imports nothing else.  The rest of the cost model decides
 #: only the mesh (:func:`parallel_plan`): the plan is in the key, not the cost model's sources.
 SOURCES = ("__init__.py", "errors.py", "tpu_env.py", "geometry.py", "recipes.py", "setting.py", "warmup.py",
-           "facts/__init__.py", "facts/kernels.py", "model/__init__.py", "model/config.py", "model/sharded.py",
+           "facts/__init__.py", "facts/kernels.py", "model/__init__.py", "models.py", "model/sharded.py",
            "model/wan.py", "masks/__init__.py", "masks/core.py", "masks/families.py", "masks/tiles.py",
            "kernels/__init__.py", "kernels/api.py", "kernels/band_table.py", "kernels/block_sparse.py",
            "kernels/budget.py", "kernels/common.py", "kernels/config.py", "kernels/dynamic.py",

@@ -1,6 +1,6 @@
 """What is being generated: the transformer's shape (:class:`ModelConfig`).
 
-Model configs are defined once, JAX-free, in :mod:`svgtpu.model.config` (Wan's published numbers, cited
+Model configs are defined once, JAX-free, in :mod:`svgtpu.models` (Wan's published numbers, cited
 there); the video's token grid is a preset of :mod:`svgtpu.geometry` (``480p`` ... ``2160p``) or any
 ``TxHxW``.
 """
@@ -8,7 +8,7 @@ there); the video's token grid is a preset of :mod:`svgtpu.geometry` (``480p`` .
 from __future__ import annotations
 
 from svgtpu.errors import BadInput
-from svgtpu.model.config import MODELS, ModelConfig
+from svgtpu.models import MODELS, ModelConfig
 
 MODEL_NAMES = (*MODELS, "toy")
 

@@ -18,7 +18,8 @@ and those below, never one above)::
     course                          the notebooks' worked answers and their checks
     baselines                       Splash and tokamax on our masks
     kernels                         our Pallas kernels (TPU, GPU), their plan, the reference
+    styles                          figure colours and markers (the report's and the explorer's)
     masks                           masks and tiles
-    setting, geometry, recipes, warmup, launch, model.config         the setting
+    setting, geometry, recipes, warmup, launch, models               the setting
     facts, errors, tpu_env          this floor: imports nothing of svgtpu but errors
 """

@@ -1,9 +1,9 @@
-"""The Wan-style transformer, written once.
+"""The Wan-style transformer in JAX, written once.
 
-- :mod:`svgtpu.model.config`: :class:`~svgtpu.model.config.ModelConfig` and Wan's published shapes,
-  JAX-free (the cost model reads them);
 - :mod:`svgtpu.model.wan`: :class:`~svgtpu.model.wan.WanBlock`, the one block the toy DiT, the GPU
-  benchmark and the TPU compile run, and the self-attention functions it can plug in.
+  benchmark and the TPU compile run, and the self-attention functions it can plug in;
+- :mod:`svgtpu.model.sharded`: that block as one program over a device mesh.
 
-This file imports nothing, so that importing the config does not load JAX.
+Its shape, :class:`~svgtpu.models.ModelConfig`, and Wan's published shapes are :mod:`svgtpu.models`, JAX-free
+and below the setting (the cost model reads them).  This file imports nothing.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import VideoGeometry
-from svgtpu.model.config import ModelConfig
+from svgtpu.models import ModelConfig
 from svgtpu.setting import PRODUCTION
 
 

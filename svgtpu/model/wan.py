@@ -1,7 +1,7 @@
 """The Wan transformer block, once: the toy DiT, the GPU benchmark and the TPU compile all run it.
 
 One block of Wan 2.1's ``WanAttentionBlock`` (``wan/modules/model.py``; its numbers and options are a
-:class:`~svgtpu.model.config.ModelConfig`), on ``x [B, L, dim]`` in frame-major token order::
+:class:`~svgtpu.models.ModelConfig`), on ``x [B, L, dim]`` in frame-major token order::
 
     shift1, scale1, gate1, shift2, scale2, gate2 = modulation + t_mod        adaLN, per sample
     x += gate1 * o(SelfAttention(q, k, v))     q, k, v = Linear(LayerNorm(x) * (1 + scale1) + shift1)
@@ -34,7 +34,7 @@ from einops import rearrange
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.errors import BadInput
 from svgtpu.geometry import VideoGeometry
-from svgtpu.model.config import ModelConfig
+from svgtpu.models import ModelConfig
 
 Params = dict[str, Any]
 

@@ -14,7 +14,7 @@ subject's own ``C1 a -> b (why)`` where the subject has one (the house's form fo
 history's last value (the test that fails until ``svgtpu verdict-history`` logs the move).
 
 ``svgtpu verdict-history`` writes :data:`HISTORY` (committed; the rows are
-:func:`svgtpu.report.paper.record_verdict_history`'s); ``svgtpu paper`` renders it into
+:func:`svgtpu.report.verdicts.record_verdict_history`'s); ``svgtpu paper`` renders it into
 ``docs/verdict_history.md`` (:func:`history_table`, :func:`moves_table`) and a one-line-per-claim summary
 (:func:`history_summary`).
 """
@@ -141,7 +141,7 @@ def collect(repo: str | os.PathLike, rows: dict[str, list[tuple[str, ...]]], for
     """The history from ``repo``'s git log of :data:`SOURCES`: ``{"rows", "rounds", "moves", "sources"}``.
 
     ``rows``: today's verdict rows, each with the results keys of its central value (the first key of each tuple
-    the results hold; two tuples: before -> after), as :func:`svgtpu.report.paper.record_verdict_history` passes
+    the results hold; two tuples: before -> after), as :func:`svgtpu.report.verdicts.record_verdict_history` passes
     them with its ``format_value``; ``rounds``: per day, its last commit and each row's published verdict and
     central value; ``moves``: each commit that changed a row's published verdict, from -> to, and why."""
     repo = Path(repo)

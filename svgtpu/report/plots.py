@@ -1,5 +1,8 @@
 """Figure helpers: one seaborn style, labelled axes, provenance on every figure, a takeaway under it.
 
+The colours and markers (:data:`svgtpu.styles.PALETTE`, the tile kinds', the sparse methods') are
+:mod:`svgtpu.styles`, which the explorer draws with too.
+
 Every figure the notebooks write says how its numbers were made (``measured-cpu-interpret``,
 ``measured-tpu``, ``modeled-v6e`` or ``computed``) in a footer line, together with the profile and
 the versions, so a figure lifted out of the paper still carries its caveats.  :func:`takeaway`
@@ -21,33 +24,9 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.errors import BadInput
-
-#: Tile-kind colours, used by every tile map (index = tile kind).
-TILE_COLORS = {EMPTY: "#f2f2f2", PARTIAL: "#e6842a", FULL: "#1f5f9e"}
-TILE_NAMES = {EMPTY: "empty (skipped)", PARTIAL: "partial (masked)", FULL: "full (mask-free)"}
-
-#: One colour per variant family, so the same thing has the same colour in every figure.
-PALETTE = {"dense": "#7f7f7f", "splash": "#9467bd", "unaligned": "#e6842a", "aligned": "#1f5f9e",
-           "measured": "#2ca02c", "modeled": "#1f5f9e", "reported": "#d62728"}
-
-
-#: One colour per sparse method (:data:`svgtpu.bench.methods.METHODS`); its ``-aligned`` variant draws
-#: solid with filled markers, the unaligned one dashed with hollow markers.
-METHOD_COLORS = {"svg": "#1f5f9e", "svg2": "#d62728", "sta": "#2ca02c", "radial": "#9467bd"}
-METHOD_MARKERS = {"svg": "o", "svg2": "s", "sta": "^", "radial": "D"}
-
-
-def method_style(variant: str) -> dict:
-    """Matplotlib line/marker keywords for a sparse-method variant (``sta``, ``sta-aligned``, ...)."""
-    method = variant.removesuffix("-aligned")
-    if method not in METHOD_COLORS:
-        raise BadInput(f"variant must be one of {', '.join(METHOD_COLORS)} (each also -aligned), got {variant!r}")
-    aligned = variant.endswith("-aligned")
-    color = METHOD_COLORS[method]
-    return {"color": color, "marker": METHOD_MARKERS[method], "linestyle": "-" if aligned else "--",
-            "markerfacecolor": color if aligned else "white", "markeredgecolor": color, "label": variant}
+from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
+from svgtpu.styles import PALETTE, TILE_COLORS, TILE_NAMES
 
 
 def set_style() -> None:
@@ -168,5 +147,4 @@ def takeaway(run, figure: str | None, template: str, **context) -> None:
         print(f"Takeaway: {text}")
 
 
-__all__ = ["TILE_COLORS", "PALETTE", "METHOD_COLORS", "METHOD_MARKERS", "method_style", "set_style",
-           "provenance_footer", "tile_map", "tile_legend", "mask_image", "reference_line", "bar_labels", "takeaway"]
+__all__ = ["set_style", "provenance_footer", "tile_map", "tile_legend", "mask_image", "reference_line", "bar_labels", "takeaway"]

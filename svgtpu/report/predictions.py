@@ -369,11 +369,11 @@ CLAIM_ORDER = ("C1", "C2", "C3", "C4", "C5")
 
 def claim_verdicts(runs) -> list[dict]:
     """One verdict per claim from counted measurements only (docs/verdicts.md, "A measured TPU run"): the verdict
-    rows of the README (:data:`svgtpu.report.paper.VERDICT_ROWS`, their checks left out) applied to the results
+    rows of the README (:data:`svgtpu.report.verdicts.VERDICT_ROWS`, their checks left out) applied to the results
     entries the ``runs`` give (:func:`svgtpu.facts.tpu_runs.claim_entries`), the first row of the claim that has
     its evidence; a claim with none is *not measured*, saying why (:data:`CLAIMS_MEASURED`, or too few rounds)."""
     from svgtpu.facts.tpu_runs import CLAIM_QUANTITIES, MIN_ROUNDS, claim_entries
-    from svgtpu.report.paper import VERDICT_ROWS, judge_row
+    from svgtpu.report.verdicts import VERDICT_ROWS, judge_row
     runs = [runs] if isinstance(runs, dict) else list(runs)
     data = {"claims": claim_entries(runs)}
     out = []

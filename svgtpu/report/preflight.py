@@ -35,7 +35,7 @@ from svgtpu.compiler.compile import CompileJob, compile_targets, require_libtpu
 from svgtpu.compiler.multihost import MultihostJob, compile_multihost
 from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
-from svgtpu.model.config import MODELS
+from svgtpu.models import MODELS
 from svgtpu.setting import PRODUCTION, model_label
 from svgtpu.report.preflight_record import (check_record_out, default_record_path, host, host_checks, slice_name,
                                             sources_key)
@@ -137,7 +137,7 @@ def checks(profile: str, dit: bool = True) -> list[Check]:
 def wan_block_checks(profile: str) -> list[Check]:
     """Notebook 05's compiled blocks under ``profile`` (per resolution and device: the variants it names,
     else dense and SVG)."""
-    from svgtpu.model.config import ModelConfig
+    from svgtpu.models import ModelConfig
     blocks = settings("05_quadratic_scaling", profile)
     model = blocks["block_model"] if isinstance(blocks["block_model"], str) else ModelConfig(**blocks["block_model"])
     bq, bkv = blocks["block_tiles"]

@@ -37,7 +37,7 @@ from einops import rearrange
 from svgtpu.toy import data
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
-from svgtpu.model.config import ModelConfig
+from svgtpu.models import ModelConfig
 from svgtpu.model.wan import WanBlock, apply_rope, layer_norm, linear, rope_angles, rope_split
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import CHECKPOINT

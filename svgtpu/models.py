@@ -1,6 +1,6 @@
 """The transformer's architecture, JAX-free: one Wan-style DiT block repeated ``layers`` times.
 
-:class:`ModelConfig` is read by the cost model (which must not load JAX) and by
+:class:`ModelConfig` is read by the setting and the cost model (which must not load JAX) and by
 :class:`svgtpu.model.wan.WanBlock`, the one block the toy DiT, the GPU benchmark and the TPU compile
 run; so the published numbers of Wan live here once.
 
