@@ -73,8 +73,12 @@ def test_a_prediction_has_an_interval_around_it_and_flip_thresholds():
     assert p["interval"][0] <= p["value"] <= p["interval"][1] and 0 < p["value"] < 1
     assert p["interval"][1] > p["interval"][0]   # the unknown constants move a share
     assert predictions.flips("block_1440p_attention_share_splash")["threshold"] == 0.882
-    assert predictions.flips("kernels_720p_fast_path_speedup_svg")["claim"] == "C4"
-    assert predictions.flips("block_720p_block_speedup_svg-ours") is None
+    # a flip where a verdict row reads the quantity first (docs/verdicts.md): C4 at the production tile at 1440p
+    assert predictions.flips("kernels_1440p_fast_path_speedup_svg")["claim"] == "C4"
+    assert predictions.flips("block_attention_exponent_splash")["claim"] == "C5"
+    for other in ("kernels_720p_fast_path_speedup_svg", "kernels_1440p_best_fast_path_speedup_svg",
+                  "block_1440p_attention_share_ours", "block_720p_block_speedup_svg-ours"):
+        assert predictions.flips(other) is None, other
 
 
 def test_compare_reads_a_run_file(tmp_path):
@@ -205,3 +209,45 @@ def test_a_prediction_is_judged_with_the_runs_spread_and_needs_five_rounds():
     assert predictions.judge_prediction(p, far) == "prediction refuted (measured higher)"
     assert predictions.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower)")
     assert predictions.judge_prediction(p, far | {"rounds": 4}).startswith("not measured (4 rounds")
+
+
+def test_a_prediction_on_its_flip_threshold_is_never_frozen(tmp_path):
+    flip = predictions.flips("kernels_1440p_fast_path_speedup_svg")
+    on = {"quantities": {"v6e-8": {"kernels_1440p_fast_path_speedup_svg": {
+        "value": 1.0, "interval": [1.0, 1.0], "verdict_flip": flip}}}}
+    with pytest.raises(BadInput, match="flip threshold"):
+        predictions.write(on, tmp_path / "p.json")
+    assert not (tmp_path / "p.json").exists()
+    off = {"value": 1.14, "interval": [1.14, 1.14]}
+    assert predictions.expects(off, flip) == "above 1"
+    assert predictions.expects({"value": 0.91, "interval": [0.90, 0.95]}, {"threshold": 0.882}) == "above 0.882"
+    assert predictions.expects({"value": 0.89, "interval": [0.87, 0.95]}, {"threshold": 0.882}) == \
+        "above 0.882 (its interval reaches across 0.882)"
+    assert predictions.expects({"value": 1.99, "interval": [1.99, 1.99]}, {"threshold": 2.0}) == "below 2"
+    assert predictions.width_sources({"a": [1.0, 1.0 + 1e-16], "b": [0.9, 1.1]}, 1.0) == ["b"]
+
+
+@pytest.mark.slow
+def test_the_freeze_machinery_on_a_temporary_folder(tmp_path, monkeypatch, capsys):
+    # what freezing a new predictions file does, without freezing one here: svgtpu predict --out writes it (its
+    # schema holds; every prediction names what its width comes from; every flip the side expected); --against
+    # refuses it until its sha256 is pinned in FROZEN, then reads it
+    from svgtpu.cli import main
+    out = tmp_path / "2099-01-01.json"
+    # priced as svgtpu predict prices for real: from the committed compiled tile table (the suite's default, priors,
+    # has no fast path at all: C4 at exactly 1, which the freeze refuses)
+    monkeypatch.setenv("SVGTPU_COMPILED_TILES", str(REPO_ROOT / "figures" / "compiled_tiles.json"))
+    assert main(["predict", "--out", str(out), "--note", "a test freeze, never committed"]) == 0
+    capsys.readouterr()
+    from svgtpu.inputs.predictions import read_predictions
+    data = read_predictions("predictions", out)
+    flipped = {q: p for qs in data["quantities"].values() for q, p in qs.items() if p.get("verdict_flip")}
+    assert {p["verdict_flip"]["claim"] for p in flipped.values()} == {"C2", "C4", "C5"}
+    assert all(p["verdict_flip"]["expects"].startswith(("above", "below")) for p in flipped.values())
+    assert all("width_note" in p and p["width_note"] for qs in data["quantities"].values() for p in qs.values())
+    run = _write(tmp_path, "run.json", _measured_run())
+    _one_line_refusal(capsys, ["predict", "--against", run, "--predictions", str(out)], "not a frozen")
+    monkeypatch.setitem(predictions.FROZEN, out.name, hashlib.sha256(out.read_bytes()).hexdigest())
+    assert main(["predict", "--against", run, "--predictions", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["predictions"] == out.name
+    assert main(["predict", "--out", str(out)]) == 2   # never rewritten

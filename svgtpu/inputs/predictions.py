@@ -24,6 +24,7 @@ class VerdictFlip(Schema):
     rule: Literal["direction", "interval"]
     threshold: Number
     flips_if: Text
+    expects: str | None = None   # which way the package expects it to fall (files frozen since issue 64)
 
 
 class Prediction(Schema):
@@ -36,6 +37,8 @@ class Prediction(Schema):
     tiles: dict[str, str] = {}
     refuted_if: str = ""
     verdict_flip: VerdictFlip | None = None
+    width_from: list[Text] | None = None   # the named sources that move it (files frozen since issue 64)
+    width_note: str | None = None
 
     _ordered = field_validator("interval")(classmethod(lambda cls, v: interval(v)))
 

@@ -89,6 +89,9 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         from svgtpu.report import predictions
         return predictions.markdown(predictions.latest(figures / predictions.PREDICTIONS_DIR.name),
                                     counted_runs(figures / TPU_RUNS_DIR.name))
+    if name == "tpu-claim-predictions":
+        from svgtpu.report import predictions
+        return predictions.claim_table(predictions.latest(figures / predictions.PREDICTIONS_DIR.name))
     if name in ("tpu-run-time", "tpu-run-brief", "tpu-run-cost"):
         from svgtpu.report import preflight_record, tpu_run_time
         from svgtpu.costmodel.compiled import COMPILED_TILES_NAME, load_compiled
@@ -112,7 +115,7 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return entries_table(data, words[1], words[2])
     if len(words) == 3 and words[0] in CLAIMS and words[1] == "except":
         return entries_table(data, words[0], words[2], keep=False)
-    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, tpu-run-brief, tpu-run-cost, "
+    raise BadInput(f"unknown paper marker {name!r} in {target}: use verdicts, verdicts-brief, verdict-summary, {', '.join(HISTORY_BLOCKS)}, {', '.join(FIRST_SCREEN_BLOCKS)}, claims, environment, compiled, gpu, against-tpu, tpu-predictions, tpu-run-time, tpu-run-brief, tpu-run-cost, tpu-claim-predictions, "
                    f"{', '.join(CLAIMS)}, 'figure NAME', 'entries CLAIM PREFIX' or 'CLAIM except PREFIX'")
 
 

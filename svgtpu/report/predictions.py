@@ -43,12 +43,14 @@ C4_DIRECTION = 1.0
 CLAIMS_MEASURED = {
     "C1": "not measured: bench tpu times one block, not a video (its block speedups are predicted as quantities, "
           "no verdict reads them)",
-    "C2": f"block_1440p_attention_share_splash (dense Splash, the write-up's kernel; v6e-8 only: a 1440p block does "
-          f"not fit one chip), interval rule around {REPORTED['C2', 'attention_share_1440p']:g}",
+    "C2": f"block_1440p_attention_share_splash (dense Splash, the write-up's kernel), interval rule around "
+          f"{REPORTED['C2', 'attention_share_1440p']:g}; block_1440p_attention_share_ours the second instrument by "
+          "the agreement rule (v6e-8 only: a 1440p block does not fit one chip)",
     "C3": "not measured: partial tiles are counted exactly (computed), no timing",
-    "C4": f"kernels_*_fast_path_speedup_* (ours without / with the fast path), direction rule at {C4_DIRECTION:g}",
-    "C5": "block_attention_exponent_* (self-attention seconds ~ L^k, 720p -> 1440p; v6e-8 only), interval rule "
-          "around 2",
+    "C4": f"kernels_1440p_fast_path_speedup_svg (ours without / with the fast path at the production tile, SVG's "
+          f"mask), direction rule at {C4_DIRECTION:g}",
+    "C5": "block_attention_exponent_splash (self-attention seconds ~ L^k, 720p -> 1440p), interval rule around 2; "
+          "block_attention_exponent_ours the second instrument by the agreement rule (v6e-8 only)",
 }
 
 
@@ -178,28 +180,61 @@ def predict_one(setups: dict, fn) -> dict:
             swings[knob.path] = ends
             lows.append(min(0.0, min(ends) - central))
             highs.append(max(0.0, max(ends) - central))
+    moved = width_sources(swings, central)
     return {"value": central, "interval": [central - math.sqrt(sum(x * x for x in lows)),
                                            central + math.sqrt(sum(x * x for x in highs))],
-            "swings": swings, "cut": cut}
+            "swings": swings, "cut": cut, "width_from": moved,
+            "width_note": ("its interval's width: the swings of " + ", ".join(moved)) if moved else
+                          "zero width: no named source moves it (the run's spread judges it: docs/verdicts.md)"}
+
+
+def width_sources(swings: dict, central: float) -> list[str]:
+    """The named sources (knob paths) whose swings move a prediction off its central value, beyond rounding."""
+    return [path for path, ends in swings.items() if any(not math.isclose(e, central, rel_tol=1e-12) for e in ends)]
 
 
 def flips(qid: str) -> dict | None:
-    """The measured values that would flip a claim's verdict (``docs/verdicts.md``), where one reads ``qid``."""
-    if qid.startswith("block_attention_exponent_"):
-        return {"claim": "C5", "rule": "interval", "threshold": 2.0,
-                "flips_if": "measured interval wholly below 2: contradicted (lower); wholly above: contradicted "
-                            "(higher); holding it: reproduced if at most 20 % of its value wide, else consistent"}
-    if "_fast_path_speedup_" in qid:
-        return {"claim": "C4", "rule": "direction", "threshold": C4_DIRECTION,
-                "flips_if": f"measured median at or below {C4_DIRECTION:g}: contradicted (the fast path does not "
-                            "lower latency); above it: direction only"}
-    if qid.startswith("block_1440p_attention_share_splash"):
-        reported = REPORTED["C2", "attention_share_1440p"]
-        return {"claim": "C2", "rule": "interval", "threshold": reported,
-                "flips_if": f"measured interval wholly below {reported:g}: contradicted (lower); wholly above: "
-                            "contradicted (higher); holding it: reproduced if at most 20 % of its value wide, "
-                            "else consistent"}
-    return None
+    """The measured values that would flip a claim's verdict (``docs/verdicts.md``), where a verdict row reads
+    ``qid`` as its first instrument: the row of :data:`svgtpu.report.verdicts.VERDICT_ROWS` whose evidence holds the
+    results key :data:`svgtpu.facts.tpu_runs.CLAIM_QUANTITIES` gives ``qid`` (C2: the 1440p Splash share; C4: the
+    fast path at the production tile at 1440p on SVG's mask; C5: the Splash exponent); else ``None``."""
+    from svgtpu.facts.tpu_runs import CLAIM_QUANTITIES
+    from svgtpu.report.verdicts import VERDICT_ROWS
+    keys = {f"{c}.{n}" for (c, n), q in CLAIM_QUANTITIES.items() if q == qid}
+    row = next((r for r in VERDICT_ROWS if not r.check and keys & set(r.evidence)), None)
+    if row is None:
+        return None
+    if row.rule == "direction":
+        return {"claim": row.claim, "rule": "direction", "threshold": C4_DIRECTION,
+                "flips_if": f"measured median at or below {C4_DIRECTION:g}: contradicted (the change does not lower "
+                            "latency); above it: direction only"}
+    t = row.reported
+    return {"claim": row.claim, "rule": "interval", "threshold": t,
+            "flips_if": f"measured interval (IQR widened by the noise floor) wholly below {t:g}: contradicted "
+                        f"(lower); wholly above: contradicted (higher); holding it: reproduced if at most 20 % of its "
+                        "value wide, else consistent"}
+
+
+def expects(p: dict, flip: dict) -> str:
+    """Which way the package expects a claim's measurement to fall against its flip threshold: the side of the
+    predicted central value, and whether the predicted interval stays on it."""
+    t = flip["threshold"]
+    side = "above" if p["value"] > t else "below"
+    lo, hi = p["interval"]
+    whole = (lo > t) if side == "above" else (hi < t)
+    return f"{side} {t:g}" + ("" if whole else f" (its interval reaches across {t:g})")
+
+
+def check_freezable(data: dict) -> dict:
+    """``data`` (:func:`predict`) if it may be frozen (docs/verdicts.md, "Frozen predictions"): no prediction a verdict
+    reads has its central value on its flip threshold (it could not say which way the verdict falls); else
+    :class:`BadInput` naming each."""
+    on = [f"{slice_} {qid} = {p['value']:.6g}" for slice_, qs in data.get("quantities", {}).items() for qid, p in qs.items()
+          if p.get("verdict_flip") and math.isclose(p["value"], p["verdict_flip"]["threshold"], rel_tol=1e-6)]
+    if on:
+        raise BadInput(f"refusing to freeze: central value on its verdict's flip threshold ({'; '.join(on)}); a "
+                       "prediction must say which way the verdict falls")
+    return data
 
 
 def claims_now(results_path: str | Path | None = None) -> dict:
@@ -233,7 +268,7 @@ def predict(note: str = "", sizes=None) -> dict:
               "refuted_if": f"measured median outside [{p['interval'][0]:.4g}, {p['interval'][1]:.4g}]"}
         flip = flips(qid)
         if flip:
-            p["verdict_flip"] = flip
+            p["verdict_flip"] = flip | {"expects": expects(p, flip)}
         slices[f"v6e-{chips}"][qid] = p
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit(),
             "versions": versions(), "command": "svgtpu predict", "note": note,
@@ -244,9 +279,11 @@ def predict(note: str = "", sizes=None) -> dict:
 
 
 def write(data: dict, path: str | Path) -> Path:
-    """Write a predictions file, atomically, refusing one that exists (a frozen file is never rewritten)."""
+    """Write a predictions file, atomically, refusing one that exists (a frozen file is never rewritten) and one
+    :func:`check_freezable` refuses."""
     from svgtpu.facts.outputs import write_text
     path = Path(path)
+    check_freezable(data)
     if path.exists():
         raise BadInput(f"--out {path} exists: a predictions file is never rewritten (a new one is a new dated file)")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -426,6 +463,35 @@ def markdown(predictions: dict | None, runs) -> str:
     return "\n".join(lines)
 
 
+def claim_table(predictions: dict | None) -> str:
+    """Per claim a run decides: the quantity its verdict reads (:func:`flips`, on v6e-8 where the slice has it), the
+    predicted value and interval of the frozen file ``predictions``, the flip threshold, which side the package
+    expects (:func:`expects`) and the verdict a measurement at the prediction would give (its interval widened by
+    the noise floor: :func:`_verdict`); the README's and the paper's ``tpu-claim-predictions`` block."""
+    if predictions is None:
+        return "No predictions have been frozen yet."
+    lines = [f"Per claim, from the predictions frozen on {predictions['date']} (`{predictions.get('file', '')}`):", "",
+             "| claim | quantity (slice) | predicted | interval | flip threshold (rule) | expected | verdict if "
+             "measured as predicted | interval's width from |", "|---|---|---|---|---|---|---|---|"]
+    for claim in CLAIM_ORDER:
+        found = None
+        for slice_ in sorted(predictions["quantities"], key=lambda n: -int(n.split("-")[1])):
+            for qid, p in predictions["quantities"][slice_].items():
+                flip = flips(qid)
+                if flip and flip["claim"] == claim and found is None:
+                    found = (slice_, qid, p, flip)
+        if found is None:
+            lines.append(f"| {claim} | — | — | — | — | — | — | {CLAIMS_MEASURED[claim]} |")
+            continue
+        slice_, qid, p, flip = found
+        sources = p["width_from"] if "width_from" in p else width_sources(p.get("swings", {}), p["value"])
+        width = ", ".join(sources) or "no named source moves it: zero width"
+        lines.append(f"| {claim} | {qid} ({slice_}) | {p['value']:.4g} | {p['interval'][0]:.4g} – "
+                     f"{p['interval'][1]:.4g} | {flip['threshold']:g} ({flip['rule']}) | {expects(p, flip)} | "
+                     f"{_verdict(flip, p).split(' ', 1)[1]} | {width or '—'} |")
+    return "\n".join(lines)
+
+
 def format_predictions(data: dict) -> str:
     from svgtpu.facts.tables import format_table
     rows = [{"slice": s, "quantity": q, "predicted": p["value"], "low": p["interval"][0], "high": p["interval"][1],
@@ -437,6 +503,6 @@ def format_predictions(data: dict) -> str:
 
 __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_setups", "head_seconds",
            "quantity_functions", "NOT_ON_SLICE",
-           "never_measured", "predict_one", "flips", "claims_now",
+           "never_measured", "predict_one", "width_sources", "flips", "expects", "check_freezable", "claim_table", "claims_now",
            "predict", "write", "latest", "frozen", "judge_prediction", "NOT_IN_RUN", "CLAIM_ORDER", "claim_verdicts",
            "compare", "markdown", "format_predictions"]
