@@ -280,14 +280,13 @@ def test_parts_switch_terms_off():
         cm.dit_seconds(setup, "dense", True) + sum(stages.values()))
 
 
-def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
+def test_published_points_are_cited_and_calibrate_at_most_once_per_family(table):
     points = cm.published_points()
     assert len(points) >= 4
     for p in points:
         assert p.source.startswith("https://") and p.what and p.seconds > 0
-    for family in cm.FAMILIES:   # at most one dense and one SVG calibration point each
-        for variant in ("dense", "svg"):
-            assert sum(p.role == "calibration" and p.family == family and p.variant == variant for p in points) <= 1
+    for family in cm.FAMILIES:   # at most one calibration point each
+        assert sum(p.role == "calibration" and p.family == family for p in points) <= 1
     # Hopper is calibrated on the committed H200 run's 720p dense blocks (no published point): its three fitted
     # rows come back exactly, and no published Hopper point calibrates anything
     gpu = cm.family_efficiency("hopper")
@@ -296,12 +295,15 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family():
     fitted = [r for r in cm.against_h200()["rows"] if (r["geometry"], r["what"], r["quantity"]) in
               {("720p", "dense-cudnn", "attention_s"), ("720p", "dense-ours", "attention_s"), ("720p", "dense-cudnn", "rest_s")}]
     assert len(fitted) == 3 and all(abs(r["error"]) < 1e-6 for r in fitted)
-    # the TPU family is calibrated on one MaxDiffusion v6e run; every other TPU run only validates
-    tpu = cm.family_efficiency("tpu")
+    # the TPU family is calibrated on one MaxDiffusion v6e run, a DiT-only time (its calls are priced from the
+    # compiled table: on priors the TPU keeps the prior efficiencies); every other TPU run only validates
+    tpu = cm.family_efficiency("tpu", table)
     calib = next(p for p in points if p.id == tpu["calibrated_on"])
-    assert calib.device == "v6e" and cm.predict_seconds(calib, tpu["efficiency"]) == pytest.approx(calib.seconds, rel=1e-6)
+    assert calib.device == "v6e" and calib.measures == "dit" and cm.predict_seconds(
+        calib, tpu["efficiency"], compiled=table) == pytest.approx(calib.seconds, rel=1e-6)
     assert sum(p.family == "tpu" and p.role == "validation" for p in points) >= 4
-    assert wan_setup().efficiency == tpu["efficiency"]
+    assert cm.family_efficiency("tpu", None)["calibrated_on"] is None
+    assert wan_setup(compiled=table).efficiency == tpu["efficiency"]
     assert wan_setup(device="h200").efficiency == gpu["efficiency"]
     # a Setup never looks a calibration up itself: the efficiency is explicit
     with pytest.raises(ValueError, match="efficiency is required"):
@@ -357,8 +359,8 @@ def test_validation_with_the_compiled_table_meets_its_error_budget(table):
     assert all(r["attention_pricing"].startswith("measured rate") for r in hopper)
 
 
-def test_sensitivity_refits_the_calibration_at_every_end_and_leaves_choices_out():
-    setup = wan_setup()
+def test_sensitivity_refits_the_calibration_at_every_end_and_leaves_choices_out(table):
+    setup = wan_setup(compiled=table)
     band, result = cm.sensitivity(setup), cm.model_video(setup)
     for key in ("attention_share", "attention_share_end_to_end", "speedup", "dense_minutes", "svg_minutes",
                 "saved_minutes"):
@@ -368,25 +370,26 @@ def test_sensitivity_refits_the_calibration_at_every_end_and_leaves_choices_out(
     # recipe choices are scenario rows, not width
     assert not {"warmup_steps", "kept", "sparse_efficiency"} & set(band["knobs"])
     # at each end of each knob the calibration point is still met: the efficiency was refitted there
-    calib = next(p for p in cm.published_points() if p.id == cm.family_efficiency("tpu")["calibrated_on"])
+    fit = cm.family_efficiency("tpu", table)
+    calib = next(p for p in cm.published_points() if p.id == fit["calibrated_on"])
     from svgtpu.costmodel.validate import point_setup, setup_seconds
-    for knob in cm.KNOBS:
-        if not knob.applies(setup):
+    for knob in cm.KNOBS + cm.sparse_knobs(setup):
+        if not knob.applies(setup) or not knob.refit:
             continue
         for value in (knob.low, knob.high):
-            moved = cm.at_knob(point_setup(calib, cm.family_efficiency("tpu")["efficiency"]), knob, value)
+            moved = cm.at_knob(point_setup(calib, fit["efficiency"], table), knob, value)
             if f"{knob.path} = {value:.3g}" in band["unreachable"]:
                 continue
             assert setup_seconds(calib, moved) == pytest.approx(calib.seconds, rel=1e-6), (knob.path, value)
 
 
 def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value_not_dropped(table):
-    """The attention knob's slow end on a TPU (a quarter slower than compiled) leaves no matmul efficiency in (0, 1]
-    that meets the calibration run; the values between it and the setup's own are possible, so the interval must
+    """The attention knob taken to half the compiled speed on a TPU leaves no matmul efficiency in (0, 1] that
+    meets the calibration run; the values between it and the setup's own are possible, so the interval must
     hold the last of them (it used to count that side as no swing at all)."""
     from svgtpu.costmodel.validate import Unreachable, point_setup, setup_seconds
     setup = wan_setup("1440p", chips=8, compiled=table, **FIXTURE_TILE)   # attention untied, priced as compiled
-    knob = cm.KNOBS[0]
+    knob = dataclasses.replace(cm.KNOBS[0], low=0.5)
     assert knob.path == "attention_over_matmul"
     band = cm.sensitivity(setup, knobs=(knob,))
     key = f"{knob.path} = {knob.low:.3g}"
@@ -420,9 +423,9 @@ def test_scenario_rows_are_choices_around_the_central_setup(table):
             assert r["dense_minutes"] == pytest.approx(central["dense_minutes"])
     assert {r["kernel"] for r in rows if r["group"] == "kernel"} >= {"splash", "tokamax"}
     sparse_rows = [r for r in rows if r["group"] == "sparse layers"]
-    # the sparse layers as compiled (stretch 1) beside the TPU-calibrated central, then the GPU-implied scenario
-    assert setup.sparse_stretch != 1 and [(r["sparse_stretch"], r["sparse_efficiency"]) for r in sparse_rows] == \
-        [(1.0, 1.0), (1.0, low), (1.0, high)]   # the GPU scenario replaces the TPU's evidence
+    # the central sparse layers are as compiled (stretch 1, not fitted): only the GPU-implied scenario beside them
+    assert setup.sparse_stretch == 1 and [(r["sparse_stretch"], r["sparse_efficiency"]) for r in sparse_rows] == \
+        [(1.0, low), (1.0, high)]
     # the stretch scales the sparse layers only: as compiled is faster exactly when the stretch is above 1
     assert (sparse_rows[0]["speedup"] > rows[0]["speedup"]) == (setup.sparse_stretch > 1)
     baseline = next(r for r in rows if r["dense_kernel"] == "splash" and r["kernel"] == "ours")
@@ -493,8 +496,7 @@ def test_cli_validate_json(capsys):
     for row in out["points"]:
         assert {"id", "role", "published_s", "predicted_s", "error", "source", "calibration_related",
                 "independent"} <= set(row)
-    assert out["families"]["hopper"]["calibrated_on"] and out["families"]["tpu"]["calibrated_on"].startswith(
-        "maxdiffusion-v6e")
+    assert out["families"]["hopper"]["calibrated_on"] and out["families"]["tpu"]["calibrated_on"] is None  # priors
     assert len(out["points"]) >= 15 and any(r["device"] == "v7x" for r in out["points"])
     assert out["speedups"] and {"published", "predicted", "error"} <= set(out["speedups"][0])
     independent = [abs(r["error"]) for r in out["points"] if r["independent"]]
@@ -771,3 +773,13 @@ def test_tpu_attention_kernels_priced_at_their_own_compiled_efficiency():
     for p in v.published_points():
         if p.family != "tpu":
             assert p.kernel in v.GPU_KERNELS and "http" in p.kernel_source, p.id
+
+
+def test_every_stage_names_its_instrument():
+    for setup in (wan_setup(), wan_setup(device="h100", chips=1), dataclasses.replace(wan_setup(), image_encoder="vae+clip",
+                                                                                        vae_sharded=False)):
+        result = cm.model_video(setup)
+        assert set(result["stage_instruments"]) == set(result["stage_seconds"]) == {"text_encoder", "vae_decode",
+                                                                                   "image_encoder", "host"}
+        assert all(result["stage_instruments"].values())
+    assert "CLIP" in result["stage_instruments"]["image_encoder"] and "one rank" in result["stage_instruments"]["vae_decode"]

@@ -410,6 +410,21 @@ def stage_seconds(setup: Setup) -> dict[str, float]:
     return out
 
 
+def stage_instruments(setup: Setup) -> dict[str, str]:
+    """What prices each stage of :func:`stage_seconds`, in words (the keys are the same)."""
+    where = (f"sharded over the {setup.chips} chips" if setup.vae_sharded else
+             "on one rank in float32" + (" at the TF32 rate" if setup.device.is_gpu else ""))
+    vae = f"{{}} counted conv by conv from Wan 2.1's wan/modules/vae.py ({{}}), FLOPs and activation bytes as a roofline, {where}"
+    return {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) at the "
+                            "matmul rate (stages.text_encoder_flops)",
+            "vae_decode": vae.format("the causal 3D VAE decoder", "Decoder3d"),
+            "image_encoder": (vae.format("the VAE encoder over the conditioning video", "Encoder3d")
+                              + (" + CLIP ViT-H/14 FLOPs at the matmul rate" if setup.image_encoder == "vae+clip" else "")
+                              if setup.image_encoder else "none: text-to-video encodes no video"),
+            "host": f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; its range "
+                    "docs/plausibility.md)"}
+
+
 def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
     """Seconds of the DiT passes of one video, SVG schedule when ``kind != dense``.
 
@@ -505,7 +520,7 @@ def model_video(setup: Setup) -> dict:
         "communication_share": (breakdown["communication"] + breakdown["weight_gather"]) / forward,
         "forward_seconds": forward,
         "forward_share_by_op": {k: v / forward for k, v in breakdown.items()},
-        "stage_seconds": stage,
+        "stage_seconds": stage, "stage_instruments": stage_instruments(setup),
         "dense_seconds": dense, "svg_seconds": svg, "speedup": dense / svg, "saved_seconds": dense - svg,
         "dense_minutes": dense / 60, "svg_minutes": svg / 60, "saved_minutes": (dense - svg) / 60,
         "dense_dit_seconds": dense_dit, "svg_dit_seconds": svg_dit, "speedup_dit": dense_dit / svg_dit,
@@ -532,5 +547,5 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
 
 
 __all__ = ["PARTS", "WEIGHTS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
-           "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
+           "weight_gather_seconds", "forward_breakdown", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -26,9 +26,7 @@ from typing import Any, Callable
 
 from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.policy import BASE_WAN_27B, EARLIER_FLOW_SHIFT, ExpertSplit, get_policy
-from svgtpu.costmodel.sparse_layers import RunSetting
-from svgtpu.costmodel.validate import (Unreachable, family_stretch, fit_efficiency,
-                                      fit_sparse_stretch, maxdiffusion_rows)
+from svgtpu.costmodel.validate import Unreachable, family_stretch, fit_efficiency
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,43 +88,47 @@ KNOBS = (
          applies=lambda s: s.device.family == "tpu" and not s.device.clock_source.startswith("compiled")),
 )
 
-def _stretch_knob(path: str, ends: tuple[float, float], why: str) -> Knob:
-    return Knob(path, min(ends), max(ends), why, set=_with_stretch, refit=False)   # dense runs have no sparse layer
-
-
 def _with_stretch(setup: Setup, value: float) -> Setup:
     return dataclasses.replace(setup, sparse_stretch=value)
 
 
+def _with_matmul(setup: Setup, value: float) -> Setup:
+    return dataclasses.replace(setup, efficiency=dataclasses.replace(setup.efficiency, matmul=value))
+
+
 @functools.lru_cache(maxsize=8)
-def _stretch_evidence(family: str, compiled) -> tuple[tuple[str, tuple[float, float], str], ...]:
-    """The sparse stretch under each other reading of the sparse-layer evidence: ``(name, ends, why)``."""
-    central = family_stretch(family, compiled)["stretch"]
+def _calibration_readings(family: str, compiled) -> tuple[tuple[str, float, float, str], ...]:
+    """The matmul efficiency refitted on the calibration run under each other reading of it: ``(name, central,
+    other, why)``."""
+    central = fit_efficiency(family, compiled)["fitted"]
+    hand = fit_efficiency(family, compiled, dense_control="fixed-m")["fitted"]
     moderate = get_policy("maxdiffusion-moderate")[0]
-    as_ours = fit_sparse_stretch(family, compiled, setting=RunSetting(dense_kernel="ours"))["stretch"]
-    other_shift = fit_sparse_stretch(family, compiled, policy=dataclasses.replace(
-        moderate, split=ExpertSplit(EARLIER_FLOW_SHIFT)))["stretch"]
-    needs = [r["stretch_this_run_needs"] for r in maxdiffusion_rows(compiled)
-             if r["role"] == "validation" and r["stretch_this_run_needs"] is not None]
-    return (("sparse_stretch: dense calls' kernel", (central, as_ours),
-             "the calibration choice: MaxDiffusion's fixed-M dense body priced at 3/4 of the compiled online-softmax "
-             "body (central) or at the whole body, the stretch refitted to the moderate run"),
-            ("sparse_stretch: expert split", (central, other_shift),
+    shift = fit_efficiency(family, compiled, policy=dataclasses.replace(
+        moderate, split=ExpertSplit(EARLIER_FLOW_SHIFT)))["fitted"]
+    return (("efficiency.matmul: dense calls' kernel", central, hand,
+             "the calibration run's fixed-M dense calls at our compiled online-softmax body (central: no hand count) "
+             "or at 3/4 of it (FIXED_M_VALU_SHARE, a hand count), the efficiency refitted on the moderate run"),
+            ("efficiency.matmul: expert split", central, shift,
              f"flow shift {BASE_WAN_27B['flow_shift']:g} (base_wan_27b.yml on the pull request's base, and Wan's own "
              f"t2v_A14B; central) or {EARLIER_FLOW_SHIFT:g} (base_wan_27b.yml before 2026-07-01): which expert runs "
-             "each sparse step, the stretch refitted to the moderate run"),
-            ("sparse_stretch: validation residual", (min(needs + [central]), max(needs + [central])),
-             "the stretch MaxDiffusion's conservative and aggressive runs would each need (validation rows, never "
-             "fitted): the fit's residual"))
+             "each sparse step, the efficiency refitted on the moderate run"))
 
 
 def sparse_knobs(setup: Setup) -> tuple[Knob, ...]:
-    """The spread of the sparse-layer evidence as knobs (:func:`_stretch_evidence`), for a setup whose sparse
-    stretch is its family's calibrated one; none otherwise (no SVG calibration point, no compiled table)."""
+    """The sparse-layer evidence as knobs, for a setup at its family's central sparse stretch where the sparse
+    layers are priced term by term (:func:`~svgtpu.costmodel.validate.family_stretch` has bounds): the stretch
+    over its plausible range (docs/plausibility.md), the calibration refitted at each end, and the matmul
+    efficiency under each other reading of the calibration run (:func:`_calibration_readings`); none otherwise."""
     fit = family_stretch(setup.device.family, setup.compiled)
-    if fit["calibrated_on"] is None or abs(setup.sparse_stretch - fit["stretch"]) > 1e-12:
+    if fit["bounds"] is None or abs(setup.sparse_stretch - fit["stretch"]) > 1e-12:
         return ()
-    return tuple(_stretch_knob(*row) for row in _stretch_evidence(setup.device.family, setup.compiled))
+    stretch = Knob("sparse_stretch", *fit["bounds"],
+                   "the realized over the static time of sparse tiles relative to dense ones: its plausible range, "
+                   "written before the fit (docs/plausibility.md); the one calibration run refitted at each end",
+                   set=_with_stretch)
+    readings = tuple(Knob(name, min(a, b), max(a, b), why, set=_with_matmul, refit=False)
+                     for name, a, b, why in _calibration_readings(setup.device.family, setup.compiled))
+    return (stretch, *readings)
 
 
 #: Headline quantities the interval and tornado are computed for.

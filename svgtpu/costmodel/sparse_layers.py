@@ -242,7 +242,7 @@ def speedup(setup: Setup, setting: RunSetting, policy: Policy, switches: Switche
 GAP_ORDER = (("dense kernel (fixed-M)", "fixed_m"), ("fixed per-call costs (profiling, placement, tail merge)",
                                                      "fixed_costs"),
              ("idle grid steps", "idle_steps"), ("collective change (Ulysses4 vs Ring2/Ulysses2)", "collective"),
-             ("sparse stretch (fitted)", "sparse_stretch"))
+             ("sparse stretch", "sparse_stretch"))
 
 
 def gap_terms(setup: Setup, setting: RunSetting, policy: Policy, stretch: float, measured: float) -> dict:

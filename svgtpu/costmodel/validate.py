@@ -49,6 +49,7 @@ from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, re
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
+from svgtpu.costmodel.plausible import STRETCH
 from svgtpu.costmodel.sparse_layers import FIXED_M_VALU_SHARE, SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
@@ -210,11 +211,25 @@ def block_rest_seconds(setup: Setup) -> float:
     return sum(v for k, v in forward_breakdown(setup).items() if k not in per_pass) / setup.model.layers
 
 
-def setup_seconds(point: PublishedPoint, setup: Setup) -> float:
-    """Modeled seconds of what ``point`` measured, for ``setup`` (its :func:`point_setup`, maybe changed)."""
+#: How MaxDiffusion's fixed-M dense calls are priced centrally: ``ours``, our compiled online-softmax body, the
+#: reading that rests on no hand count; ``fixed-m`` (that body x ``FIXED_M_VALU_SHARE``, a hand count) is shown
+#: beside it (:func:`maxdiffusion_rows`) and is an end of the interval (:mod:`~svgtpu.costmodel.sensitivity`) until
+#: the compiled fixed-M body prices it (issue 60).
+DENSE_CONTROL = "ours"
+DENSE_CONTROLS = ("ours", "fixed-m")
+#: The sparse stretch every setup runs at: 1, the sparse tiles as compiled.  Not fitted: the one calibration
+#: point (MaxDiffusion's moderate run) sets the matmul efficiency; the stretch's plausible range
+#: (:data:`~svgtpu.costmodel.plausible.STRETCH`) is an interval knob, the efficiency refitted at each end.
+CENTRAL_STRETCH = 1.0
+
+
+def setup_seconds(point: PublishedPoint, setup: Setup, dense_control: str = DENSE_CONTROL, policy=None) -> float:
+    """Modeled seconds of what ``point`` measured, for ``setup`` (its :func:`point_setup`, maybe changed); a
+    MaxDiffusion SVG-study run with its dense calls priced as ``dense_control`` (:data:`DENSE_CONTROLS`) and
+    ``policy`` (default its own)."""
     if point.maxdiffusion_svg:
-        setting = RunSetting()
-        policy = get_policy(point.policy)[0] if point.policy else None
+        setting = RunSetting(dense_kernel=dense_control)
+        policy = policy or (get_policy(point.policy)[0] if point.policy else None)
         return run_seconds(run_setup(setup, setting), setting, policy)["seconds"]
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
@@ -283,22 +298,27 @@ def kernel_efficiencies(device: str, head_dim: int = 128, compiled=AUTO) -> list
     return rows
 
 
-def calibration_point(family: str, variant: str = "dense") -> PublishedPoint | None:
-    """The one ``variant`` (dense, or svg: the sparse stretch's) calibration point of ``family`` (``None``
-    for a family without one)."""
+def calibration_point(family: str, variant: str | None = None) -> PublishedPoint | None:
+    """The one calibration point of ``family`` (of ``variant``, dense or svg, when given; ``None`` for a family
+    without one).  A family has at most one: the TPU's is MaxDiffusion's moderate SVG run, a DiT-only time
+    (docs/plausibility.md)."""
     if family not in FAMILIES:
         raise BadInput(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    calib = [p for p in published_points() if p.role == "calibration" and p.family == family and p.variant == variant]
+    calib = [p for p in published_points() if p.role == "calibration" and p.family == family]
     if len(calib) > 1:
-        raise ValueError(f"family {family} has {len(calib)} {variant} calibration points; at most one is allowed")
-    return calib[0] if calib else None
+        raise ValueError(f"family {family} has {len(calib)} calibration points; at most one is allowed")
+    return calib[0] if calib and variant in (None, calib[0].variant) else None
 
 
-def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = Efficiency()) -> dict:
+def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = Efficiency(),
+                   dense_control: str = DENSE_CONTROL, policy=None) -> dict:
     """The efficiency of a device family fitted to its calibration point, with ``change`` (a function of a
     :class:`Setup`, e.g. a sensitivity knob at one end) applied to the point's setup first; the prior where
-    there is nothing to fit.  Solves ``predicted(e) = published`` for the compute efficiency ``e``
-    (:func:`with_compute`) by bisection (the predicted time falls as ``e`` grows).
+    there is nothing to fit (a TPU priced without the compiled table: its calibration run's calls are priced
+    from the table's rows only).  Solves ``predicted(e) = published`` for the compute efficiency ``e``
+    (:func:`with_compute`) by bisection (the predicted time falls as ``e`` grows).  A MaxDiffusion SVG-study
+    point prices its dense calls as ``dense_control`` and runs ``policy`` (default its own): the readings the
+    interval's ends take (:mod:`~svgtpu.costmodel.sensitivity`).
 
     Returns ``{"efficiency", "calibrated_on" (point id or None), "fitted" (e or None)}``.
     """
@@ -315,14 +335,16 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
         return {"efficiency": with_compute(block.efficiency, fitted), "fitted": fitted,
                 "calibrated_on": f"{rates.run} ({rates.rest_geometry} dense blocks)"}
     point = calibration_point(family)
-    if family == "cpu" or point is None:   # this CPU's rates are measured (svgtpu.bench.cpu): nothing to fit
-        return {"efficiency": prior, "calibrated_on": None, "fitted": None}
+    compiled = resolve(compiled)
+    if family == "cpu" or point is None or (point.maxdiffusion_svg and compiled is None):
+        return {"efficiency": prior, "calibrated_on": None, "fitted": None}   # nothing to fit (CPU: measured)
     tied = not attention_untied(family, compiled)
     base = point_setup(point, prior if tied else dataclasses.replace(prior, attention=COMPILED_ATTENTION), compiled)
     base = change(base) if change else base
 
     def seconds(e):
-        return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e, tied)))
+        return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e, tied)),
+                             dense_control, policy)
     fitted = _solve(seconds, point.seconds, 0.01, 1.0)
     if fitted is None:
         raise Unreachable(f"calibration point {point.id} is not reachable at a compute efficiency in (0.01, 1]")
@@ -343,8 +365,9 @@ def run_policy(point: PublishedPoint, efficiency: Efficiency, compiled, stretch:
                setting: RunSetting | None = None, switches: Switches | None = None) -> dict:
     """The modeled dense and SVG denoising of a MaxDiffusion SVG ``point``
     (:func:`~svgtpu.costmodel.sparse_layers.speedup`),
-    with its policy (or ``policy``), the sparse stretch ``stretch``, and ``setting`` (default the docs')."""
-    setting = setting or RunSetting()
+    with its policy (or ``policy``), the sparse stretch ``stretch``, and ``setting`` (default the docs', its dense
+    calls priced as :data:`DENSE_CONTROL`)."""
+    setting = setting or RunSetting(dense_kernel=DENSE_CONTROL)
     setup = dataclasses.replace(run_setup(point_setup(point, efficiency, compiled), setting), sparse_stretch=stretch)
     return speedup(setup, setting, policy or get_policy(point.policy)[0], switches or Switches())
 
@@ -370,18 +393,13 @@ def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | N
     return {"stretch": stretch, "calibrated_on": point.id, "speedup": target}
 
 
-@functools.lru_cache(maxsize=16)
-def _family_stretch(family: str, compiled: CompiledTable | None) -> dict:
-    return fit_sparse_stretch(family, compiled)
-
-
 def family_stretch(family: str, compiled=AUTO) -> dict:
-    """:func:`fit_sparse_stretch` as calibrated (cached); stretch 1 for a family without an SVG calibration
-    point or a TPU family priced without the compiled table (the fit needs its rows)."""
-    compiled = resolve(compiled)
-    if compiled is None and calibration_point(family, "svg") is not None:
-        return {"stretch": 1.0, "calibrated_on": None, "speedup": None}
-    return _family_stretch(family, compiled)
+    """The sparse stretch a family's setups run at: :data:`CENTRAL_STRETCH`, never fitted (solving it on the
+    moderate run's speedup read its dense control, the published dense validation row).  ``bounds``: its
+    plausible range (:data:`~svgtpu.costmodel.plausible.STRETCH`) where the sparse layers are priced term by term
+    (a family with an SVG calibration point and the compiled table), else ``None``."""
+    priced = resolve(compiled) is not None and calibration_point(family, "svg") is not None
+    return {"stretch": CENTRAL_STRETCH, "calibrated_on": None, "speedup": None, "bounds": STRETCH if priced else None}
 
 
 #: The dense kernel a user runs on a TPU (JAX's Splash, MaxDiffusion's default), the absolute-time default of
@@ -509,11 +527,17 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     return setup.attention_pricing()
 
 
+@functools.lru_cache(maxsize=4)
+def _hand_count_efficiency(family: str, compiled: CompiledTable | None) -> Efficiency:
+    return fit_efficiency(family, compiled, dense_control="fixed-m")["efficiency"]
+
+
 def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
     """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), its
     transformer FLOPs saved as published and as counted here (:func:`~svgtpu.costmodel.policy.flops_saved`), the
-    published speedup over its same-node dense control, the modeled one at the calibrated sparse stretch, and
-    the stretch that run alone would need (the spread; never used as the fit)."""
+    published speedup over its same-node dense control, the modeled one at the central sparse stretch, the same
+    with the dense calls read at the hand count (``hand_count``: ``FIXED_M_VALU_SHARE``, the efficiency refitted
+    on the moderate run), and the stretch that run's speedup alone would need (a diagnostic; never a fit)."""
     compiled = resolve(compiled)
     rows = []
     for p in published_points():
@@ -527,6 +551,8 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
             own = fit_sparse_stretch(p.family, compiled, policy=policy, target=p.published_speedup)["stretch"]
         except Unreachable:
             own = None
+        hand_eff = _hand_count_efficiency(p.family, compiled)
+        hand = run_policy(p, hand_eff, compiled, stretch, setting=RunSetting(dense_kernel="fixed-m"))
         rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
                      "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
                      "flops_saved_counted": flops_saved(policy, get_model(p.model), get_geometry(p.grid), p.steps),
@@ -534,6 +560,11 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
                      "published_speedup": p.published_speedup, "predicted_dense_s": run["dense_seconds"],
                      "predicted_svg_s": run["svg_seconds"], "predicted_speedup": run["speedup"],
                      "error": run["speedup"] / p.published_speedup - 1, "stretch": stretch,
+                     "dense_control": DENSE_CONTROL,
+                     "hand_count": {"dense_control": "fixed-m", "fitted_compute_efficiency": hand_eff.matmul,
+                                    "predicted_dense_s": hand["dense_seconds"], "predicted_svg_s": hand["svg_seconds"],
+                                    "predicted_speedup": hand["speedup"],
+                                    "error": hand["speedup"] / p.published_speedup - 1},
                      "stretch_this_run_needs": own, "source": p.source})
     return rows
 
@@ -590,6 +621,7 @@ def validate(compiled=AUTO) -> dict:
         stretch = family_stretch(family, compiled)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
                             "svg_calibrated_on": stretch["calibrated_on"], "sparse_stretch": stretch["stretch"],
+                            "stretch_bounds": stretch["bounds"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}
     clocks = {name: {"clock_ghz": get_device(name, compiled).clock_hz / 1e9,
                      "mxus_per_core": get_device(name, compiled).mxus_per_core,
@@ -616,4 +648,4 @@ def validate(compiled=AUTO) -> dict:
 __all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
-           "family_stretch", "run_policy", "maxdiffusion_rows"]
+           "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]

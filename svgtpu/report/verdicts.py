@@ -115,8 +115,7 @@ def _sparse_layers(entry: dict) -> str:
     return ("sparse layers as compiled; interval of the unknown constants with the calibration refitted"
             if stretch in (None, 1) else
             f"sparse layers priced from MaxDiffusion's measured TPU runs (sparse stretch {stretch:.2f}); "
-            "joint interval: the unknown constants with the calibration refitted, the sparse stretch as one parameter "
-            "carried over with the H200 transfer, widened by the H200 model's bias")
+            "joint interval: the unknown constants with the calibration refitted, widened by the H200 model's bias")
 
 
 #: The named pieces a row's reason may hold besides the rule's own ``{why}``: each made from the results and
@@ -283,8 +282,8 @@ VERDICT_ROWS = [
     VerdictRow("C1", "the same, JAX's Splash for dense and SVG layers (the write-up's kernels)",
                "{:g}x".format(REPORTED["C1", "speedup"]), "interval", ("C1.speedup_splash_both",),
                "the write-up's kernel family on both sides at the production tile ({mask}); joint interval: the unknown "
-               "constants, the sparse stretch as one parameter carried over with the H200 transfer, widened by the "
-               "H200 model's bias; {why}.", reported=REPORTED["C1", "speedup"], sense=("faster", "slower"),
+               "constants (the sparse stretch over its plausible range), each end refitted on the calibration run, "
+               "widened by the H200 model's bias; {why}.", reported=REPORTED["C1", "speedup"], sense=("faster", "slower"),
                ours="our model"),
     VerdictRow("C1", "the same, a user's dense kernel: Splash dense, SVG through ours",
                "{:g}x".format(REPORTED["C1", "speedup"]), "interval", ("C1.speedup_user_dense",),
