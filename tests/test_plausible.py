@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from svgtpu.costmodel import load_compiled, plausible
+from svgtpu.costmodel import fits as fitted, load_compiled, plausible
 from svgtpu.costmodel.validate import published_points
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
@@ -15,7 +15,7 @@ COMMITTED = REPO_ROOT / "figures" / "compiled_tiles.json"
 
 @pytest.fixture(scope="module")
 def fits():
-    return plausible.fitted_constants(load_compiled(COMMITTED))
+    return fitted.fitted_constants(load_compiled(COMMITTED))
 
 
 def test_matmul_share_by_hand():

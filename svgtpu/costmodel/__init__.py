@@ -22,8 +22,8 @@ priced where it can be from what the real TPU compiler scheduled.  Its parts, on
 - :mod:`~svgtpu.costmodel.validate`: published measured times (``published.json``), one dense and one SVG
   calibration point per device family, predicted vs published (independent points apart), the
   calibrated-setup factory (:func:`~svgtpu.costmodel.validate.calibrated_setup`) and the sparse evidence;
-- :mod:`~svgtpu.costmodel.plausible`: the bounds each fitted constant must keep, written before the fit, and
-  every fitted constant with the rows it reads;
+- :mod:`~svgtpu.costmodel.plausible`: the bounds each fitted constant must keep, written before the fit;
+  :mod:`~svgtpu.costmodel.fits`: every fitted constant with the rows it reads;
 - :mod:`~svgtpu.costmodel.against_tpu`: blind vs calibrated against MaxDiffusion's measured runs, the gap;
 - :mod:`~svgtpu.costmodel.sensitivity`: the unknown constants' ranges, tornado and interval, refitted;
 - :mod:`~svgtpu.costmodel.scenarios`: recipe and kernel choices as rows;

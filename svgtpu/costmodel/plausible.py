@@ -1,5 +1,5 @@
-"""What the cost model's fitted constants may plausibly be, written before any fit (docs/plausibility.md), and
-every fitted constant with the published rows it reads.
+"""What the cost model's fitted constants may plausibly be, written before any fit (docs/plausibility.md); every
+fitted constant with the published rows it reads is :func:`svgtpu.costmodel.fits.fitted_constants`.
 
 A fit that lands outside its bound does not fail loudly in the model (the model still answers); the test
 ``tests/test_plausible.py`` fails instead, so a fit that absorbs unpriced seconds is caught where it is made:
@@ -17,7 +17,6 @@ JAX-free: the compiled block is read from its committed record (``figures/compil
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 
@@ -74,51 +73,5 @@ def matmul_bounds() -> tuple[float, float]:
     return MATMUL_FLOOR * compiled_matmul_mxu_share()["value"], 1.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Fitted:
-    """One fitted constant: its value, the bounds written before it was fitted, and what it reads."""
-
-    name: str
-    value: float | None
-    bounds: tuple[float, float] | None   # None: no bound written (a measured rate)
-    reads: tuple[str, ...]               # published point ids, or a committed run's rows
-    how: str
-
-    @property
-    def inside(self) -> bool:
-        return self.bounds is None or (self.value is not None and self.bounds[0] <= self.value <= self.bounds[1])
-
-
-def fitted_constants(compiled=None) -> list[Fitted]:
-    """Every constant the cost model fits, with the rows it reads (``compiled``: the tile table, default the
-    committed one)."""
-    from svgtpu.costmodel.compiled import AUTO, resolve
-    from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, hopper_rates
-    from svgtpu.costmodel.validate import calibration_point, family_efficiency, family_stretch, published_points
-    compiled = resolve(AUTO if compiled is None else compiled)
-    out = []
-    tpu = family_efficiency("tpu", compiled)
-    point = calibration_point("tpu")
-    out.append(Fitted("tpu matmul efficiency", tpu["fitted"], matmul_bounds(), (point.id,) if point else (),
-                      "Efficiency.matmul solved so the model meets the calibration point's seconds"))
-    stretch = family_stretch("tpu", compiled)
-    svg = calibration_point("tpu", "svg")
-    if stretch["calibrated_on"] is not None:   # its speedup reads the dense control: the published dense row
-        control = [p.id for p in published_points() if p.maxdiffusion_svg and p.variant == "dense"
-                   and p.seconds == svg.dense_control_s]
-        out.append(Fitted("tpu sparse stretch", stretch["stretch"], STRETCH, (svg.id, *control),
-                          "solved so the modeled speedup over the same-node dense control meets the published one"))
-    rates = hopper_rates()
-    if rates is not None:
-        rows = f"{rates.run}: {CALIBRATION_RESOLUTION} dense blocks"
-        for kernel, rate, source in rates.rates:
-            if source.startswith("fitted"):
-                out.append(Fitted(f"hopper {kernel} attention rate", rate, None, (rows,), source))
-        hopper = family_efficiency("hopper", compiled)
-        out.append(Fitted("hopper matmul efficiency (non-attention ops)", hopper["fitted"], (0.0, 1.0), (rows,),
-                          "solved so the 720p dense-cuDNN block minus its self-attention is met"))
-    return out
-
-
 __all__ = ["MATMUL_FLOOR", "STRETCH", "HOST_SECONDS_PER_STEP", "BLOCK", "MATMUL_ROLES", "matmul_mxu_share",
-           "block_record", "compiled_matmul_mxu_share", "matmul_bounds", "Fitted", "fitted_constants"]
+           "block_record", "compiled_matmul_mxu_share", "matmul_bounds"]
