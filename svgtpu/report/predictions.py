@@ -385,19 +385,13 @@ def compare(predictions: dict, runs) -> list[dict]:
     return rows
 
 
-def _verdict(flip: dict, m: dict) -> str:
-    """The claim's verdict the measurement ``m`` gives by ``flip``'s rule (``docs/verdicts.md``), on its measured
-    interval (IQR widened by the noise floor)."""
+def _verdict(flip: dict, m: dict, ours: str = "the TPU run") -> str:
+    """The claim's verdict the measurement ``m`` gives by ``flip``'s rule: the verdict rows' own
+    (:func:`svgtpu.report.verdicts.judge`) on its measured interval (IQR widened by the noise floor)."""
     from svgtpu.facts.tpu_runs import measured_interval
-    t = flip["threshold"]
-    if flip["rule"] == "direction":
-        return f"{flip['claim']} direction only" if m["value"] > t else f"{flip['claim']} contradicted"
-    lo, hi = measured_interval(m)
-    if hi < t:
-        return f"{flip['claim']} contradicted (lower)"
-    if lo > t:
-        return f"{flip['claim']} contradicted (higher)"
-    return f"{flip['claim']} " + ("reproduced" if (hi - lo) / m["value"] <= 0.20 else "consistent")
+    from svgtpu.report.verdicts import judge
+    verdict, _ = judge(flip["rule"], m["value"], flip["threshold"], measured_interval(m), ours=ours)
+    return f"{flip['claim']} {verdict}"
 
 
 #: The claims' order in :func:`claim_verdicts`.
@@ -488,7 +482,7 @@ def claim_table(predictions: dict | None) -> str:
         width = ", ".join(sources) or "no named source moves it: zero width"
         lines.append(f"| {claim} | {qid} ({slice_}) | {p['value']:.4g} | {p['interval'][0]:.4g} – "
                      f"{p['interval'][1]:.4g} | {flip['threshold']:g} ({flip['rule']}) | {expects(p, flip)} | "
-                     f"{_verdict(flip, p).split(' ', 1)[1]} | {width or '—'} |")
+                     f"{_verdict(flip, p, "a run at the prediction").split(' ', 1)[1]} | {width or '—'} |")
     return "\n".join(lines)
 
 
