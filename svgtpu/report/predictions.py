@@ -482,7 +482,7 @@ def claim_table(predictions: dict | None) -> str:
         width = ", ".join(sources) or "no named source moves it: zero width"
         lines.append(f"| {claim} | {qid} ({slice_}) | {p['value']:.4g} | {p['interval'][0]:.4g} – "
                      f"{p['interval'][1]:.4g} | {flip['threshold']:g} ({flip['rule']}) | {expects(p, flip)} | "
-                     f"{_verdict(flip, p, "a run at the prediction").split(' ', 1)[1]} | {width or '—'} |")
+                     f"{_verdict(flip, p, 'a run at the prediction').split(' ', 1)[1]} | {width or '—'} |")
     return "\n".join(lines)
 
 
