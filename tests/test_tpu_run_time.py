@@ -151,3 +151,15 @@ def test_the_papers_sentence_says_the_preflight_and_the_time_or_that_neither_is_
         assert f"{row.split(' | ')[7]} on {name}" in text
     _record(tmp_path, drop=1)   # a program the newest record lacks: no time claimed
     assert "is not known" in blocks.render("tpu-run-brief", {}, tmp_path / "p.md", tmp_path)
+
+
+def test_the_cost_line_prices_each_slices_budgeted_time_at_the_cited_price(tmp_path):
+    from svgtpu.report import tpu_run_time
+    assert "not known" in blocks.render("tpu-run-cost", {}, tmp_path / "r.md", tmp_path)
+    record = _record(tmp_path)
+    text = blocks.render("tpu-run-cost", {}, tmp_path / "r.md", tmp_path)
+    t = expected_time(record)
+    for name, s in t["slices"].items():   # seconds / 3600 x chips x dollars per chip-hour, by hand
+        dollars = s["budgeted"]["elapsed_s"] / 3600 * s["chips"] * 2.70
+        assert f"{name}: about " in text and f"${dollars:.2f}" in text
+    assert tpu_run_time.V6E_DOLLARS_PER_CHIP_HOUR == 2.70 and "per chip-hour" in text and "Not counted" in text
