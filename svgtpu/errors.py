@@ -1,4 +1,5 @@
-"""The one exception for bad input, and the boundary that turns an unreadable file into it.
+"""The one exception for bad input, and the boundary that turns an unreadable file into it (files are read by
+:mod:`svgtpu.inputs.documents`).
 
 Validation at the package's boundaries (configs, public functions, the command line) raises
 :class:`BadInput`: one line naming the parameter, the allowed values and, for a hardware or
@@ -26,21 +27,6 @@ def user_file(parameter: str, path: str | Path):
         yield Path(path)
     except OSError as error:
         raise BadInput(f"{parameter} {path}: {error.strerror or error}") from None
-
-
-def read_json(parameter: str, path: str | Path, what: str = "a JSON object"):
-    """The JSON object in the file ``path`` the user named, else :class:`BadInput` naming ``parameter``: a file
-    that cannot be read, is no JSON, or holds something other than an object (a list, a number)."""
-    import json
-    with user_file(parameter, path) as p:
-        text = p.read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise BadInput(f"{parameter} {path}: not JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{parameter} {path}: must hold {what}, got a JSON {type(data).__name__}")
-    return data
 
 
 def positive_int(text: str) -> int:
@@ -73,4 +59,4 @@ def seed_int(text: str) -> int:
     return value
 
 
-__all__ = ["BadInput", "MAX_SEED", "positive_int", "seed_int", "read_json", "user_file"]
+__all__ = ["BadInput", "MAX_SEED", "positive_int", "seed_int", "user_file"]

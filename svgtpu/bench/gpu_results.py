@@ -22,7 +22,8 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from svgtpu.errors import BadInput, read_json
+from svgtpu.errors import BadInput
+from svgtpu.inputs.documents import read_json
 from svgtpu.facts.gpu_runs import committed_runs, latest_run, peers
 from svgtpu.facts.outputs import check_output, write_text
 from svgtpu.facts.paths import GPU_RUNS_DIR, REPO_ROOT

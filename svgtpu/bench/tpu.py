@@ -439,8 +439,7 @@ def resume_source(name: str | Path, smoke: bool) -> dict:
     """The run ``--resume`` finishes: the file ``name`` (a run file or the ``.partial.json`` a run cut short left),
     or with :data:`LATEST` the newest file (by modification time) in :func:`runs_folder`; read and checked
     (sections, chips, smoke or not), with ``file``."""
-    import json
-
+    from svgtpu.inputs.runs import read_tpu_run
     if str(name) == LATEST:
         folder = runs_folder(smoke)
         files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime) if folder.is_dir() else []
@@ -448,13 +447,10 @@ def resume_source(name: str | Path, smoke: bool) -> dict:
             raise BadInput(f"--resume latest: no run file in {folder} to finish")
         name = files[-1]
     path = Path(name)
-    if not path.is_file():
+    if not path.exists():
         raise BadInput(f"--resume {name}: no such run file")
-    try:
-        run = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise BadInput(f"--resume {name}: not JSON") from None
-    if not isinstance(run, dict) or not {"kernels", "blocks", "chips"} <= set(run):
+    run = read_tpu_run("--resume", path, measured=False)   # its schema (svgtpu.inputs.runs): types and fields
+    if not {"kernels", "blocks", "chips"} <= set(run):
         raise BadInput(f"--resume {name}: not a run file of svgtpu bench tpu (no kernels, blocks or chips)")
     run["file"] = path.name
     if bool(run.get("smoke")) != smoke:

@@ -70,7 +70,7 @@ def empty_results() -> dict:
 def load_results(path: str | os.PathLike | None = None) -> dict:
     """The results file as a dict (an empty skeleton if it does not exist yet); a file that is no JSON object with
     ``claims``, ``figures`` and ``notebooks`` objects is refused (:class:`BadInput`)."""
-    from svgtpu.errors import read_json
+    from svgtpu.inputs.documents import read_json
     path = Path(path) if path is not None else results_path()
     if not path.exists():
         return empty_results()

@@ -141,4 +141,13 @@ def read_document(parameter: str, path: str | os.PathLike, fmt: str = "json", wh
     return parse_json(text, where) if fmt == "json" else parse_yaml(text, where)
 
 
-__all__ = ["MAX_BYTES", "FORMATS", "check_input_file", "read_text", "parse_json", "parse_yaml", "read_document"]
+def read_json(parameter: str, path: str | os.PathLike, what: str = "a JSON object") -> dict:
+    """The JSON object in the file ``path`` (:func:`read_document`), refusing any other JSON value (a list, a number)."""
+    data = read_document(parameter, path, "json", what)
+    if not isinstance(data, dict):
+        raise BadInput(f"{parameter} {path}: must hold {what}, got a JSON {type(data).__name__}")
+    return data
+
+
+__all__ = ["MAX_BYTES", "FORMATS", "check_input_file", "read_text", "parse_json", "parse_yaml", "read_document",
+           "read_json"]

@@ -93,7 +93,7 @@ class TpuRun(Schema):
 
     provenance: Text
     chips: Annotated[int, Field(ge=1, le=4096)]
-    quantities: dict[Text, Measured]
+    quantities: dict[Text, Measured] | None = None   # none in a run cut short (.partial.json): see tpu_run
     note: str = ""
     device: str | None = None
     backend: str | None = None
@@ -142,7 +142,7 @@ class GpuRunInfo(Schema):
     provenance: Annotated[str, Field(pattern=r"^measured-gpu-")]
     device: Text
     backend: Text
-    smoke: bool
+    smoke: bool = False
     date: Text
 
 
@@ -193,8 +193,9 @@ def _looks_gpu(data) -> str | None:
     return None
 
 
-def tpu_run(data, where: str) -> dict:
-    """``data`` checked as a :class:`TpuRun` (a GPU run refused as one), returned as it is."""
+def tpu_run(data, where: str, measured: bool = True) -> dict:
+    """``data`` checked as a :class:`TpuRun` (a GPU run refused as one), returned as it is; ``measured``: it must
+    hold its measured quantities (a finished run; ``bench tpu --resume`` reads one cut short, which has none)."""
     gpu = _looks_gpu(data)
     if gpu is not None:
         raise BadInput(f"{where} is a GPU run ({gpu}); it takes a TPU run file of svgtpu bench tpu "
@@ -202,12 +203,16 @@ def tpu_run(data, where: str) -> dict:
     if not isinstance(data, dict):
         raise BadInput(f"{where}: must hold a JSON object (a bench tpu run file), got a JSON {type(data).__name__}")
     validate(TpuRun, data, where)
+    if measured and data.get("quantities") is None:
+        raise BadInput(f"{where}: quantities is missing (a required field: what the run measured; a run cut short has "
+                       "none, svgtpu bench tpu --resume finishes it)")
     return data
 
 
-def read_tpu_run(parameter: str, path) -> dict:
+def read_tpu_run(parameter: str, path, measured: bool = True) -> dict:
     """The TPU run file ``path`` the user gave as ``parameter``, checked (:func:`tpu_run`)."""
-    return tpu_run(read_document(parameter, path, "json", "a bench tpu run file (JSON)"), f"{parameter} {path}")
+    return tpu_run(read_document(parameter, path, "json", "a bench tpu run file (JSON)"), f"{parameter} {path}",
+                   measured)
 
 
 def gpu_run(data, where: str, kind: str = "package") -> dict:
