@@ -29,7 +29,7 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert checks["cudnn-dense"]["ok"] is None and not result["check"]["all_ok"]  # no cuDNN here: not all ok
     rows = {r["variant"]: r for r in result["attention"][0]["rows"]}
     for name in ("xla-dense", "ours-dense", "ours-aligned-fast", "ours-mgpu-svg-fast-wg1"):
-        assert rows[name]["status"] == "ok" and rows[name]["median_s"] > 0 and rows[name]["tflops"] > 0
+        assert rows[name]["status"] == "ok" and rows[name]["median_s"] > 0 and rows[name]["tflops"] > 0, rows[name]
     # the baseline reports no ratio to itself worth testing; the aligned kernel's ratio and its overhead over ideal do
     aligned, dense = rows["ours-aligned-fast"], rows["ours-dense"]
     assert aligned["ratio_to_ours_dense"] > 0 and aligned["overhead_vs_ideal"] == pytest.approx(
@@ -198,8 +198,8 @@ def test_a_check_that_did_not_run_for_time_is_not_ok_and_its_variant_is_not_time
 
 
 def test_checks_longer_than_a_sections_share_still_leave_every_variant_timed(monkeypatch):
-    # each check takes 80 s of a clock the budget reads: three variants' checks (240 s) outlast half the smoke
-    # budget (300 s), the share the check had as a section with a weight (1.0 of 2.0), which left the third
+    # each check takes 80 s of a clock the budget reads: three variants' checks (240 s) outlast half a 300 s
+    # budget, the share the check had as a section with a weight (1.0 of 2.0), which left the third
     # unchecked and untimed; the check now runs until the run's deadline and the attention section gets the
     # 60 s left, so every variant is checked and timed
     import types
@@ -218,7 +218,7 @@ def test_checks_longer_than_a_sections_share_still_leave_every_variant_timed(mon
     monkeypatch.setattr(gpu_bench, "attention_variants", lambda q, *_, **__: {
         name: gpu_bench.Variant(lambda q=q: np.asarray(q, np.float32), info) for name in ("a", "b", "c")})
     sizes = dataclasses.replace(gpu_bench.select(gpu_bench.SMOKE, ["attention"]), variants=None, max_rounds=1,
-                                isolate=False)
+                                isolate=False, budget_s=300.0)
     result = {"attention": [], "block": [], "end_to_end": [], "errors": []}
     gpu_bench.sections_in_turn(result, sizes, Budget(sizes.budget_s), interpret=True)
     assert clock[0] == 3 * 80.0 and not result["errors"]

@@ -137,7 +137,7 @@ FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40,
 SMOKE = Sizes(sections=(("check", "2x8x10", 2, None), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                                 source="the smoke profile: tiny shapes"),
-              max_rounds=2, budget_s=300.0, profile="smoke", check_s=120.0,
+              max_rounds=2, budget_s=600.0, profile="smoke", check_s=240.0,
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
                         "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-svg-fast-wg1"),
               tunings=())
