@@ -187,7 +187,7 @@ def gpu_rows(path: str | Path | None = None) -> dict | None:
         latest = latest_run()
         data = latest["data"] if latest else {}
     else:
-        data = read_json("gpu results", path) if Path(path).exists() else {}
+        data = read_json("gpu results", path, allow_nan=True) if Path(path).exists() else {}   # a results file
     run_ = data.get("run")
     if not run_:
         return None

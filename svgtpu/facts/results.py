@@ -74,7 +74,8 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
     path = Path(path) if path is not None else results_path()
     if not path.exists():
         return empty_results()
-    data = read_json("results", path, "a results object (claims, figures, notebooks)")
+    # NaN: a results file's own "no value" (json.dumps writes it; e.g. a validation row's calibration_related)
+    data = read_json("results", path, "a results object (claims, figures, notebooks)", allow_nan=True)
     for section, value in empty_results().items():
         data.setdefault(section, value)
         if not isinstance(data[section], dict):

@@ -80,10 +80,12 @@ def _no_constant(where: str):
     return refuse
 
 
-def parse_json(text: str, where: str):
-    """``text`` as JSON, refusing duplicate keys, ``NaN``/``Infinity`` and truncation, one line naming ``where``."""
+def parse_json(text: str, where: str, allow_nan: bool = False):
+    """``text`` as JSON, refusing duplicate keys, ``NaN``/``Infinity`` (unless ``allow_nan``: the package's own
+    results files write NaN for a value that does not apply) and truncation, one line naming ``where``."""
+    constant = {} if allow_nan else {"parse_constant": _no_constant(where)}
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates(where), parse_constant=_no_constant(where))
+        return json.loads(text, object_pairs_hook=_no_duplicates(where), **constant)
     except json.JSONDecodeError as error:
         end = len(text.rstrip())
         cut = " (the file ends before the document does: truncated?)" if error.pos >= end else ""
@@ -130,7 +132,8 @@ def parse_yaml(text: str, where: str):
         raise BadInput(f"{where}: not YAML, nested too deep") from None
 
 
-def read_document(parameter: str, path: str | os.PathLike, fmt: str = "json", what: str | None = None):
+def read_document(parameter: str, path: str | os.PathLike, fmt: str = "json", what: str | None = None,
+                  allow_nan: bool = False):
     """The document in the file ``path`` the user gave as ``parameter`` (``fmt``: json or yaml), else one line of
     :class:`BadInput` (module doc).  The document may be any JSON value: its schema says what it must be."""
     if fmt not in FORMATS:
@@ -138,12 +141,12 @@ def read_document(parameter: str, path: str | os.PathLike, fmt: str = "json", wh
     what = what or f"a {fmt.upper()} document"
     text = read_text(parameter, path, what)
     where = f"{parameter} {path}"
-    return parse_json(text, where) if fmt == "json" else parse_yaml(text, where)
+    return parse_json(text, where, allow_nan) if fmt == "json" else parse_yaml(text, where)
 
 
-def read_json(parameter: str, path: str | os.PathLike, what: str = "a JSON object") -> dict:
+def read_json(parameter: str, path: str | os.PathLike, what: str = "a JSON object", allow_nan: bool = False) -> dict:
     """The JSON object in the file ``path`` (:func:`read_document`), refusing any other JSON value (a list, a number)."""
-    data = read_document(parameter, path, "json", what)
+    data = read_document(parameter, path, "json", what, allow_nan)
     if not isinstance(data, dict):
         raise BadInput(f"{parameter} {path}: must hold {what}, got a JSON {type(data).__name__}")
     return data
