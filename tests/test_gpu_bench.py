@@ -524,3 +524,15 @@ def test_preflight_lowers_our_mosaic_gpu_variants_at_the_timed_sizes(capsys):
     assert [(r["geometry"], r["variant"], r["lowered"]) for r in rows] == [("2x8x10", "ours-mgpu-svg-fast-wg1", True)]
     assert main(["bench", "gpu", "--smoke", "--preflight"]) == 0
     assert max(map(len, capsys.readouterr().out.splitlines())) <= 100
+
+
+def test_variant_names_are_the_variants_the_run_makes():
+    """``--variants`` is checked against :func:`variant_names` before any work: it must list exactly the variants
+    :func:`attention_variants` makes (the check's, with per-head masks), in its order."""
+    import jax.numpy as jnp
+
+    from svgtpu.geometry import get_geometry
+    g = get_geometry("2x8x10")
+    q = jnp.zeros((2, g.L, 128), jnp.bfloat16)
+    made = gpu_bench.attention_variants(q, q, q, g, gpu_bench.FULL, interpret=True, per_head=True)
+    assert tuple(made) == gpu_bench.variant_names(gpu_bench.FULL)
