@@ -17,14 +17,22 @@ Wan 2.1, as published (``github.com/Wan-Video/Wan2.1`` at :data:`svgtpu.recipes.
   3D RoPE splitting a head's ``d`` channels ``d - 4 (d // 6)``, ``2 (d // 6)``, ``2 (d // 6)`` over
   (t, h, w), ``theta = 10000``; in_dim 16 latent channels, so ``16 x 1 x 2 x 2 = 64`` values per token.
 
-Wan 2.2 (Hugging Face ``config.json`` of ``Wan-AI/Wan2.2-T2V-A14B`` and ``Wan-AI/Wan2.2-TI2V-5B``): A14B is
-two experts (high noise, low noise) each of Wan 2.1 14B's shape, a step runs one; TI2V-5B has dim 3072,
-ffn 14336, 24 heads, 30 layers, in_dim 48 x patch (1, 2, 2) = 192.
+Wan 2.2 (``github.com/Wan-Video/Wan2.2`` at :data:`WAN22_COMMIT`, ``wan/configs/wan_t2v_A14B.py`` and
+``wan_ti2v_5B.py``): A14B is two experts (high noise, low noise) each of Wan 2.1 14B's shape, a step runs one;
+TI2V-5B has dim 3072, ffn 14336, 24 heads, 30 layers, and its VAE's 48 latent channels (``wan/modules/vae2_2.py``,
+``z_dim=48``) x patch (1, 2, 2) = 192 values per token; it runs one timestep per token (``wan/textimage2video.py``).
+
+The whole model's fields (``text_dim``, ``image_dim``, ``out_channels``) are Wan's ``WanModel`` arguments
+(``wan/modules/model.py``: text_dim 4096, umT5-XXL's width; an image-to-video model's CLIP ViT-H image tokens,
+1280 wide, ``MLPProj(1280, dim)``; out_dim 16 for every Wan 2.1, whose I2V takes 36 channels in).
+:mod:`svgtpu.model.weights` reads a checkpoint's shapes into this class and returns one of :data:`MODELS`
+itself when the shapes are a published model's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import WAN_PATCH, check_positive_int
@@ -55,10 +63,16 @@ class ModelConfig:
     eps: float = 1e-6
     rope_theta: float = 10000.0
     freq_dim: int = 256               # sinusoidal timestep embedding width
+    text_dim: int = 4096              # text encoder's width (umT5-XXL) entering the text embedder
+    image_dim: int | None = None      # image-to-video: image encoder's width (CLIP ViT-H: 1280); None: no image
+    out_channels: int | None = None   # latent channels leaving the head (None: as many as enter)
 
     def __post_init__(self):
-        for field in ("layers", "dim", "heads", "head_dim", "ffn", "text_len", "patch_in", "freq_dim"):
+        for field in ("layers", "dim", "heads", "head_dim", "ffn", "text_len", "patch_in", "freq_dim", "text_dim"):
             check_positive_int(f"ModelConfig.{field}", getattr(self, field))
+        for field in ("image_dim", "out_channels"):
+            if getattr(self, field) is not None:
+                check_positive_int(f"ModelConfig.{field}", getattr(self, field))
         if self.heads * self.head_dim != self.dim:
             raise BadInput(f"ModelConfig: heads * head_dim = {self.heads * self.head_dim} != dim {self.dim}")
         object.__setattr__(self, "patch", tuple(int(p) for p in self.patch))
@@ -68,6 +82,16 @@ class ModelConfig:
             raise BadInput(f"ModelConfig.qk_norm must be one of {QK_NORMS}, got {self.qk_norm!r}")
         if not self.eps > 0 or not self.rope_theta > 0:
             raise BadInput(f"ModelConfig.eps and rope_theta must be positive, got {self.eps}, {self.rope_theta}")
+
+    @property
+    def in_channels(self) -> int:
+        """Latent channels entering the patch embedding."""
+        return self.patch_in // math.prod(self.patch)
+
+    @property
+    def patch_out(self) -> int:
+        """Values per token leaving the head: output latent channels x the patch."""
+        return (self.out_channels or self.in_channels) * math.prod(self.patch)
 
     @property
     def params(self) -> int:
@@ -88,6 +112,11 @@ class ModelConfig:
 
 
 
+#: Wan 2.2's repository and the commit its published shapes were read at.
+WAN22_REPO = "Wan-Video/Wan2.2"
+WAN22_COMMIT = "42bf4cfaa384bc21833865abc2f9e6c0e67233dc"
+
+
 def _wan21(config: str) -> str:
     return (Source(WAN_REPO, f"wan/configs/wan_t2v_{config}.py", WAN_COMMIT).cite()
             + " and wan/modules/model.py (the block)")
@@ -99,8 +128,12 @@ MODELS: dict[str, ModelConfig] = {
     "wan2.1-1.3b": ModelConfig("wan2.1-1.3b", layers=30, dim=1536, heads=12, head_dim=128, ffn=8960,
                                text_len=512, patch_in=64, source=_wan21("1_3B")),
     "wan2.2-a14b": ModelConfig("wan2.2-a14b", layers=40, dim=5120, heads=40, head_dim=128, ffn=13824,
-                               text_len=512, patch_in=64, source="Wan-AI/Wan2.2-T2V-A14B config.json (per expert)"),
+                               text_len=512, patch_in=64,
+                               source=Source(WAN22_REPO, "wan/configs/wan_t2v_A14B.py", WAN22_COMMIT,
+                                             "per expert: high- and low-noise, a step runs one").cite()),
     "wan2.2-5b": ModelConfig("wan2.2-5b", layers=30, dim=3072, heads=24, head_dim=128, ffn=14336,
-                             text_len=512, patch_in=192, source="Wan-AI/Wan2.2-TI2V-5B config.json"),
+                             text_len=512, patch_in=192,
+                             source=Source(WAN22_REPO, "wan/configs/wan_ti2v_5B.py", WAN22_COMMIT,
+                                           "48 latent channels in and out: wan/modules/vae2_2.py z_dim").cite()),
 }
-__all__ = ["QK_NORMS", "ModelConfig", "MODELS"]
+__all__ = ["QK_NORMS", "ModelConfig", "MODELS", "WAN22_COMMIT", "WAN22_REPO"]

@@ -20,7 +20,7 @@ import json
 import sys
 
 # each module registers its subcommands on import, in the order --help lists them
-from svgtpu.cli import common, masks, report, toy, costmodel, bench, compiler  # noqa: F401
+from svgtpu.cli import common, masks, report, toy, costmodel, bench, compiler, model  # noqa: F401
 from svgtpu.cli.common import COMMANDS, GROUPS
 from svgtpu.errors import BadInput
 from svgtpu.inputs.environment import check_environment

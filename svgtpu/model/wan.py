@@ -3,10 +3,11 @@
 One block of Wan 2.1's ``WanAttentionBlock`` (``wan/modules/model.py``; its numbers and options are a
 :class:`~svgtpu.models.ModelConfig`), on ``x [B, L, dim]`` in frame-major token order::
 
-    shift1, scale1, gate1, shift2, scale2, gate2 = modulation + t_mod        adaLN, per sample
+    shift1, scale1, gate1, shift2, scale2, gate2 = modulation + t_mod        adaLN, per sample (or token)
     x += gate1 * o(SelfAttention(q, k, v))     q, k, v = Linear(LayerNorm(x) * (1 + scale1) + shift1)
                                                q, k RMS-normed (over the width, or per head), 3D RoPE
     x += o'(CrossAttention(q', k', v'))        q' from [affine] LayerNorm(x), k', v' from the context
+         [+ CrossAttention(q', k_img, v_img)]  image-to-video: keys and values of the image tokens
     x += gate2 * FFN(LayerNorm(x) * (1 + scale2) + shift2)                   Linear, GELU (tanh), Linear
 
 Self-attention is a pluggable function ``attention(q, k, v, *, layer, step, num_steps, num_layers,
@@ -100,6 +101,13 @@ def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-6) -> jax.Array:
     return (y * jax.lax.rsqrt((y * y).mean(-1, keepdims=True) + eps) * scale).astype(x.dtype)
 
 
+def modulation(mod: jax.Array) -> list[jax.Array]:
+    """adaLN's shift / scale / gate vectors from ``mod [B, n, dim]`` (one per sample, each ``[B, 1, dim]``) or
+    ``[B, L, n, dim]`` (one per token, Wan 2.2 TI2V's per-token timesteps: each ``[B, L, dim]``)."""
+    parts = jnp.unstack(mod, axis=-2)
+    return parts if mod.ndim == 4 else [m[:, None] for m in parts]
+
+
 def _init_linear(key, fan_in: int, fan_out: int, dtype) -> Params:
     w = jax.random.normal(key, (fan_in, fan_out)) / math.sqrt(fan_in)
     return {"w": w.astype(dtype), "b": jnp.zeros((fan_out,), dtype)}
@@ -129,7 +137,10 @@ class WanBlock:
         for name in ("q", "k", "v", "o"):
             p[name] = _init_linear(next(keys), D, D, dtype)
         p["cross_q"] = _init_linear(next(keys), D, D, dtype)
-        p["cross_kv"] = _init_linear(next(keys), D, 2 * D, dtype)
+        kv_key = next(keys)
+        p["cross_kv"] = _init_linear(kv_key, D, 2 * D, dtype)
+        if c.image_dim is not None:   # I2V: the image tokens' keys and values (their key drawn from cross kv's)
+            p["cross_image_kv"] = _init_linear(jax.random.fold_in(kv_key, 1), D, 2 * D, dtype)
         p["cross_o"] = _init_linear(next(keys), D, D, dtype)
         p["mlp_in"] = _init_linear(next(keys), D, c.ffn, dtype)
         p["mlp_out"] = _init_linear(next(keys), c.ffn, D, dtype)
@@ -140,6 +151,8 @@ class WanBlock:
             p["cross_norm"] = {"scale": jnp.ones((D,), dtype), "bias": jnp.zeros((D,), dtype)}
         if c.cross_qk_norm:
             p["cross_q_norm"], p["cross_k_norm"] = jnp.ones((D,), dtype), jnp.ones((D,), dtype)
+            if c.image_dim is not None:
+                p["cross_image_k_norm"] = jnp.ones((D,), dtype)
         return p
 
     def _heads(self, y: jax.Array) -> jax.Array:
@@ -157,16 +170,20 @@ class WanBlock:
         return apply_rope(y, angles)
 
     def __call__(self, p: Params, x: jax.Array, t_mod: jax.Array, context: jax.Array, angles: jax.Array, *,
-                 attention: Attention = dense_attention, **call):
-        """``(x, info)``: the block applied to ``x [B, L, dim]`` with time modulation ``t_mod [B, 6, dim]``,
-        text ``context [B, text_len, dim]`` and RoPE ``angles [L, head_dim / 2]``.  ``call`` (layer,
-        step, num_steps, num_layers, key) goes to ``attention``; ``info`` is what it returned beside
-        its output (``None`` when it returns the output alone)."""
+                 attention: Attention = dense_attention, image: jax.Array | None = None, **call):
+        """``(x, info)``: the block applied to ``x [B, L, dim]`` with time modulation ``t_mod [B, 6, dim]`` (or
+        one per token, ``[B, L, 6, dim]``: Wan 2.2 TI2V), text ``context [B, text_len, dim]``, RoPE ``angles
+        [L, head_dim / 2]`` and, for an image-to-video model (``config.image_dim``), the embedded image tokens
+        ``image [B, image_len, dim]``.  ``call`` (layer, step, num_steps, num_layers, key) goes to
+        ``attention``; ``info`` is what it returned beside its output (``None`` when it returns the output alone)."""
         c = self.config
+        if (image is None) != (c.image_dim is None):
+            raise BadInput(f"WanBlock: image tokens are needed exactly when the model has image cross-attention "
+                           f"(image_dim {c.image_dim}), got {'none' if image is None else 'some'}")
         merge = lambda y: rearrange(y, "b h l d -> b l (h d)")  # noqa: E731
         with jax.named_scope("modulation"):
             mod = t_mod.astype(jnp.float32) + p["modulation"].astype(jnp.float32)
-            shift1, scale1, gate1, shift2, scale2, gate2 = (m[:, None] for m in jnp.unstack(mod, axis=1)[:6])
+            shift1, scale1, gate1, shift2, scale2, gate2 = modulation(mod)
 
         with jax.named_scope("norm"):
             h = layer_norm(x, c.eps) * (1 + scale1) + shift1
@@ -191,6 +208,11 @@ class WanBlock:
             if c.cross_qk_norm:
                 cq, ck = rms_norm(cq, p["cross_q_norm"], c.eps), rms_norm(ck, p["cross_k_norm"], c.eps)
             cross = dense_attention(self._heads(cq), self._heads(ck), self._heads(cv))
+            if image is not None:   # Wan 2.1 I2V: the image tokens' own keys and values, attended apart, added
+                ik, iv = jnp.split(linear(p["cross_image_kv"], image), 2, axis=-1)
+                if c.cross_qk_norm:
+                    ik = rms_norm(ik, p["cross_image_k_norm"], c.eps)
+                cross = cross + dense_attention(self._heads(cq), self._heads(ik), self._heads(iv))
             x = (x + linear(p["cross_o"], merge(cross))).astype(x.dtype)
 
         with jax.named_scope("norm"):
@@ -249,5 +271,5 @@ def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q:
     return attend
 
 
-__all__ = ["SCOPES", "SELF_ATTENTIONS", "WanBlock", "Params", "apply_rope", "layer_norm", "linear", "rms_norm",
-           "rope_angles", "rope_split", "self_attention"]
+__all__ = ["SCOPES", "SELF_ATTENTIONS", "WanBlock", "Params", "apply_rope", "layer_norm", "linear", "modulation",
+           "rms_norm", "rope_angles", "rope_split", "self_attention"]

@@ -38,6 +38,7 @@ from svgtpu.toy import data
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.geometry import VideoGeometry, check_positive_int
 from svgtpu.models import ModelConfig
+from svgtpu.model.dit import sinusoid
 from svgtpu.model.wan import WanBlock, apply_rope, layer_norm, linear, rope_angles, rope_split
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import CHECKPOINT
@@ -152,11 +153,9 @@ def count_params(params: Params) -> int:
 # -- forward -----------------------------------------------------------------------------------
 
 def timestep_embedding(t: jax.Array, dim: int) -> jax.Array:
-    """Sinusoidal embedding ``[B, dim]`` of flow times ``t in [0, 1]`` (scaled by 1000 like Wan)."""
-    half = dim // 2
-    freqs = jnp.exp(-math.log(10000.0) * jnp.arange(half) / half)
-    args = 1000.0 * t[:, None] * freqs[None, :]
-    return jnp.concatenate([jnp.cos(args), jnp.sin(args)], axis=-1)
+    """Sinusoidal embedding ``[B, dim]`` of flow times ``t in [0, 1]``: Wan's (:func:`svgtpu.model.dit.sinusoid`)
+    of the timesteps ``1000 t``."""
+    return sinusoid(1000.0 * t, dim)
 
 
 def forward(params: Params, config: DiTConfig, video: jax.Array, t: jax.Array, labels: jax.Array, *,
