@@ -34,7 +34,7 @@ import numpy as np
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
                                multiplier_for_kept)
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 from svgtpu.errors import BadInput
 
@@ -69,7 +69,7 @@ class Settings:
     """One point of the explorer.  Give ``kept`` (SVG's kept fraction) or ``multiplier``, not both."""
 
     geometry: str = PRODUCTION.resolution
-    kept: float | None = DEFAULT_KEPT
+    kept: float | None = None   # neither: DEFAULT_KEPT (svgtpu.setting.mask_density)
     multiplier: float | None = None
     head: str = "spatial"
     block_q: int = PRODUCTION.block_q
@@ -81,12 +81,11 @@ class Settings:
 
     def __post_init__(self):
         get_geometry(self.geometry)  # raises one line naming the geometry
-        if (self.kept is None) == (self.multiplier is None):
-            raise BadInput("give exactly one of kept (fraction of pairs kept, in (0, 1)) or multiplier")
-        if self.kept is not None:
-            check_kept(self.kept)
-        if self.multiplier is not None and not (np.isfinite(self.multiplier) and self.multiplier > 0):
-            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
+        kept, multiplier = mask_density(self.kept, self.multiplier)
+        if kept is not None:
+            check_kept(kept)
+        object.__setattr__(self, "kept", kept)
+        object.__setattr__(self, "multiplier", multiplier)
         if self.head not in HEAD_KINDS.values():
             raise BadInput(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
         check_positive_int("block_q", self.block_q)

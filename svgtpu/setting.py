@@ -16,6 +16,8 @@ generated, never typed.  No JAX here: the cost model imports this.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 
 from svgtpu.errors import BadInput
 from svgtpu.geometry import format_tile
@@ -29,12 +31,24 @@ SMALL_TILE = SPLASH_DEFAULT_TILE
 DEFAULT_KEPT = DEFAULT_RECIPE.kept
 
 
+def check_multiplier(multiplier, name: str = "multiplier") -> float:
+    """``multiplier``, SVG's band half-width in frames (:func:`svgtpu.masks.core.band_window`), as a float: a
+    finite number above 0, else :class:`BadInput` naming ``name``.  The one positive-multiplier check."""
+    if isinstance(multiplier, bool) or not isinstance(multiplier, numbers.Real) or not math.isfinite(multiplier) \
+            or multiplier <= 0:
+        raise BadInput(f"{name} must be a positive number, got {multiplier!r}")
+    return float(multiplier)
+
+
 def mask_density(kept: float | None, multiplier: float | None) -> tuple[float | None, float | None]:
-    """``(kept, multiplier)`` of an SVG mask, the one rule: a band multiplier if one is given, else the kept
-    fraction, else :data:`DEFAULT_KEPT`; exactly one of the two comes back ``None``.  Both given: ``BadInput``."""
+    """``(kept, multiplier)`` of an SVG mask, the one rule: a band multiplier if one is given (positive:
+    :func:`check_multiplier`), else the kept fraction, else :data:`DEFAULT_KEPT`; exactly one of the two comes back
+    ``None``.  Both given: ``BadInput``.  Every record holding a mask density applies it (``Setting``, ``SVGConfig``,
+    the cost model's ``Setup``, the explorer's ``Settings``, the masks' own constructors)."""
     if kept is not None and multiplier is not None:
         raise BadInput(f"give at most one of kept or multiplier, got kept {kept} and multiplier {multiplier}")
     if multiplier is not None:
+        check_multiplier(multiplier)
         return None, multiplier
     return (DEFAULT_KEPT if kept is None else kept), None
 
@@ -103,4 +117,4 @@ class Setting:
 #: The setup of the claims' main line (C1, C2 and C4's compiled rows).
 PRODUCTION = Setting()
 
-__all__ = ["DEFAULT_KEPT", "PRODUCTION", "SMALL_TILE", "Setting", "mask_density", "model_label"]
+__all__ = ["DEFAULT_KEPT", "PRODUCTION", "SMALL_TILE", "Setting", "check_multiplier", "mask_density", "model_label"]

@@ -117,7 +117,7 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(multiplier=1.0, kept=0.3), "at most one of multiplier or kept"),
+    (dict(multiplier=1.0, kept=0.3), "at most one of kept or multiplier"),
     (dict(multiplier=-1.0), "multiplier must be a positive number"),
     (dict(kept=1.5), "kept must be in the open interval"),
     (dict(num_sampled_rows=0), "num_sampled_rows must be a positive integer"),

@@ -455,7 +455,7 @@ def test_every_spec_constant_is_cited():
     (lambda: cm.Efficiency(matmul=1.5), "matmul"),
     (lambda: wan_setup(chips=0), "chips"),
     (lambda: wan_setup(chips=6), "chips must be one of"),
-    (lambda: wan_setup(multiplier=1.0), "kept or multiplier"),
+    (lambda: wan_setup(kept=0.3, multiplier=1.0), "kept or multiplier"),
     (lambda: wan_setup(parts=frozenset({"gpu_time"})), "parts"),
     (lambda: cm.mask_tiles(cm.get_geometry("480p"), "causal", 512, 512), "mask kind"),
 ])

@@ -191,7 +191,7 @@ def test_kept_near_every_pair_gets_the_widest_sparse_step_and_only_a_dense_first
     (lambda g: svg_mask(g, float("nan")), "multiplier"),
     (lambda g: svg_mask(g, kept=1.0), "kept"),
     (lambda g: svg_mask(g, kept=0.0), "kept"),
-    (lambda g: svg_mask(g, 1.0, kept=0.3), "exactly one"),
+    (lambda g: svg_mask(g, 1.0, kept=0.3), "at most one of kept or multiplier"),
     (lambda g: make_mask("diagonal", g, 1.0), "mask must be one of"),
     (lambda g: align(svg_mask(g, 1.0), 8, 8, "round"), "align mode"),
     (lambda g: classify(DenseMask(g.L), 0, 8), "block_q"),

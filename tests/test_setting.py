@@ -33,7 +33,7 @@ def test_the_small_tile_is_splash_default_and_the_toy_layers_use_it():
 
 
 @pytest.mark.parametrize("kept, multiplier, want", [(None, None, (0.3, None)), (0.2, None, (0.2, None)),
-                                                    (None, 1.5, (None, 1.5)), (None, 0.0, (None, 0.0))])
+                                                    (None, 1.5, (None, 1.5))])
 def test_a_multiplier_wins_else_the_kept_fraction_else_the_default(kept, multiplier, want):
     assert mask_density(kept, multiplier) == want
     setting = Setting(kept=kept, multiplier=multiplier)
@@ -45,3 +45,49 @@ def test_a_kept_fraction_and_a_multiplier_together_are_refused():
         mask_density(0.2, 1.5)
     with pytest.raises(BadInput, match="at most one of kept or multiplier"):
         Setting(kept=0.2, multiplier=1.5)
+
+
+@pytest.mark.parametrize("multiplier", [0.0, -1.0, float("nan"), float("inf"), True, "2"])
+def test_a_multiplier_is_a_positive_number_or_refused(multiplier):
+    """0.0 is given (not taken for none) and refused, as is every non-positive or non-number value."""
+    with pytest.raises(BadInput, match="multiplier must be a positive number"):
+        mask_density(None, multiplier)
+
+
+def _density_records():
+    """Every record that holds a mask density, each built from ``(kept, multiplier)`` and read back."""
+    from svgtpu import costmodel as cm
+    from svgtpu.attention.svg import SVGConfig
+    from svgtpu.explore import Settings
+    from svgtpu.geometry import get_geometry
+    from svgtpu.masks.core import multiplier_for_kept, svg_mask
+    g = get_geometry("720p")
+
+    def setup(kept, multiplier):
+        s = cm.Setup(cm.get_model("wan2.1-14b"), g, cm.get_device("v6e"), kept=kept, multiplier=multiplier,
+                     efficiency=cm.Efficiency())
+        return s.kept, s.multiplier
+
+    def mask(kept, multiplier):   # the band it draws, from the multiplier the rule leaves
+        k, m = mask_density(kept, multiplier)
+        return svg_mask(g, multiplier, kept=kept).window == svg_mask(g, m if m else multiplier_for_kept(g, k)).window
+    return {"Setting": lambda k, m: (Setting(kept=k, multiplier=m).kept, Setting(kept=k, multiplier=m).multiplier),
+            "SVGConfig": lambda k, m: (SVGConfig(kept=k, multiplier=m).kept, SVGConfig(kept=k, multiplier=m).multiplier),
+            "Setup": setup,
+            "Settings": lambda k, m: (Settings(kept=k, multiplier=m).kept, Settings(kept=k, multiplier=m).multiplier),
+            "svg_mask": mask}
+
+
+@pytest.mark.parametrize("record", ["Setting", "SVGConfig", "Setup", "Settings", "svg_mask"])
+def test_every_record_of_a_mask_density_follows_the_one_rule(record):
+    """The cost model's Setup, the explorer's Settings, SVG's layer config and the masks take a density as the
+    setting does: neither given is the default kept fraction, both given or a multiplier not above 0 is refused
+    with the one message (they used to differ: "exactly one" in three of them)."""
+    make = _density_records()[record]
+    for kept, multiplier in ((None, None), (0.2, None), (None, 1.5)):
+        got = make(kept, multiplier)
+        assert got is True or got == mask_density(kept, multiplier), (record, kept, multiplier, got)
+    with pytest.raises(BadInput, match="give at most one of kept or multiplier"):
+        make(0.2, 1.5)
+    with pytest.raises(BadInput, match="multiplier must be a positive number"):
+        make(None, -1.0)

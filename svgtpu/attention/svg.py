@@ -91,15 +91,9 @@ class SVGConfig:
     kernel: str = "ours"
 
     def __post_init__(self):
-        if self.multiplier is not None and self.kept is not None:
-            raise BadInput("give at most one of multiplier or kept, "
-                           f"got multiplier={self.multiplier!r} and kept={self.kept!r}")
-        if self.multiplier is not None and not (isinstance(self.multiplier, (int, float))
-                                                and math.isfinite(self.multiplier) and self.multiplier > 0):
-            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
+        kept, multiplier = mask_density(self.kept, self.multiplier)   # the config holds the density it runs
         if self.kept is not None:
             check_kept(self.kept)
-        kept, multiplier = mask_density(self.kept, self.multiplier)   # the config holds the density it runs
         object.__setattr__(self, "kept", kept)
         object.__setattr__(self, "multiplier", multiplier)
         check_positive_int("num_sampled_rows", self.num_sampled_rows)

@@ -53,7 +53,7 @@ from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.facts.kernels import kernel_names
 from svgtpu.facts.results import provenance
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
+from svgtpu.setting import PRODUCTION, mask_density
 from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                            layer_calls, warmup_count)
 from svgtpu.masks.core import check_kept
@@ -93,7 +93,7 @@ class Setup:
     block_q: int = PRODUCTION.block_q
     block_kv: int = PRODUCTION.block_kv
     # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
-    kept: float | None = DEFAULT_KEPT   # kept fraction; or give multiplier
+    kept: float | None = None   # kept fraction, or a band multiplier; neither: DEFAULT_KEPT (setting.mask_density)
     multiplier: float | None = None
     warmup_steps: float = DEFAULT_WARMUP_STEP_FRACTION   # share of steps run dense ...
     warmup_layers: float = DEFAULT_WARMUP_LAYER_FRACTION  # ... and of layers
@@ -121,13 +121,11 @@ class Setup:
     def __post_init__(self):
         for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
             check_positive_int(field, getattr(self, field))
-        if (self.kept is None) == (self.multiplier is None):
-            raise BadInput("give exactly one of kept or multiplier")
-        if self.kept is not None:
-            check_kept(self.kept)
-        if self.multiplier is not None and (isinstance(self.multiplier, bool) or not isinstance(
-                self.multiplier, (int, float)) or not 0 < self.multiplier < float("inf")):
-            raise BadInput(f"multiplier must be a positive number, got {self.multiplier!r}")
+        kept, multiplier = mask_density(self.kept, self.multiplier)
+        if kept is not None:
+            check_kept(kept)
+        object.__setattr__(self, "kept", kept)
+        object.__setattr__(self, "multiplier", multiplier)
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:

@@ -26,6 +26,7 @@ import numpy as np
 
 from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.errors import BadInput
+from svgtpu.setting import check_multiplier, mask_density
 
 #: Granularity of the SVG band width, in tokens (SVG rounds the window up to 128).
 BAND_QUANTUM = 128
@@ -425,8 +426,7 @@ def frame_runs(edges: np.ndarray, F: int) -> tuple[np.ndarray, np.ndarray]:
 
 def band_window(geometry: VideoGeometry, multiplier: float) -> int:
     """SVG band half-width ``W = ceil(multiplier * F / 128) * 128`` tokens."""
-    if not np.isfinite(multiplier) or multiplier <= 0:
-        raise BadInput(f"multiplier must be a positive number, got {multiplier!r}")
+    multiplier = check_multiplier(multiplier)
     return ceil_div(int(np.ceil(multiplier * geometry.F)), BAND_QUANTUM) * BAND_QUANTUM
 
 
@@ -491,8 +491,7 @@ def multiplier_for_kept(geometry: VideoGeometry, kept: float) -> float:
 
 
 def _resolve_multiplier(geometry, multiplier, kept) -> float:
-    if (multiplier is None) == (kept is None):
-        raise BadInput("give exactly one of multiplier or kept")
+    kept, multiplier = mask_density(kept, multiplier)
     return multiplier if multiplier is not None else multiplier_for_kept(geometry, kept)
 
 

@@ -107,8 +107,8 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
     """
     from svgtpu.recipes import get_recipe
     given = [name for name, value in (("multiplier", multiplier), ("kept", kept), ("recipe", recipe)) if value is not None]
-    if len(given) > 1:
-        raise BadInput("give at most one of multiplier, kept or recipe")
+    if recipe is not None and len(given) > 1:
+        raise BadInput(f"give a recipe or its density, not both: got recipe {recipe} and {given[0]}")
     if kind == "dense" and given:
         raise BadInput(f"{given[0]} shapes SVG's band: mask dense keeps every pair and takes none of multiplier, kept "
                        "or recipe")
