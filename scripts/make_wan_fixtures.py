@@ -20,10 +20,13 @@ zero, so that a name mapped to the wrong tensor shows), run in float32 on CPU:
 
 Each writes ``<name>.safetensors`` (the state dict under diffusers' names, float32) and ``<name>.npz`` (inputs and
 output); ``fixtures.json`` holds each model's diffusers config, the seed, shapes and the torch / diffusers versions.
+``published_shapes.json.gz``: the tensor shapes of published Wan transformers as diffusers builds them
+(:data:`PUBLISHED`), made on torch's meta device (no weights).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import pathlib
 import re
@@ -40,6 +43,15 @@ OUT = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data" / "wan"
 TINY = dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
             text_dim=8, freq_dim=16, ffn_dim=48, num_layers=2, cross_attn_norm=True,
             qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64)
+#: Published Wan transformers as diffusers builds them (its defaults are Wan 2.1 T2V 14B's); the rest from Wan's
+#: configs: Wan-Video/Wan2.1 wan/configs/wan_t2v_1_3B.py and wan_i2v_14B.py (in 36 = 16 noise + 20 condition
+#: channels, CLIP ViT-H 1280, added K/V from the width) at 9737cba9c1c3, Wan-Video/Wan2.2 wan/configs/wan_ti2v_5B.py
+#: (48-channel VAE, wan/modules/vae2_2.py) at 42bf4cfaa384.  Only their tensors' shapes are written.
+PUBLISHED = {"wan2.1-t2v-14b": {},
+             "wan2.1-t2v-1.3b": dict(num_attention_heads=12, ffn_dim=8960, num_layers=30),
+             "wan2.1-i2v-14b": dict(in_channels=36, image_dim=1280, added_kv_proj_dim=5120),
+             "wan2.2-ti2v-5b": dict(num_attention_heads=24, ffn_dim=14336, num_layers=30, in_channels=48,
+                                    out_channels=48)}
 #: diffusers' I2V attention takes the context's last 512 tokens as text (transformer_wan.py, WanAttnProcessor).
 I2V_TEXT_TOKENS = 512
 
@@ -60,6 +72,11 @@ def perturb(model: torch.nn.Module, generator: torch.Generator) -> None:
                 p.mul_(FFN_GAIN)
 
 
+def public(config) -> dict:
+    """A diffusers config without its private keys (``_use_default_values`` lists a set, in no fixed order)."""
+    return {k: v for k, v in config.items() if not k.startswith("_")}
+
+
 def make(name: str, config: dict, inputs: dict, generator: torch.Generator, scale_patch: float = 1.0) -> dict:
     torch.manual_seed(SEED)
     model = WanTransformer3DModel(**config).eval()
@@ -77,7 +94,7 @@ def make(name: str, config: dict, inputs: dict, generator: torch.Generator, scal
     np.savez_compressed(OUT / f"{name}.npz", output=out, **inputs)
     print(f"{name}: {sum(v.numel() for v in state.values())} parameters, output {out.shape}, "
           f"|output| max {np.abs(out).max():.3f}")
-    return {"config": dict(model.config), "inputs": {k: list(v.shape) for k, v in inputs.items()},
+    return {"config": public(model.config), "inputs": {k: list(v.shape) for k, v in inputs.items()},
             "output": list(out.shape), "parameters": sum(v.numel() for v in state.values())}
 
 
@@ -104,6 +121,13 @@ def main() -> None:
     fixtures["eps"] = make("eps", TINY | dict(num_layers=1),
                            {"hidden_states": normal(1, 4, F, H, W), "timestep": np.array([500.0], np.float32),
                             "encoder_hidden_states": normal(1, 7, TINY["text_dim"])}, generator, scale_patch=1e-3)
+    shapes = {}
+    for name, config in PUBLISHED.items():   # on torch's meta device: the shapes, no memory
+        with torch.device("meta"):
+            model = WanTransformer3DModel(**config)
+        shapes[name] = {"config": public(model.config),
+                        "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}}
+    (OUT / "published_shapes.json.gz").write_bytes(gzip.compress(json.dumps(shapes).encode(), mtime=0))
     manifest = {"made_by": "scripts/make_wan_fixtures.py", "seed": SEED, "diffusers": diffusers.__version__,
                 "torch": torch.__version__, "dtype": "float32", "device": "cpu", "fixtures": fixtures}
     (OUT / "fixtures.json").write_text(json.dumps(manifest, indent=1, default=list) + "\n")

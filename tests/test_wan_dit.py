@@ -8,6 +8,7 @@ departs from Wan in one place (exact GELU, no RoPE, no q/k RMSNorm, LayerNorm ep
 """
 
 import dataclasses
+import gzip
 import json
 from pathlib import Path
 
@@ -151,6 +152,18 @@ def test_a_published_shape_loads_as_the_config_the_compiled_block_runs():
     assert BlockJob(model="wan2.1-14b").config is MODELS["wan2.1-14b"]
     assert weights.infer_config(weights.expected_shapes(MODELS["wan2.1-14b"]) | {
         "patch_embedding.weight": (5120, 36, 1, 2, 2)}).name == "loaded"
+
+
+def test_published_wans_as_diffusers_builds_them_read_as_our_configs():
+    """The tensor shapes diffusers gives published Wans (made on torch's meta device by scripts/make_wan_fixtures.py):
+    each is exactly the tensors our loader expects, and the T2V ones read as our published config objects."""
+    published = json.loads(gzip.decompress((DATA / "published_shapes.json.gz").read_bytes()))
+    ours = {"wan2.1-t2v-14b": "wan2.1-14b", "wan2.1-t2v-1.3b": "wan2.1-1.3b", "wan2.2-ti2v-5b": "wan2.2-5b"}
+    for name, entry in published.items():
+        shapes = {k: tuple(v) for k, v in entry["shapes"].items()}
+        config = weights.infer_config(shapes, entry["config"])
+        weights.check_tensors(shapes, config)
+        assert config is MODELS[ours[name]] if name in ours else (config.image_dim, config.in_channels) == (1280, 36)
 
 
 def test_loader_refuses_a_bad_file_in_one_line(tmp_path, capsys):
