@@ -4,6 +4,7 @@ import json
 
 from svgtpu.cli import build_parser
 from svgtpu.cli.common import defaults_block
+from svgtpu.facts.paths import REPO_ROOT
 from svgtpu.report import first_screen, paper
 
 
@@ -27,12 +28,13 @@ def test_the_defaults_block_reads_the_parser():
 
 def test_the_first_screen_blocks_render_the_record_or_say_not_measured(tmp_path):
     assert "_not measured yet in this checkout_" in first_screen.make_times_block({})
-    assert first_screen.quick_start_block({}).count("_not measured yet_") == len(first_screen.QUICK_START)
+    assert first_screen.quick_start_block({}).count("(not measured yet)") == len(first_screen.QUICK_START)
     entry = first_screen.record_make("figures", 552.4, 1100, "fresh clone, idle", figures=tmp_path)
     assert entry["provenance"] == "measured-cpu" and entry["wall_s"] == 552.4
     record = json.loads((tmp_path / first_screen.RECORD_NAME).read_text())
     text = first_screen.make_times_block(record)
-    assert "**9 min 12 s** wall, 18 min 20 s CPU" in text and "fresh clone, idle" in text
+    assert "**9 min 12 s** wall, 18 min 20 s CPU" in text and "fresh clone, idle" not in text   # the note: the record's
+    assert f"`figures/{first_screen.RECORD_NAME}`" in text and max(map(len, text.splitlines())) <= 120
     assert "`make test` (the test suite: pytest, 2 workers): _not measured yet" in text
     # measured elsewhere: the commit that ran it, and no load (this machine's now is not the run's)
     entry = first_screen.record_make("test", 200, None, "elsewhere", figures=tmp_path, commit="abc1234")
@@ -78,3 +80,29 @@ def test_generate_names_its_files_in_a_legend_within_the_width():
                             "contact_sheet": gif[:-4] + ".png"})
     assert max(map(len, text.splitlines())) <= FIT_WIDTH
     assert f"] {gif}" in text and f"] {gif[:-4]}.png" in text
+
+
+def test_the_first_screen_says_install_call_quick_start_then_the_long_commands_within_120_columns():
+    from svgtpu.report.first_screen import FIRST_SCREEN_WIDTH, first_screen, first_screen_commands
+    readme = paper.README.read_text()
+    screen = first_screen(readme)
+    wide = [line for line in screen.splitlines() if len(line) > FIRST_SCREEN_WIDTH]
+    assert not wide, wide
+    commands = first_screen_commands(readme)
+    assert commands[0] == "make install" and commands[1] == "source .venv/bin/activate", commands
+    quick = commands.index("svgtpu info")
+    assert commands[-2:] == ["make figures", "make test"] and quick < len(commands) - 2
+    assert screen.index("`.venv/bin/svgtpu") < screen.index("svgtpu info")   # how to call it, without activating
+
+
+def test_each_verdict_word_is_defined_where_readme_first_uses_it():
+    import re
+    words = re.findall(r"^\| \*\*([a-z ]+)\*\* \|", (REPO_ROOT / "docs" / "verdicts.md").read_text(), re.M)
+    assert len(words) >= 7, words
+    readme = paper.README.read_text()
+    title, screen = readme.split("\n", 1)[0], first_screen.first_screen(readme)   # the title's "reproduced": the package's
+    rest = readme[len(screen):]
+    for word in words:
+        assert word not in screen[len(title):].lower(), f"{word!r} used on the first screen before its definition"
+        first = rest.lower().index(word)
+        assert rest[first - 2:first + len(word) + 3] == f"**{word}**:", (word, rest[first - 40:first + 40])

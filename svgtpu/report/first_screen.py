@@ -21,13 +21,14 @@ from pathlib import Path
 from svgtpu.facts.paths import REPO_ROOT
 
 RECORD_NAME = "first_screen.json"
-#: The quick start: cheap commands a newcomer runs first, each with what it shows.
+#: The quick start: cheap commands a newcomer runs first, each with what it shows (a line of README's first screen
+#: with its time: within :data:`FIRST_SCREEN_WIDTH`).
 QUICK_START = (
     ("svgtpu info", "the backend, devices and versions this install runs on"),
     ("svgtpu recipes", "SVG's published Wan recipes and tile settings, each with its source"),
     ("svgtpu tiles", "C3: full, partial and empty tiles of the SVG mask at the production setting"),
-    ("svgtpu costmodel", "C1, C2: the modeled attention share and end-to-end speedup at the production setting"),
-    ("svgtpu explore", "one setting's tiles, kernel budget and modeled attention, as the explorer shows them"),
+    ("svgtpu costmodel", "C1, C2: modeled attention share and end-to-end speedup, production setting"),
+    ("svgtpu explore", "one setting's tiles, kernel budget and modeled attention, as the explorer shows"),
 )
 #: The README's two commands.
 MAKE_TARGETS = {"figures": "every figure, figures/results.json and the paper's tables",
@@ -110,34 +111,67 @@ def _machine(entry: dict) -> str:
     return f"`{entry['provenance']}`, {entry['date'][:10]} at {entry['commit']}, {entry['cores']} cores{load}"
 
 
+#: The widest line of README's first screen (everything above ``**Does it reproduce?**``).
+FIRST_SCREEN_WIDTH = 120
+#: Where README's first screen ends.
+FIRST_SCREEN_END = "**Does it reproduce?**"
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    import textwrap
+    return textwrap.fill(text, FIRST_SCREEN_WIDTH, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def make_times_block(record: dict) -> str:
-    """README's ``make-times`` block: each make target's measured time, or that it has not been measured yet."""
+    """README's ``make-times`` block: each make target's measured time (how it was run: in the record), or that it
+    has not been measured yet; lines within :data:`FIRST_SCREEN_WIDTH`."""
     lines = []
     for target, what in MAKE_TARGETS.items():
         entry = record.get("make", {}).get(target)
         if entry is None:
-            lines.append(f"- `make {target}` ({what}): _not measured yet in this checkout_ "
-                         f"(`python -m svgtpu.report.first_screen time-make {target}`)")
+            lines.append(_wrap(f"- `make {target}` ({what}): _not measured yet in this checkout_ "
+                               f"(`python -m svgtpu.report.first_screen time-make {target}`)"))
             continue
         cpu = f", {_duration(entry['cpu_s'])} CPU" if entry.get("cpu_s") is not None else ""
-        note = f"; {entry['note']}" if entry.get("note") else ""
-        lines.append(f"- `make {target}` ({what}): **{_duration(entry['wall_s'])}** wall{cpu} "
-                     f"({_machine(entry)}{note})")
-    return "\n".join(lines)
+        lines.append(_wrap(f"- `make {target}` ({what}): **{_duration(entry['wall_s'])}** wall{cpu} "
+                           f"({_machine(entry)})"))
+    return "\n".join(lines) + "\n\n" + _wrap(f"How each was run: `figures/{RECORD_NAME}`.", "")
 
 
 def quick_start_block(record: dict) -> str:
-    """README's ``quick-start`` block: each command, what it shows and how long it took here."""
+    """README's ``quick-start`` block: the venv activated, then each command with what it shows and how long it took
+    here, as one bash block a reader can paste; lines within :data:`FIRST_SCREEN_WIDTH`."""
     entry = record.get("quick_start")
     seconds = entry["seconds"] if entry else {}
-    rows = ["| command | what it shows | time |", "|---|---|---|"]
+    activate = "source .venv/bin/activate"
+    width = max(len(command) for command in [activate, *(c for c, _ in QUICK_START)])
+    lines = ["```bash", f"{activate:<{width}}  # once per shell (or call .venv/bin/svgtpu)"]
     for command, what in QUICK_START:
-        took = _duration(seconds[command]) if command in seconds else "_not measured yet_"
-        rows.append(f"| `{command}` | {what} | {took} |")
+        took = f" ({_duration(seconds[command])})" if command in seconds else " (not measured yet)"
+        lines.append(f"{command:<{width}}  # {what}{took}")   # never wrapped: a shell would run the rest
     how = (f"Times: each command alone, once, in a checkout where it had run before ({_machine(entry)}; "
            "`python -m svgtpu.report.first_screen quick-start`).") if entry else \
         "Times: `python -m svgtpu.report.first_screen quick-start` records them."
-    return "\n".join(rows) + "\n\n" + how
+    return "\n".join(lines + ["```", "", _wrap(how, "")])
+
+
+def first_screen(readme: str) -> str:
+    """README's first screen: everything above :data:`FIRST_SCREEN_END`."""
+    return readme.split(FIRST_SCREEN_END)[0]
+
+
+def first_screen_commands(readme: str) -> list[str]:
+    """The shell commands of README's first screen in order: each line of its ``bash`` blocks, comments dropped."""
+    commands, inside = [], False
+    for line in first_screen(readme).splitlines():
+        if line.strip().startswith("```"):
+            inside = line.strip() == "```bash"
+            continue
+        command = line.split("  #")[0].strip()
+        if inside and command and not command.startswith("#"):
+            commands.append(command)
+    return commands
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -169,4 +203,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["RECORD_NAME", "QUICK_START", "MAKE_TARGETS", "record_path", "load", "time_quick_start", "record_make",
-           "time_make", "make_times_block", "quick_start_block", "main"]
+           "time_make", "FIRST_SCREEN_WIDTH", "FIRST_SCREEN_END", "first_screen", "first_screen_commands", "make_times_block", "quick_start_block", "main"]
