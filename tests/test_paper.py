@@ -46,18 +46,20 @@ def test_generated_numbers_match_the_results_file(path):
 
 
 def test_the_readme_first_screen_says_what_it_is_how_to_run_it_and_the_verdicts():
-    """Issues 39 and 53: a newcomer's first 40 lines hold what it is, the two commands (with their limits and their
-    measured times), the quick start, that no TPU ran anything, and the start of the generated verdicts, before any
-    explanation of provenance labels."""
+    """Issues 39, 53 and 62: a newcomer's first screen holds what it is, that no TPU ran anything, the install line,
+    how to call svgtpu, the quick start, the two commands (with their limits and their measured times), then the
+    verdict words defined and the start of the generated verdicts (within 70 lines), before any explanation of
+    provenance labels."""
     from svgtpu.report.first_screen import QUICK_START
-    head = "\n".join(paper.README.read_text().splitlines()[:40])
-    for needed in ("`svgtpu` is a", "No TPU ran anything here", "make figures", "make test", "10 minutes",
-                   "<!-- svgtpu:begin make-times -->", "<!-- svgtpu:end make-times -->",
+    head = "\n".join(paper.README.read_text().splitlines()[:70])
+    for needed in ("`svgtpu` is a", "No TPU ran anything here", "make install", "make figures", "make test",
+                   "10 minutes", "<!-- svgtpu:begin make-times -->", "<!-- svgtpu:end make-times -->",
                    "<!-- svgtpu:begin quick-start -->", "<!-- svgtpu:end quick-start -->",
-                   *(f"| `{command}` |" for command, _ in QUICK_START), "<!-- svgtpu:begin verdict-summary -->"):
-        assert needed in head, f"README's first 40 lines lack {needed!r}"
+                   *(f"\n{command} " for command, _ in QUICK_START), "<!-- svgtpu:begin verdict-summary -->"):
+        assert needed in head, f"README's first 70 lines lack {needed!r}"
     assert len(QUICK_START) == 5
-    assert head.index("make figures") < head.index("<!-- svgtpu:begin verdict-summary -->")
+    assert head.index("make install") < head.index("svgtpu info") < head.index("make figures") \
+        < head.index("<!-- svgtpu:begin verdict-summary -->")
     assert "measured-cpu-interpret" not in head   # the provenance labels come after the verdicts
 
 

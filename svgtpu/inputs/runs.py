@@ -152,7 +152,7 @@ class GpuRun(Schema):
     claims: dict[Text, dict[Text, Entry]]
     figures: dict[str, Any]
     notebooks: dict[str, dict[str, Any]]
-    run: GpuRunInfo
+    run: GpuRunInfo | None = None   # the run's own section (a results file of a GPU machine's notebooks has none)
 
 
 class PeerRun(Schema):
@@ -171,14 +171,14 @@ class IndexEntry(Schema):
     commit: str | None
     provenance: Annotated[str, Field(pattern=r"^measured-gpu-")]
     device: Text
-    command: Text
+    command: str = ""
     machine: str = ""
     note: str = ""
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class GpuRunIndex(Schema):
-    about: str
+    about: str = ""
     runs: list[IndexEntry]
 
 
