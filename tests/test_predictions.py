@@ -90,11 +90,11 @@ def test_compare_reads_a_run_file(tmp_path):
                                                "verdict_flip": predictions.flips("block_1440p_attention_share_splash")},
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
     rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
-    assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "prediction refuted (measured lower)"
+    assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "refuted: lower"
     assert rows["kernels_1440p_fast_path_speedup_svg"]["verdict"] == "C4 contradicted"
     assert rows["block_1440p_attention_share_splash"]["verdict"] == \
         "C2 contradicted: the TPU run puts it lower than reported"
-    assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == "within the predicted interval"
+    assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == predictions.WITHIN
     assert rows["a_quantity_nobody_predicted"]["outcome"] == "not predicted"
     assert all(r["provenance"] == "synthetic-test" for r in rows.values())
     with pytest.raises(BadInput, match="slices"):
@@ -111,7 +111,7 @@ def test_markdown_for_the_paper():
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
     assert "No TPU run yet" in predictions.markdown(frozen, None)
     table = predictions.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
-    assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | 9 | within the predicted interval |" \
+    assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | 9 | within |" \
         in table and "`synthetic-test`" in table
 
 
@@ -184,6 +184,11 @@ def test_against_a_run_missing_a_section_lists_what_it_could_not_judge(tmp_path,
     rows = [r for r in out["rows"] if r["quantity"].startswith("moderate_")]
     assert rows and all(r["outcome"] == predictions.NOT_IN_RUN and r["measured"] is None for r in rows)
     assert {v["claim"] for v in out["verdicts"]} == set(predictions.CLAIM_ORDER)   # one verdict per claim
+    from svgtpu.facts.tables import FIT_WIDTH
+    assert main(["predict", "--against", str(tmp_path / "run.json")]) == 0
+    table = capsys.readouterr().out
+    assert predictions.NOT_IN_RUN in table and "one verdict per claim" in table
+    assert [line for line in table.splitlines() if len(line) > FIT_WIDTH] == []   # a terminal's width
 
 
 def test_partial_runs_combine_and_a_quantity_measured_twice_shows_both(tmp_path):
@@ -203,13 +208,13 @@ def test_a_prediction_is_judged_with_the_runs_spread_and_needs_five_rounds():
     from svgtpu.facts.tpu_runs import NOISE_FLOOR
     p = {"value": 1.10, "interval": [1.10, 1.10]}   # a zero-width prediction
     near = {"value": 1.12, "interval": [1.09, 1.15], "rounds": 9}   # its IQR holds 1.10
-    assert predictions.judge_prediction(p, near) == "within the predicted interval"
+    assert predictions.judge_prediction(p, near) == predictions.WITHIN
     tight = {"value": 1.12, "interval": [1.12, 1.12], "rounds": 9}   # only the noise floor: 1.12 - 2 % < 1.10
-    assert 1.12 * (1 - NOISE_FLOOR) < 1.10 and predictions.judge_prediction(p, tight) == "within the predicted interval"
+    assert 1.12 * (1 - NOISE_FLOOR) < 1.10 and predictions.judge_prediction(p, tight) == predictions.WITHIN
     far = {"value": 1.30, "interval": [1.28, 1.32], "rounds": 9}
-    assert predictions.judge_prediction(p, far) == "prediction refuted (measured higher)"
-    assert predictions.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower)")
-    assert predictions.judge_prediction(p, far | {"rounds": 4}).startswith("not measured (4 rounds")
+    assert predictions.judge_prediction(p, far) == "refuted: higher"
+    assert predictions.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower")
+    assert predictions.judge_prediction(p, far | {"rounds": 4})== "not measured: 4 rounds"
 
 
 def test_a_prediction_on_its_flip_threshold_is_never_frozen(tmp_path):

@@ -100,12 +100,19 @@ def run_predict(args):
         frozen = predictions.frozen(args.predictions)   # the run files first: a bad one is refused before any work
         rows = predictions.compare(frozen, runs)
         verdicts = predictions.claim_verdicts(runs)
-        table = format_table([{k: r[k] for k in ("quantity", "predicted", "measured", "rounds", "outcome")}
-                              for r in rows])
-        lines = [f"- {v['claim']}: {v['verdict']} ({v['why']})" for v in verdicts]
+        import textwrap
+
+        from svgtpu.facts.tables import FIT_WIDTH
+        columns = {"slice": "slice"} if len({r["slice"] for r in rows}) > 1 else {}
+        columns |= {"quantity": "quantity", "predicted": "model", "measured": "measured", "rounds": "rounds",
+                    "outcome": "outcome"}
+        table = format_table([{shown: r[k] for k, shown in columns.items()} for r in rows])
+        wrap = lambda text: textwrap.fill(text, FIT_WIDTH, subsequent_indent="  ")  # noqa: E731
+        lines = [wrap(f"- {v['claim']}: {v['verdict']} ({v['why']})") for v in verdicts]
         return ({"predictions": frozen["file"], "runs": [r["file"] for r in runs], "rows": rows,
                  "verdicts": verdicts},
-                table + "\n\none verdict per claim (docs/verdicts.md, a measured TPU run):\n" + "\n".join(lines))
+                "\n".join([table, wrap(predictions.OUTCOMES), "", "one verdict per claim (docs/verdicts.md, a "
+                            "measured TPU run):", *lines]))
     if args.out and Path(args.out).exists():   # refused before any work
         raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")
     if args.out:

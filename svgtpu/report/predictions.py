@@ -133,7 +133,7 @@ def quantity_functions(sizes=None) -> dict:
 
 #: A predicted quantity the slice's run never measures: its block does not fit the slice's chips
 #: (:attr:`svgtpu.bench.tpu.Sizes.block_geometries_by_chips`).
-NOT_ON_SLICE = "not measured on this slice (does not fit its chips)"
+NOT_ON_SLICE = "not on this slice"
 
 
 def never_measured(qid: str, chips: int) -> bool:
@@ -329,19 +329,25 @@ def judge_prediction(p: dict, m: dict) -> str:
     from svgtpu.facts import tpu_runs
     if not tpu_runs.counts(m):
         n = tpu_runs.rounds(m)
-        return (f"not measured ({n} rounds, fewer than {tpu_runs.MIN_ROUNDS})" if n is not None
-                else "not measured (its rounds are not recorded)")
+        return f"not measured: {n} rounds" if n is not None else "not measured: no rounds"
     low, high = tpu_runs.measured_interval(m)
     if low > p["interval"][1]:
-        return "prediction refuted (measured higher)"
+        return "refuted: higher"
     if high < p["interval"][0]:
-        return "prediction refuted (measured lower)"
-    return "within the predicted interval"
+        return "refuted: lower"
+    return WITHIN
 
 
 #: A predicted quantity a run of the slice could have measured but did not: its section was not run (a budget cut,
 #: ``--sections``), or its programs were not timed.
-NOT_IN_RUN = "not measured: not in the run (its section did not run or was not timed)"
+NOT_IN_RUN = "not in the run"
+#: A prediction the measurement holds (:func:`judge_prediction`).
+WITHIN = "within"
+#: What each outcome of :func:`compare` means, printed under its table.
+OUTCOMES = (f"{WITHIN}: the measured interval (IQR widened by the noise floor) overlaps the predicted one; refuted: "
+            f"it lies wholly higher or lower; model: the predicted value; not measured: fewer than 5 timing rounds; {NOT_ON_SLICE}: its block "
+            f"does not fit the slice's chips; {NOT_IN_RUN}: its section did not run or was not timed "
+            "(docs/verdicts.md)")
 
 
 def compare(predictions: dict, runs) -> list[dict]:
@@ -496,7 +502,7 @@ def format_predictions(data: dict) -> str:
 
 
 __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_setups", "head_seconds",
-           "quantity_functions", "NOT_ON_SLICE",
+           "quantity_functions", "NOT_ON_SLICE", "WITHIN", "OUTCOMES",
            "never_measured", "predict_one", "width_sources", "flips", "expects", "check_freezable", "claim_table", "claims_now",
            "predict", "write", "latest", "frozen", "judge_prediction", "NOT_IN_RUN", "CLAIM_ORDER", "claim_verdicts",
            "compare", "markdown", "format_predictions"]
