@@ -271,6 +271,79 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
     return out
 
 
+# -- our fixed-maximum bodies ------------------------------------------------------------------
+
+#: The devices whose fixed-maximum bodies the table holds at the production tile.
+FIXED_DEVICES = ("v6e",)
+
+
+def fixed_programs() -> list:
+    """The fixed-maximum programs the table holds (:mod:`svgtpu.compiler.fixed_m`): the production tile on the dense
+    mask (full, padding-partial) and on SVG's band mask (mask-partial), on :data:`FIXED_DEVICES`; the tile of MaxDiffusion's
+    fixed-M dense control (:data:`~svgtpu.recipes.MAXDIFFUSION_FIXED_M_TILE`) on the dense mask, v6e."""
+    from svgtpu.compiler.fixed_m import FixedMaxVariant
+    from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, PRODUCTION_TILE
+    from svgtpu.setting import PRODUCTION
+    prod = (PRODUCTION_TILE.block_q, PRODUCTION_TILE.block_kv, PRODUCTION_TILE.block_kv_compute)
+    # MaxDiffusion's dense control gives no block_kv_compute: its kernel's inner step (block_kv_compute_in) is 256
+    control = (MAXDIFFUSION_FIXED_M_TILE.block_q, MAXDIFFUSION_FIXED_M_TILE.block_kv, PRODUCTION_TILE.block_kv_compute)
+    out = [FixedMaxVariant("ours", mask, PRODUCTION.resolution, *prod, device=device)
+           for device in FIXED_DEVICES for mask in ("dense", "svg")]
+    return out + [FixedMaxVariant("ours", "dense", PRODUCTION.resolution, *control, device="v6e")]
+
+
+def _fixed_unit_row(result: dict, body: str, v) -> dict:
+    """Bundles, MXU pushes, the fewest cycles of each unit and the binding one of a body of ``result``."""
+    from svgtpu.compiler.fixed_m import BODY_INDEX
+    from svgtpu.compiler.units import UNITS, UnitCounts, cycles_of
+    index = BODY_INDEX[body]
+    counts = UnitCounts(**{k: tuple(tuple(x) if isinstance(x, list) else x for x in val) if isinstance(val, list)
+                           else val for k, val in result["body_units"][index].items()})
+    u = cycles_of(counts, 4 * v.block_q * v.block_kv * v.head_dim, v.device,
+                  bundles=result["schedule"]["bodies"][index])
+    return {"bundles": u.bundles, "pushes": sum(counts.pushes), "binding": u.binding(),
+            **{k: getattr(u, k) for k in UNITS}}
+
+
+def fixed_rows(progress: bool = False) -> list[dict]:
+    """One row per device and tile of :func:`fixed_programs` (records, else compiled): the fixed-maximum bodies (full,
+    padding-partial; mask-partial where the SVG program was compiled) beside the running-maximum ones of the same
+    program, its per-step code and row init + finish, the pass's cycles per head, each body's units and pushes."""
+    from svgtpu.compiler.fixed_m import cached_fixed
+    from svgtpu.compiler.units import core
+    from svgtpu.geometry import get_geometry
+    todo = fixed_programs()
+    if progress:
+        from tqdm.auto import tqdm
+        todo = tqdm(todo, desc="fixed-max programs", unit="program")
+    rows = {}
+    for v in todo:
+        r = cached_fixed(v)
+        key = (v.device, v.block_q, v.block_kv)
+        row = rows.setdefault(key, {
+            "device": v.device, "kernel": "ours", "layout": v.kernel_layout, "resolution": v.geometry,
+            "L": get_geometry(v.geometry).L, "block_q": v.block_q, "block_kv": v.block_kv,
+            "block_kv_compute": v.block_kv_compute, "head_dim": v.head_dim, "dtype": v.dtype,
+            "full": None, "padding_partial": None, "mask_partial": None, "running_full": None,
+            "running_padding_partial": None, "running_mask_partial": None, "step_overhead": None,
+            "init_finish": None, "pass_cycles": None, "units": {},
+            "roofline_tile": 4 * v.block_q * v.block_kv * v.head_dim / core(v.device).flops_per_cycle,
+            "provenance": f"compiled-{v.device}"})
+        if "refused" in r:
+            row.setdefault("refused", []).append(f"{v.mask}: {r['refused']}")
+            continue
+        s = r["schedule"]
+        partial = "padding_partial" if v.mask == "dense" else "mask_partial"
+        row.update({partial: s["bodies"][3], f"running_{partial}": s["bodies"][1]})
+        row["units"][partial] = _fixed_unit_row(r, "fixed_partial", v)
+        if v.mask == "dense":
+            row.update(full=s["bodies"][2], running_full=s["bodies"][0], step_overhead=s["overhead"],
+                       init_finish=s["init"] + s["finish"], pass_cycles=r["pass_cycles"])
+            row["units"]["full"] = _fixed_unit_row(r, "fixed_full", v)
+            row["units"]["running_full"] = _fixed_unit_row(r, "full", v)
+    return list(rows.values())
+
+
 # -- the comparison ----------------------------------------------------------------------------
 
 def compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
@@ -357,7 +430,7 @@ def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
     return {"jax": v["jax"], "libtpu": v["libtpu"], "tokamax": v["tokamax"], "command": TILE_TABLE_COMMAND,
             "note": "static bundles of each tile body as the compiler schedules it: cycles before any stall on "
                     "memory, not latency; keep hbm_bytes_per_step beside them",
-            "probe": probes, "tiles": tiles}
+            "probe": probes, "tiles": tiles, "fixed_max": fixed_rows()}
 
 
 def bench_compiled_command(args):
@@ -388,12 +461,20 @@ def bench_compiled_command(args):
              for t in result["tiles"] for u in t["units"]]
     ratio_rows = [{"tiles": f"{t['block_q']}x{t['block_kv']}", "ratio": k, "value": None if x is None else round(x, 3)}
                   for t in result["tiles"] for k, x in t["ratios"].items()]
+    result["fixed_max"] = [r for r in fixed_rows(progress=not args.json) if r["device"] == device]
+    fixed = [{"tiles": f"{r['block_q']}x{r['block_kv']}", "body": body, "fixed_max": r[body],
+              "running_max": r[f"running_{body}"], "pushes": r["units"].get(body, {}).get("pushes"),
+              "binding": r["units"].get(body, {}).get("binding"),
+              "roofline_share": round(r["roofline_tile"] / r[body], 3) if r[body] else None}
+             for r in result["fixed_max"] for body in ("full", "padding_partial", "mask_partial") if r[body]]
     return result, "\n\n".join([head, format_table(rows), "tile bodies (static bundles, fewest cycles per unit; "
                                 "push_bound_share = the layout's MXU push cycles / bundles, roofline_share = "
                                 "the tile's flops at the full-fill peak / bundles):",
-                                format_table(units), format_table(ratio_rows)])
+                                format_table(units), format_table(ratio_rows),
+                                "fixed-maximum bodies (KernelConfig.fixed_max, docs/fixed_max.md) beside the "
+                                "running-maximum bodies of the same program (static bundles):", format_table(fixed)])
 
 
 __all__ = ["TILES", "DEVICES", "theirs_kv_compute", "other_layouts", "bodies", "push_bound_factor", "COMPILE_WORKERS", "MAXDIFFUSION_KV_COMPUTE", "SWEEP_KV_COMPUTE", "UNPADDED_GEOMETRY",
-           "BODIES", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "mask_roofline", "compile_all", "ratios", "unit_table", "tile_table", "bench_compiled",
+           "BODIES", "fixed_programs", "fixed_rows", "TILE_TABLE_FILE", "TILE_TABLE_COMMAND", "tile_table_file", "variants", "extra_variants", "roofline", "mask_roofline", "compile_all", "ratios", "unit_table", "tile_table", "bench_compiled",
            "bench_compiled_command"]

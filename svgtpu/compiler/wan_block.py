@@ -50,7 +50,7 @@ SOURCES = ("__init__.py", "errors.py", "tpu_env.py", "geometry.py", "recipes.py"
            "model/wan.py", "masks/__init__.py", "masks/core.py", "masks/families.py", "masks/tiles.py",
            "kernels/__init__.py", "kernels/api.py", "kernels/band_table.py", "kernels/block_sparse.py",
            "kernels/budget.py", "kernels/common.py", "kernels/config.py", "kernels/dynamic.py",
-           "kernels/dynamic_plan.py", "kernels/plan.py", "kernels/reference.py", "baselines/__init__.py",
+           "kernels/dynamic_plan.py", "kernels/fixed_max.py", "kernels/plan.py", "kernels/reference.py", "baselines/__init__.py",
            "baselines/splash.py", "attention/__init__.py", "attention/backends.py", "attention/base.py",
            "attention/profiling.py", "attention/sharding.py", "attention/svg.py", "attention/svg2.py",
            "costmodel/specs.py", "compiler/__init__.py", "compiler/compile.py", "compiler/dumps.py",

@@ -34,6 +34,8 @@ def block_sparse(q, k, v, mask, *, config, implementation: str | None = None, in
         from svgtpu.kernels.block_sparse import block_sparse_attention
         return block_sparse_attention(q, k, v, mask, config=config, interpret=interpret, sm_scale=sm_scale,
                                       device=device)
+    if implementation in ("triton", "mosaic-gpu") and getattr(config, "fixed_max", False):
+        raise BadInput(f"fixed_max is a body of the TPU kernel: it applies to implementation mosaic, got {implementation}")
     if device is not None and implementation in ("triton", "mosaic-gpu"):
         raise BadInput(f"device names a TPU generation: it applies to implementation mosaic, got {implementation} "
                        f"and {device!r}")

@@ -13,6 +13,11 @@ computed.  Each step runs one of two bodies:
   masks).
 
 ``fast_path=False`` keeps the traversal but sends every tile through the masked body: the ablation.
+``fixed_max=True`` adds a fixed-maximum full and partial body (:func:`tile_update_fixed`,
+:func:`softmax_update_key_major_fixed`: each query's shift set once by the pass of
+:mod:`svgtpu.kernels.fixed_max`, no running maximum, no rescale), run by the q tiles the pass proves safe
+(a flag per head and q tile in scalar prefetch, the shifts a ``[1, block_q]`` block per q row); the other
+tiles run the running-maximum bodies (``docs/fixed_max.md``).
 Softmax statistics and the accumulator live in float32 VMEM scratch; bf16 inputs feed the MXU in
 bf16.
 
@@ -72,6 +77,7 @@ from svgtpu.kernels.budget import check_vmem, device_memory
 from svgtpu.kernels.common import (check_inputs, check_sm_scale, pad_qkv, resolve_config, resolve_device,
                                    resolve_interpret)
 from svgtpu.kernels.config import LANES, SUBLANES, KernelConfig
+from svgtpu.kernels.fixed_max import fixed_maxima
 from svgtpu.kernels.plan import FIRST, KIND_SHIFT, KV_SHIFT, LAST, PlanChunk, TilePlan, tile_plan
 from svgtpu.masks.core import BandSinkMask, Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
@@ -132,6 +138,19 @@ def tile_update(q, k, v, m_prev, l_prev, acc_prev, mask=None, sm_scale=1.0):
     return m_next, l_next, acc_next
 
 
+def tile_update_fixed(q, k, v, m, l_prev, acc_prev, mask=None, sm_scale=1.0):
+    """:func:`tile_update` with each row's shift ``m`` fixed before the first key
+    (:mod:`svgtpu.kernels.fixed_max`): no maximum over the keys, no rescale of ``l`` and ``acc``.
+    Returns ``(m, l, acc)``."""
+    precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
+    s = lax.dot_general(q, k, NT_DIMS, preferred_element_type=jnp.float32, precision=precision) * (sm_scale * LOG2E)
+    if mask is not None:
+        s = jnp.where(mask, s, MASK_VALUE)
+    p = jnp.exp2(s - _across(m, k.shape[0]))
+    pv = lax.dot_general(p.astype(v.dtype), v, NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
+    return m, l_prev + p.sum(axis=-1, keepdims=True), acc_prev + pv
+
+
 def _across(stat, width: int):
     """A row statistic (``[rows, 1]`` or lane-replicated ``[rows, 128]``) to combine with ``[rows, width]``:
     broadcasting spreads a column; lane-replicated vregs are repeated (and cut to ``width`` when under 128)."""
@@ -187,6 +206,16 @@ def softmax_update_key_major(s, vt, m_prev, l_prev, acc_prev):
     alpha = jnp.exp2(m_prev - m_next)
     pv = lax.dot_general(vt, p.astype(vt.dtype), NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
     return m_next, alpha * l_prev + pv[d:d + SUBLANES], alpha[:1] * acc_prev + pv[:d]
+
+
+def softmax_update_key_major_fixed(s, vt, m, l_prev, acc_prev):
+    """:func:`softmax_update_key_major` with the shift ``m`` (``[1, bq]``) fixed
+    (:mod:`svgtpu.kernels.fixed_max`): no maximum over the keys, no rescale.  Returns ``(l, acc)``."""
+    d = acc_prev.shape[0]
+    precision = lax.Precision.HIGHEST if vt.dtype == jnp.float32 else None
+    p = jnp.exp2(s - m)
+    pv = lax.dot_general(vt, p.astype(vt.dtype), NN_DIMS, preferred_element_type=jnp.float32, precision=precision)
+    return l_prev + pv[d:d + SUBLANES], acc_prev + pv[:d]
 
 
 def max_over_keys(s):
@@ -273,10 +302,15 @@ def _decode(word, kv_bits: int):
 
 
 def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
-            config: KernelConfig, sm_scale: float, per_head: bool, band: BandTable | None = None):
+            config: KernelConfig, sm_scale: float, per_head: bool, band: BandTable | None = None, q_tiles: int = 0):
     block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
     key_major = config.layout == "key-major"
-    mask_ref = ql_ref = kl_ref = table_ref = bias_ref = None
+    mask_ref = ql_ref = kl_ref = table_ref = bias_ref = ok_ref = fixed_m_ref = None
+    if config.fixed_max:  # the fixed-maximum pass's tile flags (last scalar prefetch) and shifts (last input)
+        ok_index = 1 if source == "blocks" else 0
+        ok_ref = refs[ok_index]
+        fixed_m_ref = refs[-5]
+        refs = refs[:ok_index] + refs[ok_index + 1:-5] + refs[-4:]
     if source == "blocks":
         _, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, acc_ref = refs
     elif source == "clusters":
@@ -293,10 +327,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
     assert mask_ref is None or mask_ref.shape == ((block_kv, block_q) if key_major else (block_q, block_kv))
     step = (pl.program_id(0) * steps if per_head else 0) + pl.program_id(1)
     q_tile, kv_tile, kind, flags = _decode(words_ref[step], kv_bits)
+    # fixed: this q tile runs the fixed-maximum bodies (None: the kernel has none)
+    fixed = ok_ref[pl.program_id(0) * q_tiles + row0 + q_tile] != 0 if config.fixed_max else None
 
     @pl.when((flags & FIRST) != 0)
     def _init():
         m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, jnp.float32)
+        if fixed is not None:
+            @pl.when(fixed)
+            def _fixed_init():
+                m_ref[...] = jnp.broadcast_to(fixed_m_ref[...], m_ref.shape)
         l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
@@ -378,7 +418,7 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         product = ((table_ref[...], query_onehot_t) if key_major else (query_onehot_t, table_ref[...]))
         return lax.dot_general(*product, TN_DIMS, preferred_element_type=jnp.float32).astype(jnp.bfloat16)
 
-    def run(masked: bool):
+    def run(masked: bool, fixed_body: bool = False):
         """Query-major: one pass over the kv chunks, each update on the whole ``[bq, bkc]`` score block.
         Every chunk is unrolled: a straight-line body is what the scheduler overlaps (one chunk's
         softmax with the next one's matmuls) and what the static schedule shows.  The full body carries
@@ -387,15 +427,16 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         scratch, where carrying it made it spill more.  (A loop over the chunks, the state in the
         scratch, schedules worse than straight-line code.)  Each body's bundles are a record:
         ``figures/compiled_tiles.json`` (``svgtpu bench compiled``); the design steps' counts are in
-        this file's commit messages."""
+        this file's commit messages.  ``fixed_body``: the fixed-maximum update (:func:`tile_update_fixed`)."""
         chunk_mask = chunk_masker(row_clusters_of(masked))
+        update = tile_update_fixed if fixed_body else tile_update
         q = q_ref[...]  # read once per tile (read at every chunk, the full body took more bundles)
         state = None if masked else (m_ref[...], l_ref[...], acc_ref[...])
         for lo, chunk_masked in kv_chunks(masked):
             chunk = pl.ds(lo, block_kv_compute)
             mask_c = chunk_mask(lo, 0, block_q) if chunk_masked else None
             prev = state if state is not None else (m_ref[...], l_ref[...], acc_ref[...])
-            new = tile_update(q, k_ref[chunk, :], v_ref[chunk, :], *prev, mask_c, sm_scale)
+            new = update(q, k_ref[chunk, :], v_ref[chunk, :], *prev, mask_c, sm_scale)
             if state is not None:
                 state = new
             else:
@@ -403,7 +444,7 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         if state is not None:
             m_ref[...], l_ref[...], acc_ref[...] = state
 
-    def run_key_major(masked: bool):
+    def run_key_major(masked: bool, fixed_body: bool = False):
         """Key-major: the tile as updates of :data:`STRIP` queries x ``block_kv_compute`` keys, chunk
         by chunk, the strips of a chunk side by side (independent: each has its own columns of the
         statistics and accumulator scratch).  Straight-line code whose MXU work the compiler keeps in
@@ -418,7 +459,8 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
         (one add and one load per score vreg, no mask operands in registers).  The bodies' bundles are
         a record, ``figures/compiled_tiles.json`` (``svgtpu bench compiled``; read with
         :func:`svgtpu.compiler.variants.compile_program`, bodies 0 and 1 of the schedule); each design
-        step's counts are in this file's commit messages."""
+        step's counts are in this file's commit messages.  ``fixed_body``: the fixed-maximum update
+        (:func:`softmax_update_key_major_fixed`; ``m`` is read, never written)."""
         chunk_mask = chunk_masker(row_clusters_of(masked))
         strips = [(q_lo, min(STRIP, block_q - q_lo)) for q_lo in range(0, block_q, STRIP)]
         items = [(lo, chunk_masked, q_lo, width) for lo, chunk_masked in kv_chunks(masked) for q_lo, width in strips]
@@ -447,20 +489,30 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
             if lo not in values:
                 values = {lo: values_with_ones(v_ref[pl.ds(lo, block_kv_compute), :])}
             cols = pl.ds(q_lo, width)
-            m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols] = softmax_update_key_major(
-                ahead.pop(0), values[lo], m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols])
+            if fixed_body:
+                l_ref[:, cols], acc_ref[:, cols] = softmax_update_key_major_fixed(
+                    ahead.pop(0), values[lo], m_ref[:1, cols], l_ref[:, cols], acc_ref[:, cols])
+            else:
+                m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols] = softmax_update_key_major(
+                    ahead.pop(0), values[lo], m_ref[:, cols], l_ref[:, cols], acc_ref[:, cols])
 
     body = run_key_major if key_major else run
-    if config.fast_path:
-        pl.when(kind == FULL)(lambda: body(masked=False))
-        pl.when(kind == PARTIAL)(lambda: body(masked=True))
-    else:
-        pl.when(kind != EMPTY)(lambda: body(masked=True))
+    # the bodies in this order: the running-maximum ones first (the schedule reader's bodies 0 and 1),
+    # then the fixed-maximum ones (2 and 3), each taken by the q tiles the fixed-maximum pass proved safe
+    whens = [(kind == FULL, False), (kind == PARTIAL, True)] if config.fast_path else [(kind != EMPTY, True)]
+    for when, masked in whens:
+        pl.when(when if fixed is None else when & jnp.logical_not(fixed))(functools.partial(body, masked))
+    if fixed is not None:
+        for when, masked in whens:
+            pl.when(when & fixed)(functools.partial(body, masked, True))
 
     @pl.when((flags & LAST) != 0)
     def _finish():
         l = l_ref[...]
-        inv = jnp.where(m_ref[...] > MASK_VALUE, 1.0 / l, 0.0)  # queries with no allowed key -> 0
+        live = m_ref[...] > MASK_VALUE
+        if config.fixed_max:  # a fixed shift is never MASK_VALUE: a row with no allowed key has l = 0
+            live = live & (l > 0)
+        inv = jnp.where(live, 1.0 / l, 0.0)  # queries with no allowed key -> 0
         if key_major:  # [d, bq] -> [bq, d] once per q row
             o_ref[...] = (acc_ref[...] * inv[:1]).T.astype(o_ref.dtype)
         else:
@@ -469,14 +521,15 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
 
 def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
                    mask, config: KernelConfig, interpret, sm_scale: float, vmem_limit: int,
-                   band: BandTable | None = None):
+                   band: BandTable | None = None, fixed=None):
     """One ``pallas_call`` over q tile rows ``[chunk.row0, chunk.row1)``: output ``[heads, rows * block_q, d]``.
 
     ``chunk.words`` may be a numpy plan (static masks) or a traced array (:mod:`svgtpu.kernels.dynamic`).
     ``mask_operands``: ``(blocks,)`` for ``blocks`` plans, ``(q_labels [H, nq, 1, block_q], k_labels
     [H, 1, Lk], table [H, Cq, Ck])`` for ``clusters`` (labels lane-dense: a ``[Lq, 1]`` column would
     take 128 lanes per label in HBM), ``(table,)`` with ``band`` (the
-    :class:`~svgtpu.kernels.band_table.BandTable` patterns: one VMEM copy, fetched once), else ``()``."""
+    :class:`~svgtpu.kernels.band_table.BandTable` patterns: one VMEM copy, fetched once), else ``()``.
+    ``fixed``: ``(m, tile_ok)`` of :func:`~svgtpu.kernels.fixed_max.fixed_maxima` with ``config.fixed_max``."""
     heads, _, d = q.shape
     bq, bkv = config.block_q, config.block_kv
     steps, row0 = chunk.steps, chunk.row0
@@ -508,7 +561,7 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
         prefetch.append(chunk.block_index)
         in_specs.append(pl.BlockSpec(
             (None, bkv, bq) if key_major else (None, bq, bkv),
-            lambda h, s, words_ref, index_ref: (index_ref[flat(h, s)], 0, 0)))
+            lambda h, s, words_ref, index_ref, *_: (index_ref[flat(h, s)], 0, 0)))
         if key_major:
             mask_operands = (jnp.swapaxes(mask_operands[0], 1, 2),)
     elif source == "clusters":
@@ -524,9 +577,22 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
     elif band is not None:
         in_specs.append(pl.BlockSpec(mask_operands[0].shape, lambda *_: (0, 0, 0), pipeline_mode=pl.Buffered(1)))
     operands += list(mask_operands)
+    q_tiles = 0
+    if config.fixed_max:  # the tile flags ride in scalar prefetch, each q tile's shifts as a block
+        m, tile_ok = fixed
+        q_tiles = tile_ok.shape[1]
+        prefetch.append(tile_ok.reshape(-1))
+        if key_major:
+            in_specs.append(pl.BlockSpec((None, 1, bq), lambda h, s, words_ref, *_: (h, 0, row0 + _decode(
+                word(h, s, words_ref), kv_bits)[0])))
+            operands.append(m[:, None, :])
+        else:
+            in_specs.append(pl.BlockSpec((None, bq, 1), q_map))
+            operands.append(m[:, :, None])
     stats = (SUBLANES, bq) if key_major else (bq, LANES)  # m and l: compact rows, or lane-replicated
     kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,
-                               steps=steps, config=config, sm_scale=sm_scale, per_head=per_head, band=band)
+                               steps=steps, config=config, sm_scale=sm_scale, per_head=per_head, band=band,
+                               q_tiles=q_tiles)
     return pl.pallas_call(
         kernel,
         grid_spec=pltpu.PrefetchScalarGridSpec(
@@ -553,15 +619,22 @@ def _block_sparse(q, k, v, *, mask, config: KernelConfig, device: str, interpret
     if config.layout == "key-major" and plan.mask_source == "iota" and isinstance(mask, BandSinkMask) \
             and one_edge(mask, config.block_q, config.block_kv):
         band = band_table(mask, plan.L, config.block_q, config.block_kv_compute, STRIP)
+    fixed = None
+    if config.fixed_max:
+        fixed = fixed_maxima(q, k, v, mask, sm_scale, config.block_q)
+    # the fixed shifts' blocks (double-buffered; a query-major [block_q, 1] block takes 128 lanes)
+    fixed_bytes = 2 * 4 * config.block_q * (SUBLANES if config.layout == "key-major" else LANES) \
+        if config.fixed_max else 0
     vmem_limit = check_vmem(config, d, q.dtype.itemsize, plan.mask_source == "blocks", memory,
-                            band.nbytes if band is not None else 0)
+                            (band.nbytes if band is not None else 0) + fixed_bytes)
     q, k, v = pad_qkv(q, k, v, config.block_q, config.block_kv)
     mask_operands = (jnp.asarray(plan.blocks, jnp.int8),) if plan.mask_source == "blocks" else ()
     if band is not None:
         mask_operands = (band.build(MASK_VALUE),)
     outs = [run_plan_chunk(q, k, v, mask_operands, chunk, source=plan.mask_source, L=plan.L, kv_bits=plan.kv_bits,
                         per_head=plan.plan_heads > 1, mask=None if isinstance(mask, tuple) else mask,
-                        config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit, band=band)
+                        config=config, interpret=interpret, sm_scale=sm_scale, vmem_limit=vmem_limit, band=band,
+                        fixed=fixed)
             for chunk in plan.chunks(memory.smem_budget)]
     out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
     return out[:, :L]
@@ -594,4 +667,4 @@ def block_sparse_attention(q, k, v, mask, *, block_q: int | None = None, block_k
                          interpret=resolve_interpret(interpret), sm_scale=scale)
 
 
-__all__ = ["block_sparse_attention", "tile_update", "BandTile", "one_edge", "crosses_upper_edge"]
+__all__ = ["block_sparse_attention", "tile_update", "tile_update_fixed", "BandTile", "one_edge", "crosses_upper_edge"]

@@ -102,8 +102,11 @@ class KernelConfig:
     ``block_kv``: keys per tile, a multiple of 128; ``block_kv_compute``: keys per online-softmax
     update, a multiple of 128 dividing ``block_kv`` (``None``: :func:`default_block_kv_compute`);
     ``fast_path``: mask-free body for full tiles (``False`` is the C4 ablation); ``layout``: one of
-    :data:`LAYOUTS` (``key-major`` needs ``block_q`` a multiple of 128; ``None``: :func:`default_layout`).  The rules and their source
-    are in the module docstring.  Frozen and hashable, so it can be a static argument.
+    :data:`LAYOUTS` (``key-major`` needs ``block_q`` a multiple of 128; ``None``: :func:`default_layout`);
+    ``fixed_max``: each query's softmax shift fixed before the first key (:mod:`svgtpu.kernels.fixed_max`:
+    no running maximum, no rescale) on the q tiles where that is proven safe, the running maximum on the
+    others.  The rules and their source are in the module docstring.  Frozen and hashable, so it can be a
+    static argument.
     """
 
     block_q: int
@@ -111,6 +114,7 @@ class KernelConfig:
     block_kv_compute: int | None = None
     fast_path: bool = True
     layout: str | None = None
+    fixed_max: bool = False
 
     def __post_init__(self):
         if self.layout is not None and self.layout not in LAYOUTS:
@@ -137,6 +141,9 @@ class KernelConfig:
         if not isinstance(self.fast_path, (bool, np.bool_)):
             raise BadInput(f"fast_path must be True or False, got {self.fast_path!r}")
         object.__setattr__(self, "fast_path", bool(self.fast_path))
+        if not isinstance(self.fixed_max, (bool, np.bool_)):
+            raise BadInput(f"fixed_max must be True or False, got {self.fixed_max!r}")
+        object.__setattr__(self, "fixed_max", bool(self.fixed_max))
 
     @property
     def tile(self) -> str:

@@ -118,6 +118,9 @@ def block_table_attention(q, k, v, q_edges, k_edges, table, *, align: str | None
     head and ``pallas_call`` (default: the worst case, every tile; see the module doc).
     """
     config = resolve_config(config, block_q, block_kv, block_kv_compute, fast_path)
+    if config.fixed_max:
+        raise BadInput("fixed_max needs a static mask (the fixed-maximum pass reads each row's keys from it on the "
+                       "host): use block_sparse_attention, or fixed_max=False here")
     check_qkv(q, k, v)
     _check_table(q_edges, k_edges, table, q.shape[0])
     check_traced_align(align)
