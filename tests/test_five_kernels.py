@@ -126,7 +126,7 @@ def _softmax_update(*, f32_result=True, cast_p=True, rescale=True, keep_m_prev=T
 
 
 def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=True, reset=True,
-                   mask_full_tiles=False, seen=None):
+                   mask_full_tiles=False, scale_after_mask=False, seen=None):
     """A student's kernel 4 (``fast_path=False``) or 5, with one of the usual slips; the defaults are right.
     ``seen``: a set that records the input dtype and mask rule of every trace (what the check ran)."""
     start, masked = (MASK_VALUE, MASK_VALUE) if masking == "finite" else (-jnp.inf, -jnp.inf)
@@ -148,9 +148,11 @@ def _sparse_kernel(*, fast_path=False, guard="m", masking="finite", f32_scores=T
         def update(with_mask):
             dot = functools.partial(jax.lax.dot_general, dimension_numbers=(((1,), (1,)), ((), ())))
             scores = (dot(q_ref[...], k_ref[...], preferred_element_type=jnp.float32) if f32_scores
-                      else dot(q_ref[...], k_ref[...])) * tiles.scale
+                      else dot(q_ref[...], k_ref[...]))
+            scores = scores if scale_after_mask else scores * tiles.scale
             if with_mask:
                 scores = jnp.where(tile_mask(tiles, q_tile_ref[s], kv_tile_ref[s]), scores, masked)
+            scores = scores * tiles.scale if scale_after_mask else scores
             m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(scores, v_ref[...], m_ref[...], l_ref[...],
                                                                          acc_ref[...])
 
@@ -218,8 +220,9 @@ def _sparse_grid(*, kv_reads="kv_tile", semantics="arbitrary"):
     return sparse_attention
 
 
-def _chunked_kernel(*, offset=True, f32_scores=True, chunks=None):
-    """``chunks``: the chunk loop's bound written as a number instead of ``k_ref.shape[0] // block_kv_compute``."""
+def _chunked_kernel(*, offset=True, f32_scores=True, chunks=None, state_read_once=False):
+    """``chunks``: the chunk loop's bound written as a number instead of ``k_ref.shape[0] // block_kv_compute``;
+    ``state_read_once``: every chunk updates the state read before the loop (the refs are written, never re-read)."""
     def chunked_flash_kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, block_kv_compute):
         j = pl.program_id(1)
 
@@ -229,12 +232,14 @@ def _chunked_kernel(*, offset=True, f32_scores=True, chunks=None):
             l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
             acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
+        before = (m_ref[...], l_ref[...], acc_ref[...])
+
         def chunk(c, carry):
             keys = pl.ds(c * block_kv_compute if offset else 0, block_kv_compute)
             kw = {"preferred_element_type": jnp.float32} if f32_scores else {}
             s = lax.dot_general(q_ref[...], k_ref[keys, :], (((1,), (1,)), ((), ())), **kw) * scale
-            m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(s, v_ref[keys, :], m_ref[...], l_ref[...],
-                                                                         acc_ref[...])
+            state = before if state_read_once else (m_ref[...], l_ref[...], acc_ref[...])
+            m_ref[...], l_ref[...], acc_ref[...] = online_softmax_update(s, v_ref[keys, :], *state)
             return carry
 
         lax.fori_loop(0, chunks or k_ref.shape[0] // block_kv_compute, chunk, 0)
@@ -388,6 +393,8 @@ WRONG = {
         ({"fast_path_kernel": _sparse_kernel(fast_path=True, mask_full_tiles=True)}, "wrong on full tiles only"),
     ("01_pallas_in_five_kernels", "ex5", "final write guarded on l > 0"):
         ({"fast_path_kernel": _sparse_kernel(fast_path=True, guard="l")}, "true rule"),
+    ("01_pallas_in_five_kernels", "ex5", "scores scaled after the mask"):
+        ({"fast_path_kernel": _sparse_kernel(fast_path=True, scale_after_mask=True)}, "scaled after the mask"),
     ("01_pallas_in_five_kernels", "ex5", "-inf masking without a guard"):
         ({"fast_path_kernel": _sparse_kernel(fast_path=True, masking="-inf")}, "no sink"),
     (NB_B, "ex6", "no placeholder step for a q row with no tile"):
@@ -411,6 +418,8 @@ WRONG = {
         ({"chunked_flash_kernel": _chunked_kernel(offset=False)}, "float32, block_kv_compute"),
     (NB_B, "ex7", "the chunk loop bound hard-coded"):
         ({"chunked_flash_kernel": _chunked_kernel(chunks=4)}, "float32, block_kv_compute 256"),
+    (NB_B, "ex7", "the softmax state read once before the chunk loop"):
+        ({"chunked_flash_kernel": _chunked_kernel(state_read_once=True)}, "only the last chunk of each kv tile counts"),
     (NB_B, "ex7", "chunk scores without preferred_element_type"):
         ({"chunked_flash_kernel": _chunked_kernel(f32_scores=False)}, "returns bfloat16"),
     (NB_B, "ex8", "next block prefetched into the slot being read"):

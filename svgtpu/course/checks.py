@@ -8,6 +8,8 @@ in order anyway.  So the checks also read the traced program:
 - :func:`attention64` — the float64 reference every attention check compares with;
 - :func:`check_running_max` — that an online-softmax update keeps the row maximum of earlier tiles;
 - :func:`check_row_plan` — the properties a row-ordered tile plan must have, on random tile maps;
+- :func:`check_scale_before_mask` — that scores are scaled before the mask, never after (kernel 5);
+- :func:`check_state_carried` — whether a chunked kernel's miss is the state read once, not carried (kernel 7);
 - :func:`whose` — whether a check runs the student's code or the worked solution;
 - :func:`traced` — the program a function traces to, traced anew on every call (so a check reads the
   student's *current* kernel, never JAX's cached first trace);
@@ -33,6 +35,7 @@ import threading
 from typing import Callable, Iterator
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -177,6 +180,43 @@ def traced(fn, *args):
     if hasattr(fn, "clear_cache"):   # a jitted function keeps its own cache
         fn.clear_cache()
     return jax.make_jaxpr(lambda *a: fn(*a))(*args).jaxpr
+
+
+def check_scale_before_mask(fn, *args) -> None:
+    """Assert that no multiply of ``fn(*args)`` takes a masked select's output (``jnp.where(mask, s, MASK_VALUE) *
+    scale``): scaled after the mask, a masked score becomes ``scale x MASK_VALUE``, above the ``MASK_VALUE`` the
+    running maximum starts from, so a row whose keys are all masked reads as seen and is written as an average."""
+    def selects(jaxpr, var) -> bool:   # var is a select's output, seen through jnp.where's own jit
+        made = {out: (eqn, i) for eqn in jaxpr.eqns for i, out in enumerate(eqn.outvars)}
+        if isinstance(var, jax.extend.core.Literal) or var not in made:
+            return False
+        eqn, i = made[var]
+        if eqn.primitive.name == "select_n":
+            return True
+        inner = [j for j in sub_jaxprs(eqn)]
+        return eqn.primitive.name in ("pjit", "jit") and len(inner) == 1 and selects(inner[0], inner[0].outvars[i])
+
+    for jaxpr in _jaxprs(traced(fn, *args)):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "mul" and any(selects(jaxpr, v) for v in eqn.invars):
+                raise AssertionError("the scores are scaled after the mask: jnp.where(mask, s, MASK_VALUE) * scale "
+                                     "turns a masked score into scale x MASK_VALUE, above the MASK_VALUE m starts "
+                                     "from, so a query with no allowed key reads as seen; scale s first, then mask it")
+
+
+def check_state_carried(got, q, k, v, block_kv: int, chunk: int) -> None:
+    """Where a chunked kernel's output ``got`` misses the reference, say whether it is the attention over each kv
+    tile's last chunk only: every chunk updated from the state read once before the loop, not the previous
+    chunk's."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    last = np.zeros(k.shape[0], bool)
+    for start in range(0, k.shape[0], block_kv):
+        last[start + block_kv - chunk:start + block_kv] = True
+    if np.allclose(np.asarray(got, np.float64), attention64(q, k, v, np.broadcast_to(last, (q.shape[0], k.shape[0]))),
+                   rtol=1e-4, atol=1e-4):
+        raise AssertionError(f"only the last chunk of each kv tile counts (block_kv_compute {chunk}): each chunk "
+                             "updates the softmax state read once before the loop; carry m, l and acc across the "
+                             "chunks (read the refs inside the loop body, or pass them as fori_loop's carry)")
 
 
 def matmuls(fn, *args) -> list[Matmul]:
@@ -394,6 +434,6 @@ def tracing_for(device: str = "v6e"):
         yield
 
 
-__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64",
+__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64", "check_scale_before_mask", "check_state_carried",
            "check_running_max", "check_row_plan", "whose", "Matmul", "traced", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
            "copies_in_flight", "dimension_semantics", "races_found", "interpreted", "tracing_for"]
