@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from svgtpu.costmodel import fits as fitted, load_compiled, plausible
+from svgtpu.costmodel import fits as fitted, get_device, load_compiled, plausible
+from svgtpu.costmodel.compiled_block import attention_share_with_ici, block_record, collective_seconds
+from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.validate import published_points
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
@@ -38,7 +40,7 @@ def test_share_is_the_one_notebook_05_recorded():
 
 def test_missing_block_record_is_one_clear_line():
     with pytest.raises(BadInput, match="exactly one compiled"):
-        plausible.block_record(resolution="9999p")
+        block_record("wan2.1-14b", "9999p", "v6e", "dense")
 
 
 def test_every_fitted_constant_names_its_rows(fits):
@@ -66,3 +68,19 @@ def test_no_fit_reads_a_validation_row(fits):
 def test_fits_inside_their_bounds(fits):
     outside = [(f.name, f.value, f.bounds) for f in fits if not f.inside]
     assert not outside, outside
+
+
+def test_a_compiled_block_priced_as_a_pass_adds_its_collectives_ici_time():
+    """By hand: 4 all-to-alls of 4 MB each and one 8 MB all-gather among a line of 4 v6e chips."""
+    v6e = get_device("v6e")
+    link = v6e.ici_bandwidth / v6e.ici_ports / 2 * 0.5            # one link, one way, at ICI efficiency 0.5
+    block = {"plan": {"mesh": {"data": 2, "seq": 4}}, "total_cycles": v6e.clock_hz, "roles": {
+        "self-attention": {"cycles": v6e.clock_hz / 2}}, "collectives": {
+        "all-to-all": {"count": 4, "bytes": 16e6}, "all-gather": {"count": 1, "bytes": 8e6}}}
+    eff = Efficiency(ici=0.5)
+    ici = collective_seconds(block, v6e, eff)
+    # a line of 4: 1 link across the middle (4 x 4 MB / 4 each way) vs 3/4 of 4 MB over a chip's 2 links (mean)
+    assert ici["all-to-all"] == pytest.approx(4 * max(4 * 4e6 / 4 / link, 3e6 / (1.5 * link)))
+    assert ici["all-gather"] == pytest.approx(8e6 * 3 / 4 / (2 * link))   # a bidirectional ring: two links
+    share = attention_share_with_ici(block, v6e, eff)
+    assert share["static_share"] == 0.5 and share["share"] == pytest.approx(0.5 / (1 + sum(ici.values())))

@@ -17,12 +17,9 @@ JAX-free: the compiled block is read from its committed record (``figures/compil
 
 from __future__ import annotations
 
-import gzip
-import json
-
+from svgtpu.costmodel.compiled_block import block_record
 from svgtpu.costmodel.specs import get_device
 from svgtpu.errors import BadInput
-from svgtpu.facts.paths import COMPILED_RECORDS
 
 #: The fitted TPU matmul efficiency is at least this share of the compiled block's matmul MXU share.
 MATMUL_FLOOR = 0.85
@@ -50,20 +47,9 @@ def matmul_mxu_share(ops: list[dict], flops_per_cycle: float) -> float:
     return sum(op["flops"] for op in matmuls) / (sum(op["cycles"] for op in matmuls) * flops_per_cycle)
 
 
-def block_record(model: str = BLOCK[0], resolution: str = BLOCK[1], device: str = BLOCK[2],
-                 variant: str = BLOCK[3]) -> dict:
-    """The committed compiled record of one Wan block (:mod:`svgtpu.compiler.wan_block`), its value."""
-    folder = COMPILED_RECORDS / "wan-block"
-    found = sorted(folder.glob(f"{model}-{resolution}-{device}-{variant}-*.json.gz"))
-    if len(found) != 1:
-        raise BadInput(f"need exactly one compiled {model} {resolution} {device} {variant} block record in {folder}, "
-                       f"found {len(found)} (`make figures` writes it and prunes stale ones)")
-    return json.loads(gzip.decompress(found[0].read_bytes()))["value"] | {"record": found[0].name}
-
-
 def compiled_matmul_mxu_share() -> dict:
     """:func:`matmul_mxu_share` of the :data:`BLOCK` record, with the record it comes from (``compiled-v6e``)."""
-    block = block_record()
+    block = block_record(*BLOCK)
     return {"value": matmul_mxu_share(block["ops"], get_device(BLOCK[2]).core_flops_per_cycle), "record": block["record"],
             "provenance": block["provenance"]}
 
@@ -74,4 +60,4 @@ def matmul_bounds() -> tuple[float, float]:
 
 
 __all__ = ["MATMUL_FLOOR", "STRETCH", "HOST_SECONDS_PER_STEP", "BLOCK", "MATMUL_ROLES", "matmul_mxu_share",
-           "block_record", "compiled_matmul_mxu_share", "matmul_bounds"]
+           "compiled_matmul_mxu_share", "matmul_bounds"]
