@@ -74,12 +74,12 @@ def add_arguments(p) -> None:
     p.add_argument(PROCESS_ID, type=int)
 
 
-def join(args) -> bool:
-    """Run :func:`initialize` if ``args`` (from :func:`add_arguments`) make this one process of
-    several; True if it did."""
-    if not (args.distributed or args.coordinator or args.num_processes or args.process_id is not None):
+def join(distributed: bool, coordinator: str | None, num_processes: int | None, process_id: int | None) -> bool:
+    """Run :func:`initialize` if the options of :func:`add_arguments` make this one process of several; True if
+    it did."""
+    if not (distributed or coordinator or num_processes or process_id is not None):
         return False
-    initialize(args.coordinator, args.num_processes, args.process_id)
+    initialize(coordinator, num_processes, process_id)
     return True
 
 
@@ -244,16 +244,17 @@ def fake_host_devices(argv: list[str]) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
 
 
-def run_processes(args) -> dict:
-    """The command ``args`` (from :func:`add_arguments`, with ``devices``) as ``args.processes`` local
-    processes sharing one global mesh of ``args.devices`` devices: process 0's JSON result, plus ``launcher``."""
-    if args.devices % args.processes:
-        raise BadInput(f"--devices ({args.devices}) must be divisible by --processes ({args.processes})")
-    if args.distributed or args.coordinator:
+def run_processes(argv: list[str], processes: int, devices: int, timeout: float, *, distributed: bool,
+                  coordinator: str | None) -> dict:
+    """The command ``argv`` (with the options of :func:`add_arguments` and ``--devices``) as ``processes`` local
+    processes sharing one global mesh of ``devices`` devices: process 0's JSON result, plus ``launcher``."""
+    if devices % processes:
+        raise BadInput(f"--devices ({devices}) must be divisible by --processes ({processes})")
+    if distributed or coordinator:
         raise BadInput("--processes starts its own processes: drop --distributed / --coordinator")
-    done = launch(relaunch_argv(args.argv), args.processes, args.devices // args.processes, timeout=args.timeout)
+    done = launch(relaunch_argv(argv), processes, devices // processes, timeout=timeout)
     return {**first_json(done.stdout[0]),
-            "launcher": {"processes": args.processes, "wall_seconds": done.seconds, "port": done.port}}
+            "launcher": {"processes": processes, "wall_seconds": done.seconds, "port": done.port}}
 
 
 __all__ = ["LaunchError", "add_arguments", "fake_host_devices", "initialize", "join", "free_port", "launch", "Finished",

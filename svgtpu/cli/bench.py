@@ -89,7 +89,9 @@ def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
          _bench_compiled_arguments)
 def run_bench_compiled(args):
     from svgtpu.compiler.tile_table import bench_compiled_command
-    return bench_compiled_command(args)
+    from svgtpu.geometry import parse_tiles
+    return bench_compiled_command(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"),
+                                  args.device, sweep=args.sweep, progress=not args.json)
 
 
 def _bench_gpu_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from svgtpu.cli.common import command, mask_arguments, tile_arguments
 from svgtpu.errors import positive_int
 from svgtpu.setting import DEFAULT_KEPT
 
 
+def _compile_default(field: str):
+    """A :class:`~svgtpu.compiler.compile.CompileJob` field's default: what a compile is when nothing is said,
+    defined there once (the geometry, the device, the head size)."""
+    from svgtpu.compiler.compile import CompileJob
+    return next(f.default for f in dataclasses.fields(CompileJob) if f.name == field)
+
+
 # -- svgtpu tune ------------------------------------------------------------------------------
 
 def _tune_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.compiler.tune import ALIGNS, DEVICES, TUNED_FILE
-    p.add_argument("--resolution", default="720p", help="preset (480p ... 2160p) or TxHxW (default 720p)")
-    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(DEVICES)} (default v6e)")
+    resolution, device = _compile_default("geometry"), _compile_default("device")
+    p.add_argument("--resolution", default=resolution, help=f"preset (480p ... 2160p) or TxHxW (default {resolution})")
+    p.add_argument("--device", default=device, help=f"TPU generation: {', '.join(DEVICES)} (default {device})")
     p.add_argument("--kept", type=float, default=DEFAULT_KEPT, help=f"SVG kept fraction in (0, 1) (default {DEFAULT_KEPT})")
     p.add_argument("--align", default="snap", help=f"tile alignment of the SVG band: {', '.join(ALIGNS)} (default snap; "
                                                    "balanced: every tile at about the band's pairs)")
@@ -26,7 +35,8 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
          "cycles on the aligned SVG mask, HBM bytes per step beside them; the winner", _tune_arguments)
 def run_tune(args):
     from svgtpu.compiler.tune import tune_command
-    return tune_command(args)
+    return tune_command(args.resolution, args.device, args.kept, args.align, record_winner=args.record,
+                        progress=not args.json)
 
 
 # -- svgtpu compile ---------------------------------------------------------------------------
@@ -36,17 +46,17 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.compiler.multihost import MULTIHOST_TARGETS
     from svgtpu.kernels.budget import TPU_GENERATIONS
     from svgtpu.kernels.common import HEAD_DIMS
-    p.add_argument("--device", default="v6e", help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
+    p.add_argument("--device", default=_compile_default("device"), help=f"TPU generation: {', '.join(TPU_GENERATIONS)}")
     p.add_argument("--topology", default=None, help="topology name, e.g. v6e:2x2x1 or 2x2 (default: one host); a "
                    "multi-host one (4x4: 16 chips, 4 hosts) compiles the sharded targets and counts collectives")
-    mask_arguments(p, "720p")
+    mask_arguments(p, _compile_default("geometry"))
     tile_arguments(p)
     p.add_argument("--block-kv-compute", type=positive_int, default=None)
     p.add_argument("--no-fast-path", action="store_true", help="mask every tile (the C4 ablation)")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     p.add_argument("--heads", type=positive_int, default=None,
                    help="heads per chip (default 5); for the sharded targets the model's heads (default 40)")
-    p.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
+    p.add_argument("--head-dim", type=int, default=_compile_default("head_dim"), choices=HEAD_DIMS)
     p.add_argument("--what", default=None,
                    help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
                         f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)}); or wan-block: "
@@ -59,7 +69,8 @@ def run_compile(args):
     """``(result, table, exit status)``; 1 when anything was refused."""
     if args.what == "wan-block":
         from svgtpu.compiler.wan_block import wan_block_command
-        return wan_block_command(args)
+        return wan_block_command(args.geometry, args.device, args.block_q, args.block_kv, args.kept,
+                                 progress=not args.json)
     from svgtpu.compiler.compile import CompileJob
     from svgtpu.compiler.multihost import compile_command
     from svgtpu.kernels import KernelConfig

@@ -106,10 +106,64 @@ def _check_costmodel(args) -> None:
         compiled_tiles(args.compiled_tiles, "--compiled-tiles")
 
 
+def build_setup(args, device=None):
+    """The cost model's :class:`~svgtpu.costmodel.Setup` the arguments describe, made once here at the edge
+    (``device``: a measured :class:`~svgtpu.costmodel.DeviceSpec`, e.g. this CPU's, instead of ``--device``)."""
+    import dataclasses
+
+    from svgtpu import costmodel as cm
+    from svgtpu.costmodel.command import compiled_table, resolve_slice
+    from svgtpu.costmodel.validate import user_dense_kernel
+    from svgtpu.setting import mask_density
+    compiled = compiled_table(args.compiled_tiles)
+    if device is None:
+        name, chips = resolve_slice(args.chips, args.device)
+        device = cm.get_device(name, compiled if compiled != cm.AUTO else cm.default_compiled())
+    elif str(args.chips).isdigit():
+        chips = int(args.chips)
+    else:
+        raise BadInput(f"--chips must be a chip count with a measured device, got {args.chips!r}")
+    if not args.mxu_width_penalty:
+        device = dataclasses.replace(device, matmul_tile=None)
+    if args.resolution is None and args.model == "toy":
+        from svgtpu.toy.dit import DiTConfig   # the toy's own grid (imports JAX)
+        geometry = DiTConfig().geometry
+    else:
+        geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
+    kept, multiplier = mask_density(args.kept, args.multiplier)
+    # absolute times: the dense kernel a user runs on this device unless --dense-kernel says otherwise
+    dense_kernel = args.dense_kernel or user_dense_kernel(device)
+    setup = cm.calibrated_setup(args.model, geometry, device, compiled=compiled, chips=chips, steps=args.steps,
+                                cfg=args.cfg, block_q=args.block_q, block_kv=args.block_kv, kept=kept,
+                                multiplier=multiplier, temporal_fraction=args.temporal_fraction,
+                                cfg_split=args.cfg_split, weights=args.weights, kernel=args.kernel,
+                                dense_kernel=dense_kernel, sparse_efficiency=args.sparse_efficiency,
+                                parts=frozenset(cm.PARTS) - set(args.exclude))
+    overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
+                                   ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
+                 if v is not None}
+    return dataclasses.replace(setup, efficiency=dataclasses.replace(setup.efficiency, **overrides)) if overrides \
+        else setup
+
+
+def costmodel_command(args, device=None) -> tuple[dict, str]:
+    """``svgtpu costmodel``: the mode the arguments ask for (``device``: a measured spec for ``--device cpu``)."""
+    from svgtpu.costmodel.command import (compiled_table, model_command, policy_command, sparse_evidence_command,
+                                          sweep_command, validate_command)
+    if getattr(args, "policy", None):
+        return policy_command(args.policy, compiled_table(args.compiled_tiles))
+    if args.validate:
+        return validate_command(compiled_table(args.compiled_tiles))
+    setup = build_setup(args, device)
+    if args.sparse_evidence:
+        return sparse_evidence_command(setup)
+    if args.sweep:
+        return sweep_command(args.sweep, args.resolution, setup)
+    return model_command(setup)
+
+
 @command("costmodel", "modeled attention share, dense vs SVG time and speedup (C1, C2, C5); --validate", _costmodel_arguments)
 def run_costmodel(args):
-    from svgtpu.costmodel.command import costmodel_command
-
     _check_costmodel(args)
     if args.device == "cpu" and args.model == "toy" and not args.validate:
         from svgtpu.bench.cpu import toy_attention_share_measured_vs_modeled

@@ -85,9 +85,10 @@ def run_generate(args):
     check_generate(args.attention, align=args.align, kept=args.kept, devices=args.devices, out=args.out,
                    steps=args.steps)
     if args.processes > 1:   # N local processes, one global mesh; process 0's result
-        result = run_processes(args)
+        result = run_processes(args.argv, args.processes, args.devices, args.timeout, distributed=args.distributed,
+                               coordinator=args.coordinator)
         return result, format_generate(result)
-    join(args)   # one process of several (jax.distributed), before any JAX computation
+    join(args.distributed, args.coordinator, args.num_processes, args.process_id)   # one process of several (jax.distributed), before any JAX computation
     result = generate(args.checkpoint, attention=args.attention, align=args.align, kept=args.kept, seed=args.seed,
                       steps=args.steps, guidance=args.guidance, shift=args.shift, labels=labels, out=args.out,
                       devices=args.devices)

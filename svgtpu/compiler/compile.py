@@ -135,7 +135,7 @@ class CompileJob:
 
     geometry: str = "720p"
     config: KernelConfig = KernelConfig(block_q=PRODUCTION.block_q, block_kv=PRODUCTION.block_kv)
-    device: str = "v6e"
+    device: str = PRODUCTION.device
     topology: str | None = None
     dtype: str = "bfloat16"
     heads: int = 5

@@ -28,7 +28,6 @@ import os
 from svgtpu.compiler.estimate import block_bytes, estimate
 from svgtpu.errors import BadInput
 from svgtpu.compiler.variants import KERNELS, MASKS, Variant, cached_compile, mask_of
-from svgtpu.geometry import parse_tiles
 from svgtpu.setting import PRODUCTION
 from svgtpu.recipes import MAXDIFFUSION_DEFAULT_TILE, PRODUCTION_TILE, TILES as TILE_RECIPES
 
@@ -433,13 +432,12 @@ def tile_table_file(results: list[dict], probes: list[dict]) -> dict:
             "probe": probes, "tiles": tiles, "fixed_max": fixed_rows()}
 
 
-def bench_compiled_command(args):
-    """``svgtpu bench compiled``: ``(result, table)``."""
+def bench_compiled_command(geometry: str, tiles: list, device: str, *, sweep: bool,
+                           progress: bool) -> tuple[dict, str]:
+    """``svgtpu bench compiled``: ``(result, table)`` of :func:`bench_compiled`."""
     from svgtpu.facts.tables import format_table
-    device = getattr(args, "device", None) or "v6e"
     try:
-        result = bench_compiled(args.geometry or PRODUCTION.resolution, parse_tiles(args.tiles, "--tiles"),
-                                device=device, sweep=getattr(args, "sweep", False), progress=not args.json)
+        result = bench_compiled(geometry, tiles, device=device, sweep=sweep, progress=progress)
     except RuntimeError as e:  # no libtpu
         raise BadInput(str(e)) from None
     rows = [{"tiles": f"{r['block_q']}x{r['block_kv']}", "variant": r["variant"], "kv_compute": r["block_kv_compute"],
@@ -461,7 +459,7 @@ def bench_compiled_command(args):
              for t in result["tiles"] for u in t["units"]]
     ratio_rows = [{"tiles": f"{t['block_q']}x{t['block_kv']}", "ratio": k, "value": None if x is None else round(x, 3)}
                   for t in result["tiles"] for k, x in t["ratios"].items()]
-    result["fixed_max"] = [r for r in fixed_rows(progress=not args.json) if r["device"] == device]
+    result["fixed_max"] = [r for r in fixed_rows(progress=progress) if r["device"] == device]
     fixed = [{"tiles": f"{r['block_q']}x{r['block_kv']}", "body": body, "fixed_max": r[body],
               "running_max": r[f"running_{body}"], "pushes": r["units"].get(body, {}).get("pushes"),
               "binding": r["units"].get(body, {}).get("binding"),

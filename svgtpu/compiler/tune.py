@@ -246,11 +246,12 @@ def tuned_tile(resolution: str, device: str = "v6e", figures_dir=None) -> dict |
     return json.loads(path.read_text()).get("tiles", {}).get(device, {}).get(resolution)
 
 
-def tune_command(args):
-    """``svgtpu tune``: ``(result, table)``."""
+def tune_command(resolution: str, device: str, kept: float, align: str, *, record_winner: bool,
+                 progress: bool) -> tuple[dict, str]:
+    """``svgtpu tune``: ``(result, table)``; ``record_winner``: write the winner (:func:`record`)."""
     from svgtpu.facts.tables import format_table
-    result = tune(args.resolution, args.device, args.kept, args.align, progress=not args.json)
-    if args.record and result["winner"] is not None:
+    result = tune(resolution, device, kept, align, progress=progress)
+    if record_winner and result["winner"] is not None:
         result["recorded"] = record(result)
     rows = [{"tile": r["tile"], "layout": r["layout"], "static_cycles": r["static_cycles"], "steps": r["steps"],
              "hbm_KB_per_step": round(r["hbm_bytes_per_step"] / 1e3, 1), "over_roofline": round(r["over_roofline"], 3),

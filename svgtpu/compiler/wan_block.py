@@ -363,17 +363,18 @@ def role_rows(results: list[dict]) -> list[dict]:
             for r in results if "roles" in r for role in ROLES]
 
 
-def wan_block_command(args):
-    """``svgtpu compile --what wan-block``: dense and SVG blocks at ``--geometry`` (a resolution) for
-    ``--device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
+def wan_block_command(resolution: str, device: str, block_q: int, block_kv: int, kept: float | None, *,
+                      progress: bool) -> tuple[dict, str, int]:
+    """``svgtpu compile --what wan-block``: dense and SVG blocks at ``resolution`` (``wan-`` prefix allowed) for
+    ``device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
     from svgtpu.facts.tables import format_table
-    kept, _ = mask_density(args.kept, None)
-    jobs = [BlockJob(args.geometry.removeprefix("wan-"), args.device, variant, block_q=args.block_q,
-                     block_kv=args.block_kv, kept=kept) for variant in VARIANTS]
-    results = compile_blocks(jobs, progress=not args.json)
+    kept, _ = mask_density(kept, None)
+    jobs = [BlockJob(resolution.removeprefix("wan-"), device, variant, block_q=block_q,
+                     block_kv=block_kv, kept=kept) for variant in VARIANTS]
+    results = compile_blocks(jobs, progress=progress)
     refused = {r_job.name: r["refused"] for r_job, r in zip(jobs, results) if "refused" in r}
-    lines = [f"one {jobs[0].model} block, {jobs[0].resolution}, {SLICES[args.device]['topology']} "
-             f"({results[0].get('provenance', 'compiled-' + args.device)}); static cycles per device by role "
+    lines = [f"one {jobs[0].model} block, {jobs[0].resolution}, {SLICES[device]['topology']} "
+             f"({results[0].get('provenance', 'compiled-' + device)}); static cycles per device by role "
              "(issue cycles: stalls on memory, the other chips and the host are outside them)"]
     lines.append(format_table(role_rows(results), ["variant", "role", "cycles", "share"]))
     for job, r in zip(jobs, results):

@@ -1,4 +1,4 @@
-"""``svgtpu costmodel``: the command's logic (the CLI only parses, calls this and prints).
+"""``svgtpu costmodel``: the command's logic (the CLI parses, builds the setup, calls this and prints).
 
 Modes: the default models one setup (result, interval, tornado, scenario table); ``validate`` compares
 with published timings; ``sparse_evidence`` lists where the central sparse efficiency comes from;
@@ -15,8 +15,8 @@ import textwrap
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.policy import band_multiplier
-from svgtpu.costmodel.validate import DENSE_CONTROL, user_dense_kernel
-from svgtpu.setting import PRODUCTION, mask_density
+from svgtpu.costmodel.validate import DENSE_CONTROL
+from svgtpu.setting import PRODUCTION
 from svgtpu.facts.tables import FIT_WIDTH, format_table
 from svgtpu.errors import BadInput
 
@@ -121,40 +121,6 @@ def sparse_evidence_command(setup: cm.Setup) -> tuple[dict, str]:
     return result, format_table(rows) + "\n" + fill(f"({kernels_line(setup)}; {result['provenance']})")
 
 
-def build_setup(args, device=None) -> cm.Setup:
-    """The setup the arguments describe (``device``: a measured :class:`~svgtpu.costmodel.DeviceSpec`, e.g.
-    this CPU's, instead of ``--device``)."""
-    compiled = compiled_table(args.compiled_tiles)
-    if device is None:
-        name, chips = resolve_slice(args.chips, args.device)
-        device = cm.get_device(name, compiled if compiled != cm.AUTO else cm.default_compiled())
-    elif str(args.chips).isdigit():
-        chips = int(args.chips)
-    else:
-        raise BadInput(f"--chips must be a chip count with a measured device, got {args.chips!r}")
-    if not args.mxu_width_penalty:
-        device = dataclasses.replace(device, matmul_tile=None)
-    if args.resolution is None and args.model == "toy":
-        from svgtpu.toy.dit import DiTConfig   # the toy's own grid (imports JAX)
-        geometry = DiTConfig().geometry
-    else:
-        geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
-    kept, multiplier = mask_density(args.kept, args.multiplier)
-    # absolute times: the dense kernel a user runs on this device unless --dense-kernel says otherwise
-    dense_kernel = args.dense_kernel or user_dense_kernel(device)
-    setup = cm.calibrated_setup(args.model, geometry, device, compiled=compiled, chips=chips, steps=args.steps,
-                                cfg=args.cfg, block_q=args.block_q, block_kv=args.block_kv, kept=kept,
-                                multiplier=multiplier, temporal_fraction=args.temporal_fraction,
-                                cfg_split=args.cfg_split, weights=args.weights, kernel=args.kernel,
-                                dense_kernel=dense_kernel, sparse_efficiency=args.sparse_efficiency,
-                                parts=frozenset(cm.PARTS) - set(args.exclude))
-    overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
-                                   ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
-                 if v is not None}
-    return dataclasses.replace(setup, efficiency=dataclasses.replace(setup.efficiency, **overrides)) if overrides \
-        else setup
-
-
 def kernels_line(setup: cm.Setup) -> str:
     """Which kernels a setup's numbers use: the dense reference's and the SVG layers', each with its pricing."""
     dense = setup.dense_kernel or setup.kernel
@@ -196,8 +162,9 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
     return result, table
 
 
-def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
-    if args.sweep == "resolution":
+def sweep_command(sweep: str, resolution: str | None, setup: cm.Setup) -> tuple[dict, str]:
+    """``--sweep resolution`` (the C2/C5 curve) or ``--sweep chips`` (multi-host) around ``setup``."""
+    if sweep == "resolution":
         rows = cm.sweep_resolution(setup)
         result = {"model": setup.model.name, "device": setup.device.name, "chips": setup.chips, "steps": setup.steps,
                   "cfg": setup.cfg, "kept": setup.kept, "multiplier": setup.multiplier, "sweep": rows,
@@ -213,7 +180,7 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
     fields = {k: getattr(setup, k) for k in ("steps", "cfg", "block_q", "block_kv", "kept", "multiplier",
                                              "temporal_fraction", "efficiency", "weights", "sparse_efficiency",
                                              "parts", "kernel", "dense_kernel", "compiled")}
-    result = multihost_sweep(setup.model.name, args.resolution or PRODUCTION.resolution, setup.device.name, **fields)
+    result = multihost_sweep(setup.model.name, resolution or PRODUCTION.resolution, setup.device.name, **fields)
     rows = [{"chips": r["chips"], "slices": r["slices"], "split": r["split"], "pass": r["chips_per_pass"],
              "heads": r["heads_per_chip"], "slots": f"{r['head_slot_use']:.0%}", "dense": r["dense_minutes"],
              "svg": r["svg_minutes"], "x": r["speedup"], "x no comm": r["speedup_without_communication"],
@@ -228,7 +195,7 @@ def sweep_command(args, setup: cm.Setup) -> tuple[dict, str]:
                     + fill(f"({kernels_line(setup)}; {result['provenance']})"))
 
 
-def policy_command(args) -> tuple[dict, str]:
+def policy_command(policy_name: str, compiled) -> tuple[dict, str]:
     """``--policy NAME`` or ``--policy FILE.yml``: MaxDiffusion's SVG run of that policy on v6e-8 (its attention
     configuration from the file, else the docs' example), dense and SVG denoising and their ratio, priced term
     by term with the calibrated sparse stretch (:mod:`svgtpu.costmodel.sparse_layers`)."""
@@ -238,13 +205,13 @@ def policy_command(args) -> tuple[dict, str]:
     from svgtpu.costmodel.policy import POLICY_NAMES, flops_saved, get_policy, read_yaml
     from svgtpu.geometry import VideoGeometry
 
-    compiled = resolve(compiled_table(args.compiled_tiles))
-    if args.policy in POLICY_NAMES:
-        (policy, video), config = get_policy(args.policy), {}
-    elif Path(args.policy).suffix in (".yml", ".yaml") or Path(args.policy).exists():
-        policy, video, config = read_yaml(args.policy)
+    compiled = resolve(compiled)
+    if policy_name in POLICY_NAMES:
+        (policy, video), config = get_policy(policy_name), {}
+    elif Path(policy_name).suffix in (".yml", ".yaml") or Path(policy_name).exists():
+        policy, video, config = read_yaml(policy_name)
     else:
-        get_policy(args.policy)   # one line naming the policies and the file form
+        get_policy(policy_name)   # one line naming the policies and the file form
     # the dense calls priced as the calibration prices them (validate.DENSE_CONTROL)
     setting = dataclasses.replace(sparse_layers.run_setting(config), dense_kernel=DENSE_CONTROL)
     geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
@@ -280,19 +247,5 @@ def policy_command(args) -> tuple[dict, str]:
                                  + format_table(tile_rows)])
 
 
-def costmodel_command(args, device=None) -> tuple[dict, str]:
-    """``svgtpu costmodel``: the mode the arguments ask for (``device``: a measured spec for ``--device cpu``)."""
-    if getattr(args, "policy", None):
-        return policy_command(args)
-    if args.validate:
-        return validate_command(compiled_table(args.compiled_tiles))
-    setup = build_setup(args, device)
-    if args.sparse_evidence:
-        return sparse_evidence_command(setup)
-    if args.sweep:
-        return sweep_command(args, setup)
-    return model_command(setup)
-
-
-__all__ = ["resolve_slice", "compiled_table", "build_setup", "kernels_line", "ROLE_KEYS", "fill", "percent", "validate_command", "sparse_evidence_command",
-           "model_command", "sweep_command", "policy_command", "costmodel_command"]
+__all__ = ["resolve_slice", "compiled_table", "kernels_line", "ROLE_KEYS", "fill", "percent", "validate_command", "sparse_evidence_command",
+           "model_command", "sweep_command", "policy_command"]

@@ -43,7 +43,7 @@ import statistics
 from pathlib import Path
 
 from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
-from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE as MEASURED_GPU_TILE, hopper_rates
+from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
@@ -60,8 +60,6 @@ from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
-#: FlashAttention-2's forward tile for head_dim 128: 128 x 128 (block_m x block_n).
-GPU_TILE = 128
 VARIANTS = ("dense", "svg")
 TPU_KERNELS = ("splash", "tokamax", "fixed-m")
 #: The kernels the published GPU runs used, as the model prices them (FlashAttention-2).
@@ -200,7 +198,7 @@ def measured_block_setup(family: str, efficiency: Efficiency) -> Setup | None:
     if rates is None:
         return None
     return Setup(get_model("wan2.1-14b"), get_geometry(CALIBRATION_RESOLUTION), get_device("h200"), chips=1, steps=1,
-                 cfg=False, block_q=MEASURED_GPU_TILE, block_kv=MEASURED_GPU_TILE, efficiency=efficiency,
+                 cfg=False, block_q=GPU_TILE, block_kv=GPU_TILE, efficiency=efficiency,
                  kernel="cudnn", gpu_rates=rates, parts=frozenset())
 
 
@@ -431,8 +429,8 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     rates = gpu_rates(device.family)
     if rates is not None:   # a GPU with measured rates: its kernels' own tile, and a user's dense kernel there
         fields.setdefault("gpu_rates", rates)
-        fields.setdefault("block_q", MEASURED_GPU_TILE)
-        fields.setdefault("block_kv", MEASURED_GPU_TILE)
+        fields.setdefault("block_q", GPU_TILE)
+        fields.setdefault("block_kv", GPU_TILE)
         fields.setdefault("dense_kernel", user_dense_kernel(device))
     return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
 
