@@ -5,7 +5,7 @@ import pytest
 
 from svgtpu.geometry import get_geometry
 from svgtpu.masks import ArrayMask, BandSinkMask, PermutedMask, TileStats, classify
-from svgtpu.masks.c3_search import Setting, after_shares, aligned_stats, band_tile_counts, combine, search
+from svgtpu.masks.c3_search import SearchPoint, after_shares, aligned_stats, band_tile_counts, combine, search
 from svgtpu.facts.claims import rounds_to
 
 
@@ -91,7 +91,7 @@ def test_rounds_to_the_reported_digits():
 
 
 def test_search_finds_a_planted_setting():
-    planted = Setting("3x8x16", window=128, kept=0.0, block_q=64, block_kv=96, sink=True)
+    planted = SearchPoint("3x8x16", window=128, kept=0.0, block_q=64, block_kv=96, sink=True)
     band = band_array(384, 128, 128)
     before = brute_stats(band, 64, 96)
     after = [a for a in after_shares(planted) if (a["align_mode"], a["granularity"], a["align_sink"]) ==

@@ -1,4 +1,5 @@
-"""The command line is the edge: it turns the argparse namespace into values once, and nothing below it reads one.
+"""The command line is the edge: it turns the argparse namespace into values once, and nothing below it reads one;
+a tile's default is the setting's, applied there and at the edges only.
 
 A function outside ``svgtpu/cli/`` that reads attributes off a parameter named as a namespace is named (``args``,
 ``namespace``, ``ns``, ``opts``, ``options``: the names the package gave its namespaces; a parameter named ``args``
@@ -44,3 +45,66 @@ def test_no_function_below_the_command_line_reads_the_namespace():
     readers = {str(path.relative_to(PACKAGE)): found for path in sorted(PACKAGE.rglob("*.py"))
                if path.relative_to(PACKAGE).parts[0] != "cli" and (found := namespace_readers(path.read_text()))}
     assert not readers, f"functions below svgtpu/cli/ reading the argparse namespace: {readers}"
+
+
+TILE_NAMES = {"block_q", "block_kv", "block_kv_compute", "tile", "tiles"}
+#: Where a tile default may be applied: the setting, and the edges (the command line, the explorer).
+EDGES = ("setting.py", "cli/", "explore.py")
+#: Entry points of a kernel or a lesson that take their own small tile, as Splash's BlockSizes does.
+ENTRY_POINTS = {"kernels/mosaic_gpu.py:MosaicConfig.block_q", "kernels/mosaic_gpu.py:MosaicConfig.block_kv",
+                "kernels/row_ranges.py:range_walk_attention(block_q)",
+                "kernels/row_ranges.py:range_walk_attention(block_kv)",
+                "course/lessons_by_hand.py:mha_flash_attention(block_q)",
+                "course/lessons_by_hand.py:mha_flash_attention(block_kv)"}
+#: Records and functions that still apply a tile default of their own: issue 58's "Setting travels" is not done
+#: for them (each should hold a Setting, or take its tile as a required value).  The list only shrinks: an entry
+#: fixed must leave it (the test fails on an entry no longer found), a new default fails.
+NOT_YET = {"attention/svg.py:SVGConfig.block_q", "attention/svg.py:SVGConfig.block_kv",
+           "attention/svg2.py:SVG2Config.block_q", "attention/svg2.py:SVG2Config.block_kv",
+           "bench/gpu.py:Sizes.block_q", "bench/gpu.py:Sizes.block_kv",
+           "bench/methods.py:method_costs(block_q)", "bench/methods.py:method_costs(block_kv)",
+           "compiler/wan_block.py:BlockJob.block_q", "compiler/wan_block.py:BlockJob.block_kv",
+           "costmodel/pipeline.py:Setup.block_q", "costmodel/pipeline.py:Setup.block_kv",
+           "masks/pairs.py:pair_accounting(tiles)"}
+
+
+def _is_default(value: ast.expr) -> bool:
+    """A default that is a tile: a number or a named value (``PRODUCTION.block_q``, ``TILES``); not None, not an
+    empty record field (``{}``, ``''``)."""
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, int) and not isinstance(value.value, bool)
+    return any(isinstance(n, (ast.Name, ast.Attribute)) for n in ast.walk(value))
+
+
+def tile_defaults(source: str, where: str) -> set[str]:
+    """``where:function(parameter)`` or ``where:Record.field`` for each tile-named parameter or dataclass field of
+    ``source`` given a default (:func:`_is_default`)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            found |= {f"{where}:{node.name}({arg.arg})" for arg, d in pairs if arg.arg in TILE_NAMES and _is_default(d)}
+        elif isinstance(node, ast.ClassDef):
+            found |= {f"{where}:{node.name}.{s.target.id}" for s in node.body
+                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id in TILE_NAMES
+                      and s.value is not None and _is_default(s.value)}
+    return found
+
+
+def test_the_tile_default_finder_names_functions_and_records():
+    source = ("def f(x, block_q=PRODUCTION.block_q, *, tiles=TILES, block_kv=None): pass\n"
+              "class R:\n    block_kv: int = 128\n    tile: str = ''\n")
+    assert tile_defaults(source, "m.py") == {"m.py:f(block_q)", "m.py:f(tiles)", "m.py:R.block_kv"}
+
+
+def test_a_tile_default_is_applied_only_in_the_setting_and_at_the_edges():
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if not where.startswith(EDGES):
+            found |= tile_defaults(path.read_text(), where)
+    assert not found - ENTRY_POINTS - NOT_YET, f"tile defaults outside the setting and the edges: {sorted(found - ENTRY_POINTS - NOT_YET)}"
+    assert not (ENTRY_POINTS | NOT_YET) - found, f"fixed (take them off the lists): {sorted((ENTRY_POINTS | NOT_YET) - found)}"

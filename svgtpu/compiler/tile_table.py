@@ -366,7 +366,7 @@ def compile_all(todo: list[Variant], progress: bool, device: str) -> list[dict]:
     return [done[v] for v in todo]
 
 
-def bench_compiled(geometry: str = PRODUCTION.resolution, tiles=TILES, *, device: str = "v6e", sweep: bool = False,
+def bench_compiled(geometry: str, tiles, *, device: str = "v6e", sweep: bool = False,
                    progress: bool = False) -> dict:
     """Every variant of :func:`variants` at each tile size and the :func:`extra_variants` (Splash's
     unmasked body; with ``sweep`` the libraries' ``block_kv_compute`` sweep), compiled for ``device``

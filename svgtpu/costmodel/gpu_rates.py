@@ -60,10 +60,9 @@ class GpuRates:
     def source(self, kernel: str) -> str:
         return next((s for k, _, s in self.rates if k == kernel), "")
 
-    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int = GPU_TILE,
-                     block_kv: int = GPU_TILE) -> float:
-        """One head of ``kernel`` over ``computed_tiles`` tiles of ``block_q x block_kv`` (128 x 128: the GPU
-        kernels' own; another tile is priced by its work at the same rate)."""
+    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int, block_kv: int) -> float:
+        """One head of ``kernel`` over ``computed_tiles`` tiles of ``block_q x block_kv`` (:data:`GPU_TILE` square: the
+        GPU kernels' own; another tile is priced by its work at the same rate)."""
         return computed_tiles * tile_flops(head_dim) * (block_q * block_kv) / GPU_TILE ** 2 / self.rate(kernel)
 
 

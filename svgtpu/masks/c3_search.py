@@ -162,7 +162,7 @@ class UnionMask(Mask):
 
 
 @dataclasses.dataclass(frozen=True)
-class Setting:
+class SearchPoint:
     """One point of the search: a mask, a tile, the heads and how they are counted, the alignment."""
 
     geometry: str
@@ -232,7 +232,7 @@ def combine(stats: dict[str, TileStats], heads: str, temporal_share: float) -> f
     return partial / computed if computed else 0.0
 
 
-def after_shares(setting: Setting) -> list[dict]:
+def after_shares(setting: SearchPoint) -> list[dict]:
     """The after-share of ``setting``'s mask(s) under every alignment mode, granularity and sink choice."""
     masks = setting.masks()
     out = []
@@ -254,7 +254,7 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
     """Every setting's before-share; for those within ``near`` of the target, every after-share.
 
     Returns ``{"target", "searched", "candidates", "rows", "matches", "nearest", "space"}``: ``searched``
-    counts the settings whose before-share was computed, ``candidates`` the rows: a :class:`Setting`
+    counts the settings whose before-share was computed, ``candidates`` the rows: a :class:`SearchPoint`
     as a dict plus ``before``, ``after``, ``match`` and ``error`` (sum of the two absolute errors),
     nearest first; ``matches`` round to both target shares; ``nearest`` are the first ten rows and
     ``nearest_by_heads`` the first three of each head mix (``band``: SVG's own masks, every head on the band).
@@ -274,7 +274,7 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
         band_share = partial / np.maximum(full + partial, 1)
         searched += len(W)
         near_band = np.flatnonzero(np.abs(band_share - target_before) <= near)
-        candidates = [(Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink), float(band_share[i]))
+        candidates = [(SearchPoint(name, int(W[i]), float(kept[i]), bq, bkv, sink), float(band_share[i]))
                       for i in near_band]
         nq, nk = ceil_div(g.L, bq), ceil_div(g.L, bkv)
         if nq * nk <= STRIDED_MAX_TILES:
@@ -287,12 +287,12 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
                     before = combine(stats, heads, p)
                     searched += 1
                     if abs(before - target_before) <= near:
-                        candidates.append((Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink, heads, p), before))
+                        candidates.append((SearchPoint(name, int(W[i]), float(kept[i]), bq, bkv, sink, heads, p), before))
                 if temporal_shares:
                     before = classify(UnionMask(band, g), bq, bkv).stats.partial_share
                     searched += 1
                     if abs(before - target_before) <= near:
-                        candidates.append((Setting(name, int(W[i]), float(kept[i]), bq, bkv, sink, "strided-union"),
+                        candidates.append((SearchPoint(name, int(W[i]), float(kept[i]), bq, bkv, sink, "strided-union"),
                                            before))
         for setting, before in candidates:
             for after in after_shares(setting):
@@ -467,6 +467,6 @@ def format_maxdiffusion_search(result: dict) -> str:
 
 
 __all__ = ["GEOMETRIES", "HEADS", "KEPT_RANGE", "MAXDIFFUSION_DENSITIES", "MAXDIFFUSION_POLICIES", "MAXDIFFUSION_TILES",
-           "Setting", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats", "band_tile_counts", "combine",
+           "SearchPoint", "TARGET", "TILES", "UnionMask", "after_shares", "aligned_stats", "band_tile_counts", "combine",
            "format_maxdiffusion_search", "format_search", "maxdiffusion_search", "maxdiffusion_shares",
            "maxdiffusion_tile_classes", "search", "windows_for"]
