@@ -132,8 +132,8 @@ def test_one_calibration_its_seconds_only_and_validation_rows_never_refitted(tab
         assert r["role"] == "validation" and r["stretch"] == fit["stretch"]   # predicted with the one fit
         assert r["error"] == pytest.approx(r["predicted_speedup"] / r["published_speedup"] - 1)
         # both readings of the dense calls shown, each with the efficiency refitted on the moderate run
-        assert r["hand_count"]["dense_control"] == "fixed-m" and r["dense_control"] == "ours"
-        assert r["hand_count"]["fitted_compute_efficiency"] < eff["fitted"]   # cheaper dense calls: slower matmuls
+        assert r["fixed_m_body"]["dense_control"] == "fixed-m" and r["dense_control"] == "ours"
+        assert r["fixed_m_body"]["fitted_compute_efficiency"] < eff["fitted"]   # cheaper dense calls: slower matmuls
     # denser policies gain less
     assert rows["maxdiffusion-conservative"]["predicted_speedup"] < rows["maxdiffusion-moderate"]["predicted_speedup"] \
         < rows["maxdiffusion-aggressive"]["predicted_speedup"]
@@ -161,6 +161,23 @@ def test_terms_add_up_and_the_gap_is_shared_out(table):
     run = sl.run_seconds(sl.run_setup(setup, setting), setting, pol.get_policy("maxdiffusion-moderate")[0])
     t = run["terms"]
     assert run["seconds"] == pytest.approx(t["other"] + t["host"] + t["dense_calls"] + sum(t["sparse"].values()))
+
+
+def test_the_fixed_m_dense_control_is_priced_from_our_compiled_fixed_body(table):
+    """MaxDiffusion's fixed-M dense calls are priced from the fixture's compiled fixed-maximum row at their own
+    6400 x 2048 tile (no hand-counted share): cheaper than pricing them as our running-maximum body; twice that
+    row's body, nearly twice the call (the per-step code, row finish and pass stay); no fixed row, one line."""
+    setting = sl.RunSetting()
+    setup = sl.run_setup(cm.calibrated_setup("wan2.2-a14b", "720p", "v6e", compiled=table, steps=40), setting)
+    row = table.fixed("v6e", setting.dense_block_q, setting.dense_block_kv, 128)
+    assert row is not None and row.full < row.running_full
+    fixed = sl.dense_call(setup, setting)["kernel"]
+    assert fixed < sl.dense_call(setup, sl.RunSetting(dense_kernel="ours"))["kernel"]
+    doubled = dataclasses.replace(table, fixed_tiles=tuple(dataclasses.replace(t, full=2 * t.full)
+                                                           for t in table.fixed_tiles))
+    assert 1.9 < sl.dense_call(dataclasses.replace(setup, compiled=doubled), setting)["kernel"] / fixed < 2
+    with pytest.raises(BadInput, match="fixed_max row"):
+        sl.dense_call(dataclasses.replace(setup, compiled=dataclasses.replace(table, fixed_tiles=())), setting)
 
 
 def test_the_efficiency_refits_under_another_reading_of_the_evidence(table):

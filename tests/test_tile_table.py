@@ -136,6 +136,9 @@ PROBE_KEYS = {"device": str, "mxus_per_core": int, "mxu_columns": int, "flops_pe
 TILE_KEYS = {"device": str, "kernel": str, "resolution": str, "L": int, "block_q": int, "block_kv": int,
              "head_dim": int, "dtype": str, "roofline_tile": NUMBER, "hbm_bytes_per_step": int, "provenance": str}
 CYCLE_KEYS = ("full", "padding_partial", "mask_partial", "masked", "empty_step", "step_overhead", "init_finish")
+FIXED_KEYS = {"device": str, "kernel": str, "L": int, "block_q": int, "block_kv": int, "block_kv_compute": int,
+              "full": int, "padding_partial": int, "running_full": int, "step_overhead": int, "init_finish": int,
+              "pass_cycles": int, "roofline_tile": NUMBER, "units": dict, "provenance": str}
 
 
 def check_tile_table(table: dict) -> None:
@@ -160,6 +163,15 @@ def check_tile_table(table: dict) -> None:
         assert (tile["masked"] is None) == (tile["kernel"] != "ours" or bool(tile.get("refused"))), tile
         kinds.add((tile["device"], tile["kernel"]))
     assert {(d, k) for d, _ in kinds for k in ("ours", "splash", "tokamax")} == kinds
+    # our fixed-maximum rows (svgtpu.compiler.tile_table.fixed_rows): the fixed bodies beside the running-maximum
+    # ones of the same program; the fixed full body drops work, so it is the shorter one
+    assert table["fixed_max"]
+    for row in table["fixed_max"]:
+        for key, kind in FIXED_KEYS.items():
+            assert isinstance(row[key], kind), (key, row.get(key))
+        assert row["kernel"] == "ours" and row["provenance"] == f"compiled-{row['device']}"
+        assert row["full"] < row["running_full"] and row["padding_partial"] < row["running_padding_partial"]
+        assert row["units"]["full"]["bundles"] == row["full"] and row["units"]["full"]["pushes"] > 0
 
 
 @pytest.mark.system

@@ -11,7 +11,9 @@ schedules and writes one file (provenance ``compiled-v6e`` / ``compiled-v7x``) w
   off and the mask cuts no tile (``masked``: the mask read in the kernel on all of a tile's keys), a grid step that skips its body (``empty_step``), the code
   every grid step runs (``step_overhead``) and a q row's init + finish (``init_finish``); the MXU
   roofline of one tile and the HBM bytes a step moves.  A value is ``null`` where the kernel has no
-  such body, or ``{"refused": reason}`` where the compiler refused it.
+  such body, or ``{"refused": reason}`` where the compiler refused it;
+- ``fixed_max``, per device and tile: our kernel's fixed-maximum bodies (:class:`FixedMaxTile`,
+  :mod:`svgtpu.compiler.fixed_m`), the production tile and the tile of MaxDiffusion's fixed-M dense control.
 
 This module only reads that file (no JAX): :func:`load_compiled` validates it once at the boundary,
 :func:`default_compiled` is the file the model uses when nothing else is given (``None`` when it does
@@ -158,14 +160,46 @@ class CompiledTile:
 
 
 @dataclasses.dataclass(frozen=True)
+class FixedMaxTile:
+    """Our kernel's fixed-maximum bodies at one tile (``KernelConfig.fixed_max``, ``docs/fixed_max.md``): static
+    cycles of its full and partial bodies, the running-maximum full body of the same program, the per-step code,
+    a row's init + finish and the fixed-maximum pass per head (``fixed_max`` rows of the file)."""
+
+    device: str
+    resolution: str
+    L: int
+    block_q: int
+    block_kv: int
+    block_kv_compute: int
+    head_dim: int
+    dtype: str
+    full: float
+    padding_partial: float | None
+    mask_partial: float | None
+    running_full: float | None
+    step_overhead: float
+    init_finish: float
+    pass_cycles: float
+    roofline_tile: float
+    provenance: str
+
+
+@dataclasses.dataclass(frozen=True)
 class CompiledTable:
-    """The whole file: probes by device, tile rows, and what produced them."""
+    """The whole file: probes by device, tile rows, our fixed-maximum rows, and what produced them."""
 
     probes: tuple
     tiles: tuple
     versions: tuple         # (("jax", ...), ("libtpu", ...))
     command: str
     path: str
+    fixed_tiles: tuple = ()
+
+    def fixed(self, device: str, block_q: int, block_kv: int, head_dim: int,
+              dtype: str = "bfloat16") -> FixedMaxTile | None:
+        """Our fixed-maximum row for ``device`` at this tile, ``None`` where the table has none."""
+        return next((t for t in self.fixed_tiles if (t.device, t.block_q, t.block_kv, t.head_dim, t.dtype)
+                     == (device, block_q, block_kv, head_dim, dtype)), None)
 
     def probe(self, device: str) -> Probe | None:
         return next((p for p in self.probes if p.device == device), None)
@@ -217,6 +251,19 @@ def _tile(row: dict) -> CompiledTile:
                         int(row["block_kv"]), int(row["head_dim"]), row["dtype"], provenance=row["provenance"], **fields)
 
 
+def _fixed_tile(row: dict) -> FixedMaxTile | None:
+    """A ``fixed_max`` row (``None`` where its dense program was refused: no full body)."""
+    where = f"compiled fixed-max tile {row.get('device')} {row.get('block_q')}x{row.get('block_kv')}"
+    cycles = {f: _cycles(row.get(f), f"{where}: {f}") for f in (
+        "full", "padding_partial", "mask_partial", "running_full", "step_overhead", "init_finish", "pass_cycles",
+        "roofline_tile")}
+    if None in (cycles["full"], cycles["step_overhead"], cycles["init_finish"], cycles["pass_cycles"]):
+        return None
+    return FixedMaxTile(row["device"], row["resolution"], int(row["L"]), int(row["block_q"]), int(row["block_kv"]),
+                        int(row["block_kv_compute"]), int(row["head_dim"]), row["dtype"], provenance=row["provenance"],
+                        **cycles)
+
+
 def load_compiled(path: str | os.PathLike) -> CompiledTable:
     """The compiled tile table at ``path``, checked by its schema (:mod:`svgtpu.inputs.records`: one line of
     :class:`BadInput` naming the field, the value and what is allowed)."""
@@ -224,7 +271,8 @@ def load_compiled(path: str | os.PathLike) -> CompiledTable:
     path = Path(path)
     data = compiled_tile_table("compiled tile table", path)
     return CompiledTable(tuple(_probe(p) for p in data["probe"]), tuple(_tile(t) for t in data["tiles"]),
-                         (("jax", data.get("jax")), ("libtpu", data.get("libtpu"))), data.get("command", ""), str(path))
+                         (("jax", data.get("jax")), ("libtpu", data.get("libtpu"))), data.get("command", ""), str(path),
+                         tuple(t for t in map(_fixed_tile, data.get("fixed_max") or ()) if t))
 
 
 def compiled_path() -> Path | None:
@@ -258,5 +306,6 @@ def resolve(compiled) -> CompiledTable | None:
     return default_compiled() if isinstance(compiled, str) and compiled == AUTO else compiled
 
 
-__all__ = ["AUTO", "resolve", "COMPILED_TILES_NAME", "KERNELS", "HAS_FAST_PATH", "Probe", "CompiledTile", "CompiledTable", "load_compiled",
+__all__ = ["AUTO", "resolve", "COMPILED_TILES_NAME", "KERNELS", "HAS_FAST_PATH", "Probe", "CompiledTile", "FixedMaxTile",
+           "CompiledTable", "load_compiled",
            "compiled_path", "default_compiled"]

@@ -106,8 +106,8 @@ def _calibration_readings(family: str, compiled) -> tuple[tuple[str, float, floa
     shift = fit_efficiency(family, compiled, policy=dataclasses.replace(
         moderate, split=ExpertSplit(EARLIER_FLOW_SHIFT)))["fitted"]
     return (("efficiency.matmul: dense calls' kernel", central, hand,
-             "the calibration run's fixed-M dense calls at our compiled online-softmax body (central: no hand count) "
-             "or at 3/4 of it (FIXED_M_VALU_SHARE, a hand count), the efficiency refitted on the moderate run"),
+             "the calibration run's fixed-M dense calls at our compiled online-softmax body (central) or at our "
+             "compiled fixed-maximum body (docs/fixed_max.md), the efficiency refitted on the moderate run"),
             ("efficiency.matmul: expert split", central, shift,
              f"flow shift {BASE_WAN_27B['flow_shift']:g} (base_wan_27b.yml on the pull request's base, and Wan's own "
              f"t2v_A14B; central) or {EARLIER_FLOW_SHIFT:g} (base_wan_27b.yml before 2026-07-01): which expert runs "

@@ -7,9 +7,9 @@ call per (step, layer) outside the policy's windows and one sparse call inside t
 argue with (:data:`TERMS`):
 
 - ``dense kernel``: MaxDiffusion's fixed-M splash (``block_q`` 6400, ``block_kv`` 2048): a fixed row maximum
-  instead of the online one, so its body is the compiled online-softmax full body per score times
-  :data:`FIXED_M_VALU_SHARE` (the hand-counted vector ops per score without the running max: subtract, sum,
-  cast of max, subtract, sum, cast; the compiled bodies are vector-bound, not MXU-bound);
+  instead of the online one, priced as our kernel's compiled fixed-maximum full body at that tile
+  (``KernelConfig.fixed_max``, the ``fixed_max`` rows of the compiled tile table: its per-step code, its row init
+  and finish, and the pass that computes the maxima, ``docs/fixed_max.md``);
 - ``sparse kernel``: the kept tiles of the band + anchor mask after tile rounding (``snap``) at the SVG tile
   (3328 x 2816, ``block_kv_compute`` 256), each at the compiled full body per score of our online-softmax
   kernel (the closest compiled kernel: same update, same ``block_kv_compute``), tiles touching the sequence's
@@ -49,9 +49,6 @@ from svgtpu.geometry import ceil_div
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
 from svgtpu.setting import PRODUCTION
 
-#: A fixed-M body's vector work over an online-softmax body's: FLASH's hand count per score is max,
-#: subtract, sum, cast (4); a fixed row maximum drops the max (3).
-FIXED_M_VALU_SHARE = 3 / 4
 #: HBM passes of each of Q, K, V, O per local head for placement and its inverse: a fused gather + select
 #: reads the tensor once and writes it once (MaxDiffusion's ``svg_placement_permute``: transpose, then
 #: ``jnp.where`` over every local head).
@@ -127,6 +124,24 @@ def _row(setup: Setup, kernel: str):
                                setup.model.head_dim, setup.dtype)[0]
 
 
+def fixed_max_row(setup: Setup, block_q: int, block_kv: int):
+    """Our compiled fixed-maximum row at ``block_q x block_kv`` for the setup's device (``CompiledTable.fixed``), or the
+    production tile's priced per score at that tile; one clear line where the table has neither."""
+    import dataclasses as dc
+    compiled, d = setup.compiled, setup.model.head_dim
+    row = compiled.fixed(setup.device.name, block_q, block_kv, d, setup.dtype) if compiled else None
+    if row is None and compiled:
+        near = compiled.fixed(setup.device.name, PRODUCTION.block_q, PRODUCTION.block_kv, d, setup.dtype)
+        if near is not None:
+            scale = block_q * block_kv / (near.block_q * near.block_kv)
+            row = dc.replace(near, block_q=block_q, block_kv=block_kv, full=near.full * scale,
+                             roofline_tile=near.roofline_tile * scale)
+    if row is None:
+        raise BadInput(f"pricing MaxDiffusion's fixed-M dense calls needs the compiled tile table's fixed_max row for "
+                       f"{setup.device.name} (`svgtpu reproduce --only 04 --profile cpu` writes it)")
+    return row
+
+
 def _a2a(setup: Setup, setting: RunSetting, n: int) -> float:
     """Four Ulysses all-to-alls (Q, K, V in, O out) among ``n`` chips of the context group."""
     if n == 1:
@@ -144,10 +159,15 @@ def dense_call(setup: Setup, setting: RunSetting, switches: Switches = Switches(
     ring = setting.context // setting.dense_ulysses
     heads = setup.model.heads // setting.dense_ulysses          # each device: these heads over L / ring queries
     rows, cols = ceil_div(ceil_div(L, ring), bq), ceil_div(L, bkv)
-    row = _row(setup, SPARSE_PROXY)
-    share = FIXED_M_VALU_SHARE if switches.fixed_m and setting.dense_kernel == "fixed-m" else 1.0
-    body = _per_score(setup, SPARSE_PROXY, "full") * bq * bkv * share
-    cycles = rows * cols * (body + row.step_overhead) + rows * (row.init_finish or 0.0)
+    if switches.fixed_m and setting.dense_kernel == "fixed-m":
+        row = fixed_max_row(setup, bq, bkv)
+        # the pass (per head, compiled over row.L tokens) runs on the chip's L / ring queries and keys
+        cycles = rows * cols * (row.full + row.step_overhead) + rows * row.init_finish + \
+            row.pass_cycles * ceil_div(L, ring) / row.L
+    else:
+        row = _row(setup, SPARSE_PROXY)
+        body = _per_score(setup, SPARSE_PROXY, "full") * bq * bkv
+        cycles = rows * cols * (body + row.step_overhead) + rows * (row.init_finish or 0.0)
     kernel = heads * cycles / setup.device.clock_hz / setup.efficiency.attention
     return {"kernel": kernel, "collective": _a2a(setup, setting, setting.dense_ulysses) if switches.collective else 0.0}
 
@@ -285,6 +305,6 @@ def run_setting(config) -> RunSetting:
     return RunSetting(**fields)
 
 
-__all__ = ["FIXED_M_VALU_SHARE", "GAP_ORDER", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "RunSetting",
+__all__ = ["GAP_ORDER", "fixed_max_row", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "RunSetting",
            "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "run_setting", "run_setup",
            "sparse_call", "sparse_tiles", "speedup"]

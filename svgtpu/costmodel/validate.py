@@ -50,11 +50,11 @@ from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, re
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.plausible import STRETCH
-from svgtpu.costmodel.sparse_layers import FIXED_M_VALU_SHARE, SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
+from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
-from svgtpu.recipes import get_recipe
+from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, get_recipe
 from svgtpu.setting import PRODUCTION
 from svgtpu.errors import BadInput
 
@@ -209,10 +209,10 @@ def block_rest_seconds(setup: Setup) -> float:
     return sum(v for k, v in forward_breakdown(setup).items() if k not in per_pass) / setup.model.layers
 
 
-#: How MaxDiffusion's fixed-M dense calls are priced centrally: ``ours``, our compiled online-softmax body, the
-#: reading that rests on no hand count; ``fixed-m`` (that body x ``FIXED_M_VALU_SHARE``, a hand count) is shown
-#: beside it (:func:`maxdiffusion_rows`) and is an end of the interval (:mod:`~svgtpu.costmodel.sensitivity`) until
-#: the compiled fixed-M body prices it (issue 60).
+#: How MaxDiffusion's fixed-M dense calls are priced centrally: ``ours``, our compiled online-softmax body;
+#: ``fixed-m``, our compiled fixed-maximum body at MaxDiffusion's dense tile (``KernelConfig.fixed_max``, the
+#: ``fixed_max`` rows of the compiled tile table), is shown beside it (:func:`maxdiffusion_rows`) and is an end of the
+#: interval (:mod:`~svgtpu.costmodel.sensitivity`).
 DENSE_CONTROL = "ours"
 DENSE_CONTROLS = ("ours", "fixed-m")
 #: The sparse stretch every setup runs at: 1, the sparse tiles as compiled.  Not fitted: the one calibration
@@ -278,8 +278,8 @@ class Unreachable(ValueError):
 def kernel_efficiencies(device: str, head_dim: int = 128, compiled=AUTO) -> list[dict]:
     """Each TPU attention kernel's own efficiency on ``device`` from the compiled schedule, at the production tile
     (:attr:`~svgtpu.costmodel.compiled.CompiledTile.efficiency`): ours, Splash, tokamax as compiled; MaxDiffusion's
-    fixed-M flash as our kernel's full body at its vector share
-    (:data:`~svgtpu.costmodel.sparse_layers.FIXED_M_VALU_SHARE`, the body is vector-bound).  Separate from the
+    fixed-M flash as our kernel's compiled fixed-maximum full body at MaxDiffusion's dense tile (the ``fixed_max``
+    rows of the table: :data:`~svgtpu.recipes.MAXDIFFUSION_FIXED_M_TILE`).  Separate from the
     matmul efficiency, never fitted; ``[]`` without the compiled table."""
     compiled = resolve(compiled)
     if compiled is None:
@@ -289,10 +289,10 @@ def kernel_efficiencies(device: str, head_dim: int = 128, compiled=AUTO) -> list
         found = compiled.tile(device, kernel, PRODUCTION.block_q, PRODUCTION.block_kv, head_dim)
         if found and found[0].efficiency:
             rows.append({"kernel": kernel, "efficiency": found[0].efficiency, "source": found[1]})
-    ours = next((r for r in rows if r["kernel"] == "ours"), None)
-    if ours:
-        rows.append({"kernel": "fixed-m", "efficiency": ours["efficiency"] / FIXED_M_VALU_SHARE,
-                     "source": f"ours' full body x FIXED_M_VALU_SHARE {FIXED_M_VALU_SHARE:g} ({ours['source']})"})
+    fixed = compiled.fixed(device, MAXDIFFUSION_FIXED_M_TILE.block_q, MAXDIFFUSION_FIXED_M_TILE.block_kv, head_dim)
+    if fixed:
+        rows.append({"kernel": "fixed-m", "efficiency": fixed.roofline_tile / fixed.full,
+                     "source": f"ours' fixed-maximum full body at {fixed.block_q}x{fixed.block_kv} ({fixed.provenance})"})
     return rows
 
 
@@ -526,7 +526,7 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _hand_count_efficiency(family: str, compiled: CompiledTable | None) -> Efficiency:
+def _fixed_m_body_efficiency(family: str, compiled: CompiledTable | None) -> Efficiency:
     return fit_efficiency(family, compiled, dense_control="fixed-m")["efficiency"]
 
 
@@ -534,7 +534,7 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
     """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), its
     transformer FLOPs saved as published and as counted here (:func:`~svgtpu.costmodel.policy.flops_saved`), the
     published speedup over its same-node dense control, the modeled one at the central sparse stretch, the same
-    with the dense calls read at the hand count (``hand_count``: ``FIXED_M_VALU_SHARE``, the efficiency refitted
+    with the dense calls read at our compiled fixed-maximum body (``fixed_m_body``, the efficiency refitted
     on the moderate run), and the stretch that run's speedup alone would need (a diagnostic; never a fit)."""
     compiled = resolve(compiled)
     rows = []
@@ -549,7 +549,7 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
             own = fit_sparse_stretch(p.family, compiled, policy=policy, target=p.published_speedup)["stretch"]
         except Unreachable:
             own = None
-        hand_eff = _hand_count_efficiency(p.family, compiled)
+        hand_eff = _fixed_m_body_efficiency(p.family, compiled)
         hand = run_policy(p, hand_eff, compiled, stretch, setting=RunSetting(dense_kernel="fixed-m"))
         rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
                      "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
@@ -559,7 +559,7 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
                      "predicted_svg_s": run["svg_seconds"], "predicted_speedup": run["speedup"],
                      "error": run["speedup"] / p.published_speedup - 1, "stretch": stretch,
                      "dense_control": DENSE_CONTROL,
-                     "hand_count": {"dense_control": "fixed-m", "fitted_compute_efficiency": hand_eff.matmul,
+                     "fixed_m_body": {"dense_control": "fixed-m", "fitted_compute_efficiency": hand_eff.matmul,
                                     "predicted_dense_s": hand["dense_seconds"], "predicted_svg_s": hand["svg_seconds"],
                                     "predicted_speedup": hand["speedup"],
                                     "error": hand["speedup"] / p.published_speedup - 1},
