@@ -33,6 +33,7 @@ PREDICTIONS_DIR = Path("figures", "predictions")
 #: The frozen files and their sha256 (the test compares them; a file is never edited once listed).
 FROZEN: dict[str, str] = {
     "2026-12-04.json": "c0f355a2fcfe162cd3edcd1f495840220858bbeaa9e58933efd8b69628145040",
+    "2026-12-06.json": "4019a8fba50845b8f3c0ac0e6590d35a716977e7d2b639544011d74f121cffda",
 }
 #: The thresholds of ``docs/verdicts.md``: C4 direction (ours without / with the fast path above 1), C2 interval
 #: around the reported share.
