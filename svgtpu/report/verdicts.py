@@ -18,7 +18,8 @@ from svgtpu.facts.tpu_runs import MEASURED_TPU, NOISE_FLOOR
 from svgtpu.report.tables import NOT_YET, format_value, is_table, markdown_table, result_entry, spread, tiles_text
 
 
-VERDICTS = ("reproduced", "consistent", "contradicted", "instruments disagree", "direction only", "not testable here")
+VERDICTS = ("reproduced", "consistent", "inconclusive", "contradicted", "instruments disagree", "direction only",
+            "not testable here")
 #: What a row says when the results file does not hold its evidence yet (not a verdict).
 NOT_YET_VERDICT = "not yet"
 #: What a row says that could not have failed, or whose interval does not hold its run-to-run spread: shown
@@ -27,6 +28,10 @@ CHECK_VERDICT = "check"
 #: An interval discriminates when its width is at most this share of its central value: then a value
 #: inside it is *reproduced*, else only *consistent* with it.
 NARROW = 0.20
+#: An interval that holds the reported value and is more than this share of its central value wide decides nothing:
+#: *inconclusive* (docs/verdicts.md, *too wide*, written 2026-12-06): one end then lies more than one NARROW (20 %,
+#: the error the cost model's validation calls a miss) from the central value.
+TOO_WIDE = 2 * NARROW
 #: The width, in exponent units, of the interval around a deterministic power-law exponent (exact counts,
 #: compiled cycles: no noise) when its entry carries none: chosen before looking, not fitted.
 EXPONENT_TOLERANCE = 0.05
@@ -35,16 +40,23 @@ EFFECT_FACTOR = 0.5
 RULES = ("interval", "lower bound", "direction", "effect")
 
 
+def _inconclusive(low: float, high: float) -> str:
+    """The too-wide verdict, naming the interval's ends (docs/verdicts.md, *too wide*)."""
+    return f"inconclusive: the evidence cannot tell {low:.3g} from {high:.3g}"
+
+
 def judge(rule: str, value, reported=None, interval=None, *, sense: tuple[str, str] = ("higher", "lower"),
           ours: str = "our evidence") -> tuple[str, str]:
     """The verdict of one claim and the reason in numbers (docs/verdicts.md states each rule).
 
     - ``interval``: ``reported`` inside ``interval`` (of ours, central ``value``): *reproduced* if the
-      interval is at most :data:`NARROW` of ``value`` wide, else *consistent*; outside: *contradicted*,
+      interval is at most :data:`NARROW` of ``value`` wide, *consistent* up to :data:`TOO_WIDE`, wider
+      *inconclusive* (naming the interval's ends); outside: *contradicted*,
       with the direction (``"contradicted: our model puts it faster than reported"``: ``ours`` names the
       evidence, ``sense`` the words for above and below the reported value);
     - ``lower bound``: ``reported`` is a floor the write-up claims ("over 16 minutes"): ``interval`` wholly
-      above it *reproduced*, straddling it *consistent*, wholly below *contradicted* (with the direction);
+      above it *reproduced*, straddling it *consistent* (*inconclusive* when wider than :data:`TOO_WIDE` of
+      ``value``), wholly below *contradicted* (with the direction);
     - ``direction``: no number claimed; ``value`` is ours without / with the claimed change at the
       production setting: above 1 *direction only* (the direction holds), else *contradicted*;
     - ``effect``: the claimed numbers belong to an unpublished setting; ``value`` = (before, after) of ours:
@@ -60,6 +72,9 @@ def judge(rule: str, value, reported=None, interval=None, *, sense: tuple[str, s
             word = sense[0] if low > reported else sense[1]
             return (f"contradicted: {ours} puts it {word} than reported",
                     f"the reported {reported:g} lies outside: {words}")
+        if width > TOO_WIDE:
+            return (_inconclusive(low, high), f"the reported {reported:g} lies inside: {words}, more than "
+                                              f"{TOO_WIDE:.0%}: too wide to decide")
         return ("reproduced" if narrow else "consistent"), f"the reported {reported:g} lies inside: {words}"
     if rule == "lower bound":
         low, high = interval
@@ -67,6 +82,10 @@ def judge(rule: str, value, reported=None, interval=None, *, sense: tuple[str, s
         if low > reported:
             return "reproduced", f"over {reported:g} holds across our interval: {words}"
         if high > reported:
+            width = (high - low) / abs(value) if value else float("inf")
+            if width > TOO_WIDE:
+                return (_inconclusive(low, high), f"our interval straddles {reported:g}: {words}, {width:.0%} of it "
+                                                  f"wide (> {TOO_WIDE:.0%}): too wide to decide")
             return "consistent", f"our interval straddles {reported:g}: {words}"
         return (f"contradicted: {ours} puts it {sense[1]} than reported",
                 f"our whole interval lies below {reported:g}: {words}")
@@ -88,6 +107,31 @@ def saved_minutes_floor() -> float:
     means ``dense - dense / S > m``, so ``dense > m S / (S - 1)``.  A floor, not an estimate."""
     s, m = REPORTED["C1", "speedup"], REPORTED["C1", "minutes_saved"]
     return m * s / (s - 1)
+
+
+def dense_floor_sentence(data: dict) -> str:
+    """The write-up's C1 floor on its dense run (:func:`saved_minutes_floor`) set against our modeled dense run, in
+    generated words: which side ours falls and what follows (the ``dense-floor`` block)."""
+    dense, control = result_entry(data, "C1.dense_minutes"), result_entry(data, "C1.tpu_dense_control_error")
+    s, m, floor = REPORTED["C1", "speedup"], REPORTED["C1", "minutes_saved"], saved_minutes_floor()
+    head = (f"By arithmetic alone the write-up's {s:g}x and \"over {m:g} minutes saved\" imply a dense run of at "
+            f"least {floor:.1f} min (`computed`: saving over {m:g} min at {s:g}x needs dense > {m:g} · {s:g} / "
+            f"({s:g} − 1)).")
+    if dense is None:
+        return head + f" Our modeled dense run: {NOT_YET}."
+    d = dense["value"]
+    if d >= floor:
+        return head + (f" Our model's dense run, {d:.1f} min (`{dense['provenance']}`), lies above that floor: the two "
+                       "reported numbers are consistent with our dense time.")
+    words = (f" Our model's dense run, {d:.1f} min (`{dense['provenance']}`), lies below that floor: at our dense time "
+             f"the reported speedup would save {d * (1 - 1 / s):.1f} min, not over {m:g}, so the two reported numbers "
+             "together describe a slower dense run than our model's.")
+    if control is not None:
+        side = "faster" if control["value"] < 0 else "slower"
+        words += (f" Our model also predicts MaxDiffusion's measured dense v6e-8 control {side} than measured "
+                  f"({100 * control['value']:+.1f} % in time, `{control['provenance']}`).")
+    return head + words + (" The floor checks the write-up's two numbers against our dense time; it is not "
+                           "evidence about the speedup, which the verdict rows judge.")
 
 
 def _ours(entry: dict) -> str:
@@ -397,7 +441,7 @@ def record_verdict_history(repo: str | os.PathLike = REPO_ROOT,
     return history.write(history.collect(repo, rows, format_value), path or history.HISTORY)
 
 
-__all__ = ["VERDICTS", "NOT_YET_VERDICT", "CHECK_VERDICT", "NARROW", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES",
+__all__ = ["dense_floor_sentence", "VERDICTS", "NOT_YET_VERDICT", "CHECK_VERDICT", "NARROW", "TOO_WIDE", "EXPONENT_TOLERANCE", "EFFECT_FACTOR", "RULES",
            "judge", "saved_minutes_floor", "NOTES", "VerdictRow", "agreement", "judge_row", "waiting", "VERDICT_ROWS",
            "verdicts", "with_measured_runs", "verdict_table", "verdict_brief", "verdict_summary",
            "record_verdict_history"]
