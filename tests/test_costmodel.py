@@ -480,13 +480,20 @@ def test_cli_json_contract(capsys):
     sweep = json.loads(capsys.readouterr().out)
     assert [r["resolution"] for r in sweep["sweep"]] == list(cm.PRESETS)
     assert sweep["provenance"] == "modeled-v5e"
-    # absolute times: a TPU's dense reference is Splash (what a user runs) unless asked, and the output says so;
-    # the verdicts' setups (calibrated_setup) keep one kernel family on both sides
-    assert (out["dense_kernel"], out["kernel"]) == ("splash", "ours") and "dense splash" in out["kernels"]
-    assert (sweep["dense_kernel"], sweep["kernel"]) == ("splash", "ours")
+    # the claim first: one kernel family on both sides (as the verdicts' setups, calibrated_setup); a TPU user's
+    # dense kernel (Splash) is the check beside it, labelled; a sweep keeps the claim's unless --dense-kernel is given
+    assert (out["dense_kernel"], out["kernel"]) == ("ours", "ours") and "dense ours" in out["kernels"]
+    assert (out["check"]["dense_kernel"], out["check"]["kernel"]) == ("splash", "ours")
+    assert out["check"]["svg_seconds"] == pytest.approx(out["svg_seconds"])
+    speedup = next(r for r in out["claim_values"] if r["quantity"] == "speedup")
+    assert speedup["claim"]["value"] == out["speedup"] and speedup["check"]["value"] == out["check"]["speedup"]
+    assert (sweep["dense_kernel"], sweep["kernel"]) == ("ours", "ours")
+    assert main(["costmodel", "--resolution", "720p", "--dense-kernel", "tokamax", "--json"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["dense_kernel"] == "ours" and other["check"]["dense_kernel"] == "tokamax"
     assert main(["costmodel", "--resolution", "720p", "--dense-kernel", "ours", "--json"]) == 0
     ours = json.loads(capsys.readouterr().out)
-    assert ours["dense_kernel"] == "ours" and ours["svg_seconds"] == pytest.approx(out["svg_seconds"])
+    assert ours["dense_kernel"] == "ours" and ours["check"] is None and ours["speedup"] == out["speedup"]
     assert wan_setup().dense_kernel is None
 
 

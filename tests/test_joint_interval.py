@@ -41,10 +41,11 @@ def test_the_interval_is_two_sided_and_built_from_its_parts(setup):
 
 
 def test_c1_rows_name_their_kernels(setup):
-    rows = {r["row"]: r for r in cm.c1_rows(setup)}
-    assert (rows["splash_both"]["dense_kernel"], rows["splash_both"]["svg_kernel"]) == ("splash", "splash")
-    assert (rows["ours_both"]["dense_kernel"], rows["ours_both"]["svg_kernel"]) == ("ours", "ours")
-    assert (rows["user_dense"]["dense_kernel"], rows["user_dense"]["svg_kernel"]) == ("splash", "ours")
-    assert rows["ours_both"]["speedup"] == pytest.approx(cm.model_video(setup)["speedup"])
-    for r in rows.values():
-        assert r["speedup_min"] < r["speedup"] < r["speedup_max"]
+    rows = cm.claim_rows(setup)
+    splash, ours, user = (rows[f"C1.{k}"] for k in ("speedup_splash_both", "speedup", "speedup_user_dense"))
+    assert (splash["dense_kernel"], splash["svg_kernel"]) == ("splash", "splash")
+    assert (ours["dense_kernel"], ours["svg_kernel"]) == ("ours", "ours")
+    assert (user["dense_kernel"], user["svg_kernel"]) == ("splash", "ours") and user["role"] == "check"
+    assert ours["value"] == pytest.approx(cm.model_video(setup)["speedup"])
+    for r in (splash, ours, user):
+        assert r["interval"][0] < r["value"] < r["interval"][1]

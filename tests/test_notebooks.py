@@ -32,8 +32,10 @@ EXPECTED = {
     "01b_block_sparse_by_hand": {"figures": ["by_hand_unit_sweep"], "claims": {}},
     "02_kernel_walkthrough": {"figures": ["walkthrough_traversal", "walkthrough_branch_ops"], "claims": {}},
     "05_quadratic_scaling": {
-        "figures": ["c5_cost_vs_resolution", "c2_attention_share", "c2_compiled_roles", "c5_compiled_scaling"],
-        "claims": {"C2": ["attention_share_1440p", "attention_share_720p", "toy_attention_share",
+        "figures": ["c5_cost_vs_resolution", "c2_attention_share", "c2_toy_attention_share", "c2_compiled_roles",
+                    "c5_compiled_scaling"],
+        "claims": {"C2": ["attention_share_1440p", "attention_share_1440p_user_dense", "attention_share_720p",
+                          "toy_attention_share",
                           "attention_share_sweep", "compiled_role_shares", "compiled_matmul_mxu_share"],
                    "C5": ["attention_exponent", "other_exponent", "flops_exponent", "compiled_cycles_exponent",
                           "toy_attention_exponent", "toy_attention_exponent_interval"]},

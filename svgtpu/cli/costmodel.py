@@ -37,8 +37,9 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave a term out of the video's time (repeatable)")
     p.add_argument("--kernel", choices=ATTENTION_KERNELS, default="ours",
                    help="attention kernel of dense and SVG layers (flash: a GPU's FlashAttention)")
-    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the dense reference's kernel (default: what a user runs on the device: "
-                   "splash on a TPU, cudnn on a GPU with measured rates; elsewhere --kernel)")
+    p.add_argument("--dense-kernel", choices=ATTENTION_KERNELS, help="the check's dense kernel, shown beside the claim "
+                   "(--kernel for dense and SVG layers); default: what a user runs on the device: splash on a TPU, "
+                   "cudnn on a GPU with measured rates; a sweep uses it only when given")
     p.add_argument("--compiled-tiles", help="the compiled tile table pricing TPU attention (default "
                    "figures/compiled_tiles.json when it exists; none: priors)")
     p.add_argument("--sweep", choices=("resolution", "chips"),
@@ -158,7 +159,8 @@ def costmodel_command(args, device=None) -> tuple[dict, str]:
     if args.sparse_evidence:
         return sparse_evidence_command(setup)
     if args.sweep:
-        return sweep_command(args.sweep, args.resolution, setup)
+        from svgtpu.costmodel.claim_values import side_setups   # one kernel on both sides unless --dense-kernel
+        return sweep_command(args.sweep, args.resolution, setup if args.dense_kernel else side_setups(setup)["claim"])
     return model_command(setup)
 
 

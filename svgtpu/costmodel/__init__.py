@@ -26,6 +26,8 @@ priced where it can be from what the real TPU compiler scheduled.  Its parts, on
   :mod:`~svgtpu.costmodel.fits`: every fitted constant with the rows it reads;
 - :mod:`~svgtpu.costmodel.against_tpu`: blind vs calibrated against MaxDiffusion's measured runs, the gap;
 - :mod:`~svgtpu.costmodel.sensitivity`: the unknown constants' ranges, tornado and interval, refitted;
+- :mod:`~svgtpu.costmodel.claim_values`: each claim's central value and interval, the check beside it (one
+  function every output reads);
 - :mod:`~svgtpu.costmodel.scenarios`: recipe and kernel choices as rows;
 - :mod:`~svgtpu.costmodel.command`: ``svgtpu costmodel``.
 
@@ -63,11 +65,12 @@ from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_
                                       sparse_efficiency_evidence, validate, MISS)
 from svgtpu.costmodel.against_tpu import against_tpu, blind_prediction
 from svgtpu.costmodel.against_gpu import against_h200
-from svgtpu.costmodel.joint import C1_ROWS, c1_rows, joint_interval
+from svgtpu.costmodel.joint import joint_interval
+from svgtpu.costmodel.claim_values import claim_rows, claim_values, production_setup
 from svgtpu.costmodel.gpu_rates import GpuRates, hopper_rates
 from svgtpu.costmodel.scenarios import scenario_setups, scenario_table
 
-__all__ = ["C1_ROWS", "c1_rows", "joint_interval", "MISS", "against_h200", "GpuRates", "hopper_rates", 
+__all__ = ["claim_rows", "claim_values", "production_setup", "joint_interval", "MISS", "against_h200", "GpuRates", "hopper_rates", 
     "DeviceSpec", "DEVICES", "get_device", "tpu_spec", "with_probe", "parse_slice", "SLICE_COUNTS", "FAMILIES",
     "GPU_FAMILIES", "VREG_ELEMENTS", "VALU_SLOTS", "EUP_CYCLES_PER_VREG", "GRID_STEP_SECONDS",
     "AUTO", "CompiledTable", "CompiledTile", "Probe", "compiled_path", "default_compiled", "load_compiled",

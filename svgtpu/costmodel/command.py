@@ -128,15 +128,47 @@ def kernels_line(setup: cm.Setup) -> str:
             f"({setup.attention_pricing()})")
 
 
+def claims_table(sides: dict) -> tuple[list[dict], str]:
+    """The claim's value and interval of each :data:`~svgtpu.costmodel.claim_values.QUANTITIES` with the check's
+    beside it (:func:`~svgtpu.costmodel.claim_values.claim_values`), as JSON rows and a table with its legend."""
+    from svgtpu.costmodel.claim_values import QUANTITIES, SIDES, side_words
+    rows, shown = [], []
+    for q, what, claim, unit in QUANTITIES:
+        row = {"quantity": q, "what": what, "claim": claim, "unit": unit}
+        cells = {"quantity": f"{claim} {what}" if claim == "C2" or q == "speedup" else what}
+        for side, values in sides.items():
+            v = values["values"][q]
+            row[side] = {"value": v["value"], "interval": v["interval"]}
+            scale = 100 if unit == "fraction" else 1
+            cells[side] = f"{scale * v['value']:.4g}"
+            cells[f"{side} interval"] = " .. ".join(f"{scale * b:.4g}" for b in v["interval"])
+        rows.append(row)
+        shown.append(cells)
+    legend = [f"{SIDES[side]} ({side_words(values)})" for side, values in sides.items()]
+    legend.append("shares in percent, minutes per video; the speedup's interval is the joint one "
+                  "(svgtpu.costmodel.joint_interval), the others the tornado's (below)")
+    return rows, format_table(shown) + "\n" + "\n".join(map(fill, legend))
+
+
 def model_command(setup: cm.Setup) -> tuple[dict, str]:
-    """One setup: the result, its interval and tornado, and the scenario table."""
-    result = cm.model_video(setup)
+    """One setup: the claim's row first (one kernel for dense and SVG layers) with the user's-kernel check beside
+    it (:mod:`svgtpu.costmodel.claim_values`), then the claim's split, chain, tornado and scenario table."""
+    from svgtpu.costmodel.claim_values import QUANTITIES, claim_values
+    sides = claim_values(setup)
+    claim = sides["claim"]
+    setup, result, band = claim["setup"], claim["result"], claim["band"]
     result["kernels"] = kernels_line(setup)
-    result["sensitivity"] = band = cm.sensitivity(setup, central_result=result)
+    result["sensitivity"] = band
+    claim_rows, claim_text = claims_table(sides)
+    result["claim_values"] = claim_rows
+    result["check"] = ({k: sides["check"]["result"][k] for k in ("dense_kernel", "kernel", "speedup", "attention_share",
+                                                                 "dense_seconds", "svg_seconds", "saved_seconds")}
+                       | {"kernels": kernels_line(sides["check"]["setup"])}) if "check" in sides else None
     published = cm.published_svg_efficiency(setup.compiled)["range"]
     result["scenarios"] = cm.scenario_table(setup, published, central=(result, band))
+    shown = {q for q, *_ in QUANTITIES}   # each claim's number once: in the claims table above
     rows = [{"quantity": k, "modeled": result[k], "interval_min": band[k]["min"], "interval_max": band[k]["max"]}
-            for k in cm.SENSITIVITY_QUANTITIES]
+            for k in cm.SENSITIVITY_QUANTITIES if k not in shown]
     rows += [{"quantity": f"split: {k}", "modeled": result["contributions"][k],
               "interval_min": band[f"split_{k}"]["min"], "interval_max": band[f"split_{k}"]["max"]}
              for k in cm.SENSITIVITY_SPLIT]
@@ -156,7 +188,8 @@ def model_command(setup: cm.Setup) -> tuple[dict, str]:
     unreachable = ("\n" + fill(f"(ends no efficiency reaches: {', '.join(band['unreachable'])}; cut to the last "
                                f"possible value: {', '.join(f'{k} -> {v:.3g}' for k, v in band['cut'].items()) or 'none'})")
                    if band["unreachable"] else "")
-    table = "\n\n".join([head, format_table(rows), format_table(chain),
+    table = "\n\n".join([head, claim_text, "the claim's side, more quantities with the tornado's interval:\n"
+                         + format_table(rows), format_table(chain),
                          "speedup tornado (calibration refitted at each end):\n" + format_table(tornado) + unreachable,
                          "scenarios (recipe and kernel choices):\n" + format_table(scenarios, fit=True)])
     return result, table
@@ -248,4 +281,4 @@ def policy_command(policy_name: str, compiled) -> tuple[dict, str]:
 
 
 __all__ = ["resolve_slice", "compiled_table", "kernels_line", "ROLE_KEYS", "fill", "percent", "validate_command", "sparse_evidence_command",
-           "model_command", "sweep_command", "policy_command"]
+           "claims_table", "model_command", "sweep_command", "policy_command"]

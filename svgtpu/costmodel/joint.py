@@ -1,4 +1,4 @@
-"""C1's interval from a joint treatment of its unknowns, and C1's rows by kernel family.
+"""C1's interval from a joint treatment of its unknowns (C1's rows by kernel family: :mod:`~svgtpu.costmodel.claim_values`).
 
 - **the constants** (:data:`~svgtpu.costmodel.sensitivity.KNOBS` and, for a TPU setup priced term by term, the
   sparse-layer knobs of :func:`~svgtpu.costmodel.sensitivity.sparse_knobs`: the sparse stretch over its plausible
@@ -16,7 +16,6 @@ the other quantities keep the tornado's interval.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -57,25 +56,4 @@ def joint_interval(setup: Setup, central_result: dict | None = None) -> dict:
     return out
 
 
-#: C1's rows: the write-up's kernel family on both sides, ours on both, and a user's dense kernel beside them.
-C1_ROWS = (("splash_both", "JAX's Splash for dense and SVG layers (the write-up's kernel family)",
-            {"kernel": "splash", "dense_kernel": None}),
-           ("ours_both", "our kernel for dense and SVG layers", {"kernel": "ours", "dense_kernel": None}),
-           ("user_dense", "a user's dense kernel beside them: Splash dense (its padded 1440p tail included), SVG "
-                          "through ours", {"kernel": "ours", "dense_kernel": "splash"}))
-
-
-def c1_rows(setup: Setup) -> list[dict]:
-    """C1 per :data:`C1_ROWS`: each row's kernels, central speedup and joint interval (:func:`joint_interval`)."""
-    out = []
-    for name, what, fields in C1_ROWS:
-        s = dataclasses.replace(setup, **fields)
-        result = model_video(s)
-        interval = joint_interval(s, result)
-        out.append({"row": name, "kernels": what, "dense_kernel": s.dense_kernel or s.kernel, "svg_kernel": s.kernel,
-                    "speedup": result["speedup"], "speedup_min": interval["min"], "speedup_max": interval["max"],
-                    "saved_minutes": result["saved_minutes"], "interval": interval})
-    return out
-
-
-__all__ = ["h200_evidence", "joint_interval", "C1_ROWS", "c1_rows"]
+__all__ = ["h200_evidence", "joint_interval"]

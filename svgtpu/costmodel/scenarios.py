@@ -3,8 +3,9 @@
 What a run *chooses* is not uncertainty: SVG's dense warm-up steps and kept fraction (each cited recipe
 of :mod:`svgtpu.recipes`), the attention kernel (ours, tokamax's splash, JAX's Splash; and MaxDiffusion's
 dense Splash against SVG with ours), and whose sparse layers (ours as modeled, or as efficient as SVG's
-published GPU runs imply).  Each is a row here, with the interval of the genuinely unknown constants
-around it (:func:`svgtpu.costmodel.sensitivity.sensitivity`, the calibration refitted at each end).
+published GPU runs imply).  Each is a row here, with the speedup's joint interval around it
+(:func:`svgtpu.costmodel.joint.joint_interval`, the one every C1 speedup row carries: the genuinely unknown
+constants with the calibration refitted at each end, and the sparse stretch as one parameter).
 The central row is the setup itself: the default recipe, our kernel for dense and sparse layers, the
 sparse layers priced from MaxDiffusion's measured TPU runs (the calibrated sparse stretch); beside it the
 sparse layers as compiled (stretch 1, the static schedule) and, a GPU scenario, as efficient as SVG's
@@ -17,7 +18,7 @@ import dataclasses
 
 from svgtpu.costmodel.compiled import KERNELS
 from svgtpu.costmodel.pipeline import Setup, model_video, recipe_fields
-from svgtpu.costmodel.sensitivity import sensitivity
+from svgtpu.costmodel.joint import joint_interval
 from svgtpu.recipes import RECIPES
 
 KERNEL_NAMES = {"ours": "ours", "tokamax": "tokamax's splash", "splash": "JAX's Splash"}
@@ -63,15 +64,15 @@ def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | Non
 def scenario_table(setup: Setup, published_svg_range: tuple[float, float] | None = None, *,
                    intervals: bool = True, central: tuple[dict, dict] | None = None) -> list[dict]:
     """One row per scenario (:func:`scenario_setups`): speedup and its interval, minutes, kept pairs, the
-    dense steps, the kernels and how attention was priced.  ``central``: ``(model_video(setup),
-    sensitivity(setup))`` when the caller has them (the central row is then not computed again)."""
+    dense steps, the kernels and how attention was priced.  ``central``: ``(model_video(setup), interval)`` when the
+    caller has them, ``interval["speedup"]`` the joint one (the central row is then not computed again)."""
     rows = []
     for group, name, s in scenario_setups(setup, published_svg_range):
         if group == "central" and central is not None:
             result, band = central[0], central[1]["speedup"]
         else:
             result = model_video(s)
-            band = sensitivity(s, central_result=result)["speedup"] if intervals else {"min": None, "max": None}
+            band = joint_interval(s, result) if intervals else {"min": None, "max": None}
         if not intervals:
             band = {"min": None, "max": None}
         rows.append({"group": group, "scenario": name, "speedup": result["speedup"], "speedup_min": band["min"],

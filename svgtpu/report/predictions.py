@@ -239,12 +239,20 @@ def check_freezable(data: dict) -> dict:
 
 
 def claims_now(results_path: str | Path | None = None) -> dict:
-    """The claims' verdict values as the results file holds them now (value, interval, provenance)."""
+    """The claims' verdict values as the results file holds them now (value, interval, provenance): C1's and C2's
+    the claim rows of :mod:`svgtpu.costmodel.claim_values` (the one definition every output reads), C4's and C5's
+    their verdict rows' evidence."""
+    from svgtpu.costmodel.claim_values import ROWS
     from svgtpu.facts.results import load_results
+    from svgtpu.setting import PRODUCTION
     path = Path(results_path) if results_path else REPO_ROOT / "figures" / "results.json"
     claims = load_results(path)["claims"]
-    keys = {"C1": "speedup", "C2": "attention_share_1440p", "C4": "compiled_fast_path_speedup_svg",
-            "C5": "compiled_cycles_exponent"}
+    keys = {}
+    for key, _side, _quantity, kernel, role, _label in ROWS:   # each claim's first row: its central value
+        claim, name = key.format(resolution=PRODUCTION.resolution).split(".", 1)
+        if role == "claim" and kernel is None:
+            keys.setdefault(claim, name)
+    keys |= {"C4": "compiled_fast_path_speedup_svg", "C5": "compiled_cycles_exponent"}
     out = {}
     for claim, key in keys.items():
         e = claims.get(claim, {}).get(key)

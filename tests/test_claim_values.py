@@ -1,0 +1,62 @@
+"""One number per claim: ``svgtpu costmodel`` (default and ``--json``) gives C1's and C2's central values and
+intervals equal to ``figures/results.json``'s and to the headline figure's data; the check rows keep their labels
+and equal the results file's check rows."""
+
+import json
+
+import pytest
+
+from svgtpu.cli import main
+from svgtpu.costmodel.claim_values import ROWS, SIDES
+from svgtpu.facts.results import load_results
+from svgtpu.report.paper import COMMITTED_RESULTS
+from svgtpu.setting import PRODUCTION
+
+
+def _entry(results: dict, key: str) -> dict:
+    claim, name = key.split(".", 1)
+    return results["claims"][claim][name]
+
+
+@pytest.fixture(scope="module")
+def results():
+    return load_results(COMMITTED_RESULTS)
+
+
+def test_costmodel_gives_the_results_files_claims_and_checks(results, capsys, monkeypatch):
+    # the committed compiled tile table, as a user's checkout has it (the suite runs on priors: tests/conftest.py)
+    monkeypatch.setenv("SVGTPU_COMPILED_TILES", str(COMMITTED_RESULTS.with_name("compiled_tiles.json")))
+    assert main(["costmodel", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_quantity = {r["quantity"]: r for r in out["claim_values"]}
+    compared = 0
+    for key, side, quantity, kernel, role, _ in ROWS:
+        if kernel is not None:      # the Splash-both row is not the default output's (its kernel differs)
+            continue
+        entry = _entry(results, key.format(resolution=PRODUCTION.resolution))
+        shown = by_quantity[quantity][side]
+        assert shown["value"] == pytest.approx(entry["value"], rel=1e-9), key
+        assert shown["interval"] == pytest.approx(entry["band"], rel=1e-9), key
+        if role == "check":
+            assert entry.get("role") == "check", key
+        compared += 1
+    assert compared == 7
+    # the top-level result is the claim's (one kernel on both sides), the check beside it names its kernels
+    assert out["speedup"] == by_quantity["speedup"]["claim"]["value"]
+    assert (out["dense_kernel"], out["check"]["dense_kernel"]) == ("ours", "splash")
+    # the headline figure's data: its last bar is the claim, with the claim's interval
+    last = _entry(results, "C1.chain")["value"][-1]
+    c1 = _entry(results, "C1.speedup")
+    assert last["speedup_vs_dense"] == pytest.approx(c1["value"], rel=1e-12)
+    assert [last["interval_min"], last["interval_max"]] == pytest.approx(c1["band"], rel=1e-12)
+    # the table: the claim's row first, the check beside it and labelled as the check
+    assert main(["costmodel"]) == 0
+    table = capsys.readouterr().out
+    header = next(line for line in table.splitlines() if "claim interval" in line)
+    assert header.split() == ["quantity", "claim", "claim", "interval", "check", "check", "interval"]
+    speedup = next(line for line in table.splitlines() if "C1 end-to-end speedup" in line)
+    low, high = c1["band"]
+    user = _entry(results, "C1.speedup_user_dense")
+    assert speedup.split()[-8:] == [f"{c1['value']:.4g}", f"{low:.4g}", "..", f"{high:.4g}", f"{user['value']:.4g}",
+                                    f"{user['band'][0]:.4g}", "..", f"{user['band'][1]:.4g}"]
+    assert table.index(SIDES["claim"][:20]) < table.index("check: a user's dense kernel")
