@@ -94,7 +94,9 @@ CLAIM_ROWS = [
     ClaimRow("Q", "psnr_unaligned", "PSNR of SVG vs dense video, toy DiT (equal kept pairs with the balanced row, "
              "not with the snap row)"),
     ClaimRow("Q", "psnr_gap_aligned_equal_pairs", "PSNR of unaligned minus balanced-aligned SVG, toy DiT: aligned vs "
-             "unaligned at equal kept pairs"),
+             "unaligned at equal kept pairs, one seed (the next row: the mean over seeds)"),
+    ClaimRow("Q", "psnr_gap_equal_pairs_seeds", "the same gap, mean over seeds with a t-interval over seeds (the "
+             "paper's number)"),
 ]
 
 
@@ -247,8 +249,11 @@ def gpu_table(figures: Path) -> str:
     parts = []
     for r in runs:
         data = load_results(figures / "gpu-runs" / r["file"])
-        parts.append(f"*`{r['file']}`: `svgtpu bench gpu` at commit {r['commit']} on {r['device']}, "
-                     f"`{r['provenance']}`*")
+        labels = sorted({e.get("provenance", "") for entries in data["claims"].values() for e in entries.values()})
+        others = [p for p in labels if p != r["provenance"]]
+        parts.append(f"*`{r['file']}`: `svgtpu bench gpu` at commit {r['commit']} on {r['device']}: timings "
+                     f"`{r['provenance']}`" + (f"; the model's predictions beside them " + ", ".join(f"`{p}`" for p in others)
+                                               + " (not GPU runs: each row's label says which)" if others else "") + "*")
         parts += [f"**{claim}**\n\n" + claim_details(data, claim) for claim in sorted(data["claims"])]
     return "\n\n".join(parts)
 
@@ -304,6 +309,18 @@ def against_tpu_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NOT_YET", "ClaimRow", "CLAIM_ROWS", "PATTERN_ROWS", "format_value", "markdown_table", "missing",
+def presets_table() -> str:
+    """The Wan presets' pixels, token grid, frame size ``F`` and token count ``L`` (computed from
+    :data:`svgtpu.geometry.PRESETS`, Wan's VAE strides and patch)."""
+    from svgtpu.geometry import PRESETS, WAN_PATCH, WAN_VAE_STRIDE
+    rows = []
+    for name, g in PRESETS.items():
+        height, width = (n * s * p for n, s, p in zip((g.H, g.W), WAN_VAE_STRIDE[1:], WAN_PATCH[1:]))
+        rows.append({"preset": name, "pixels": f"{width}×{height}", "grid T×H×W": f"{g.T}×{g.H}×{g.W}",
+                     "F = H·W": g.F, "L": g.L})
+    return markdown_table(rows) + "\n\n(`computed`: `svgtpu.geometry.PRESETS`)"
+
+
+__all__ = ["presets_table", "NOT_YET", "ClaimRow", "CLAIM_ROWS", "PATTERN_ROWS", "format_value", "markdown_table", "missing",
            "value_range", "spread", "tiles_text", "is_table", "result_entry", "claims_table", "claim_details", "figure_block",
            "environment_table", "gpu_table", "compiled_table", "entries_table", "against_tpu_table"]
