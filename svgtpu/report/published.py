@@ -27,9 +27,10 @@ PUBLISHED = {
                                                                                       128),
     "Sparse VideoGen (Xi et al., ICML 2025, arXiv 2502.01776): Wan kept fraction, profiled rows, "
     "warm-up steps and layers in %, band quantum": (2025, 2502.01776, 0.3, 64, 20, 3, 128),
-    "MaxDiffusion's SVG (AI-Hypercomputer/maxdiffusion pull request 480, docs/svg.md): Wan 2.2, policy keys, "
+    "MaxDiffusion's SVG (AI-Hypercomputer/maxdiffusion pull request 480, docs/svg.md; its fixed-M splash, pull "
+    "request 452): policy keys, "
     "tiles, measured v6e-8 times, FLOPs saved; Wan 2.2 configs' flow shifts and expert boundary":
-        (480, 0.5, 0.2, 11, 40, 1, 64, 10000, 6400, 2048, 3328, 2816, 256, 153.37, 153.46, 153.50, 127.94,
+        (480, 452, 0.5, 0.2, 11, 40, 1, 64, 10000, 6400, 2048, 3328, 2816, 256, 153.37, 153.46, 153.50, 127.94,
          136.11, 119.86, 27.2, 32.2, 37.3, 5.0, 12.0, 0.875, 720, 1280, 81),
     "Python minimum version (jax 0.10.2's Requires-Python)": (3.11,),
     "counting words: small integers and 100 %": tuple(range(11)) + (100,),
