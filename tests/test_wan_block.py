@@ -110,6 +110,7 @@ NOT_IN_A_BLOCK = {
     "svgtpu.toy.dit": "the toy DiT's step programs", "svgtpu.toy.sampler": "the toy DiT's step programs",
     "svgtpu.toy.train": "the toy DiT's step programs",
     "svgtpu.facts.paths": "where records lie, not what they hold", "svgtpu.facts.tables": "the commands' tables",
+    "svgtpu.inputs.records": "checks a record file as it is read, not what a block is built from",
 }
 
 

@@ -27,7 +27,7 @@ QUICK_START = (
     ("svgtpu info", "the backend, devices and versions this install runs on"),
     ("svgtpu recipes", "SVG's published Wan recipes and tile settings, each with its source"),
     ("svgtpu tiles", "C3: full, partial and empty tiles of the SVG mask at the production setting"),
-    ("svgtpu costmodel", "C1, C2: each claim's value and interval (one kernel both sides), the check beside it"),
+    ("svgtpu costmodel", "C1, C2: each claim's value and interval, the user's-kernel check beside it"),
     ("svgtpu explore", "one setting's tiles, kernel budget and modeled attention, as the explorer shows"),
 )
 #: The README's two commands.

@@ -27,8 +27,8 @@ RECORDS_DIR = Path("figures", "preflight")
 #: the program list and its construction, the kernels, masks, attention and model code they trace, Splash's
 #: wrapper and the compile call; not svgtpu.report (how a program is compiled for its slice, how the record is
 #: written), nor the run's timing loop.
-PROGRAM_SOURCES = ("bench/tpu.py", "kernels", "masks", "attention", "model", "baselines", "geometry.py", "setting.py",
-                   "recipes.py", "warmup.py", "tpu_env.py", "facts/kernels.py", "compiler/compile.py",
+PROGRAM_SOURCES = ("bench/tpu.py", "kernels", "masks", "attention", "model", "models.py", "baselines", "geometry.py",
+                   "setting.py", "recipes.py", "warmup.py", "tpu_env.py", "facts/kernels.py", "compiler/compile.py",
                    "compiler/variants.py", "compiler/tile_table.py", "compiler/tune.py", "compiler/estimate.py",
                    "compiler/wan_block.py")
 
