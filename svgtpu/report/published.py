@@ -19,7 +19,7 @@ from svgtpu.report.blocks import BLOCK, VALUE
 #: derived from the presets, and our rounded tile, are ours: generated).
 PUBLISHED = {
     "Wan 2.1 model configs (Wan-Video/Wan2.1): 14B and 1.3B layers, width, heads, head dim, FFN, "
-    "text length; 81 frames, 50 sampling steps": (14, 1.3, 40, 5120, 128, 13824, 512, 30, 1536, 12, 8960,
+    "text length; 81 frames, 50 sampling steps": (14, 40, 5120, 128, 13824, 512, 30, 1536, 12, 8960,
                                                  81, 50),
     "TPU v6e (cloud.google.com/tpu/docs/v6e): bf16 TFLOP/s, HBM GB/s and GB, ICI GB/s, v6e-8 chips, MXU "
     "side": (918, 1638, 32, 800, 8, 256),
@@ -36,7 +36,7 @@ PUBLISHED = {
     "counting words: small integers and 100 %": tuple(range(11)) + (100,),
 }
 
-#: Names that hold a number (a model's version): stripped before numbers are read, so the number is not allowed alone.
+#: Names that hold a number (a model's version; its size, "1.3B", is never read as a number): stripped before numbers are read, so the number is not allowed alone.
 NAMES = re.compile(r"\bWan ?2\.[12]\b")
 _STRIPPED = [BLOCK, VALUE] + [re.compile(p, re.DOTALL) for p in (   # generated blocks and values, then
     r"```.*?```", r"`[^`\n]*`", r"<!--.*?-->", r"\]\([^)]*\)", r"https?://\S+")] + [NAMES]  # code, comments, links
