@@ -11,9 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from svgtpu.errors import BadInput
 from svgtpu.inputs.documents import read_document
-from svgtpu.inputs.schema import Number, Pair, Schema, Text, interval, validate
+from svgtpu.inputs.schema import require_object, Number, Pair, Schema, Text, interval, validate
 
 #: A slice name as the predictions key it: ``v6e-1``, ``v6e-8``.
 SLICE = r"^v6e-[1-9][0-9]*$"
@@ -80,8 +79,7 @@ class PredictionsFile(Schema):
 
 def predictions_file(data, where: str) -> dict:
     """``data`` checked as a :class:`PredictionsFile`, returned as it is."""
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (a predictions file), got a JSON {type(data).__name__}")
+    require_object(data, where, "a predictions file")
     validate(PredictionsFile, data, where)
     return data
 

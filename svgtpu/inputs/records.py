@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field
 
 from svgtpu.errors import BadInput
 from svgtpu.inputs.documents import parse_json, read_document
-from svgtpu.inputs.schema import Schema, Text, validate
+from svgtpu.inputs.schema import require_object, Schema, Text, validate
 
 Size = Annotated[int, Field(ge=1, le=2**31 - 1)]
 Cycles = Annotated[float, Field(ge=0)] | dict[str, str] | None
@@ -96,8 +96,7 @@ def compiled_tile_table(parameter: str, path) -> dict:
     """The compiled tile table in the file ``path`` (given as ``parameter``), checked; the document as it is."""
     data = read_document(parameter, path, "json", "a compiled tile table (JSON; `svgtpu bench compiled` writes one)")
     where = f"{parameter} {path}"
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (a compiled tile table), got a JSON {type(data).__name__}")
+    require_object(data, where, "a compiled tile table")
     validate(CompiledTileTable, data, where)
     return data
 
@@ -112,8 +111,7 @@ def compile_record(path: str | Path, raw: bytes) -> dict:
         raise BadInput(f"{where}: not a gzipped JSON record ({error}); delete it and the compile is made again") \
             from None
     data = parse_json(text, where)
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (key, made_of, value), got a JSON {type(data).__name__}")
+    require_object(data, where, "key, made_of, value")
     validate(CompileRecord, data, where)
     return data
 

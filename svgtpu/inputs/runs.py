@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from svgtpu.errors import BadInput
 from svgtpu.inputs.documents import read_document
-from svgtpu.inputs.schema import Number, Pair, Schema, Text, interval, validate
+from svgtpu.inputs.schema import require_object, Number, Pair, Schema, Text, interval, validate
 
 #: Provenance of a GPU run (:func:`svgtpu.facts.results.provenance`): never a TPU measurement.
 GPU_PROVENANCE = "measured-gpu-"
@@ -200,8 +200,7 @@ def tpu_run(data, where: str, measured: bool = True) -> dict:
     if gpu is not None:
         raise BadInput(f"{where} is a GPU run ({gpu}); it takes a TPU run file of svgtpu bench tpu "
                        "(figures/tpu-runs/<date>-<commit>.json)")
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (a bench tpu run file), got a JSON {type(data).__name__}")
+    require_object(data, where, "a bench tpu run file")
     validate(TpuRun, data, where)
     if measured and data.get("quantities") is None:
         raise BadInput(f"{where}: quantities is missing (a required field: what the run measured; a run cut short has "
@@ -217,15 +216,13 @@ def read_tpu_run(parameter: str, path, measured: bool = True) -> dict:
 
 def gpu_run(data, where: str, kind: str = "package") -> dict:
     """``data`` checked as a package :class:`GpuRun` or a :class:`PeerRun`, returned as it is."""
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (a GPU run file), got a JSON {type(data).__name__}")
+    require_object(data, where, "a GPU run file")
     validate(GpuRun if kind == "package" else PeerRun, data, where)
     return data
 
 
 def gpu_run_index(data, where: str) -> dict:
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: must hold a JSON object (about, runs), got a JSON {type(data).__name__}")
+    require_object(data, where, "about, runs")
     validate(GpuRunIndex, data, where)
     return data
 

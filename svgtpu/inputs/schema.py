@@ -80,6 +80,12 @@ def one_line(error: ValidationError, where: str, model: type[BaseModel]) -> str:
     return f"{where}: {field} = {_value(e['input'])}: {message}"
 
 
+def require_object(data, where: str, what: str) -> None:
+    """:class:`BadInput` unless ``data`` is a JSON object; ``what`` names the document it should be."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: must hold a JSON object ({what}), got a JSON {type(data).__name__}")
+
+
 def validate(model: type[M], data, where: str) -> M:
     """``data`` as ``model``, else :class:`BadInput` with :func:`one_line`."""
     try:
@@ -95,4 +101,4 @@ def interval(pair: list[float], what: str = "interval") -> list[float]:
     return pair
 
 
-__all__ = ["STRICT", "Schema", "Number", "Text", "Pair", "one_line", "validate", "interval"]
+__all__ = ["require_object", "STRICT", "Schema", "Number", "Text", "Pair", "one_line", "validate", "interval"]
