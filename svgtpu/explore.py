@@ -34,7 +34,7 @@ import numpy as np
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
                                multiplier_for_kept)
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, Setting
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
 from svgtpu.errors import BadInput
 
@@ -66,49 +66,48 @@ def _cost_devices() -> tuple[str, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """One point of the explorer.  Give ``kept`` (SVG's kept fraction) or ``multiplier``, not both."""
+    """One point of the explorer: a :class:`~svgtpu.setting.Setting` (its ``resolution`` a preset or a ``TxHxW``
+    token grid) seen through one head kind and one alignment mode, checked once against what the explorer draws."""
 
-    geometry: str = PRODUCTION.resolution
-    kept: float | None = None   # neither: DEFAULT_KEPT (svgtpu.setting.mask_density)
-    multiplier: float | None = None
+    setting: Setting = PRODUCTION
     head: str = "spatial"
-    block_q: int = PRODUCTION.block_q
-    block_kv: int = PRODUCTION.block_kv
     align: str = "none"
-    device: str = PRODUCTION.device
-    chips: int = PRODUCTION.chips
-    model: str = PRODUCTION.model
 
     def __post_init__(self):
-        get_geometry(self.geometry)  # raises one line naming the geometry
-        kept, multiplier = mask_density(self.kept, self.multiplier)
-        if kept is not None:
-            check_kept(kept)
-        object.__setattr__(self, "kept", kept)
-        object.__setattr__(self, "multiplier", multiplier)
+        s = self.setting
+        get_geometry(s.resolution)  # raises one line naming the geometry
+        if s.kept is not None:
+            check_kept(s.kept)
         if self.head not in HEAD_KINDS.values():
             raise BadInput(f"head must be one of {', '.join(HEAD_KINDS.values())}, got {self.head!r}")
-        check_positive_int("block_q", self.block_q)
-        check_positive_int("block_kv", self.block_kv)
+        check_positive_int("block_q", s.block_q)
+        check_positive_int("block_kv", s.block_kv)
         from svgtpu.kernels.config import check_blocks_cover
-        check_blocks_cover(self.block_q, self.block_kv, self.token_grid.L)
-        check_positive_int("chips", self.chips)
+        check_blocks_cover(s.block_q, s.block_kv, self.token_grid.L)
+        check_positive_int("chips", s.chips)
         if self.align not in ALIGN_CHOICES:
             raise BadInput(f"align must be one of {', '.join(ALIGN_CHOICES)}, got {self.align!r}")
         from svgtpu import costmodel
-        costmodel.get_model(self.model)
-        costmodel.mesh_shape(costmodel.get_device(self.device), self.chips)  # a device, chips a slice of it has
+        costmodel.get_model(s.model)
+        costmodel.mesh_shape(costmodel.get_device(s.device), s.chips)  # a device, chips a slice of it has
+
+    def as_dict(self) -> dict:
+        """What the explorer reports of its setting (``svgtpu explore --json``'s ``settings``)."""
+        s = self.setting
+        return {"geometry": s.resolution, "kept": s.kept, "multiplier": s.multiplier, "head": self.head,
+                "block_q": s.block_q, "block_kv": s.block_kv, "align": self.align, "device": s.device,
+                "chips": s.chips, "model": s.model}
 
     @property
     def token_grid(self) -> VideoGeometry:
-        return get_geometry(self.geometry)
+        return get_geometry(self.setting.resolution)
 
     @property
     def band_multiplier(self) -> float:
         """The band multiplier the mask uses (from ``kept`` when that is given)."""
-        if self.multiplier is not None:
-            return float(self.multiplier)
-        return _multiplier_for(self.token_grid, float(self.kept))
+        if self.setting.multiplier is not None:
+            return float(self.setting.multiplier)
+        return _multiplier_for(self.token_grid, float(self.setting.kept))
 
 
 @functools.lru_cache(maxsize=64)
@@ -195,12 +194,13 @@ def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
     out = {"accepted": True, "reason": ""}
     from svgtpu.kernels import budget
     from svgtpu.kernels.config import KernelConfig
+    setting = settings.setting
     try:
-        config = KernelConfig(block_q=settings.block_q, block_kv=settings.block_kv)
+        config = KernelConfig(block_q=setting.block_q, block_kv=setting.block_kv)
     except BadInput as error:
         return {**out, "accepted": False, "reason": str(error)}
     try:
-        memory = budget.device_memory(settings.device)
+        memory = budget.device_memory(setting.device)
     except BadInput as error:
         return {**out, "smem": f"no TPU budget: {error}", "vmem": "—"}
     if plan is None:
@@ -211,14 +211,14 @@ def kernel_check(settings: Settings, plan, head_dim: int | None) -> dict:
         out["smem"] = (f"plan {plan.smem_bytes / 1024:,.1f} KiB of {memory.smem_budget / 1024:,.0f} KiB"
                        + ("" if chunks == 1 else f": over budget, split into {chunks} calls"))
     if head_dim is None:
-        out["vmem"] = f"needs the head dimension of {settings.model} (cost model unavailable)"
+        out["vmem"] = f"needs the head dimension of {setting.model} (cost model unavailable)"
         return out
     need = budget.vmem_bytes(config, head_dim, 2, plan is None or plan.mask_source == "blocks")  # bf16: 2 bytes
     out["vmem_fits"] = need <= memory.vmem_budget
     out["vmem"] = (f"{need / 2**20:,.1f} MiB of {memory.vmem_budget / 2**20:,.0f} MiB: "
                    + ("fits" if out["vmem_fits"] else "does not fit: refused"))
     if not out["vmem_fits"]:
-        out.update(accepted=False, reason=f"its blocks need {need / 2**20:,.1f} MiB of VMEM, over {settings.device}'s "
+        out.update(accepted=False, reason=f"its blocks need {need / 2**20:,.1f} MiB of VMEM, over {setting.device}'s "
                                           f"{memory.vmem_budget / 2**20:,.0f} MiB budget")
     return out
 
@@ -234,11 +234,10 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
     """
     try:
         from svgtpu import costmodel as cm
-        g = settings.token_grid
-        setup = cm.calibrated_setup(settings.model, g, settings.device, chips=settings.chips,
-                                    block_q=settings.block_q, block_kv=settings.block_kv,
-                                    kept=settings.kept, multiplier=settings.multiplier)
-        dense_stats, dense_info = cm.mask_tiles(g, "dense", settings.block_q, settings.block_kv)
+        g, s = settings.token_grid, settings.setting
+        setup = cm.calibrated_setup(s.model, g, s.device, chips=s.chips, block_q=s.block_q, block_kv=s.block_kv,
+                                    kept=s.kept, multiplier=s.multiplier)
+        dense_stats, dense_info = cm.mask_tiles(g, "dense", s.block_q, s.block_kv)
         this = setup.head_seconds(stats, empty_row_steps)
         dense = setup.head_seconds(dense_stats, info=dense_info)
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,
@@ -254,24 +253,23 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
 def compute(settings: Settings, *, video: bool = False) -> dict:
     """Everything the explorer shows for ``settings``, as a dict (JSON-able but for ``kinds``, the
     ``int8 [nq, nk]`` tile-kind map).  ``video`` adds the modeled end-to-end video."""
-    g = settings.token_grid
+    g, s = settings.token_grid, settings.setting
     multiplier = settings.band_multiplier
-    kernel_mask, tiles, before, diff = _tiles(g, settings.head, multiplier, settings.block_q,
-                                              settings.block_kv, settings.align)
+    kernel_mask, tiles, before, diff = _tiles(g, settings.head, multiplier, s.block_q, s.block_kv, settings.align)
     kinds, stats = tiles.kinds, tiles.stats
-    plan = _plan(kernel_mask, settings.block_q, settings.block_kv)
+    plan = _plan(kernel_mask, s.block_q, s.block_kv)
     # a q row without a non-empty tile still takes one grid step (it writes zeros): see kernels.plan
     empty_rows = plan.empty_row_steps if plan is not None else int((~kinds.any(axis=1)).sum())
     mask = _mask(g, settings.head, multiplier).base
     return {
-        "settings": dataclasses.asdict(settings),
+        "settings": settings.as_dict(),
         "geometry": {"name": g.name or str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L},
         "multiplier": multiplier, "window": getattr(getattr(mask, "base", mask), "window", None),
         "pair_density": kernel_mask.density(), "tiles_q": int(kinds.shape[0]), "tiles_kv": int(kinds.shape[1]),
         **stats.as_dict(),
         "before_alignment": before.as_dict() if diff is not None else None,
         "alignment": diff.as_dict() if diff is not None else None,
-        "kernel": kernel_check(settings, plan, _head_dim(settings.model)),
+        "kernel": kernel_check(settings, plan, _head_dim(s.model)),
         "cost": modeled_cost(settings, stats, empty_rows, video=video),
         "provenance": "computed",
         "kinds": kinds,
@@ -350,8 +348,9 @@ def benchmark(settings: Settings, *, repeats: int = 5, video: bool = False) -> d
     check_positive_int("repeats", repeats)
     # a small T x 8 x 8 grid one tile fits, a frame longer: on a grid one tile long the band's first step keeps every
     # pair, and a kept fraction has no mask there (masks.core.multiplier_for_kept refuses it)
-    frames = ceil_div(max(settings.block_q, settings.block_kv), 64) + 1
-    render(dataclasses.replace(settings, geometry=f"{frames}x8x8"), video=video)   # warm the process
+    frames = ceil_div(max(settings.setting.block_q, settings.setting.block_kv), 64) + 1
+    tiny = dataclasses.replace(settings.setting, resolution=f"{frames}x8x8")
+    render(dataclasses.replace(settings, setting=tiny), video=video)   # warm the process
     stats, _, cold = render(settings, video=video)
     cached = sorted(render(settings, video=video)[2] for _ in range(repeats))[repeats // 2]
     return {"stats": stats[0], "cold_seconds": cold, "cached_seconds": cached, "repeats": repeats}
@@ -471,24 +470,25 @@ class _Controls:
     def __init__(self, settings: Settings, css: str):
         import ipywidgets as w
 
+        view, settings = settings, settings.setting
         by_kept = settings.kept is not None
         block_q_sides, block_kv_sides = kernel_tiles()
         style = {"description_width": "7em"}
         layout = w.Layout(width="25em")   # one Layout shared by the controls of a setting
         self.widgets = {
-            "geometry": w.Combobox(value=settings.geometry, options=list(PRESETS), description="geometry",
+            "geometry": w.Combobox(value=settings.resolution, options=list(PRESETS), description="geometry",
                                    placeholder="preset or TxHxW", ensure_option=False, continuous_update=False),
             "budget": w.ToggleButtons(options=["kept", "multiplier"], value="kept" if by_kept else "multiplier",
                                       description="budget by"),
             "value": w.FloatSlider(value=settings.kept if by_kept else settings.multiplier, min=0.05,
                                    max=0.95 if by_kept else 8.0, step=0.01 if by_kept else 0.05,
                                    description="kept" if by_kept else "multiplier", continuous_update=False),
-            "head": w.Dropdown(options=list(HEAD_KINDS.items()), value=settings.head, description="head"),
+            "head": w.Dropdown(options=list(HEAD_KINDS.items()), value=view.head, description="head"),
             "block_q": w.Dropdown(options=_choices(block_q_sides, settings.block_q), value=settings.block_q,
                                   description="block_q"),
             "block_kv": w.Dropdown(options=_choices(block_kv_sides, settings.block_kv), value=settings.block_kv,
                                    description="block_kv"),
-            "align": w.Dropdown(options=list(ALIGN_CHOICES), value=settings.align, description="alignment"),
+            "align": w.Dropdown(options=list(ALIGN_CHOICES), value=view.align, description="alignment"),
             "device": w.Dropdown(options=_cost_devices() or (settings.device,), value=settings.device,
                                  description="device"),
             "chips": w.Dropdown(options=_choices(CHIP_CHOICES, settings.chips), value=settings.chips,
@@ -522,9 +522,9 @@ class _Controls:
         v = {name: widget.value for name, widget in self.widgets.items()}
         budget = {"kept": v["value"], "multiplier": None} if v["budget"] == "kept" else \
             {"kept": None, "multiplier": v["value"]}
-        return Settings(geometry=str(v["geometry"]).strip(), head=v["head"], block_q=v["block_q"],
-                        block_kv=v["block_kv"], align=v["align"], device=v["device"], chips=v["chips"],
-                        model=self.model, **budget)
+        setting = Setting(resolution=str(v["geometry"]).strip(), block_q=v["block_q"], block_kv=v["block_kv"],
+                          device=v["device"], chips=v["chips"], model=self.model, **budget)
+        return Settings(setting, head=v["head"], align=v["align"])
 
 
 def _choices(options: tuple[int, ...], value: int) -> list[tuple[str, int]]:

@@ -13,6 +13,7 @@ Without chromium the test skips locally and fails in CI (``CI=true``).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import secrets
@@ -29,6 +30,7 @@ import pytest
 
 from svgtpu import explore
 from svgtpu.report import reproduce
+from svgtpu.setting import Setting
 
 # one worker runs the file (make test: --dist loadgroup): one JupyterLab and one chromium for all of its tests
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.xdist_group("browser")]
@@ -38,7 +40,7 @@ SHOTS = REPO / "build" / "browser"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: The settings the explorer notebook's parameters cell starts from.
-START = explore.Settings(geometry="1440p", kept=0.3, block_q=3024, block_kv=2048, device="v6e", chips=8)
+START = explore.Settings(Setting(resolution="1440p", kept=0.3, block_q=3024, block_kv=2048, device="v6e", chips=8))
 TRACEBACK = "Traceback (most recent call last)"
 #: The notebook on screen (JupyterLab keeps other tabs in the DOM, hidden).
 SHOWN = ".jp-NotebookPanel:not(.lm-mod-hidden)"
@@ -203,14 +205,14 @@ def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
     # the defaults, in both panels (compare: A unaligned, B snap-aligned)
     [start] = _wait_for_table(page, "explore", START)
     assert _maps(page, "explore") == [explore.tile_png(start)]
-    pair = _wait_for_table(page, "compare", START, explore.Settings(**{**vars(START), "align": "snap"}))
+    pair = _wait_for_table(page, "compare", START, dataclasses.replace(START, align="snap"))
     assert _maps(page, "compare") == [explore.tile_png(s) for s in pair]
     page.locator(".svgtpu-explorer").screenshot(path=str(SHOTS / "explorer-defaults.png"))
 
     # move two controls: the production tile becomes 512 x 512 ...
     page.locator(".svgtpu-explore-block_q select").select_option(label="512")
     page.locator(".svgtpu-explore-block_kv select").select_option(label="512")
-    small = explore.Settings(**{**vars(START), "block_q": 512, "block_kv": 512})
+    small = dataclasses.replace(START, setting=dataclasses.replace(START.setting, block_q=512, block_kv=512))
     [after] = _wait_for_table(page, "explore", small)
     assert after["partial"] != start["partial"] and after["kinds"].shape != start["kinds"].shape
     assert _maps(page, "explore") == [explore.tile_png(after)]
@@ -218,7 +220,7 @@ def test_explorer_redraws_to_the_values_the_library_computes(lab, page):
 
     # ... and a third: snap alignment at that tile
     page.locator(".svgtpu-explore-align select").select_option(label="snap")
-    [aligned] = _wait_for_table(page, "explore", explore.Settings(**{**vars(small), "align": "snap"}))
+    [aligned] = _wait_for_table(page, "explore", dataclasses.replace(small, align="snap"))
     assert aligned["partial_share"] < after["partial_share"]
     assert _maps(page, "explore") == [explore.tile_png(aligned)]
     assert _errors(page) == []

@@ -8,6 +8,12 @@ import pytest
 from svgtpu import explore
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks.core import BandSinkMask, PermutedMask, make_mask
+from svgtpu.setting import Setting
+
+
+def point(head: str = "spatial", align: str = "none", **setting) -> explore.Settings:
+    """The explorer's point: a :class:`Setting` built from ``setting``, seen through ``head`` and ``align``."""
+    return explore.Settings(Setting(**setting), head=head, align=align)
 
 
 def _brute_counts(mask, q_edges, k_edges):
@@ -56,7 +62,7 @@ def _brute_kinds(allowed: np.ndarray, bq: int, bkv: int) -> np.ndarray:
 @pytest.mark.parametrize("mode", ["none", "snap", "cover", "inner"])
 def test_compute_matches_brute_force(head, mode):
     """Tile counts and pairs added/dropped on a grid that is not a tile multiple (L = 5*6*7 = 210)."""
-    s = explore.Settings(geometry="5x6x7", kept=0.4, head=head, block_q=48, block_kv=32, align=mode)
+    s = point(resolution="5x6x7", kept=0.4, head=head, block_q=48, block_kv=32, align=mode)
     got = explore.compute(s)
     allowed = make_mask(head, "5x6x7", s.band_multiplier).to_array()
     kinds = _brute_kinds(allowed, 48, 32)
@@ -97,25 +103,25 @@ def test_downsample_mixes_colours_in_proportion():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("geometry", "12x3", "geometry must be"), ("kept", 1.5, "kept must be"), ("head", "diagonal", "head must be"),
+    ("resolution", "12x3", "geometry must be"), ("kept", 1.5, "kept must be"), ("head", "diagonal", "head must be"),
     ("block_q", 0, "block_q must be"), ("align", "round", "align must be"), ("chips", -1, "chips must be"),
     ("block_kv", 10**6, "block_kv must be at most 302,464")])   # 1440p: L = 302,400 padded to 128 keys
 def test_settings_refuse_bad_values_in_one_line(field, value, message):
     with pytest.raises(ValueError, match=message) as info:
-        explore.Settings(**{field: value})
+        point(**{field: value})
     assert "\n" not in str(info.value)
 
 
 def test_kernel_refusals_are_shown_not_raised():
     # 100 rows: not a multiple of 8 sublanes (Mosaic's block rule); 300 keys: not a multiple of 128 lanes
-    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=100, block_kv=512))
+    refused = explore.compute(point(resolution="4x8x16", block_q=100, block_kv=512))
     assert not refused["kernel"]["accepted"] and "block_q" in refused["kernel"]["reason"]
     assert "block_q" in refused["cost"]["error"]          # the cost model reads the kernel's plan: refused too
-    refused = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=300))["kernel"]
+    refused = explore.compute(point(resolution="4x8x16", block_q=128, block_kv=300))["kernel"]
     assert not refused["accepted"] and "block_kv" in refused["reason"]
-    gpu = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="h100"))["kernel"]
+    gpu = explore.compute(point(resolution="4x8x16", block_q=256, block_kv=256, device="h100"))["kernel"]
     assert gpu["accepted"] and "no TPU budget" in gpu["smem"]
-    ok = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=256, device="v6e"))["kernel"]
+    ok = explore.compute(point(resolution="4x8x16", block_q=256, block_kv=256, device="v6e"))["kernel"]
     assert ok["accepted"] and "fits" in ok["vmem"] and ok["plan_steps"] >= 1
 
 
@@ -123,7 +129,7 @@ def test_tile_png_is_the_map_scaled():
     import io
 
     from PIL import Image
-    stats = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128))
+    stats = explore.compute(point(resolution="4x8x16", block_q=128, block_kv=128))
     image = np.asarray(Image.open(io.BytesIO(explore.tile_png(stats, side=64))).convert("RGB"))
     scale = 64 // max(stats["kinds"].shape)
     rgb, _ = explore.downsample(stats["kinds"])
@@ -132,11 +138,11 @@ def test_tile_png_is_the_map_scaled():
 
 
 def test_panel_redraws_on_control_changes_and_shows_refusals():
-    panel = explore.Panel((explore.Settings(geometry="4x8x16", block_q=256, block_kv=256),), "t", "test")
+    panel = explore.Panel((point(resolution="4x8x16", block_q=256, block_kv=256),), "t", "test")
     controls = panel.controls[0].widgets
     controls["block_kv"].value = 128
     controls["align"].value = "snap"
-    expected = explore.compute(explore.Settings(geometry="4x8x16", block_q=256, block_kv=128, align="snap"))
+    expected = explore.compute(point(resolution="4x8x16", block_q=256, block_kv=128, align="snap"))
     assert f"<td class='svgtpu-partial'>{expected['partial']:,}</td>" in panel.table.value
     assert "svgtpu-ok" in panel.status.value
     controls["geometry"].value = "4x8"
@@ -146,9 +152,9 @@ def test_panel_redraws_on_control_changes_and_shows_refusals():
 def test_modeled_attention_of_the_dense_mask_is_the_dense_time():
     """Sanity of the cost column: the dense head kind costs exactly the dense reference, and a sparse
     mask is cheaper at the same tile; the end-to-end row appears only when asked for."""
-    dense = explore.compute(explore.Settings(geometry="4x8x16", head="dense", block_q=128, block_kv=128))["cost"]
+    dense = explore.compute(point(resolution="4x8x16", head="dense", block_q=128, block_kv=128))["cost"]
     assert dense["error"] == "" and dense["attention_speedup"] == pytest.approx(1.0)
-    sparse = explore.compute(explore.Settings(geometry="8x8x16", kept=0.2, block_q=128, block_kv=128), video=True)
+    sparse = explore.compute(point(resolution="8x8x16", kept=0.2, block_q=128, block_kv=128), video=True)
     assert sparse["cost"]["attention_speedup"] > 1 and sparse["cost"]["provenance"] == "modeled-v6e"
     assert "speedup" in sparse["cost"] and "speedup" not in dense
 
@@ -160,7 +166,7 @@ def test_explore_command_prints_stats_and_redraw_time(capsys):
     assert cli.main(["explore", "--geometry", "4x8x16", "--block-q", "128", "--block-kv", "128",
                      "--align", "snap", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    want = explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128, align="snap"))
+    want = explore.compute(point(resolution="4x8x16", block_q=128, block_kv=128, align="snap"))
     assert (out["full"], out["partial"], out["empty"]) == (want["full"], want["partial"], want["empty"])
     assert out["redraw"]["cold_seconds"] > 0 and out["redraw"]["cached_seconds"] > 0
     assert cli.main(["explore", "--geometry", "4x8"]) == 2
@@ -175,4 +181,4 @@ def test_a_cost_model_bug_is_raised_not_shown(monkeypatch):
         raise KeyError("a bug")
     monkeypatch.setattr(costmodel, "calibrated_setup", bug)
     with pytest.raises(KeyError):
-        explore.compute(explore.Settings(geometry="4x8x16", block_q=128, block_kv=128))
+        explore.compute(point(resolution="4x8x16", block_q=128, block_kv=128))

@@ -58,7 +58,6 @@ def _density_records():
     """Every record that holds a mask density, each built from ``(kept, multiplier)`` and read back."""
     from svgtpu import costmodel as cm
     from svgtpu.attention.svg import SVGConfig
-    from svgtpu.explore import Settings
     from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import multiplier_for_kept, svg_mask
     g = get_geometry("720p")
@@ -74,13 +73,12 @@ def _density_records():
     return {"Setting": lambda k, m: (Setting(kept=k, multiplier=m).kept, Setting(kept=k, multiplier=m).multiplier),
             "SVGConfig": lambda k, m: (SVGConfig(kept=k, multiplier=m).kept, SVGConfig(kept=k, multiplier=m).multiplier),
             "Setup": setup,
-            "Settings": lambda k, m: (Settings(kept=k, multiplier=m).kept, Settings(kept=k, multiplier=m).multiplier),
             "svg_mask": mask}
 
 
-@pytest.mark.parametrize("record", ["Setting", "SVGConfig", "Setup", "Settings", "svg_mask"])
+@pytest.mark.parametrize("record", ["Setting", "SVGConfig", "Setup", "svg_mask"])
 def test_every_record_of_a_mask_density_follows_the_one_rule(record):
-    """The cost model's Setup, the explorer's Settings, SVG's layer config and the masks take a density as the
+    """The cost model's Setup, SVG's layer config and the masks take a density as the
     setting does: neither given is the default kept fraction, both given or a multiplier not above 0 is refused
     with the one message (they used to differ: "exactly one" in three of them)."""
     make = _density_records()[record]

@@ -7,7 +7,7 @@ import argparse
 from svgtpu.cli.common import command, density_note, mask_arguments, refuse_repeated, tile_arguments
 from svgtpu.errors import BadInput, positive_int, seed_int
 from svgtpu.facts.claims import REPORTED
-from svgtpu.setting import PRODUCTION, SMALL_TILE, mask_density
+from svgtpu.setting import PRODUCTION, SMALL_TILE, Setting
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 
 
@@ -118,14 +118,13 @@ def run_explore(args):
     from svgtpu import explore
     from svgtpu.costmodel.command import resolve_slice
 
-    kept, multiplier = mask_density(args.kept, args.multiplier)
     device, chips = resolve_slice(args.chips, args.device)
-    settings = explore.Settings(geometry=args.geometry, kept=kept, multiplier=multiplier, head=args.head,
-                                block_q=args.block_q, block_kv=args.block_kv, align=args.align,
-                                device=device, chips=chips)
+    setting = Setting(resolution=args.geometry, kept=args.kept, multiplier=args.multiplier, block_q=args.block_q,
+                      block_kv=args.block_kv, device=device, chips=chips)   # the one Setting, resolved here
+    settings = explore.Settings(setting, head=args.head, align=args.align)
     result = explore.summary(settings, repeats=args.repeats, video=args.video)
     from svgtpu.geometry import get_geometry
-    note = density_note(kept, get_geometry(args.geometry))
+    note = density_note(setting.kept, get_geometry(args.geometry))
     return result, explore.format_summary(result) + (f"\n{note}" if note else "")
 
 
