@@ -43,8 +43,8 @@ def check_multiplier(multiplier, name: str = "multiplier") -> float:
 def mask_density(kept: float | None, multiplier: float | None) -> tuple[float | None, float | None]:
     """``(kept, multiplier)`` of an SVG mask, the one rule: a band multiplier if one is given (positive:
     :func:`check_multiplier`), else the kept fraction, else :data:`DEFAULT_KEPT`; exactly one of the two comes back
-    ``None``.  Both given: ``BadInput``.  Every record holding a mask density applies it (``Setting``, which the
-    explorer's ``Settings`` holds; ``SVGConfig``, the cost model's ``Setup``, the masks' own constructors)."""
+    ``None``.  Both given: ``BadInput``.  Every record holding a mask density applies it (``Setting``, ``SVGConfig``,
+    the cost model's ``Setup``, the explorer's ``Settings``, the masks' own constructors)."""
     if kept is not None and multiplier is not None:
         raise BadInput(f"give at most one of kept or multiplier, got kept {kept} and multiplier {multiplier}")
     if multiplier is not None:
