@@ -20,7 +20,7 @@ in order anyway.  So the checks also read the traced program:
 - :func:`dimension_semantics` — the grid axes' semantics a ``pallas_call`` was given;
 - :func:`races_found` — what the TPU interpreter's race detector saw (``InterpretParams(detect_races=True)``);
 - :func:`interpreted` — a kernel run whose TPU-interpreter errors (out-of-bounds blocks, revisited output
-  blocks, copies never waited for) and deadlocks become one failed check naming the likely slip;
+  blocks, copies never waited for) and deadlocks (caught as the wait starts) become one failed check naming the likely slip;
 - :func:`tracing_for` — a TPU to trace for on a CPU, for code that asks which chip it runs on
   (``pltpu.emit_pipeline`` picks its DMA tiling from it).
 """
@@ -367,6 +367,38 @@ def _stop_interpreter(why: str) -> None:
         memory.set_failed(TimeoutError(why), top_level=False)
 
 
+#: The words a wait that nothing will ever signal fails with (:func:`_deadlocks_fail_at_once`).
+DEADLOCK = "waits on a DMA semaphore that nothing will ever signal"
+
+
+@contextlib.contextmanager
+def _deadlocks_fail_at_once() -> Iterator[None]:
+    """While the block runs, a TPU-interpreter wait that can never be satisfied fails at once, not at a deadline.
+
+    On one core the interpreter has no other thread that could signal a semaphore: a DMA runs when it is
+    started (``dma_execution_mode="eager"``) or when a wait on its own semaphore runs it (``"on_wait"``, the
+    semaphore's pending tasks; jax 0.10.2 ``shared_memory.Semaphore.wait``).  So a wait whose count is short and
+    whose semaphore has no pending copy is a deadlock the moment it starts, on a TPU as here; it sets the
+    interpreter's failure, which the wait then raises.  With several cores another core could still signal, and
+    the caller's deadline decides."""
+    from jax._src.pallas.mosaic.interpret import shared_memory
+    original = shared_memory.Semaphore.wait
+
+    def wait(self, value, global_core_id, **kwargs):
+        core = int(global_core_id)
+        with self.cv:
+            stuck = (self.num_cores == 1 and self.count_by_core[core] < value and not self.tasks[core])
+        if stuck:
+            self.shared_memory.set_failed(RuntimeError(DEADLOCK), top_level=False)
+        return original(self, value, global_core_id, **kwargs)
+
+    shared_memory.Semaphore.wait = wait
+    try:
+        yield
+    finally:
+        shared_memory.Semaphore.wait = original
+
+
 def interpreted(run: Callable, name: str, hints: dict[str, str] | None = None, deadline_s: float | None = None,
                 on_hang: str = ""):
     """``run()`` (a kernel call, under ``pltpu.InterpretParams`` or ``interpret=True``) as a check step: the
@@ -389,7 +421,7 @@ def interpreted(run: Callable, name: str, hints: dict[str, str] | None = None, d
     worker = threading.Thread(target=target, daemon=True)
     log.disabled = True
     try:
-        with contextlib.redirect_stdout(printed):
+        with contextlib.redirect_stdout(printed), _deadlocks_fail_at_once():
             worker.start()
             worker.join(deadline_s)
             hung = worker.is_alive()
@@ -403,6 +435,9 @@ def interpreted(run: Callable, name: str, hints: dict[str, str] | None = None, d
     if hung:
         raise AssertionError(f"{name}: no result after {deadline_s:g} s: the kernel waits on a DMA semaphore that no "
                              f"copy will signal (a deadlock, stopped by the check). {on_hang}")
+    if "error" in done and DEADLOCK in str(done["error"]):
+        raise AssertionError(f"{name}: a deadlock: the kernel {DEADLOCK} (no copy started into it is pending, and "
+                             f"one core has no one else to signal it; a TPU would hang here). {on_hang}") from None
     if "error" in done:
         text = str(done["error"])
         for words, hint in hints.items():
@@ -434,6 +469,6 @@ def tracing_for(device: str = "v6e"):
         yield
 
 
-__all__ = ["BF16_ROUNDING", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64", "check_scale_before_mask", "check_state_carried",
+__all__ = ["BF16_ROUNDING", "DEADLOCK", "DEVICE_KINDS", "INTERPRETER_ERRORS", "SOLUTION_MODULES", "UNWAITED", "attention64", "check_scale_before_mask", "check_state_carried",
            "check_running_max", "check_row_plan", "whose", "Matmul", "traced", "matmuls", "check_bf16_matmuls", "largest_matmul_output",
            "copies_in_flight", "dimension_semantics", "races_found", "interpreted", "tracing_for"]
