@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -253,6 +254,24 @@ def _describe_failure(error: Exception) -> str:
     return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
 
 
+#: Seconds a notebook's kernel gets to exit after papermill's shutdown request before it is terminated.
+#: jupyter_client's default (5 s: SIGTERM at half of it) is shorter than a JAX kernel takes to exit on 2 busy
+#: cores, and its SIGTERM made XLA's failure handler print a stack trace on the user's terminal per notebook.
+KERNEL_EXIT_S = 60.0
+
+
+@functools.cache
+def _patient_kernel_manager() -> type:
+    """jupyter_client's async kernel manager, waiting :data:`KERNEL_EXIT_S` for a kernel to exit."""
+    from jupyter_client import AsyncKernelManager
+    from traitlets import Float
+
+    class PatientKernelManager(AsyncKernelManager):
+        shutdown_wait_time = Float(KERNEL_EXIT_S, config=True)
+
+    return PatientKernelManager
+
+
 def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path,
                  kernel_name: str, notebook_dir: Path = NOTEBOOK_DIR) -> NotebookResult:
     """Execute one notebook with papermill; never raises for errors inside the notebook."""
@@ -282,7 +301,7 @@ def run_notebook(name: str, profile: str, *, figures_dir: Path, output_dir: Path
             str(source), str(output), parameters={"profile": profile, "figures_dir": str(figures_dir),
                                                      **run_parameters(name, profile)},
             kernel_name=kernel_name, language="python", cwd=str(notebook_dir), progress_bar=False,
-            log_output=False)
+            log_output=False, kernel_manager_class=_patient_kernel_manager())
     except Exception as exc:  # noqa: BLE001 -- any failure is reported, the next notebook still runs
         status, error = "failed", _describe_failure(exc)
     finally:
@@ -344,8 +363,6 @@ def reproduce(profile: str = "cpu", only: list[str] | None = None, *,
               progress: bool = True, jobs: int | None = None) -> list[NotebookResult]:
     """Run the selected notebooks under ``profile``, ``jobs`` at a time (default :data:`JOBS`); results go
     to ``figures_dir``; one result per notebook, in file order."""
-    import functools
-
     from tqdm.auto import tqdm
 
     from svgtpu.facts.outputs import check_output
@@ -413,5 +430,5 @@ def format_reproduce(result: dict) -> str:
     return text
 
 
-__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "notebook_names", "select", "install_kernel", "NotebookResult",
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "notebook_names", "select", "install_kernel", "NotebookResult", "KERNEL_EXIT_S",
            "run_notebook", "next_notebook", "run_notebooks", "reproduce", "reproduce_all", "format_reproduce"]
