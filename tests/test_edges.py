@@ -61,7 +61,6 @@ ENTRY_POINTS = {"kernels/mosaic_gpu.py:MosaicConfig.block_q", "kernels/mosaic_gp
 #: fixed must leave it (the test fails on an entry no longer found), a new default fails.
 NOT_YET = {"attention/svg.py:SVGConfig.block_q", "attention/svg.py:SVGConfig.block_kv",
            "attention/svg2.py:SVG2Config.block_q", "attention/svg2.py:SVG2Config.block_kv",
-           "bench/gpu.py:Sizes.block_q", "bench/gpu.py:Sizes.block_kv",
            "bench/methods.py:method_costs(block_q)", "bench/methods.py:method_costs(block_kv)",
            "compiler/wan_block.py:BlockJob.block_q", "compiler/wan_block.py:BlockJob.block_kv",
            "costmodel/pipeline.py:Setup.block_q", "costmodel/pipeline.py:Setup.block_kv",

@@ -61,6 +61,7 @@ from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, tri
 from svgtpu.bench.gpu_check import end_children, isolated_checks, report
 from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, check_budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
+from svgtpu.costmodel.gpu_rates import GPU_TILE
 from svgtpu.errors import BadInput
 from svgtpu.geometry import get_geometry
 from svgtpu.kernels import mask_array
@@ -73,7 +74,7 @@ from svgtpu.kernels.mosaic_gpu import MosaicConfig, mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, relative_error
 from svgtpu.masks.core import BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.models import MODELS, ModelConfig
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 from svgtpu.model.wan import WanBlock, rope_angles, self_attention
 from svgtpu.facts.results import provenance
 from svgtpu.warmup import layer_calls
@@ -93,8 +94,8 @@ class Sizes:
 
     sections: tuple[tuple[str, str, int | None, float | None], ...]
     block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
-    block_q: int = SMALL_TILE.block_q
-    block_kv: int = SMALL_TILE.block_kv
+    block_q: int          # the plan's tile: GPU_TILE in both runs, the tile the cost model prices GPU kernels at
+    block_kv: int
     kept: float = DEFAULT_KEPT
     steps: int = 50
     max_rounds: int = 7
@@ -130,14 +131,14 @@ DEFAULT_VARIANTS = ("cudnn-dense", "ours-dense", "ours-svg-fast", "ours-aligned-
 FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40, 0.4),
                        ("attention", "1440p", 8, 0.6), ("block", "480p", None, 0.10),
                        ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B,
-             budget_s=200.0, variants=DEFAULT_VARIANTS)
+             block_q=GPU_TILE, block_kv=GPU_TILE, budget_s=200.0, variants=DEFAULT_VARIANTS)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
 #: each of its attentions.
 SMOKE = Sizes(sections=(("check", "2x8x10", 2, None), ("attention", "2x8x10", 2, 1.0), ("block", "2x8x10", None, 1.0)),
               block=ModelConfig("smoke", layers=40, dim=256, heads=2, head_dim=128, ffn=512, text_len=16, patch_in=64,
                                 source="the smoke profile: tiny shapes"),
-              max_rounds=2, budget_s=600.0, profile="smoke", check_s=240.0,
+              block_q=GPU_TILE, block_kv=GPU_TILE, max_rounds=2, budget_s=600.0, profile="smoke", check_s=240.0,
               variants=("xla-dense", "cudnn-dense", "jax-triton-flash-dense", "jax-mosaic-flash-dense-f16",
                         "flex-svg", "ours-dense", "ours-aligned-fast", "ours-per-head-fast", "ours-mgpu-svg-fast-wg1"),
               tunings=())

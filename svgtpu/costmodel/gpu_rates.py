@@ -23,7 +23,8 @@ from svgtpu.facts.gpu_runs import committed_runs, peers
 from svgtpu.geometry import ceil_div
 
 #: The GPU kernels' tile (our Triton kernel's block_q x block_kv, FlashAttention's and cuDNN's 128-wide tiles;
-#: FlashAttention-2's forward block_m x block_n for head_dim 128), defined once.
+#: FlashAttention-2's forward block_m x block_n for head_dim 128), defined once: the tile ``svgtpu bench gpu``'s plan
+#: runs (:data:`svgtpu.bench.gpu.FULL`) and the one a GPU kernel's computed tiles are priced at here.
 GPU_TILE = 128
 #: The run and resolution the rates are fitted at, fixed before the fit: every other row of that run, and every
 #: later run, is validation (docs/costmodel.md, "The H200 model").
