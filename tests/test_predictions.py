@@ -10,7 +10,7 @@ import pytest
 from svgtpu.bench import tpu
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
-from svgtpu.report import predictions
+from svgtpu.report import prediction_outcomes, predictions
 
 SYNTHETIC_RUN = Path(__file__).parent / "data" / "tpu_run_synthetic.json"
 
@@ -56,14 +56,14 @@ def test_a_one_chip_run_against_the_frozen_predictions_leaves_its_1440p_blocks_u
            "quantities": tpu.quantities(_every_ratio_measured(1))}
     # the file of 2026-12-04 predicted v6e-1's 1440p blocks too (later files leave out what a slice never measures)
     frozen = predictions.frozen(REPO_ROOT / predictions.PREDICTIONS_DIR / "2026-12-04.json")
-    rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
+    rows = {r["quantity"]: r for r in prediction_outcomes.compare(frozen, run)}
     assert set(rows) == set(frozen["quantities"]["v6e-1"])   # each prediction of the slice is shown
     unmeasured = {q for q, r in rows.items() if r["outcome"] == predictions.NOT_ON_SLICE}
     assert unmeasured == {"block_1440p_attention_share_splash", "block_1440p_attention_share_ours",
                           "block_1440p_block_speedup_svg-ours", "block_attention_exponent_splash",
                           "block_attention_exponent_ours"}
     assert all(rows[q]["measured"] is None and "verdict" not in rows[q] for q in unmeasured)
-    table = predictions.markdown(frozen, run)
+    table = prediction_outcomes.markdown(frozen, run)
     assert "| block_1440p_attention_share_splash | " in table and predictions.NOT_ON_SLICE in table
 
 
@@ -90,16 +90,16 @@ def test_compare_reads_a_run_file(tmp_path):
         "block_1440p_attention_share_splash": {"value": 0.95, "interval": [0.94, 0.96],
                                                "verdict_flip": predictions.flips("block_1440p_attention_share_splash")},
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
-    rows = {r["quantity"]: r for r in predictions.compare(frozen, run)}
+    rows = {r["quantity"]: r for r in prediction_outcomes.compare(frozen, run)}
     assert rows["kernels_1440p_fast_path_speedup_svg"]["outcome"] == "refuted: lower"
     assert rows["kernels_1440p_fast_path_speedup_svg"]["verdict"] == "C4 contradicted"
     assert rows["block_1440p_attention_share_splash"]["verdict"] == \
         "C2 contradicted: the TPU run puts it lower than reported"
-    assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == predictions.WITHIN
+    assert rows["block_720p_block_speedup_svg-ours"]["outcome"] == prediction_outcomes.WITHIN
     assert rows["a_quantity_nobody_predicted"]["outcome"] == "not predicted"
     assert all(r["provenance"] == "synthetic-test" for r in rows.values())
     with pytest.raises(BadInput, match="slices"):
-        predictions.compare(frozen, run | {"chips": 1})
+        prediction_outcomes.compare(frozen, run | {"chips": 1})
     out = tmp_path / "p.json"
     predictions.write({"x": 1}, out)
     with pytest.raises(BadInput, match="never rewritten"):
@@ -107,11 +107,11 @@ def test_compare_reads_a_run_file(tmp_path):
 
 
 def test_markdown_for_the_paper():
-    assert "No predictions" in predictions.markdown(None, None)
+    assert "No predictions" in prediction_outcomes.markdown(None, None)
     frozen = {"date": "2026-12-04", "commit": "abc", "quantities": {"v6e-8": {
         "block_720p_block_speedup_svg-ours": {"value": 2.05, "interval": [1.8, 2.3]}}}}
-    assert "No TPU run yet" in predictions.markdown(frozen, None)
-    table = predictions.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
+    assert "No TPU run yet" in prediction_outcomes.markdown(frozen, None)
+    table = prediction_outcomes.markdown(frozen, json.loads(SYNTHETIC_RUN.read_text()))
     assert "| block_720p_block_speedup_svg-ours | 2.05 | 1.8 – 2.3 | 2 | 1.9 – 2.1 | 9 | within |" \
         in table and "`synthetic-test`" in table
 
@@ -183,12 +183,12 @@ def test_against_a_run_missing_a_section_lists_what_it_could_not_judge(tmp_path,
     assert main(["predict", "--json", "--against", _write(tmp_path, "run.json", run)]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = [r for r in out["rows"] if r["quantity"].startswith("moderate_")]
-    assert rows and all(r["outcome"] == predictions.NOT_IN_RUN and r["measured"] is None for r in rows)
-    assert {v["claim"] for v in out["verdicts"]} == set(predictions.CLAIM_ORDER)   # one verdict per claim
+    assert rows and all(r["outcome"] == prediction_outcomes.NOT_IN_RUN and r["measured"] is None for r in rows)
+    assert {v["claim"] for v in out["verdicts"]} == set(prediction_outcomes.CLAIM_ORDER)   # one verdict per claim
     from svgtpu.facts.tables import FIT_WIDTH
     assert main(["predict", "--against", str(tmp_path / "run.json")]) == 0
     table = capsys.readouterr().out
-    assert predictions.NOT_IN_RUN in table and "one verdict per claim" in table
+    assert prediction_outcomes.NOT_IN_RUN in table and "one verdict per claim" in table
     assert [line for line in table.splitlines() if len(line) > FIT_WIDTH] == []   # a terminal's width
 
 
@@ -199,23 +199,23 @@ def test_partial_runs_combine_and_a_quantity_measured_twice_shows_both(tmp_path)
     second = _measured_run(quantities={q: dict(m, value=1.005) for q, m in full["quantities"].items()
                                        if not q.startswith("kernels_") or q == "kernels_720p_sparse_speedup_svg"})
     second["file"] = "b.json"
-    rows = predictions.compare(predictions.frozen(), [first, second])
+    rows = prediction_outcomes.compare(predictions.frozen(), [first, second])
     twice = [r for r in rows if r["quantity"] == "kernels_720p_sparse_speedup_svg"]
     assert sorted((r["run"], r["measured"]) for r in twice) == [("a.json", 1.0), ("b.json", 1.005)]
-    assert not any(r["outcome"] == predictions.NOT_IN_RUN for r in rows)   # together the two runs cover the slice
+    assert not any(r["outcome"] == prediction_outcomes.NOT_IN_RUN for r in rows)   # together the two runs cover the slice
 
 
 def test_a_prediction_is_judged_with_the_runs_spread_and_needs_five_rounds():
     from svgtpu.facts.tpu_runs import NOISE_FLOOR
     p = {"value": 1.10, "interval": [1.10, 1.10]}   # a zero-width prediction
     near = {"value": 1.12, "interval": [1.09, 1.15], "rounds": 9}   # its IQR holds 1.10
-    assert predictions.judge_prediction(p, near) == predictions.WITHIN
+    assert prediction_outcomes.judge_prediction(p, near) == prediction_outcomes.WITHIN
     tight = {"value": 1.12, "interval": [1.12, 1.12], "rounds": 9}   # only the noise floor: 1.12 - 2 % < 1.10
-    assert 1.12 * (1 - NOISE_FLOOR) < 1.10 and predictions.judge_prediction(p, tight) == predictions.WITHIN
+    assert 1.12 * (1 - NOISE_FLOOR) < 1.10 and prediction_outcomes.judge_prediction(p, tight) == prediction_outcomes.WITHIN
     far = {"value": 1.30, "interval": [1.28, 1.32], "rounds": 9}
-    assert predictions.judge_prediction(p, far) == "refuted: higher"
-    assert predictions.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower")
-    assert predictions.judge_prediction(p, far | {"rounds": 4})== "not measured: 4 rounds"
+    assert prediction_outcomes.judge_prediction(p, far) == "refuted: higher"
+    assert prediction_outcomes.judge_prediction(p, {"value": 0.8, "interval": [0.79, 0.81], "rounds": 9}).endswith("lower")
+    assert prediction_outcomes.judge_prediction(p, far | {"rounds": 4})== "not measured: 4 rounds"
 
 
 def test_a_prediction_on_its_flip_threshold_is_never_frozen(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from svgtpu.facts import tpu_runs
 from svgtpu.facts.paths import REPO_ROOT
-from svgtpu.report import paper, predictions
+from svgtpu.report import paper, prediction_outcomes
 from svgtpu.report.verdicts import record_verdict_history
 from svgtpu.report.history import published_verdicts
 
@@ -93,7 +93,7 @@ def test_a_synthetic_v6e8_run_through_the_whole_chain(tmp_path):
 
     # 4. predict --against: one verdict per claim, the same as README's
     run = tpu_runs.load_run(runs / "2099-01-01-synthetic.json")
-    verdicts = {v["claim"]: v["verdict"] for v in predictions.claim_verdicts([run])}
+    verdicts = {v["claim"]: v["verdict"] for v in prediction_outcomes.claim_verdicts([run])}
     assert verdicts == {"C1": "not measured", "C2": after[c2], "C3": "not measured", "C4": "direction only",
                         "C5": "reproduced"}
 

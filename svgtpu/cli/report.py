@@ -97,9 +97,10 @@ def run_predict(args):
             raise BadInput("--against predicts nothing, so --out has nothing to write; drop one")
         from svgtpu.facts.tpu_runs import check_evidence, load_run
         runs = [check_evidence(load_run(name, "--against"), f"--against {name}") for name in args.against]
+        from svgtpu.report import prediction_outcomes as outcomes
         frozen = predictions.frozen(args.predictions)   # the run files first: a bad one is refused before any work
-        rows = predictions.compare(frozen, runs)
-        verdicts = predictions.claim_verdicts(runs)
+        rows = outcomes.compare(frozen, runs)
+        verdicts = outcomes.claim_verdicts(runs)
         import textwrap
 
         from svgtpu.facts.tables import FIT_WIDTH
@@ -111,7 +112,7 @@ def run_predict(args):
         lines = [wrap(f"- {v['claim']}: {v['verdict']} ({v['why']})") for v in verdicts]
         return ({"predictions": frozen["file"], "runs": [r["file"] for r in runs], "rows": rows,
                  "verdicts": verdicts},
-                "\n".join([table, wrap(predictions.OUTCOMES), "", "one verdict per claim (docs/verdicts.md, a "
+                "\n".join([table, wrap(outcomes.OUTCOMES), "", "one verdict per claim (docs/verdicts.md, a "
                             "measured TPU run):", *lines]))
     if args.out and Path(args.out).exists():   # refused before any work
         raise BadInput(f"--out {args.out} exists: a predictions file is never rewritten")

@@ -1,7 +1,7 @@
 """The run files: a TPU run of ``svgtpu bench tpu`` (``figures/tpu-runs/``: ``svgtpu predict --against`` and
 ``svgtpu paper`` read it) and the GPU runs of ``figures/gpu-runs/`` (``svgtpu paper`` and the cost model read them).
 
-:class:`TpuRun` is what :func:`svgtpu.bench.tpu.run` writes; :func:`svgtpu.report.predictions.compare` reads its
+:class:`TpuRun` is what :func:`svgtpu.bench.tpu.run` writes; :func:`svgtpu.report.prediction_outcomes.compare` reads its
 ``chips``, ``provenance`` and ``quantities`` (each a finite ``value`` and its IQR, low <= high; that the chips are
 a slice the predictions hold is its check).  A GPU run handed
 where a TPU run is meant (its provenance ``measured-gpu-*``, or a results file with a ``run`` section) is refused

@@ -93,12 +93,12 @@ def render(name: str, data: dict, target: Path, figures: Path) -> str:
         return against_tpu_table(data)
     if name == "tpu-predictions":
         from svgtpu.facts.tpu_runs import TPU_RUNS_DIR, counted_runs
-        from svgtpu.report import predictions
-        return predictions.markdown(predictions.latest(figures / predictions.PREDICTIONS_DIR.name),
+        from svgtpu.report import prediction_outcomes, predictions
+        return prediction_outcomes.markdown(predictions.latest(figures / predictions.PREDICTIONS_DIR.name),
                                     counted_runs(figures / TPU_RUNS_DIR.name))
     if name == "tpu-claim-predictions":
-        from svgtpu.report import predictions
-        return predictions.claim_table(predictions.latest(figures / predictions.PREDICTIONS_DIR.name))
+        from svgtpu.report import prediction_outcomes, predictions
+        return prediction_outcomes.claim_table(predictions.latest(figures / predictions.PREDICTIONS_DIR.name))
     if name in ("tpu-run-time", "tpu-run-brief", "tpu-run-cost"):
         from svgtpu.report import preflight_record, tpu_run_time
         from svgtpu.costmodel.compiled import COMPILED_TILES_NAME, load_compiled
