@@ -93,11 +93,12 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     svg = [{"policy": r["policy"].removeprefix("maxdiffusion-"), "role": ROLE_KEYS[r["role"]],
             "pub x": r["published_speedup"], "model x": r["predicted_speedup"], "error": percent(r["error"]),
             "pub s": r["published_svg_s"], "model s": r["predicted_svg_s"],
-            "fixM x": r["fixed_m_body"]["predicted_speedup"], "fixM err": percent(r["fixed_m_body"]["error"])}
+            "online x": r["online_body"]["predicted_speedup"], "online err": percent(r["online_body"]["error"])}
            for r in result["maxdiffusion_svg"]]
     svg_note = ("\n\n" + fill("MaxDiffusion's measured SVG runs on v6e-8 (x: speedup over the same-node dense "
-                                "control; model: its dense calls at our compiled body, the calibration's reading; "
-                                "fixM: at our compiled fixed-maximum body, the efficiency refitted):")
+                                "control; model: its fixed-M dense calls at our compiled fixed-maximum body, the "
+                                "calibration's reading; online: at our compiled online-softmax body, the efficiency "
+                                "refitted):")
                 + "\n" + format_table(svg)) if svg else ""
     return result, format_table(rows) + "\n" + note + svg_note
 

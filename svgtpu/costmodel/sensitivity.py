@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.policy import BASE_WAN_27B, EARLIER_FLOW_SHIFT, ExpertSplit, get_policy
-from svgtpu.costmodel.validate import Unreachable, family_stretch, fit_efficiency
+from svgtpu.costmodel.validate import SIDE_CONTROL, Unreachable, family_stretch, fit_efficiency
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,13 +101,14 @@ def _calibration_readings(family: str, compiled) -> tuple[tuple[str, float, floa
     """The matmul efficiency refitted on the calibration run under each other reading of it: ``(name, central,
     other, why)``."""
     central = fit_efficiency(family, compiled)["fitted"]
-    hand = fit_efficiency(family, compiled, dense_control="fixed-m")["fitted"]
+    side = fit_efficiency(family, compiled, dense_control=SIDE_CONTROL)["fitted"]
     moderate = get_policy("maxdiffusion-moderate")[0]
     shift = fit_efficiency(family, compiled, policy=dataclasses.replace(
         moderate, split=ExpertSplit(EARLIER_FLOW_SHIFT)))["fitted"]
-    return (("efficiency.matmul: dense calls' kernel", central, hand,
-             "the calibration run's fixed-M dense calls at our compiled online-softmax body (central) or at our "
-             "compiled fixed-maximum body (docs/fixed_max.md), the efficiency refitted on the moderate run"),
+    return (("efficiency.matmul: dense calls' kernel", central, side,
+             "the calibration run's fixed-M dense calls at our compiled fixed-maximum body (the kernel the run ran, "
+             "docs/fixed_max.md; central) or at our compiled online-softmax body, the efficiency refitted on the "
+             "moderate run"),
             ("efficiency.matmul: expert split", central, shift,
              f"flow shift {BASE_WAN_27B['flow_shift']:g} (base_wan_27b.yml on the pull request's base, and Wan's own "
              f"t2v_A14B; central) or {EARLIER_FLOW_SHIFT:g} (base_wan_27b.yml before 2026-07-01): which expert runs "

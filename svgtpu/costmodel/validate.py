@@ -209,12 +209,14 @@ def block_rest_seconds(setup: Setup) -> float:
     return sum(v for k, v in forward_breakdown(setup).items() if k not in per_pass) / setup.model.layers
 
 
-#: How MaxDiffusion's fixed-M dense calls are priced centrally: ``ours``, our compiled online-softmax body;
-#: ``fixed-m``, our compiled fixed-maximum body at MaxDiffusion's dense tile (``KernelConfig.fixed_max``, the
-#: ``fixed_max`` rows of the compiled tile table), is shown beside it (:func:`maxdiffusion_rows`) and is an end of the
-#: interval (:mod:`~svgtpu.costmodel.sensitivity`).
-DENSE_CONTROL = "ours"
-DENSE_CONTROLS = ("ours", "fixed-m")
+#: How MaxDiffusion's fixed-M dense calls are priced centrally: ``fixed-m``, the kernel the run ran, our compiled
+#: fixed-maximum body at MaxDiffusion's dense tile (``KernelConfig.fixed_max``, the ``fixed_max`` rows of the compiled
+#: tile table, ``docs/fixed_max.md``).  :data:`SIDE_CONTROL`, our compiled online-softmax body at that tile (a kernel
+#: the run did not run), is shown beside it (:func:`maxdiffusion_rows`) and is an end of the interval
+#: (:mod:`~svgtpu.costmodel.sensitivity`).
+DENSE_CONTROL = "fixed-m"
+SIDE_CONTROL = "ours"
+DENSE_CONTROLS = (DENSE_CONTROL, SIDE_CONTROL)
 #: The sparse stretch every setup runs at: 1, the sparse tiles as compiled.  Not fitted: the one calibration
 #: point (MaxDiffusion's moderate run) sets the matmul efficiency; the stretch's plausible range
 #: (:data:`~svgtpu.costmodel.plausible.STRETCH`) is an interval knob, the efficiency refitted at each end.
@@ -526,16 +528,17 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _fixed_m_body_efficiency(family: str, compiled: CompiledTable | None) -> Efficiency:
-    return fit_efficiency(family, compiled, dense_control="fixed-m")["efficiency"]
+def _side_control_efficiency(family: str, compiled: CompiledTable | None) -> Efficiency:
+    return fit_efficiency(family, compiled, dense_control=SIDE_CONTROL)["efficiency"]
 
 
 def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
     """MaxDiffusion's measured SVG runs against the model: per run its policy (densities per expert), its
     transformer FLOPs saved as published and as counted here (:func:`~svgtpu.costmodel.policy.flops_saved`), the
-    published speedup over its same-node dense control, the modeled one at the central sparse stretch, the same
-    with the dense calls read at our compiled fixed-maximum body (``fixed_m_body``, the efficiency refitted
-    on the moderate run), and the stretch that run's speedup alone would need (a diagnostic; never a fit)."""
+    published speedup over its same-node dense control, the modeled one at the central sparse stretch (the dense
+    calls as :data:`DENSE_CONTROL`), the same with the dense calls read at our compiled online-softmax body
+    (``online_body``: :data:`SIDE_CONTROL`, the efficiency refitted on the moderate run), and the stretch that
+    run's speedup alone would need (a diagnostic; never a fit)."""
     compiled = resolve(compiled)
     rows = []
     for p in published_points():
@@ -549,8 +552,8 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
             own = fit_sparse_stretch(p.family, compiled, policy=policy, target=p.published_speedup)["stretch"]
         except Unreachable:
             own = None
-        hand_eff = _fixed_m_body_efficiency(p.family, compiled)
-        hand = run_policy(p, hand_eff, compiled, stretch, setting=RunSetting(dense_kernel="fixed-m"))
+        side_eff = _side_control_efficiency(p.family, compiled)
+        side = run_policy(p, side_eff, compiled, stretch, setting=RunSetting(dense_kernel=SIDE_CONTROL))
         rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
                      "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
                      "flops_saved_counted": flops_saved(policy, get_model(p.model), get_geometry(p.grid), p.steps),
@@ -559,10 +562,10 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
                      "predicted_svg_s": run["svg_seconds"], "predicted_speedup": run["speedup"],
                      "error": run["speedup"] / p.published_speedup - 1, "stretch": stretch,
                      "dense_control": DENSE_CONTROL,
-                     "fixed_m_body": {"dense_control": "fixed-m", "fitted_compute_efficiency": hand_eff.matmul,
-                                    "predicted_dense_s": hand["dense_seconds"], "predicted_svg_s": hand["svg_seconds"],
-                                    "predicted_speedup": hand["speedup"],
-                                    "error": hand["speedup"] / p.published_speedup - 1},
+                     "online_body": {"dense_control": SIDE_CONTROL, "fitted_compute_efficiency": side_eff.matmul,
+                                     "predicted_dense_s": side["dense_seconds"], "predicted_svg_s": side["svg_seconds"],
+                                     "predicted_speedup": side["speedup"],
+                                     "error": side["speedup"] / p.published_speedup - 1},
                      "stretch_this_run_needs": own, "source": p.source})
     return rows
 
@@ -646,4 +649,4 @@ def validate(compiled=AUTO) -> dict:
 __all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
-           "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
+           "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
