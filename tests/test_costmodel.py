@@ -230,7 +230,7 @@ def test_svg_schedule_rounds_like_svg_code_and_chain_multiplies(table):
     from svgtpu.recipes import DEFAULT_RECIPE
     assert (setup.dense_steps, setup.dense_layers, setup.heads_per_chip) == (
         DEFAULT_RECIPE.dense_steps, DEFAULT_RECIPE.dense_layers, 5)                # ceil(40 heads / 8 chips)
-    head = dataclasses.replace(setup, **cm.recipe_fields(cm_recipe("svg-head-t2v-14b-720p")))
+    head = setup.replace(**cm.recipe_fields(cm_recipe("svg-head-t2v-14b-720p")))
     assert (head.dense_steps, head.dense_layers) == (10, 1)      # floor(0.2 * 50), floor(0.03 * 40)
     small = dataclasses.replace(head, model=cm.get_model("wan2.1-1.3b"))
     assert (small.dense_layers, small.heads_per_chip) == (0, 2)   # floor(0.025 * 30), ceil(12 / 8)
@@ -259,7 +259,7 @@ def test_svg_schedule_rounds_like_svg_code_and_chain_multiplies(table):
 
 def test_cfg_passes_and_cfg_split():
     setup = wan_setup("720p", parts=frozenset())
-    no_cfg = dataclasses.replace(setup, cfg=False)
+    no_cfg = setup.replace(cfg=False)
     assert cm.dit_seconds(setup, "dense", True) == pytest.approx(2 * cm.dit_seconds(no_cfg, "dense", True))
     split = dataclasses.replace(setup, cfg_split=True)
     assert (split.chips_per_pass, split.heads_per_chip, split.sequential_passes) == (4, 10, 1)
@@ -307,7 +307,7 @@ def test_published_points_are_cited_and_calibrate_at_most_once_per_family(table)
     assert wan_setup(device="h200").efficiency == gpu["efficiency"]
     # a Setup never looks a calibration up itself: the efficiency is explicit
     with pytest.raises(ValueError, match="efficiency is required"):
-        cm.Setup(cm.get_model("wan2.1-14b"), cm.get_geometry("720p"), cm.get_device("v6e"))
+        cm.Setup.of(cm.get_model("wan2.1-14b"), cm.get_geometry("720p"), cm.get_device("v6e"))
     # the A100 (Ampere) has no calibration point: FlashAttention-2 reaches a far larger share of its
     # peak than of an H100's, so the H100/H200 number does not carry over
     assert cm.family_efficiency("ampere")["calibrated_on"] is None
@@ -687,7 +687,7 @@ def test_the_cost_model_runs_without_jax():
 
 def test_vae_on_one_rank_does_not_shrink_with_chips():
     one = wan_setup("720p", chips=1, vae_sharded=False)
-    eight = dataclasses.replace(one, chips=8)
+    eight = one.replace(chips=8)
     assert cm.stage_seconds(eight)["vae_decode"] == cm.stage_seconds(one)["vae_decode"] > 0
     sharded = dataclasses.replace(eight, vae_sharded=True)
     assert cm.stage_seconds(sharded)["vae_decode"] == pytest.approx(cm.stage_seconds(one)["vae_decode"] / 8)

@@ -63,7 +63,6 @@ NOT_YET = {"attention/svg.py:SVGConfig.block_q", "attention/svg.py:SVGConfig.blo
            "attention/svg2.py:SVG2Config.block_q", "attention/svg2.py:SVG2Config.block_kv",
            "bench/methods.py:method_costs(block_q)", "bench/methods.py:method_costs(block_kv)",
            "compiler/wan_block.py:BlockJob.block_q", "compiler/wan_block.py:BlockJob.block_kv",
-           "costmodel/pipeline.py:Setup.block_q", "costmodel/pipeline.py:Setup.block_kv",
            "masks/pairs.py:pair_accounting(tiles)"}
 
 

@@ -63,7 +63,7 @@ def _density_records():
     g = get_geometry("720p")
 
     def setup(kept, multiplier):
-        s = cm.Setup(cm.get_model("wan2.1-14b"), g, cm.get_device("v6e"), kept=kept, multiplier=multiplier,
+        s = cm.Setup.of(cm.get_model("wan2.1-14b"), g, cm.get_device("v6e"), kept=kept, multiplier=multiplier,
                      efficiency=cm.Efficiency())
         return s.kept, s.multiplier
 

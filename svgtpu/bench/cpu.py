@@ -68,7 +68,7 @@ def toy_attention_share_measured_vs_modeled(device: DeviceSpec | None = None, *,
     config = config or dit.DiTConfig()
     device = device or calibrate_cpu(seed)
     model, g = ModelConfig.from_dit(config), config.geometry
-    setup = Setup(model, g, device, chips=1, steps=1, cfg=False, block_q=g.L, block_kv=g.L,
+    setup = Setup.of(model, g, device, chips=1, steps=1, cfg=False, block_q=g.L, block_kv=g.L,
                   multiplier=1.0, kept=None, efficiency=Efficiency(1.0, 1.0, 1.0, 1.0, 1.0),
                   work=XLA_UNFUSED, dtype_bytes=4, parts=frozenset())
     breakdown = {k: v * batch for k, v in forward_breakdown(setup).items()}

@@ -11,7 +11,6 @@ our kernel).  Beside each, what the model at 314194b predicted blind (``figures/
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import json
 
@@ -95,7 +94,7 @@ def _against_h200() -> dict:
                          blind.get(g, {}).get("dit_speedup_svg_aligned")))
     for a in data["attention"]:
         g = a["geometry"]
-        setup = dataclasses.replace(block_setup(g, data["kept"]), chips=1)
+        setup = block_setup(g, data["kept"]).replace(chips=1)
         for r in a["rows"]:
             if r["status"] != "ok" or r["variant"] not in ATTENTION_KINDS:
                 continue

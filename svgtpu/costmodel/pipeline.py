@@ -53,7 +53,7 @@ from svgtpu.costmodel.workload import ModelConfig
 from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.facts.kernels import kernel_names
 from svgtpu.facts.results import provenance
-from svgtpu.setting import PRODUCTION, mask_density
+from svgtpu.setting import Setting
 from svgtpu.warmup import (DEFAULT_PROFILE_ROWS, DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION,
                            layer_calls, warmup_count)
 from svgtpu.masks.core import check_kept
@@ -77,24 +77,23 @@ ATTENTION_SHARDINGS = ("heads", "sequence")
 #: The share of heads online profiling marks temporal (they pay the layout transform) when none is given: an
 #: assumption, half (the data decides at run time; :mod:`svgtpu.costmodel.sensitivity` sweeps it from 0 to 1).
 DEFAULT_TEMPORAL_FRACTION = 0.5
+#: What a :class:`Setup` takes from its :class:`~svgtpu.setting.Setting`: chips, steps, guidance, tile and mask density.
+SETTING_FIELDS = ("chips", "steps", "cfg", "block_q", "block_kv", "kept", "multiplier")
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """Everything one modeled video depends on.  ``efficiency`` is required (use
+    """Everything one modeled video depends on: a :class:`~svgtpu.setting.Setting` (chips, steps, guidance, tile,
+    mask density: :data:`SETTING_FIELDS`, read through the properties of the same names) with its model, geometry
+    and device resolved (a custom model, a ``TxHxW`` grid or a probed device spec may stand for its names: the
+    setting's names are made those of the objects), and how the run is priced.  ``efficiency`` is required (use
     :func:`svgtpu.costmodel.validate.calibrated_setup` for the device family's calibrated one)."""
 
     model: ModelConfig
     geometry: VideoGeometry
     device: DeviceSpec
-    chips: int = PRODUCTION.chips     # the production setting's (svgtpu.setting) unless given
-    steps: int = PRODUCTION.steps
-    cfg: bool = PRODUCTION.cfg
-    block_q: int = PRODUCTION.block_q
-    block_kv: int = PRODUCTION.block_kv
-    # SVG's schedule: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE, cited there) unless given
-    kept: float | None = None   # kept fraction, or a band multiplier; neither: DEFAULT_KEPT (setting.mask_density)
-    multiplier: float | None = None
+    setting: Setting
+    # SVG's schedule beyond the setting's mask density: the default recipe's (svgtpu.recipes.DEFAULT_RECIPE) unless given
     warmup_steps: float = DEFAULT_WARMUP_STEP_FRACTION   # share of steps run dense ...
     warmup_layers: float = DEFAULT_WARMUP_LAYER_FRACTION  # ... and of layers
     profile_rows: int = DEFAULT_PROFILE_ROWS   # query rows online profiling samples per head
@@ -119,13 +118,16 @@ class Setup:
     host_seconds_per_step: float = 0.02   # assumption: Python loop + scheduler + dispatch per step
 
     def __post_init__(self):
+        if not isinstance(self.setting, Setting):
+            raise BadInput(f"setting must be a svgtpu.setting.Setting, got {type(self.setting).__name__}")
+        named = {"model": self.model.name, "resolution": self.geometry.name or str(self.geometry),
+                 "device": self.device.name}
+        if any(getattr(self.setting, k) != v for k, v in named.items()):   # the objects' names, one truth
+            object.__setattr__(self, "setting", dataclasses.replace(self.setting, **named))
         for field in ("chips", "steps", "profile_rows", "dtype_bytes", "block_q", "block_kv"):
             check_positive_int(field, getattr(self, field))
-        kept, multiplier = mask_density(self.kept, self.multiplier)
-        if kept is not None:
-            check_kept(kept)
-        object.__setattr__(self, "kept", kept)
-        object.__setattr__(self, "multiplier", multiplier)
+        if self.kept is not None:
+            check_kept(self.kept)
         for field in ("warmup_steps", "warmup_layers", "temporal_fraction"):
             value = getattr(self, field)
             if not 0 <= value <= 1:
@@ -161,6 +163,30 @@ class Setup:
         if self.image_encoder not in IMAGE_ENCODERS:
             raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
                            f"got {self.image_encoder!r}")
+
+    @classmethod
+    def of(cls, model: ModelConfig, geometry: VideoGeometry, device: DeviceSpec, **fields) -> "Setup":
+        """A setup from keyword ``fields``: those of :data:`SETTING_FIELDS` make its :class:`Setting` (the rest of
+        the setting its own defaults, :mod:`svgtpu.setting`), the others are the setup's."""
+        choices = {k: fields.pop(k) for k in SETTING_FIELDS if k in fields}
+        return cls(model, geometry, device, Setting(**choices), **fields)
+
+    def replace(self, **changes) -> "Setup":
+        """:func:`dataclasses.replace`, the fields of :data:`SETTING_FIELDS` changed in the setting (a kept fraction
+        or a multiplier given replaces the mask density: the other becomes ``None``)."""
+        choices = {k: changes.pop(k) for k in SETTING_FIELDS if k in changes}
+        if choices.keys() & {"kept", "multiplier"}:
+            choices = {"kept": None, "multiplier": None, **choices}
+        setting = dataclasses.replace(self.setting, **choices) if choices else self.setting
+        return dataclasses.replace(self, setting=setting, **changes)
+
+    chips = property(lambda self: self.setting.chips, doc="Chips of the slice (the setting's).")
+    steps = property(lambda self: self.setting.steps, doc="Denoising steps (the setting's).")
+    cfg = property(lambda self: self.setting.cfg, doc="Classifier-free guidance (the setting's).")
+    block_q = property(lambda self: self.setting.block_q, doc="The kernel tile's query rows (the setting's).")
+    block_kv = property(lambda self: self.setting.block_kv, doc="The kernel tile's key columns (the setting's).")
+    kept = property(lambda self: self.setting.kept, doc="SVG's kept fraction, or None (the setting's).")
+    multiplier = property(lambda self: self.setting.multiplier, doc="SVG's band multiplier, or None (the setting's).")
 
     @property
     def kernels_here(self) -> tuple[str, ...]:
@@ -544,6 +570,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
            "weight_gather_seconds", "forward_breakdown", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -43,7 +43,7 @@ def scenario_setups(setup: Setup, published_svg_range: tuple[float, float] | Non
         fields = recipe_fields(r)
         if all(getattr(setup, k) == v for k, v in fields.items()):
             continue   # the central row's own recipe
-        changed = dataclasses.replace(setup, **fields)
+        changed = setup.replace(**fields)
         rows.append(("recipe", f"SVG recipe {r.name} (kept {r.kept:g}, {changed.dense_steps} of {changed.steps} steps "
                                f"and {changed.dense_layers} of {changed.model.layers} layers dense)", changed))
     for kernel in KERNELS:

@@ -56,7 +56,7 @@ class Knob:
         head, _, tail = self.path.partition(".")
         if tail:
             value = dataclasses.replace(getattr(setup, head), **{tail: value})
-        return dataclasses.replace(setup, **{head: value})
+        return setup.replace(**{head: value})
 
 
 def _split(setup: Setup, ratio: float) -> Setup:

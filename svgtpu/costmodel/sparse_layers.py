@@ -205,7 +205,7 @@ def sparse_call(setup: Setup, setting: RunSetting, policy: Policy, density: floa
     stretch = setup.sparse_stretch if switches.sparse_stretch is None else switches.sparse_stretch
     out = {"kernel": stretch * heads * cycles / clock / eff.attention}
     hbm = setup.device.hbm_bandwidth * eff.memory
-    placed = dataclasses.replace(setup, chips=setting.context, cfg_split=False, profile_rows=policy.profile_queries)
+    placed = setup.replace(chips=setting.context, cfg_split=False, profile_rows=policy.profile_queries)
     out["profiling"] = svg_overhead_seconds(placed)["profiling"] if switches.fixed_costs else 0.0
     out["placement"] = heads * 4 * PLACEMENT_PASSES * L * d * b / hbm if switches.fixed_costs else 0.0
     out["tail_merge"] = heads * MERGE_PASSES * t["tail_rows"] * bq * d * b / hbm if switches.fixed_costs else 0.0
@@ -244,7 +244,7 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
 def run_setup(setup: Setup, setting: RunSetting) -> Setup:
     """``setup`` on the run's slice: its chips, CFG passes side by side when the data axis is 2, Ulysses over
     the context group for the other ops' sharding, the host the only stage timed (denoising only)."""
-    return dataclasses.replace(setup, chips=setting.chips, cfg_split=setting.data == 2 and setup.cfg,
+    return setup.replace(chips=setting.chips, cfg_split=setting.data == 2 and setup.cfg,
                                parts=frozenset({"host"}), block_q=setting.sparse_block_q,
                                block_kv=setting.sparse_block_kv)
 

@@ -178,7 +178,7 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
         parts |= {"text_encoder", "vae_decode", "image_encoder", "host"}
     svg = recipe_fields(get_recipe(point.recipe)) if point.recipe else {}
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
-    return Setup(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
+    return Setup.of(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
                  cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel, work=work,
                  compiled=compiled, gpu_rates=gpu_rates(device.family), parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, weights=point.weights,
@@ -197,7 +197,7 @@ def measured_block_setup(family: str, efficiency: Efficiency) -> Setup | None:
     rates = gpu_rates(family)
     if rates is None:
         return None
-    return Setup(get_model("wan2.1-14b"), get_geometry(CALIBRATION_RESOLUTION), get_device("h200"), chips=1, steps=1,
+    return Setup.of(get_model("wan2.1-14b"), get_geometry(CALIBRATION_RESOLUTION), get_device("h200"), chips=1, steps=1,
                  cfg=False, block_q=GPU_TILE, block_kv=GPU_TILE, efficiency=efficiency,
                  kernel="cudnn", gpu_rates=rates, parts=frozenset())
 
@@ -434,7 +434,7 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
         fields.setdefault("block_q", GPU_TILE)
         fields.setdefault("block_kv", GPU_TILE)
         fields.setdefault("dense_kernel", user_dense_kernel(device))
-    return Setup(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
+    return Setup.of(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
 
 
 def related_calibration(point: PublishedPoint) -> str | None:
