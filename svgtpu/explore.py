@@ -234,10 +234,8 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
     """
     try:
         from svgtpu import costmodel as cm
-        g, s = settings.token_grid, settings.setting
-        setup = cm.calibrated_setup(s.model, g, s.device, chips=s.chips, block_q=s.block_q, block_kv=s.block_kv,
-                                    kept=s.kept, multiplier=s.multiplier)
-        dense_stats, dense_info = cm.mask_tiles(g, "dense", s.block_q, s.block_kv)
+        setup = cm.setting_setup(settings.setting)   # the explorer's Setting, passed down as it is
+        dense_stats, dense_info = cm.mask_tiles(setup.geometry, "dense", setup.block_q, setup.block_kv)
         this = setup.head_seconds(stats, empty_row_steps)
         dense = setup.head_seconds(dense_stats, info=dense_info)
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,

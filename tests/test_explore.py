@@ -179,6 +179,6 @@ def test_a_cost_model_bug_is_raised_not_shown(monkeypatch):
 
     def bug(*args, **kwargs):
         raise KeyError("a bug")
-    monkeypatch.setattr(costmodel, "calibrated_setup", bug)
+    monkeypatch.setattr(costmodel, "setting_setup", bug)
     with pytest.raises(KeyError):
         explore.compute(point(resolution="4x8x16", block_q=128, block_kv=128))

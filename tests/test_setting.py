@@ -89,3 +89,24 @@ def test_every_record_of_a_mask_density_follows_the_one_rule(record):
         make(0.2, 1.5)
     with pytest.raises(BadInput, match="multiplier must be a positive number"):
         make(None, -1.0)
+
+
+def test_the_cost_model_setup_holds_the_setting_it_was_given():
+    """A Setting passed down (cm.setting_setup) is the Setup's own, field for field; the keywords path builds the same
+    setup; a setting field given beside the setting is refused; the setting's names follow the resolved objects."""
+    import dataclasses
+
+    from svgtpu import costmodel as cm
+    setting = Setting(resolution="720p", device="v5e", chips=4, block_q=1024, block_kv=512, multiplier=2.0, steps=30)
+    setup = cm.setting_setup(setting, compiled=None)
+    assert setup.setting == setting
+    assert (setup.chips, setup.steps, setup.block_q, setup.block_kv, setup.kept, setup.multiplier) == \
+        (4, 30, 1024, 512, None, 2.0)
+    assert setup.geometry == cm.get_geometry("720p") and setup.device.name == "v5e"
+    assert setup == cm.calibrated_setup("wan2.1-14b", "720p", "v5e", compiled=None, chips=4, block_q=1024,
+                                        block_kv=512, multiplier=2.0, steps=30)
+    with pytest.raises(BadInput, match="the setting holds chips"):
+        cm.setting_setup(setting, chips=8)
+    moved = dataclasses.replace(setup, geometry=cm.get_geometry("1440p"))
+    assert moved.setting.resolution == "1440p" and moved.setting.chips == 4
+    assert setup.replace(kept=0.3).setting == dataclasses.replace(setting, kept=0.3, multiplier=None)

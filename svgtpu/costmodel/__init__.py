@@ -59,7 +59,7 @@ from svgtpu.costmodel.sensitivity import (KNOBS, QUANTITIES as SENSITIVITY_QUANT
                                           at_knob, sensitivity, sparse_knobs, speedup_surface, stretch_as_efficiency,
                                           tornado_rows)
 from svgtpu.costmodel.policy import POLICY_NAMES, Policy, get_policy
-from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, family_efficiency, family_stretch,
+from svgtpu.costmodel.validate import (PublishedPoint, calibrated_setup, setting_setup, family_efficiency, family_stretch,
                                       fit_efficiency, fit_sparse_stretch, maxdiffusion_rows, predict_seconds,
                                       published_points, published_svg_efficiency, related_calibration,
                                       sparse_efficiency_evidence, validate, MISS)
@@ -89,7 +89,7 @@ __all__ = ["claim_rows", "claim_values", "production_setup", "joint_interval", "
     "tornado_rows", "stretch_as_efficiency", "POLICY_NAMES", "Policy", "get_policy", "family_stretch", "fit_sparse_stretch",
     "maxdiffusion_rows", "against_tpu", "blind_prediction",
     "speedup_surface",
-    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "fit_efficiency", "calibrated_setup",
+    "PublishedPoint", "published_points", "predict_seconds", "family_efficiency", "fit_efficiency", "calibrated_setup", "setting_setup",
     "related_calibration", "published_svg_efficiency", "sparse_efficiency_evidence", "validate",
     "scenario_setups", "scenario_table",
 ]

@@ -45,7 +45,7 @@ from pathlib import Path
 from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates
 from svgtpu.costmodel.kernel_work import FLASH
-from svgtpu.costmodel.pipeline import (Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
+from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
@@ -55,7 +55,7 @@ from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, get_recipe
-from svgtpu.setting import PRODUCTION
+from svgtpu.setting import PRODUCTION, Setting
 from svgtpu.errors import BadInput
 
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
@@ -421,8 +421,24 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     device family's calibrated efficiency (:func:`family_efficiency`) unless ``efficiency`` is among
     ``fields``, and its sparse stretch (:func:`family_stretch`) unless ``sparse_stretch`` is; on a GPU with
     measured rates (:func:`gpu_rates`) those rates, the GPU kernels' 128 x 128 tile and cuDNN as the dense kernel
-    (what a user runs there) unless given; ``None`` for a tile or the dense kernel is the default; every other
-    field as given."""
+    (what a user runs there) unless given; ``None`` for a tile or the dense kernel is the default; the setting's
+    fields (:data:`~svgtpu.costmodel.pipeline.SETTING_FIELDS`) make its :class:`~svgtpu.setting.Setting`, every
+    other field as given."""
+    return _calibrated(get_model(model), get_geometry(geometry), device, None, fields)
+
+
+def setting_setup(setting: Setting, **fields) -> Setup:
+    """:func:`calibrated_setup` for one resolved :class:`~svgtpu.setting.Setting`, the value an edge (the explorer,
+    a command) resolved and passes down: its model, resolution and device by name, its chips, steps, guidance,
+    tile and mask density as they are (no device default of the tile: the edge chose it); ``fields`` how the run
+    is priced, none of the setting's own."""
+    given = sorted(set(fields) & set(SETTING_FIELDS))
+    if given:
+        raise BadInput(f"the setting holds {', '.join(given)}: give them in it, not beside it")
+    return _calibrated(get_model(setting.model), get_geometry(setting.resolution), setting.device, setting, fields)
+
+
+def _calibrated(model: ModelConfig, geometry: VideoGeometry, device, setting: Setting | None, fields: dict) -> Setup:
     compiled = resolve(fields.pop("compiled", AUTO))
     device = get_device(device, compiled)   # a name, or a DeviceSpec as it is
     fields = {k: v for k, v in fields.items() if v is not None or k not in ("block_q", "block_kv", "dense_kernel")}
@@ -431,10 +447,13 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     rates = gpu_rates(device.family)
     if rates is not None:   # a GPU with measured rates: its kernels' own tile, and a user's dense kernel there
         fields.setdefault("gpu_rates", rates)
-        fields.setdefault("block_q", GPU_TILE)
-        fields.setdefault("block_kv", GPU_TILE)
+        if setting is None:
+            fields.setdefault("block_q", GPU_TILE)
+            fields.setdefault("block_kv", GPU_TILE)
         fields.setdefault("dense_kernel", user_dense_kernel(device))
-    return Setup.of(get_model(model), get_geometry(geometry), device, compiled=compiled, **fields)
+    if setting is None:
+        return Setup.of(model, geometry, device, compiled=compiled, **fields)
+    return Setup(model, geometry, device, setting, compiled=compiled, **fields)
 
 
 def related_calibration(point: PublishedPoint) -> str | None:
@@ -646,7 +665,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
