@@ -57,6 +57,11 @@ WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b
                        "height 720, width 1280, num_frames 81, num_inference_steps 40, flow_shift 12.0 (set in "
                        "bf91020498f7, 2026-07-01: 'Official Wan2.2 T2V A14B sampling shift ... ~step 26 of 40 at "
                        "boundary_ratio 0.875'), boundary_ratio 0.875, do_classifier_free_guidance True")
+#: Where MaxDiffusion's Wan 2.2 keeps its weights: ``embed`` sharded over ``context`` (and ``fsdp``, 1 here), so each
+#: context group of a data x context mesh all-gathers a layer's weights in every pass (priced by
+#: :func:`svgtpu.costmodel.pipeline.weight_gather_seconds`; the compiled Wan block holds the same gathers).
+WEIGHT_SHARDING = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml", MAXDIFFUSION_COMMIT,
+                         "logical_axis_rules: ['embed', ['context', 'fsdp']]; weights_dtype bfloat16; scan_layers True")
 EARLIER_WAN27B_CONFIG = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/configs/base_wan_27b.yml",
                                "01c93b4200964c3ae46d531f4a56827615a955e7", "flow_shift 5.0 (before bf91020498f7)")
 FIXED_M_RUNNER = Source(MAXDIFFUSION_REPO, "end_to_end/tpu/run_wan_fast_inference.sh",
@@ -79,8 +84,8 @@ EXPERT_SWITCH = Source(MAXDIFFUSION_REPO, "src/maxdiffusion/pipelines/wan/wan_pi
                        "boundary = boundary_ratio x num_train_timesteps; high-noise expert while timestep >= boundary")
 WAN22_T2V_A14B = Source("Wan-Video/Wan2.2", "wan/configs/wan_t2v_A14B.py", "d6feb225df10c4fca72dd1c60de4be924df9cf3a",
                         "sample_shift 12.0, sample_steps 40, boundary 0.875 (read in the fork HighDoping/Wan2.2)")
-SOURCES = (SVG_DOCS, SVG_ATTENTION, WAN27B_CONFIG, EARLIER_WAN27B_CONFIG, FIXED_M_RUNNER, WAN_FLOPS,
-           BALANCED_ROUNDING, SCHEDULER, EXPERT_SWITCH, WAN22_T2V_A14B)
+SOURCES = (SVG_DOCS, SVG_ATTENTION, WAN27B_CONFIG, WEIGHT_SHARDING, EARLIER_WAN27B_CONFIG, FIXED_M_RUNNER,
+           WAN_FLOPS, BALANCED_ROUNDING, SCHEDULER, EXPERT_SWITCH, WAN22_T2V_A14B)
 
 #: base_wan_27b.yml's Wan 2.2 T2V video and sampler: what a MaxDiffusion YAML that omits a key runs.
 BASE_WAN_27B = {"height": 720, "width": 1280, "num_frames": 81, "num_inference_steps": 40, "flow_shift": 12.0,
@@ -353,5 +358,6 @@ def _named_policy(name: str) -> tuple[Policy, tuple]:
 
 __all__ = ["BAND_RULES", "BASE_WAN_27B", "ExpertSplit", "MODERATE_KEYS", "MAXDIFFUSION_SVG_COMMIT", "POLICY_NAMES",
            "get_policy", "SVG_KEYS", "UNMODELED_KEYS",
-           "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "EARLIER_FLOW_SHIFT", "band_half_width",
+           "PUBLISHED_FLOPS_SAVED", "Policy", "SOURCES", "SVG_DOCS", "WEIGHT_SHARDING", "EARLIER_FLOW_SHIFT",
+           "band_half_width",
            "band_multiplier", "flops_saved", "from_config", "kept_pairs", "read_yaml", "scaled_policy"]

@@ -22,6 +22,9 @@ argue with (:data:`TERMS`):
   :data:`MERGE_PASSES` HBM passes of the rows that have a tail tile;
 - ``idle grid steps``: the main call's grid is rows x the longest row, so short rows take steps that skip
   their body, each at the compiled cost of a Splash grid step that skips its body;
+- ``weight gather`` (every pass, dense or sparse): the all-gather of the layer weights MaxDiffusion shards over the
+  context group (:data:`~svgtpu.costmodel.policy.WEIGHT_SHARDING`), priced as the model prices a pass's
+  (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), not overlapped with compute;
 - ``collective``: Ulysses4's four all-to-alls over the context group for sparse calls instead of Ulysses2's
   for dense ones, on the slice's physical layout (the context axis of a 2 x 4 v6e-8 along its four-chip side);
   the ring's K/V exchange of dense calls overlaps its compute (the ring's design) and is not counted.
@@ -41,7 +44,7 @@ import math
 import numpy as np
 
 from svgtpu.costmodel import parallel
-from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds
+from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
 from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.errors import BadInput
@@ -218,9 +221,11 @@ def sparse_call(setup: Setup, setting: RunSetting, policy: Policy, density: floa
 def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
                 switches: Switches = Switches()) -> dict:
     """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
-    pass, host time, and the attention calls (one CFG pass per data-parallel group)."""
+    pass, the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), host
+    time, and the attention calls (one CFG pass per data-parallel group)."""
     other = sum(op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass)
                 for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
+    gather = weight_gather_seconds(setup)
     host = stage_seconds(setup)["host"]
     passes = math.ceil(setup.passes / setting.data)             # CFG passes one data group runs in turn
     layers, steps = setup.model.layers, setup.steps
@@ -230,12 +235,13 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
         calls = {"dense": steps * layers, "sparse": {}}
     else:
         calls = policy.calls(steps, layers)
-    terms = {"other": passes * steps * other, "host": host,
+    terms = {"other": passes * steps * other, "weight_gather": passes * steps * gather, "host": host,
              "dense_calls": passes * calls["dense"] * dense_total, "sparse": {}}
     for density, n in calls["sparse"].items():
         for name, seconds in sparse_call(setup, setting, policy, density, switches).items():
             terms["sparse"][name] = terms["sparse"].get(name, 0.0) + passes * n * seconds
-    total = terms["other"] + terms["host"] + terms["dense_calls"] + sum(terms["sparse"].values())
+    total = terms["other"] + terms["weight_gather"] + terms["host"] + terms["dense_calls"] + \
+        sum(terms["sparse"].values())
     return {"seconds": total, "terms": terms, "calls": {"dense": calls["dense"],
                                                         "sparse": {str(k): v for k, v in calls["sparse"].items()}},
             "dense_call": dense}
@@ -243,10 +249,13 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
 
 def run_setup(setup: Setup, setting: RunSetting) -> Setup:
     """``setup`` on the run's slice: its chips, CFG passes side by side when the data axis is 2, Ulysses over
-    the context group for the other ops' sharding, the host the only stage timed (denoising only)."""
+    the context group for the other ops' sharding, the host the only stage timed (denoising only), and the
+    weights sharded over the context group whatever the memory (MaxDiffusion's ``logical_axis_rules`` shard
+    ``embed`` over ``context``: :data:`~svgtpu.costmodel.policy.WEIGHT_SHARDING`), gathered every pass; the
+    attention collectives are the calls' own (:func:`dense_call`, :func:`sparse_call`)."""
     return setup.replace(chips=setting.chips, cfg_split=setting.data == 2 and setup.cfg,
-                               parts=frozenset({"host"}), block_q=setting.sparse_block_q,
-                               block_kv=setting.sparse_block_kv)
+                         parts=frozenset({"host", "weight_gather"}), weights="sharded",
+                         block_q=setting.sparse_block_q, block_kv=setting.sparse_block_kv)
 
 
 def speedup(setup: Setup, setting: RunSetting, policy: Policy, switches: Switches = Switches()) -> dict:
