@@ -114,8 +114,8 @@ def build_setup(args, device=None):
 
     from svgtpu import costmodel as cm
     from svgtpu.costmodel.command import compiled_table, resolve_slice
-    from svgtpu.costmodel.validate import user_dense_kernel
-    from svgtpu.setting import mask_density
+    from svgtpu.costmodel.validate import gpu_tile, setting_setup, user_dense_kernel
+    from svgtpu.setting import Setting
     compiled = compiled_table(args.compiled_tiles)
     if device is None:
         name, chips = resolve_slice(args.chips, args.device)
@@ -131,15 +131,18 @@ def build_setup(args, device=None):
         geometry = DiTConfig().geometry
     else:
         geometry = cm.get_geometry(args.resolution or PRODUCTION.resolution, "--resolution")
-    kept, multiplier = mask_density(args.kept, args.multiplier)
+    tile = {k: v for k, v in (("block_q", args.block_q), ("block_kv", args.block_kv)) if v is not None}
+    if gpu_tile(device):   # a GPU with measured rates: its kernels' own tile unless given
+        tile = {"block_q": gpu_tile(device), "block_kv": gpu_tile(device), **tile}
+    # the one Setting of this command, resolved here and passed down (names: the grid and device resolved above)
+    setting = Setting(model=args.model, resolution=geometry.name or str(geometry), device=device.name, chips=chips,
+                      steps=args.steps, cfg=args.cfg, kept=args.kept, multiplier=args.multiplier, **tile)
     # absolute times: the dense kernel a user runs on this device unless --dense-kernel says otherwise
     dense_kernel = args.dense_kernel or user_dense_kernel(device)
-    setup = cm.calibrated_setup(args.model, geometry, device, compiled=compiled, chips=chips, steps=args.steps,
-                                cfg=args.cfg, block_q=args.block_q, block_kv=args.block_kv, kept=kept,
-                                multiplier=multiplier, temporal_fraction=args.temporal_fraction,
-                                cfg_split=args.cfg_split, weights=args.weights, kernel=args.kernel,
-                                dense_kernel=dense_kernel, sparse_efficiency=args.sparse_efficiency,
-                                parts=frozenset(cm.PARTS) - set(args.exclude))
+    setup = setting_setup(setting, geometry=geometry, device=device, compiled=compiled,
+                          temporal_fraction=args.temporal_fraction, cfg_split=args.cfg_split, weights=args.weights,
+                          kernel=args.kernel, dense_kernel=dense_kernel, sparse_efficiency=args.sparse_efficiency,
+                          parts=frozenset(cm.PARTS) - set(args.exclude))
     overrides = {k: v for k, v in (("matmul", args.matmul_efficiency), ("attention", args.attention_efficiency),
                                    ("memory", args.memory_efficiency), ("vector_scale", args.vector_scale))
                  if v is not None}

@@ -427,15 +427,23 @@ def calibrated_setup(model: "str | ModelConfig", geometry: "str | VideoGeometry"
     return _calibrated(get_model(model), get_geometry(geometry), device, None, fields)
 
 
-def setting_setup(setting: Setting, **fields) -> Setup:
-    """:func:`calibrated_setup` for one resolved :class:`~svgtpu.setting.Setting`, the value an edge (the explorer,
-    a command) resolved and passes down: its model, resolution and device by name, its chips, steps, guidance,
-    tile and mask density as they are (no device default of the tile: the edge chose it); ``fields`` how the run
-    is priced, none of the setting's own."""
+def setting_setup(setting: Setting, *, geometry: VideoGeometry | None = None, device=None, **fields) -> Setup:
+    """:func:`calibrated_setup` for one resolved :class:`~svgtpu.setting.Setting`, the value an edge (a command, the
+    explorer) resolved and passes down: its model, resolution and device by name (``geometry``, ``device``: a grid or
+    a spec that stands for the name, such as the toy's own grid or this CPU's measured rates), its chips, steps,
+    guidance, tile and mask density as they are (no device default of the tile: the edge chose it,
+    :func:`gpu_tile`); ``fields`` how the run is priced, none of the setting's own."""
     given = sorted(set(fields) & set(SETTING_FIELDS))
     if given:
         raise BadInput(f"the setting holds {', '.join(given)}: give them in it, not beside it")
-    return _calibrated(get_model(setting.model), get_geometry(setting.resolution), setting.device, setting, fields)
+    return _calibrated(get_model(setting.model), geometry or get_geometry(setting.resolution), device or setting.device,
+                       setting, fields)
+
+
+def gpu_tile(device) -> int | None:
+    """The tile side a GPU with measured rates runs (:data:`~svgtpu.costmodel.gpu_rates.GPU_TILE`: its kernels'
+    own), or ``None`` elsewhere (the setting's tile)."""
+    return GPU_TILE if gpu_rates(device.family) is not None else None
 
 
 def _calibrated(model: ModelConfig, geometry: VideoGeometry, device, setting: Setting | None, fields: dict) -> Setup:
@@ -448,8 +456,8 @@ def _calibrated(model: ModelConfig, geometry: VideoGeometry, device, setting: Se
     if rates is not None:   # a GPU with measured rates: its kernels' own tile, and a user's dense kernel there
         fields.setdefault("gpu_rates", rates)
         if setting is None:
-            fields.setdefault("block_q", GPU_TILE)
-            fields.setdefault("block_kv", GPU_TILE)
+            fields.setdefault("block_q", gpu_tile(device))
+            fields.setdefault("block_kv", gpu_tile(device))
         fields.setdefault("dense_kernel", user_dense_kernel(device))
     if setting is None:
         return Setup.of(model, geometry, device, compiled=compiled, **fields)
@@ -665,7 +673,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
