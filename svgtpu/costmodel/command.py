@@ -14,6 +14,7 @@ import textwrap
 
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
+from svgtpu.costmodel.fits import ACCOUNTING_BLOCK, tpu_fit_accounting
 from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.costmodel.validate import DENSE_CONTROL
 from svgtpu.setting import PRODUCTION
@@ -59,6 +60,7 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     """``--validate``: each published point, modeled against published, and the calibration's notes.  The table
     keeps to :data:`FIT_WIDTH` (each point's setting is its id; device, kernel, model, pixels, steps: ``--json``)."""
     result = cm.validate(compiled)
+    result["tpu_fit_accounting"] = account = tpu_fit_accounting(compiled)
     rows = [{"id": r["id"], "role": ROLE_KEYS[r["role"]] + ("*" if r["calibration_related"] else ""),
              "measures": r["measures"], "pub s": r["published_s"], "model s": r["predicted_s"],
              "error": percent(r["error"])} for r in result["points"]]
@@ -79,6 +81,12 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
                         for f, x in result["families"].items()]
+                     + ([f"tpu fit absorbs: {account['published_s']:g} s published, "
+                         f"{sum(account['priced_s'].values()):.1f} s priced from instruments, "
+                         f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, whose compiled "
+                         f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s: "
+                         f"realized over static {account['realized_over_static_needed']:.3f} "
+                         f"(floor {account['floor']:g}; --json: tpu_fit_accounting)"] if account else [])
                      + [f"{f}: sparse stretch {x['sparse_stretch']:g}, not fitted (its plausible range "
                         f"{x['stretch_bounds'][0]:g}..{x['stretch_bounds'][1]:g} an interval knob)"
                         for f, x in result["families"].items() if x["stretch_bounds"]]

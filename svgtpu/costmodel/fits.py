@@ -7,9 +7,16 @@ from __future__ import annotations
 import dataclasses
 
 from svgtpu.costmodel.compiled import AUTO, resolve
+from svgtpu.costmodel.compiled_block import block_record
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, hopper_rates
-from svgtpu.costmodel.plausible import STRETCH, matmul_bounds
-from svgtpu.costmodel.validate import calibration_point, family_efficiency, family_stretch, published_points
+from svgtpu.costmodel.plausible import MATMUL_FLOOR, STRETCH, matmul_bounds
+from svgtpu.costmodel.policy import get_policy
+from svgtpu.costmodel.sparse_layers import RunSetting, run_seconds, run_setup
+from svgtpu.costmodel.validate import (DENSE_CONTROL, calibration_point, family_efficiency, family_stretch,
+                                       point_setup, published_points)
+from svgtpu.costmodel.workload import get_model
+from svgtpu.errors import BadInput
+from svgtpu.geometry import ceil_div
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,4 +62,41 @@ def fitted_constants(compiled=None) -> list[Fitted]:
     return out
 
 
-__all__ = ["Fitted", "fitted_constants"]
+#: The compiled block whose non-attention ops stand beside the TPU calibration run's (Wan 2.1 14B at 720p on a
+#: data 2 x seq 4 v6e-8, dense: a Wan 2.2 A14B expert's layer shape on the run's token grid).
+ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
+
+
+def tpu_fit_accounting(compiled=None) -> dict | None:
+    """What the TPU's fitted matmul efficiency absorbs: the calibration run's published seconds less every term
+    priced from a named instrument (its attention calls at their compiled schedule, the collectives and weight
+    gather at the slice's ICI, the host), the seconds left to the non-attention ops (the fit's), and beside them
+    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` with the realized-over-static
+    ratio those seconds need (its plausible floor: :data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`).  ``None``
+    without the compiled table or the calibration point."""
+    compiled = resolve(AUTO if compiled is None else compiled)
+    point = calibration_point("tpu")
+    if compiled is None or point is None:
+        return None
+    fit = family_efficiency("tpu", compiled)
+    setting = RunSetting(dense_kernel=DENSE_CONTROL)
+    setup = run_setup(point_setup(point, fit["efficiency"], compiled), setting)
+    terms = run_seconds(setup, setting, get_policy(point.policy)[0])["terms"]
+    priced = {"weight_gather": terms["weight_gather"], "host": terms["host"], "dense_calls": terms["dense_calls"],
+              **{f"sparse_{k}": v for k, v in terms["sparse"].items()}}
+    block = block_record(*ACCOUNTING_BLOCK)
+    ours, theirs = get_model(ACCOUNTING_BLOCK[0]), setup.model
+    if (ours.dim, ours.ffn, ours.heads, ours.layers) != (theirs.dim, theirs.ffn, theirs.heads, theirs.layers):
+        raise BadInput(f"the accounting block {ACCOUNTING_BLOCK[0]} has not the layer shape of {point.model}")
+    clock = setup.device.clock_hz
+    layers = setup.model.layers * setup.steps * ceil_div(setup.passes, setting.data)   # layer runs per data group
+    static = {role: v["cycles"] / clock * layers for role, v in block["roles"].items() if role != "self-attention"}
+    left = point.seconds - sum(priced.values())
+    return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],
+            "priced_s": priced, "left_for_other_ops_s": left, "other_ops_modeled_s": terms["other"],
+            "compiled_block": block["record"], "compiled_other_ops_static_s": static,
+            "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
+            "provenance": f"modeled-v6e; the block {block['provenance']}"}
+
+
+__all__ = ["ACCOUNTING_BLOCK", "Fitted", "fitted_constants", "tpu_fit_accounting"]
