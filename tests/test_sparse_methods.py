@@ -9,6 +9,7 @@ from svgtpu.geometry import VideoGeometry
 from svgtpu.masks.families import RadialMask, STAMask
 from svgtpu.bench.methods import method_table, radial_for_density, sta_for_density
 from svgtpu.attention.svg2 import SVG2Config
+from svgtpu.setting import PRODUCTION, Setting
 
 TOY = VideoGeometry(8, 10, 14)
 
@@ -127,8 +128,8 @@ def test_method_costs_rows_match_brute_force_tile_counts():
     from svgtpu.bench.methods import Tiles, matched, method_costs
 
     g, bq, bk = VideoGeometry(3, 6, 10), 64, 128  # L = 180: neither tile divides it
-    result = method_costs([0.3], variants=["radial", "sta-aligned"], geometry=g, block_q=bq, block_kv=bk,
-                          sta_tile=(1, 2, 5), progress=False)
+    result = method_costs([0.3], Setting(resolution="3x6x10", block_q=bq, block_kv=bk),
+                          variants=["radial", "sta-aligned"], sta_tile=(1, 2, 5), progress=False)
     rows = {r["method"]: r for r in result["rows"]}
     assert set(rows) == {"dense", "radial", "sta-aligned"}
     assert result["provenance"] == {"tiles": "computed", "attention_ratio": "modeled-v6e"}
@@ -157,7 +158,7 @@ def test_method_costs_rows_match_brute_force_tile_counts():
 def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
     from svgtpu.bench.methods import method_costs
 
-    result = method_costs([0.45, 0.2, 0.3], variants=["svg", "svg-aligned"], progress=False)
+    result = method_costs([0.45, 0.2, 0.3], PRODUCTION, variants=["svg", "svg-aligned"], progress=False)
     assert result["geometry"].startswith("1440p") and (result["block_q"], result["block_kv"]) == (3072, 2048)
     for name in ("svg", "svg-aligned"):
         mine = [r for r in result["rows"] if r["method"] == name]
@@ -174,8 +175,8 @@ def test_method_costs_at_1440p_svg_ratio_grows_with_the_kept_fraction():
 def test_method_costs_states_the_svg2_cluster_assumption():
     from svgtpu.bench.methods import method_costs
 
-    result = method_costs([0.3], variants=["svg2-aligned"], geometry=TOY, block_q=128, block_kv=128,
-                          svg2=SVG2Config(q_clusters=8, k_clusters=16), progress=False)
+    result = method_costs([0.3], Setting(resolution="8x10x14", block_q=128, block_kv=128),
+                          variants=["svg2-aligned"], svg2=SVG2Config(q_clusters=8, k_clusters=16), progress=False)
     assert "8 query and 16 key clusters" in result["svg2_assumption"]
     [row] = [r for r in result["rows"] if r["method"] == "svg2-aligned"]
     assert "assumed" in row["clusters"] and 0 < row["attention_ratio"] < 1

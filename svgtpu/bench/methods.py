@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from svgtpu.toy import data
 from svgtpu.geometry import VideoGeometry
-from svgtpu.setting import PRODUCTION, SMALL_TILE
+from svgtpu.setting import PRODUCTION, SMALL_TILE, Setting
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
 from svgtpu.attention.svg2 import WAN_CLUSTERS, SVG2Config, Selection, block_masks, select
@@ -269,28 +269,27 @@ COST_SETTING = {"model": PRODUCTION.model, "geometry": PRODUCTION.resolution, "d
                 "sta_tile": (6, 8, 8), **WAN_CLUSTERS}
 
 
-def method_costs(kept_fractions, *, variants=VARIANTS, model: str = COST_SETTING["model"],
-                 geometry: str | VideoGeometry = COST_SETTING["geometry"], device: str = COST_SETTING["device"],
-                 block_q: int = COST_SETTING["block_q"], block_kv: int = COST_SETTING["block_kv"],
+def method_costs(kept_fractions, setting: Setting, *, variants=VARIANTS,
                  sta_tile: tuple[int, int, int] = COST_SETTING["sta_tile"],
                  svg2: SVG2Config = SVG2Config(**WAN_CLUSTERS),
                  progress: bool = True) -> dict:
-    """Each variant matched to each kept fraction at a production geometry: tile statistics and the
+    """Each variant matched to each kept fraction at ``setting``'s model, resolution, device and tile (the claims'
+    main line, :data:`~svgtpu.setting.PRODUCTION`, in ``svgtpu methods --costs``): tile statistics and the
     cost model's attention-time ratio, sparse / dense seconds of one head on one TensorCore (our
     kernel, fast path on; :func:`svgtpu.costmodel.attention_head_seconds`), plus a ``dense`` row
     (ratio 1 by construction).  SVG2 rows use assumed clusters (:func:`svg2_assumed_masks`), stated
     in the result's ``svg2_assumption``.  Tile statistics are ``computed``, ratios ``modeled-<device>``."""
     from svgtpu import costmodel as cm
-    from svgtpu.geometry import get_geometry
     from svgtpu.masks.core import DenseMask
     from svgtpu.facts.results import provenance
 
     kept_fractions = check_kept_fractions(kept_fractions)
     _check_variants(variants)
     sta_tile = check_settings(kept_fractions[0], sta_tile)
-    geometry = get_geometry(geometry)
+    setup = cm.setting_setup(setting)   # the setting passed down as it is
+    geometry, model, device, block_q, block_kv = (setup.geometry, setting.model, setting.device, setting.block_q,
+                                                  setting.block_kv)
     svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
-    setup = cm.calibrated_setup(model, geometry, device, block_q=block_q, block_kv=block_kv)
 
     dense = _stats(DenseMask(geometry.L), block_q, block_kv, setup.head_seconds)
     rows = [{"method": "dense", "kept_target": 1.0, **dense}]
@@ -421,8 +420,9 @@ def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: st
     svg2 = SVG2Config(q_clusters=q_clusters or defaults["q_clusters"], k_clusters=k_clusters or defaults["k_clusters"],
                       block_q=block_q, block_kv=block_kv)
     if costs:
-        return {**method_costs([kept], geometry=geometry or COST_SETTING["geometry"], block_q=block_q,
-                               block_kv=block_kv, sta_tile=sta_tile, svg2=svg2), "costs": True}
+        setting = dataclasses.replace(PRODUCTION, resolution=geometry or COST_SETTING["geometry"], block_q=block_q,
+                                      block_kv=block_kv)
+        return {**method_costs([kept], setting, sta_tile=sta_tile, svg2=svg2), "costs": True}
     from svgtpu.toy.dit import load_checkpoint
     params, config = load_checkpoint(str(checkpoint))
     g = get_geometry(geometry) if geometry else config.geometry
