@@ -20,6 +20,11 @@ def fits():
     return fitted.fitted_constants(load_compiled(COMMITTED))
 
 
+@pytest.fixture(scope="module")
+def account():
+    return fitted.tpu_fit_accounting(load_compiled(COMMITTED))
+
+
 def test_matmul_share_by_hand():
     # two matmul fusions (4e6 flops in 80 cycles at 1e5 flop/cycle: 0.5 of peak), a norm and the kernel ignored
     ops = [{"role": "projections", "flops": 3.0e6, "cycles": 40}, {"role": "ffn", "flops": 1.0e6, "cycles": 40},
@@ -63,25 +68,37 @@ def test_no_fit_reads_a_validation_row(fits):
                                                               if roles[r] != "calibration"}
 
 
-def test_the_tpu_fit_accounting_adds_up_and_reads_the_compiled_block(fits):
+def test_the_tpu_fit_accounting_adds_up_and_reads_the_compiled_block(fits, account):
     """What the TPU fit absorbs: the published seconds less the priced terms are the run's modeled non-attention
     ops (the fit meets the run), set against the 720p block's static non-attention cycles, summed here by hand."""
-    account = fitted.tpu_fit_accounting(load_compiled(COMMITTED))
     tpu = next(f for f in fits if f.name == "tpu matmul efficiency")
     assert account["fitted_matmul_efficiency"] == tpu.value and account["calibrated_on"] == tpu.reads[0]
     assert account["priced_s"]["weight_gather"] > 0 and account["priced_s"]["dense_calls"] > 0
     left = account["published_s"] - sum(account["priced_s"].values())
     assert account["left_for_other_ops_s"] == pytest.approx(left) == pytest.approx(account["other_ops_modeled_s"])
     block = block_record(*fitted.ACCOUNTING_BLOCK)
-    cycles = block["total_cycles"] - block["roles"]["self-attention"]["cycles"]
+    # the block's ops by hand, its top-level code among them: all but self-attention and the collectives (all-to-all,
+    # all-gather opcodes: the run prices those at ICI, the weight gather and the calls' all-to-alls)
+    cycles = block["top_level"]["cycles"] + sum(op["cycles"] for op in block["ops"] if op["role"] != "self-attention"
+                                                and op["opcode"] not in ("all-to-all", "all-gather"))
     static = cycles / get_device("v6e", load_compiled(COMMITTED)).clock_hz * 40 * 40   # layers x steps, one CFG pass
     assert sum(account["compiled_other_ops_static_s"].values()) == pytest.approx(static, rel=1e-9)
     assert account["realized_over_static_needed"] == pytest.approx(static / left)
+    assert account["inside_floor"] == (static / left >= plausible.MATMUL_FLOOR)
+
+
+@pytest.mark.xfail(strict=True, reason="the non-attention ops priced from the compiled 720p block need a realized-"
+                                       "over-static factor under the floor written before any fit (MATMUL_FLOOR), "
+                                       "so the model keeps the roofline for them (docs/plausibility.md; issue 61)")
+def test_the_compiled_block_reading_of_the_tpu_fit_is_inside_its_floor(account):
+    """The one factor a model pricing the non-attention ops from the compiled block would fit on the moderate run."""
+    assert plausible.MATMUL_FLOOR <= account["realized_over_static_needed"] <= 1.0, account["realized_over_static_needed"]
 
 
 @pytest.mark.xfail(strict=True, reason="the TPU matmul efficiency fitted on the moderate run alone sits below 0.85 x "
-                                       "the compiled share: seconds the model does not price yet "
-                                       "(fits.tpu_fit_accounting, svgtpu costmodel --validate; issue 61's report)")
+                                       "the compiled share: the roofline prices the non-attention ops under their "
+                                       "compiled schedule, and the compiled block's own reading is under its floor "
+                                       "too (fits.tpu_fit_accounting, svgtpu costmodel --validate; issue 61)")
 def test_fits_inside_their_bounds(fits):
     outside = [(f.name, f.value, f.bounds) for f in fits if not f.inside]
     assert not outside, outside

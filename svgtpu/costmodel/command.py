@@ -84,9 +84,11 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + ([f"tpu fit absorbs: {account['published_s']:g} s published, "
                          f"{sum(account['priced_s'].values()):.1f} s priced from instruments, "
                          f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, whose compiled "
-                         f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s: "
-                         f"realized over static {account['realized_over_static_needed']:.3f} "
-                         f"(floor {account['floor']:g}; --json: tpu_fit_accounting)"] if account else [])
+                         f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s "
+                         f"(its collectives priced at ICI above): realized over static "
+                         f"{account['realized_over_static_needed']:.3f}, "
+                         f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g} "
+                         f"(--json: tpu_fit_accounting)"] if account else [])
                      + [f"{f}: sparse stretch {x['sparse_stretch']:g}, not fitted (its plausible range "
                         f"{x['stretch_bounds'][0]:g}..{x['stretch_bounds'][1]:g} an interval knob)"
                         for f, x in result["families"].items() if x["stretch_bounds"]]

@@ -65,14 +65,21 @@ def fitted_constants(compiled=None) -> list[Fitted]:
 #: The compiled block whose non-attention ops stand beside the TPU calibration run's (Wan 2.1 14B at 720p on a
 #: data 2 x seq 4 v6e-8, dense: a Wan 2.2 A14B expert's layer shape on the run's token grid).
 ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
+#: The compiled block's roles the run prices with terms of their own, left out of the non-attention ops it sets
+#: beside the fit: self-attention (the calls at their compiled schedule) and the collectives (the all-gathers of
+#: the weights and the calls' Ulysses all-to-alls, priced at the slice's ICI: their static cycles are only the
+#: issue of transfers those terms already time).
+PRICED_ROLES = ("self-attention", "collectives")
 
 
 def tpu_fit_accounting(compiled=None) -> dict | None:
     """What the TPU's fitted matmul efficiency absorbs: the calibration run's published seconds less every term
     priced from a named instrument (its attention calls at their compiled schedule, the collectives and weight
     gather at the slice's ICI, the host), the seconds left to the non-attention ops (the fit's), and beside them
-    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` with the realized-over-static
-    ratio those seconds need (its plausible floor: :data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`).  ``None``
+    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (its roles but
+    :data:`PRICED_ROLES`) with the realized-over-static ratio those seconds need: the one factor a model pricing
+    those ops from the compiled block would fit on this run, held to the floor written before any fit
+    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``).  ``None``
     without the compiled table or the calibration point."""
     compiled = resolve(AUTO if compiled is None else compiled)
     point = calibration_point("tpu")
@@ -90,13 +97,15 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
         raise BadInput(f"the accounting block {ACCOUNTING_BLOCK[0]} has not the layer shape of {point.model}")
     clock = setup.device.clock_hz
     layers = setup.model.layers * setup.steps * ceil_div(setup.passes, setting.data)   # layer runs per data group
-    static = {role: v["cycles"] / clock * layers for role, v in block["roles"].items() if role != "self-attention"}
+    static = {role: v["cycles"] / clock * layers for role, v in block["roles"].items() if role not in PRICED_ROLES}
     left = point.seconds - sum(priced.values())
     return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],
             "priced_s": priced, "left_for_other_ops_s": left, "other_ops_modeled_s": terms["other"],
             "compiled_block": block["record"], "compiled_other_ops_static_s": static,
+            "compiled_roles_priced_elsewhere": list(PRICED_ROLES),
             "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
+            "inside_floor": sum(static.values()) / left >= MATMUL_FLOOR,
             "provenance": f"modeled-v6e; the block {block['provenance']}"}
 
 
-__all__ = ["ACCOUNTING_BLOCK", "Fitted", "fitted_constants", "tpu_fit_accounting"]
+__all__ = ["ACCOUNTING_BLOCK", "PRICED_ROLES", "Fitted", "fitted_constants", "tpu_fit_accounting"]
