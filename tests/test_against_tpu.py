@@ -157,8 +157,8 @@ def test_terms_add_up_and_the_gap_is_shared_out(table):
     assert {r["kernel"] for r in result["blind"]["rows"]} == {"ours", "tokamax", "splash"}
     # the run's parts add up to its total
     setup = cm.calibrated_setup("wan2.2-a14b", "720p", "v6e", compiled=table, steps=40)
-    setting = sl.RunSetting()
-    run = sl.run_seconds(sl.run_setup(setup, setting), setting, pol.get_policy("maxdiffusion-moderate")[0])
+    layout = sl.AttentionLayout()
+    run = sl.run_seconds(sl.run_setup(setup, layout), layout, pol.get_policy("maxdiffusion-moderate")[0])
     t = run["terms"]
     assert run["seconds"] == pytest.approx(t["other"] + t["weight_gather"] + t["host"] + t["dense_calls"]
                                            + sum(t["sparse"].values()))
@@ -173,17 +173,17 @@ def test_the_fixed_m_dense_control_is_priced_from_our_compiled_fixed_body(table)
     """MaxDiffusion's fixed-M dense calls are priced from the fixture's compiled fixed-maximum row at their own
     6400 x 2048 tile (no hand-counted share): cheaper than pricing them as our running-maximum body; twice that
     row's body, nearly twice the call (the per-step code, row finish and pass stay); no fixed row, one line."""
-    setting = sl.RunSetting()
-    setup = sl.run_setup(cm.calibrated_setup("wan2.2-a14b", "720p", "v6e", compiled=table, steps=40), setting)
-    row = table.fixed("v6e", setting.dense_block_q, setting.dense_block_kv, 128)
+    layout = sl.AttentionLayout()
+    setup = sl.run_setup(cm.calibrated_setup("wan2.2-a14b", "720p", "v6e", compiled=table, steps=40), layout)
+    row = table.fixed("v6e", layout.dense_block_q, layout.dense_block_kv, 128)
     assert row is not None and row.full < row.running_full
-    fixed = sl.dense_call(setup, setting)["kernel"]
-    assert fixed < sl.dense_call(setup, sl.RunSetting(dense_kernel="ours"))["kernel"]
+    fixed = sl.dense_call(setup, layout)["kernel"]
+    assert fixed < sl.dense_call(setup, sl.AttentionLayout(dense_kernel="ours"))["kernel"]
     doubled = dataclasses.replace(table, fixed_tiles=tuple(dataclasses.replace(t, full=2 * t.full)
                                                            for t in table.fixed_tiles))
-    assert 1.9 < sl.dense_call(dataclasses.replace(setup, compiled=doubled), setting)["kernel"] / fixed < 2
+    assert 1.9 < sl.dense_call(dataclasses.replace(setup, compiled=doubled), layout)["kernel"] / fixed < 2
     with pytest.raises(BadInput, match="fixed_max row"):
-        sl.dense_call(dataclasses.replace(setup, compiled=dataclasses.replace(table, fixed_tiles=())), setting)
+        sl.dense_call(dataclasses.replace(setup, compiled=dataclasses.replace(table, fixed_tiles=())), layout)
 
 
 def test_the_efficiency_refits_under_another_reading_of_the_evidence(table):

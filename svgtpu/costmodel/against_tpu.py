@@ -17,7 +17,7 @@ import dataclasses
 from svgtpu.costmodel.compiled import AUTO, resolve
 from svgtpu.costmodel.pipeline import PARTS, model_video
 from svgtpu.costmodel.policy import get_policy, kept_pairs
-from svgtpu.costmodel.sparse_layers import RunSetting, gap_terms, run_setup
+from svgtpu.costmodel.sparse_layers import AttentionLayout, gap_terms, run_setup
 from svgtpu.costmodel.validate import (DENSE_CONTROL, calibrated_setup, calibration_point, family_efficiency, family_stretch,
                                        maxdiffusion_rows, point_setup, published_points, setup_seconds)
 from svgtpu.geometry import VideoGeometry
@@ -54,9 +54,9 @@ def against_tpu(compiled=AUTO) -> dict:
     point = calibration_point("tpu", "svg")
     eff = family_efficiency("tpu", compiled)["efficiency"]
     fit = family_stretch("tpu", compiled)
-    setting = RunSetting(dense_kernel=DENSE_CONTROL)
-    setup = dataclasses.replace(run_setup(point_setup(point, eff, compiled), setting), sparse_stretch=fit["stretch"])
-    gap = gap_terms(setup, setting, get_policy(point.policy)[0], fit["stretch"], point.published_speedup)
+    layout = AttentionLayout(dense_kernel=DENSE_CONTROL)
+    setup = dataclasses.replace(run_setup(point_setup(point, eff, compiled), layout), sparse_stretch=fit["stretch"])
+    gap = gap_terms(setup, layout, get_policy(point.policy)[0], fit["stretch"], point.published_speedup)
     gap["calibrated_on"] = "the moderate run's seconds (its speedup is not fitted: the dense control is a validation row)"
     control = next(p for p in published_points() if p.maxdiffusion_svg and p.variant == "dense")
     predicted = setup_seconds(control, point_setup(control, eff, compiled))

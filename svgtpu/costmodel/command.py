@@ -257,16 +257,16 @@ def policy_command(policy_name: str, compiled) -> tuple[dict, str]:
     else:
         get_policy(policy_name)   # one line naming the policies and the file form
     # the dense calls priced as the calibration prices them (validate.DENSE_CONTROL)
-    setting = dataclasses.replace(sparse_layers.run_setting(config), dense_kernel=DENSE_CONTROL)
+    layout = dataclasses.replace(sparse_layers.attention_layout(config), dense_kernel=DENSE_CONTROL)
     geometry = VideoGeometry.from_pixels(video["width"], video["height"], video["num_frames"])
     base = cm.calibrated_setup("wan2.2-a14b", geometry, "v6e", compiled=compiled, steps=video["num_inference_steps"],
-                               cfg=bool(video["do_classifier_free_guidance"]), chips=setting.chips)
-    setup = sparse_layers.run_setup(base, setting)
-    run = sparse_layers.speedup(setup, setting, policy)
-    tiles = {str(d): sparse_layers.sparse_tiles(setup, setting, band_multiplier(geometry, d, policy.band_rule))
+                               cfg=bool(video["do_classifier_free_guidance"]), chips=layout.chips)
+    setup = sparse_layers.run_setup(base, layout)
+    run = sparse_layers.speedup(setup, layout, policy)
+    tiles = {str(d): sparse_layers.sparse_tiles(setup, layout, band_multiplier(geometry, d, policy.band_rule))
              for d in sorted(set(policy.densities))}
     result = {"speedup": run["speedup"], "dense_seconds": run["dense_seconds"], "svg_seconds": run["svg_seconds"],
-              "policy": policy.as_dict(), "setting": dataclasses.asdict(setting), "video": video,
+              "policy": policy.as_dict(), "setting": dataclasses.asdict(layout), "video": video,
               "calls": run["svg"]["calls"], "svg_terms": run["svg"]["terms"], "dense_terms": run["dense"]["terms"],
               "dense_call": run["dense"]["dense_call"], "tiles": tiles, "sparse_stretch": setup.sparse_stretch,
               "flops_saved": flops_saved(policy, setup.model, geometry, setup.steps),
@@ -287,7 +287,7 @@ def policy_command(policy_name: str, compiled) -> tuple[dict, str]:
             f"[{setup.provenance}]")
     head = "\n".join(map(fill, head.splitlines()))
     return result, "\n\n".join([head, "SVG denoising by part:\n" + format_table(rows),
-                                 f"tiles of one sparse call ({setting.sparse_block_q}x{setting.sparse_block_kv}):\n"
+                                 f"tiles of one sparse call ({layout.sparse_block_q}x{layout.sparse_block_kv}):\n"
                                  + format_table(tile_rows)])
 
 

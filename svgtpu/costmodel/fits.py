@@ -11,7 +11,7 @@ from svgtpu.costmodel.compiled_block import block_record
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, hopper_rates
 from svgtpu.costmodel.plausible import MATMUL_FLOOR, STRETCH, matmul_bounds
 from svgtpu.costmodel.policy import get_policy
-from svgtpu.costmodel.sparse_layers import RunSetting, run_seconds, run_setup
+from svgtpu.costmodel.sparse_layers import AttentionLayout, run_seconds, run_setup
 from svgtpu.costmodel.validate import (DENSE_CONTROL, calibration_point, family_efficiency, family_stretch,
                                        point_setup, published_points)
 from svgtpu.costmodel.workload import get_model
@@ -86,9 +86,9 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     if compiled is None or point is None:
         return None
     fit = family_efficiency("tpu", compiled)
-    setting = RunSetting(dense_kernel=DENSE_CONTROL)
-    setup = run_setup(point_setup(point, fit["efficiency"], compiled), setting)
-    terms = run_seconds(setup, setting, get_policy(point.policy)[0])["terms"]
+    layout = AttentionLayout(dense_kernel=DENSE_CONTROL)
+    setup = run_setup(point_setup(point, fit["efficiency"], compiled), layout)
+    terms = run_seconds(setup, layout, get_policy(point.policy)[0])["terms"]
     priced = {"weight_gather": terms["weight_gather"], "host": terms["host"], "dense_calls": terms["dense_calls"],
               **{f"sparse_{k}": v for k, v in terms["sparse"].items()}}
     block = block_record(*ACCOUNTING_BLOCK)
@@ -96,7 +96,7 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     if (ours.dim, ours.ffn, ours.heads, ours.layers) != (theirs.dim, theirs.ffn, theirs.heads, theirs.layers):
         raise BadInput(f"the accounting block {ACCOUNTING_BLOCK[0]} has not the layer shape of {point.model}")
     clock = setup.device.clock_hz
-    layers = setup.model.layers * setup.steps * ceil_div(setup.passes, setting.data)   # layer runs per data group
+    layers = setup.model.layers * setup.steps * ceil_div(setup.passes, layout.data)   # layer runs per data group
     static = {role: v["cycles"] / clock * layers for role, v in block["roles"].items() if role not in PRICED_ROLES}
     left = point.seconds - sum(priced.values())
     return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],

@@ -1,6 +1,6 @@
 """Sparse layers priced from a TPU: MaxDiffusion's measured SVG runs on v6e-8, term by term.
 
-A denoising run of :class:`RunSetting` (MaxDiffusion's attention configuration for eight devices,
+A denoising run of :class:`AttentionLayout` (MaxDiffusion's attention configuration for eight devices,
 ``docs/svg.md``: data 2 x context 4, the two CFG passes side by side) is the DiT's other ops, one dense
 call per (step, layer) outside the policy's windows and one sparse call inside them
 (:meth:`svgtpu.costmodel.policy.Policy.calls`).  Each call is priced per chip in named terms a reader can
@@ -65,9 +65,11 @@ TERMS = ("dense kernel", "sparse kernel", "profiling", "placement", "tail merge"
 
 
 @dataclasses.dataclass(frozen=True)
-class RunSetting:
+class AttentionLayout:
     """MaxDiffusion's attention configuration for eight devices (``docs/svg.md``): dense fixed-M tiles,
-    SVG tiles, the data x context mesh and the Ulysses shards of dense and sparse calls."""
+    SVG tiles, the data x context mesh and the Ulysses shards of dense and sparse calls.  Not a
+    :class:`~svgtpu.setting.Setting` (no model, resolution or mask density): :func:`run_setup` writes its chips and
+    SVG tile into the setup's setting."""
 
     dense_block_q: int = MAXDIFFUSION_FIXED_M_TILE.block_q
     dense_block_kv: int = MAXDIFFUSION_FIXED_M_TILE.block_kv
@@ -145,24 +147,24 @@ def fixed_max_row(setup: Setup, block_q: int, block_kv: int):
     return row
 
 
-def _a2a(setup: Setup, setting: RunSetting, n: int) -> float:
+def _a2a(setup: Setup, layout: AttentionLayout, n: int) -> float:
     """Four Ulysses all-to-alls (Q, K, V in, O out) among ``n`` chips of the context group."""
     if n == 1:
         return 0.0
-    shard = setup.geometry.L / setting.context * setup.model.dim * setup.dtype_bytes
+    shard = setup.geometry.L / layout.context * setup.model.dim * setup.dtype_bytes
     # the context axis runs along the slice's long side (data 2 x context 4 on a 2 x 4 v6e-8): a line of chips
     return parallel.ULYSSES_ALL_TO_ALLS * parallel.all_to_all_seconds(shard, n, setup.device, setup.efficiency,
                                                                       shape=(1, n))
 
 
-def dense_call(setup: Setup, setting: RunSetting, switches: Switches = Switches()) -> dict[str, float]:
+def dense_call(setup: Setup, layout: AttentionLayout, switches: Switches = Switches()) -> dict[str, float]:
     """One dense attention call on one chip: its kernel and its collective."""
     L, d = setup.geometry.L, setup.model.head_dim
-    bq, bkv = setting.dense_block_q, setting.dense_block_kv
-    ring = setting.context // setting.dense_ulysses
-    heads = setup.model.heads // setting.dense_ulysses          # each device: these heads over L / ring queries
+    bq, bkv = layout.dense_block_q, layout.dense_block_kv
+    ring = layout.context // layout.dense_ulysses
+    heads = setup.model.heads // layout.dense_ulysses          # each device: these heads over L / ring queries
     rows, cols = ceil_div(ceil_div(L, ring), bq), ceil_div(L, bkv)
-    if switches.fixed_m and setting.dense_kernel == "fixed-m":
+    if switches.fixed_m and layout.dense_kernel == "fixed-m":
         row = fixed_max_row(setup, bq, bkv)
         # the pass (per head, compiled over row.L tokens) runs on the chip's L / ring queries and keys
         cycles = rows * cols * (row.full + row.step_overhead) + rows * row.init_finish + \
@@ -172,16 +174,16 @@ def dense_call(setup: Setup, setting: RunSetting, switches: Switches = Switches(
         body = _per_score(setup, SPARSE_PROXY, "full") * bq * bkv
         cycles = rows * cols * (body + row.step_overhead) + rows * (row.init_finish or 0.0)
     kernel = heads * cycles / setup.device.clock_hz / setup.efficiency.attention
-    return {"kernel": kernel, "collective": _a2a(setup, setting, setting.dense_ulysses) if switches.collective else 0.0}
+    return {"kernel": kernel, "collective": _a2a(setup, layout, layout.dense_ulysses) if switches.collective else 0.0}
 
 
-def sparse_tiles(setup: Setup, setting: RunSetting, multiplier: float) -> dict:
+def sparse_tiles(setup: Setup, layout: AttentionLayout, multiplier: float) -> dict:
     """The SVG call's tiles: kept tiles inside the sequence (main call), tiles touching its padded end (tail
     call), the main call's grid (rows x longest row) and the rows with a tail tile."""
     from svgtpu.masks.core import align, svg_mask
     from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
-    bq, bkv = setting.sparse_block_q, setting.sparse_block_kv
+    bq, bkv = layout.sparse_block_q, layout.sparse_block_kv
     mask = align(svg_mask(setup.geometry, multiplier), bq, bkv, "snap")
     kinds = classify(mask, bq, bkv).kinds
     full = int(np.count_nonzero(kinds == FULL))
@@ -193,13 +195,13 @@ def sparse_tiles(setup: Setup, setting: RunSetting, multiplier: float) -> dict:
             "tile_density": float(np.count_nonzero(kinds != EMPTY)) / kinds.size}
 
 
-def sparse_call(setup: Setup, setting: RunSetting, policy: Policy, density: float,
+def sparse_call(setup: Setup, layout: AttentionLayout, policy: Policy, density: float,
                 switches: Switches = Switches()) -> dict[str, float]:
     """One sparse attention call on one chip, term by term (module doc)."""
     L, d, b = setup.geometry.L, setup.model.head_dim, setup.dtype_bytes
-    heads = setup.model.heads // setting.sparse_ulysses
-    t = sparse_tiles(setup, setting, band_multiplier(setup.geometry, density, policy.band_rule))
-    bq, bkv = setting.sparse_block_q, setting.sparse_block_kv
+    heads = setup.model.heads // layout.sparse_ulysses
+    t = sparse_tiles(setup, layout, band_multiplier(setup.geometry, density, policy.band_rule))
+    bq, bkv = layout.sparse_block_q, layout.sparse_block_kv
     row, idle_row = _row(setup, SPARSE_PROXY), _row(setup, IDLE_PROXY)
     clock, eff = setup.device.clock_hz, setup.efficiency
     cycles = (t["full"] * _per_score(setup, SPARSE_PROXY, "full") * bq * bkv
@@ -208,17 +210,17 @@ def sparse_call(setup: Setup, setting: RunSetting, policy: Policy, density: floa
     stretch = setup.sparse_stretch if switches.sparse_stretch is None else switches.sparse_stretch
     out = {"kernel": stretch * heads * cycles / clock / eff.attention}
     hbm = setup.device.hbm_bandwidth * eff.memory
-    placed = setup.replace(chips=setting.context, cfg_split=False, profile_rows=policy.profile_queries)
+    placed = setup.replace(chips=layout.context, cfg_split=False, profile_rows=policy.profile_queries)
     out["profiling"] = svg_overhead_seconds(placed)["profiling"] if switches.fixed_costs else 0.0
     out["placement"] = heads * 4 * PLACEMENT_PASSES * L * d * b / hbm if switches.fixed_costs else 0.0
     out["tail_merge"] = heads * MERGE_PASSES * t["tail_rows"] * bq * d * b / hbm if switches.fixed_costs else 0.0
     idle = t["idle"] * ((idle_row.empty_step or 0.0) + idle_row.step_overhead)
     out["idle_steps"] = heads * idle / clock / eff.attention if switches.idle_steps else 0.0
-    out["collective"] = _a2a(setup, setting, setting.sparse_ulysses) if switches.collective else 0.0
+    out["collective"] = _a2a(setup, layout, layout.sparse_ulysses) if switches.collective else 0.0
     return out
 
 
-def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
+def run_seconds(setup: Setup, layout: AttentionLayout, policy: Policy | None,
                 switches: Switches = Switches()) -> dict:
     """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
     pass, the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), host
@@ -227,9 +229,9 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
                 for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
     gather = weight_gather_seconds(setup)
     host = stage_seconds(setup)["host"]
-    passes = math.ceil(setup.passes / setting.data)             # CFG passes one data group runs in turn
+    passes = math.ceil(setup.passes / layout.data)             # CFG passes one data group runs in turn
     layers, steps = setup.model.layers, setup.steps
-    dense = dense_call(setup, setting, switches)
+    dense = dense_call(setup, layout, switches)
     dense_total = sum(dense.values())
     if policy is None:
         calls = {"dense": steps * layers, "sparse": {}}
@@ -238,7 +240,7 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
     terms = {"other": passes * steps * other, "weight_gather": passes * steps * gather, "host": host,
              "dense_calls": passes * calls["dense"] * dense_total, "sparse": {}}
     for density, n in calls["sparse"].items():
-        for name, seconds in sparse_call(setup, setting, policy, density, switches).items():
+        for name, seconds in sparse_call(setup, layout, policy, density, switches).items():
             terms["sparse"][name] = terms["sparse"].get(name, 0.0) + passes * n * seconds
     total = terms["other"] + terms["weight_gather"] + terms["host"] + terms["dense_calls"] + \
         sum(terms["sparse"].values())
@@ -247,21 +249,21 @@ def run_seconds(setup: Setup, setting: RunSetting, policy: Policy | None,
             "dense_call": dense}
 
 
-def run_setup(setup: Setup, setting: RunSetting) -> Setup:
+def run_setup(setup: Setup, layout: AttentionLayout) -> Setup:
     """``setup`` on the run's slice: its chips, CFG passes side by side when the data axis is 2, Ulysses over
     the context group for the other ops' sharding, the host the only stage timed (denoising only), and the
     weights sharded over the context group whatever the memory (MaxDiffusion's ``logical_axis_rules`` shard
     ``embed`` over ``context``: :data:`~svgtpu.costmodel.policy.WEIGHT_SHARDING`), gathered every pass; the
     attention collectives are the calls' own (:func:`dense_call`, :func:`sparse_call`)."""
-    return setup.replace(chips=setting.chips, cfg_split=setting.data == 2 and setup.cfg,
+    return setup.replace(chips=layout.chips, cfg_split=layout.data == 2 and setup.cfg,
                          parts=frozenset({"host", "weight_gather"}), weights="sharded",
-                         block_q=setting.sparse_block_q, block_kv=setting.sparse_block_kv)
+                         block_q=layout.sparse_block_q, block_kv=layout.sparse_block_kv)
 
 
-def speedup(setup: Setup, setting: RunSetting, policy: Policy, switches: Switches = Switches()) -> dict:
+def speedup(setup: Setup, layout: AttentionLayout, policy: Policy, switches: Switches = Switches()) -> dict:
     """Modeled dense and SVG denoising and their ratio for ``policy``."""
-    dense = run_seconds(setup, setting, None, switches)
-    svg = run_seconds(setup, setting, policy, switches)
+    dense = run_seconds(setup, layout, None, switches)
+    svg = run_seconds(setup, layout, policy, switches)
     return {"dense_seconds": dense["seconds"], "svg_seconds": svg["seconds"],
             "speedup": dense["seconds"] / svg["seconds"], "dense": dense, "svg": svg}
 
@@ -274,17 +276,17 @@ GAP_ORDER = (("dense kernel (fixed-M)", "fixed_m"), ("fixed per-call costs (prof
              ("sparse stretch", "sparse_stretch"))
 
 
-def gap_terms(setup: Setup, setting: RunSetting, policy: Policy, stretch: float, measured: float) -> dict:
+def gap_terms(setup: Setup, layout: AttentionLayout, policy: Policy, stretch: float, measured: float) -> dict:
     """Each term's share of the gap between the static schedule's speedup and ``measured``: the terms
     switched on in :data:`GAP_ORDER`, each share its change of ``log(speedup)`` over
     ``log(static / measured)``; the fitted stretch last (it closes the gap on the calibration run)."""
     on = Switches(fixed_m=False, fixed_costs=False, idle_steps=False, collective=False, sparse_stretch=1.0)
-    static = speedup(setup, setting, policy, on)["speedup"]
+    static = speedup(setup, layout, policy, on)["speedup"]
     rows, previous = [], static
     gap = math.log(static / measured)
     for name, field in GAP_ORDER:
         on = dataclasses.replace(on, **{field: stretch if field == "sparse_stretch" else True})
-        now = speedup(setup, setting, policy, on)["speedup"]
+        now = speedup(setup, layout, policy, on)["speedup"]
         rows.append({"term": name, "speedup_after": now,
                      "share_of_gap": math.log(previous / now) / gap if gap else None})
         previous = now
@@ -293,8 +295,8 @@ def gap_terms(setup: Setup, setting: RunSetting, policy: Policy, stretch: float,
                      "log(static / measured)"}
 
 
-def run_setting(config) -> RunSetting:
-    """The :class:`RunSetting` a MaxDiffusion config's attention keys give (``flash_block_sizes``,
+def attention_layout(config) -> AttentionLayout:
+    """The :class:`AttentionLayout` a MaxDiffusion config's attention keys give (``flash_block_sizes``,
     ``svg_flash_block_sizes``, ``ici_data_parallelism``, ``ici_context_parallelism``, ``ulysses_shards``); a key
     it lacks keeps the docs' example for eight devices."""
     fields = {}
@@ -311,9 +313,9 @@ def run_setting(config) -> RunSetting:
             fields[field] = config[key]
     if "context" in fields:
         fields["sparse_ulysses"] = fields["context"]   # SVG exchanges over the whole context axis
-    return RunSetting(**fields)
+    return AttentionLayout(**fields)
 
 
-__all__ = ["GAP_ORDER", "fixed_max_row", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "RunSetting",
-           "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "run_setting", "run_setup",
+__all__ = ["GAP_ORDER", "fixed_max_row", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "AttentionLayout",
+           "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "attention_layout", "run_setup",
            "sparse_call", "sparse_tiles", "speedup"]

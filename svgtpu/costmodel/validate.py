@@ -50,7 +50,7 @@ from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forwa
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.plausible import STRETCH
-from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, RunSetting, Switches, run_seconds, run_setup, speedup
+from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, AttentionLayout, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
 from svgtpu.geometry import VideoGeometry, get_geometry, parse_tiles
@@ -169,8 +169,8 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     if device.is_gpu:
         kernel, work, (block_q, block_kv) = point.kernel, FLASH, (GPU_TILE, GPU_TILE)
     elif point.maxdiffusion_svg:   # sparse_layers prices its calls; the setup carries the slice and the ops
-        setting = RunSetting()
-        kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (setting.sparse_block_q, setting.sparse_block_kv)
+        layout = AttentionLayout()
+        kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (layout.sparse_block_q, layout.sparse_block_kv)
     else:
         kernel, work, (block_q, block_kv) = point.kernel, None, parse_tiles(point.tile, "tile")[0]
     parts = {"communication", "weight_gather"}
@@ -228,9 +228,9 @@ def setup_seconds(point: PublishedPoint, setup: Setup, dense_control: str = DENS
     MaxDiffusion SVG-study run with its dense calls priced as ``dense_control`` (:data:`DENSE_CONTROLS`) and
     ``policy`` (default its own)."""
     if point.maxdiffusion_svg:
-        setting = RunSetting(dense_kernel=dense_control)
+        layout = AttentionLayout(dense_kernel=dense_control)
         policy = policy or (get_policy(point.policy)[0] if point.policy else None)
-        return run_seconds(run_setup(setup, setting), setting, policy)["seconds"]
+        return run_seconds(run_setup(setup, layout), layout, policy)["seconds"]
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
 
 
@@ -362,18 +362,18 @@ def family_efficiency(family: str, compiled=AUTO) -> dict:
 
 
 def run_policy(point: PublishedPoint, efficiency: Efficiency, compiled, stretch: float, policy=None,
-               setting: RunSetting | None = None, switches: Switches | None = None) -> dict:
+               layout: AttentionLayout | None = None, switches: Switches | None = None) -> dict:
     """The modeled dense and SVG denoising of a MaxDiffusion SVG ``point``
     (:func:`~svgtpu.costmodel.sparse_layers.speedup`),
-    with its policy (or ``policy``), the sparse stretch ``stretch``, and ``setting`` (default the docs', its dense
+    with its policy (or ``policy``), the sparse stretch ``stretch``, and ``layout`` (default the docs', its dense
     calls priced as :data:`DENSE_CONTROL`)."""
-    setting = setting or RunSetting(dense_kernel=DENSE_CONTROL)
-    setup = dataclasses.replace(run_setup(point_setup(point, efficiency, compiled), setting), sparse_stretch=stretch)
-    return speedup(setup, setting, policy or get_policy(point.policy)[0], switches or Switches())
+    layout = layout or AttentionLayout(dense_kernel=DENSE_CONTROL)
+    setup = dataclasses.replace(run_setup(point_setup(point, efficiency, compiled), layout), sparse_stretch=stretch)
+    return speedup(setup, layout, policy or get_policy(point.policy)[0], switches or Switches())
 
 
 def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | None = None, policy=None,
-                       setting: RunSetting | None = None, switches: Switches | None = None,
+                       layout: AttentionLayout | None = None, switches: Switches | None = None,
                        target: float | None = None) -> dict:
     """The sparse stretch (:mod:`~svgtpu.costmodel.sparse_layers`) fitted to ``family``'s SVG calibration point:
     the value at which the modeled speedup over the dense control equals the published one (``target``:
@@ -385,7 +385,7 @@ def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | N
     compiled = resolve(compiled)
     efficiency = efficiency or family_efficiency(family, compiled)["efficiency"]
     target = target or point.published_speedup
-    f = lambda x: run_policy(point, efficiency, compiled, x, policy, setting, switches)["speedup"]  # noqa: E731
+    f = lambda x: run_policy(point, efficiency, compiled, x, policy, layout, switches)["speedup"]  # noqa: E731
     stretch = _solve(f, target, 0.2, 20.0)
     if stretch is None:
         raise Unreachable(f"SVG calibration point {point.id}: no sparse stretch in [0.2, 20] gives speedup "
@@ -580,7 +580,7 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
         except Unreachable:
             own = None
         side_eff = _side_control_efficiency(p.family, compiled)
-        side = run_policy(p, side_eff, compiled, stretch, setting=RunSetting(dense_kernel=SIDE_CONTROL))
+        side = run_policy(p, side_eff, compiled, stretch, layout=AttentionLayout(dense_kernel=SIDE_CONTROL))
         rows.append({"id": p.id, "policy": p.policy, "role": p.role, "densities": list(policy.densities),
                      "flops_saved_published": POLICY_FLOPS_SAVED[p.policy],
                      "flops_saved_counted": flops_saved(policy, get_model(p.model), get_geometry(p.grid), p.steps),
