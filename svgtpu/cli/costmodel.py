@@ -57,8 +57,10 @@ def _costmodel_arguments(p: argparse.ArgumentParser) -> None:
                         "and what SVG's published GPU runs imply (a scenario)")
     p.add_argument("--sparse-efficiency", type=float, default=1.0,
                    help="share of the modeled sparse-layer time real sparse layers reach (0, 1]; see --sparse-evidence")
-    p.add_argument("--block-q", type=positive_int, help="default: the production tile on a TPU, 128 on a GPU with measured rates")
-    p.add_argument("--block-kv", type=positive_int, help="default: as --block-q")
+    p.add_argument("--block-q", type=positive_int,
+                   help="default: the production tile's on a TPU, the GPU kernels' 128 on a GPU with measured rates")
+    p.add_argument("--block-kv", type=positive_int,
+                   help="default: the production tile's on a TPU, 128 on a GPU with measured rates (not --block-q's)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--kept", "--sparsity", dest="kept", type=float,
                        help=f"SVG kept fraction (default {DEFAULT_KEPT}, recipe {DEFAULT_RECIPE.name})")
