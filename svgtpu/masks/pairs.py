@@ -18,6 +18,8 @@ from svgtpu.masks.core import (ALIGN_MODE_LEGEND, ALIGN_MODE_SHORT, ALIGN_MODES,
                                balanced_keep, density_band_window, svg_mask, tile_grid, tile_valid_pairs)
 from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE, PRODUCTION_TILE
 
+#: C3's pair accounting covers (notebook 03, ``svgtpu align-pairs``'s defaults): the resolutions, the tiles (the
+#: production tile and MaxDiffusion's SVG tile) and our kept fraction; :func:`pair_accounting` takes them from its caller.
 GEOMETRIES = ("720p", "1440p")
 TILES = ((PRODUCTION_TILE.block_q, PRODUCTION_TILE.block_kv), (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv))
 KEPT = (0.3,)
@@ -30,9 +32,10 @@ def masks_for(geometry, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES) -> list
             + [(f"MaxDiffusion density {d:g}", BandSinkMask(g.L, g.F, density_band_window(g, d))) for d in densities])
 
 
-def pair_accounting(geometries=GEOMETRIES, tiles=TILES, *, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES,
+def pair_accounting(geometries, tiles, *, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES,
                     modes=ALIGN_MODES) -> dict:
-    """Per resolution, setting, tile and alignment mode: the pairs the SVG mask allows and the aligned mask executes.
+    """Per resolution, setting, tile and alignment mode: the pairs the SVG mask allows and the aligned mask executes
+    (``tiles``: ``(block_q, block_kv)`` pairs, as the caller resolved them; C3's are :data:`TILES`).
 
     ``pair_error`` is ``(aligned - exact) / exact``; ``balanced-row`` rows also give ``row_no_carry_error``, the
     same for per-row budgets that carry nothing between rows (MaxDiffusion's ``row_balanced``).  ``computed``.
