@@ -45,13 +45,15 @@ def collective_seconds(block: dict, device: DeviceSpec, efficiency: Efficiency) 
 
 def attention_share_with_ici(block: dict, device: DeviceSpec, efficiency: Efficiency) -> dict:
     """Self-attention's share of one compiled block priced as a pass: its static seconds over the block's static
-    seconds plus the ICI seconds of its collectives (:func:`collective_seconds`), with both parts."""
+    seconds with its collectives at the ICI seconds of their transfers (:func:`collective_seconds`) instead of
+    their issue cycles (``collectives_static_s``, which the transfers' time holds), with every part."""
     clock = device.clock_hz
     static = block["total_cycles"] / clock
     attention = block["roles"]["self-attention"]["cycles"] / clock
+    issued = block["roles"].get("collectives", {"cycles": 0})["cycles"] / clock
     ici = collective_seconds(block, device, efficiency)
-    return {"share": attention / (static + sum(ici.values())), "static_share": attention / static,
-            "attention_s": attention, "static_s": static, "ici_s": ici}
+    return {"share": attention / (static - issued + sum(ici.values())), "static_share": attention / static,
+            "attention_s": attention, "static_s": static, "collectives_static_s": issued, "ici_s": ici}
 
 
 __all__ = ["block_record", "collective_seconds", "attention_share_with_ici"]
