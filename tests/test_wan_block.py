@@ -14,12 +14,14 @@ from svgtpu.compiler.fusions import ROLES
 from svgtpu.compiler.scaling import bootstrap_exponent, kernel_sweep, loglog_fit
 from svgtpu.cli import main
 from svgtpu.models import ModelConfig
+from svgtpu.setting import PRODUCTION, Setting
 
 # one worker runs the file (make test: --dist loadgroup): the module's compiled block is made once
 pytestmark = pytest.mark.xdist_group("wan_block")
 needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="needs the TPU compiler (libtpu)")
 TINY = ModelConfig("tiny", layers=40, dim=512, heads=8, head_dim=64, ffn=1024, text_len=16, patch_in=64, source="test")
-JOB = wb.BlockJob("2x8x20", "v6e", "dense", model=TINY, block_q=128, block_kv=128)   # L = 320: no tile multiple
+JOB = wb.BlockJob(Setting(model="tiny", resolution="2x8x20", block_q=128, block_kv=128), "dense",
+                  shapes=TINY)   # L = 320: no tile multiple
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,7 @@ def test_kernel_sweep_counts_every_tile_and_grows_with_it(dense):
 def test_the_split_is_the_one_the_cost_model_picks():
     from svgtpu.costmodel.multihost import multihost_sweep
     for resolution in ("720p", "1440p"):
-        plan = wb.parallel_plan(wb.BlockJob(resolution, "v6e"))
+        plan = wb.parallel_plan(wb.BlockJob(dataclasses.replace(PRODUCTION, resolution=resolution)))
         [picked] = multihost_sweep("wan2.1-14b", resolution, "v6e", chip_counts=(8,))["picked"]
         assert (plan["cfg_split"], plan["chips_per_pass"], plan["weights_sharded"]) == (
             picked["cfg_split"], picked["chips_per_pass"], picked["weights_sharded"])
@@ -137,7 +139,8 @@ import svgtpu.compiler.wan_block as wb
 import svgtpu.compiler.dumps, svgtpu.compiler.estimate, svgtpu.compiler.fusions, svgtpu.compiler.llo
 import svgtpu.compiler.multihost, svgtpu.compiler.units, svgtpu.compiler.variants
 from svgtpu.kernels.common import compiling_for
-job = wb.BlockJob("720p", "v6e", "svg")
+from svgtpu.setting import Setting
+job = wb.BlockJob(Setting(resolution="720p", device="v6e"), "svg")
 fn, args = wb.block_program(job, wb.slice_devices("v6e"), {{"mesh": {{"data": 2, "seq": 4}}, "weights_sharded": True}})
 with compiling_for("v6e"):
     jax.jit(fn).lower(*args)
@@ -160,7 +163,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "svgtpu" an
 
 
 def test_the_modeled_block_has_every_role_and_svg_shrinks_its_attention():
-    dense, svg = (wb.modeled_block(wb.BlockJob("1440p", "v6e", v)) for v in wb.VARIANTS)
+    dense, svg = (wb.modeled_block(wb.BlockJob(PRODUCTION, v)) for v in wb.VARIANTS)
     for m in (dense, svg):
         assert sum(r["share"] for r in m["roles"].values()) == pytest.approx(1) and m["provenance"] == "modeled-v6e"
     assert svg["roles"]["self-attention"]["seconds"] < dense["roles"]["self-attention"]["seconds"]
@@ -194,14 +197,28 @@ def test_a_load_every_length_shared_in_a_round_does_not_widen_the_interval():
         bootstrap_exponent(L, [r[:5] for r in rounds[:3]] + [rounds[3]])
 
 
+def test_a_job_holds_the_slices_chips_and_comes_back_whole_through_json():
+    """The child compile gets the job as JSON (``dataclasses.asdict``): it must rebuild the same job; the setting's
+    chips are the slice's compiled (v7x: 4), whatever the setting said."""
+    import json
+    for job in (JOB, wb.BlockJob(Setting(device="v7x", chips=8), "svg", kernel="own-compile")):
+        assert wb.BlockJob(**json.loads(json.dumps(dataclasses.asdict(job)))) == job
+    assert wb.BlockJob(Setting(device="v7x")).setting.chips == wb.SLICES["v7x"]["chips"] == 4
+    assert JOB.name == "tiny-2x8x20-v6e-dense" and JOB.config is TINY
+
+
 def test_bad_jobs_are_refused_in_one_line(capsys):
     with pytest.raises(ValueError, match="device must be one of v6e, v7x"):
-        wb.BlockJob(device="v5e")
+        wb.BlockJob(Setting(device="v5e"))
     with pytest.raises(ValueError, match="variant must be one of"):
-        wb.BlockJob(variant="sparse")
+        wb.BlockJob(PRODUCTION, "sparse")
     with pytest.raises(ValueError, match="model must be one of wan2.1-14b"):
-        wb.BlockJob(model="wan9")
+        wb.BlockJob(Setting(model="wan9"))
+    with pytest.raises(ValueError, match="shapes must be the setting's model"):
+        dataclasses.replace(JOB, setting=PRODUCTION)
     with pytest.raises(ValueError, match="kept must be in"):
-        dataclasses.replace(JOB, kept=1.5)
+        dataclasses.replace(JOB, setting=dataclasses.replace(JOB.setting, kept=1.5))
+    with pytest.raises(ValueError, match="not a band multiplier"):
+        wb.BlockJob(Setting(multiplier=2.0))
     assert main(["compile", "--what", "wan-block", "--device", "v5e"]) == 2
     assert "device must be one of v6e, v7x" in capsys.readouterr().err

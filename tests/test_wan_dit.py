@@ -149,7 +149,8 @@ def test_a_published_shape_loads_as_the_config_the_compiled_block_runs():
         assert found is MODELS["wan2.1-14b" if name == "wan2.2-a14b" else name]
         weights.check_tensors(shapes, found)
     from svgtpu.compiler.wan_block import BlockJob
-    assert BlockJob(model="wan2.1-14b").config is MODELS["wan2.1-14b"]
+    from svgtpu.setting import Setting
+    assert BlockJob(Setting(model="wan2.1-14b")).config is MODELS["wan2.1-14b"]
     assert weights.infer_config(weights.expected_shapes(MODELS["wan2.1-14b"]) | {
         "patch_embedding.weight": (5120, 36, 1, 2, 2)}).name == "loaded"
 

@@ -56,10 +56,10 @@ def kernel_sweep(job, schedule: dict, fill: int, resolutions) -> list[dict]:
     head_dim = get_model(job.model).head_dim
     rows = []
     for name in resolutions:
-        at = dataclasses.replace(job, resolution=name)
+        at = dataclasses.replace(job, setting=dataclasses.replace(job.setting, resolution=name))
         k = kernel_cycles(at, 1, [schedule], fill)
         rows.append({"resolution": name, "L": get_geometry(name).L, "steps": k["steps"],
-                     "flops": 4 * k["steps"] * job.block_q * job.block_kv * head_dim, "cycles": k["cycles"]})
+                     "flops": 4 * k["steps"] * job.setting.block_q * job.setting.block_kv * head_dim, "cycles": k["cycles"]})
     return rows
 
 

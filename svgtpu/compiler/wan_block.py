@@ -28,7 +28,7 @@ from pathlib import Path
 
 from svgtpu.errors import BadInput
 from svgtpu.models import MODELS, ModelConfig
-from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, mask_density
+from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, Setting
 from svgtpu.tpu_env import package_version
 
 #: The slices compiled for: a TPU generation -> its libtpu topology and the chips the cost model counts.
@@ -60,58 +60,71 @@ SOURCES = ("__init__.py", "errors.py", "tpu_env.py", "geometry.py", "recipes.py"
 
 @dataclasses.dataclass(frozen=True)
 class BlockJob:
-    """One block to compile: the model, its resolution, the TPU generation (:data:`SLICES`), the
-    self-attention variant (:data:`VARIANTS`), the kernel's tiles and SVG's kept fraction."""
+    """One block to compile: the run's :class:`~svgtpu.setting.Setting` (the model, its resolution, the TPU
+    generation (:data:`SLICES`, whose chip count it takes), the kernel's tiles and SVG's kept fraction), the
+    self-attention variant (:data:`VARIANTS`) and where the kernel's cycles come from (:data:`KERNEL_READINGS`).
+    ``shapes``: a model of its own instead of the setting's named one (the cpu profile's tiny block; the setting
+    names it)."""
 
-    resolution: str = PRODUCTION.resolution
-    device: str = PRODUCTION.device
+    setting: Setting
     variant: str = "dense"
-    model: "str | ModelConfig" = PRODUCTION.model
-    block_q: int = PRODUCTION.block_q
-    block_kv: int = PRODUCTION.block_kv
-    kept: float = DEFAULT_KEPT
     kernel: str = "in-block"
+    shapes: ModelConfig | None = None
 
     def __post_init__(self):
         from svgtpu.geometry import get_geometry
         from svgtpu.kernels.config import KernelConfig, check_blocks_cover
-        if isinstance(self.model, dict):  # a ModelConfig that went through JSON to the child compile
-            object.__setattr__(self, "model", ModelConfig(**self.model))
-        if not isinstance(self.model, ModelConfig) and self.model not in MODELS:
-            raise BadInput(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
-        if self.device not in SLICES:
+        # a job that went through JSON to the child compile comes back as dicts
+        if isinstance(self.setting, dict):
+            object.__setattr__(self, "setting", Setting(**self.setting))
+        if isinstance(self.shapes, dict):
+            object.__setattr__(self, "shapes", ModelConfig(**self.shapes))
+        s = self.setting
+        if self.shapes is None and s.model not in MODELS:
+            raise BadInput(f"model must be one of {', '.join(MODELS)}, got {s.model!r}")
+        if self.shapes is not None and self.shapes.name != s.model:
+            raise BadInput(f"shapes must be the setting's model {s.model!r}, got {self.shapes.name!r}")
+        if s.device not in SLICES:
             raise BadInput(f"device must be one of {', '.join(SLICES)} (the slices compiled for), "
-                             f"got {self.device!r}")
+                             f"got {s.device!r}")
+        object.__setattr__(self, "setting", dataclasses.replace(s, chips=SLICES[s.device]["chips"]))
         if self.variant not in VARIANTS:
             raise BadInput(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
-        KernelConfig(self.block_q, self.block_kv)
-        check_blocks_cover(self.block_q, self.block_kv, get_geometry(self.resolution).L)
-        if not 0 < self.kept < 1:
-            raise BadInput(f"kept must be in the open interval (0, 1), got {self.kept!r}")
+        KernelConfig(s.block_q, s.block_kv)
+        check_blocks_cover(s.block_q, s.block_kv, get_geometry(s.resolution).L)
+        if s.kept is None or not 0 < s.kept < 1:
+            raise BadInput(f"kept must be in the open interval (0, 1) (a block compiles SVG at a kept fraction, "
+                           f"not a band multiplier), got kept {s.kept!r}, multiplier {s.multiplier!r}")
         if self.kernel not in KERNEL_READINGS:
             raise BadInput(f"kernel must be one of {', '.join(KERNEL_READINGS)}, got {self.kernel!r}")
 
     @property
+    def model(self) -> "str | ModelConfig":
+        """The model as the cost model takes it: the setting's name, or the block's own shapes."""
+        return self.shapes or self.setting.model
+
+    @property
     def config(self) -> ModelConfig:
         """The model's shapes."""
-        return self.model if isinstance(self.model, ModelConfig) else MODELS[self.model]
+        return self.shapes or MODELS[self.setting.model]
 
     @property
     def name(self) -> str:
-        model = self.model if isinstance(self.model, str) else self.model.name
-        return f"{model}-{self.resolution}-{self.device}-{self.variant}" + ("" if self.kernel == "in-block" else
+        s = self.setting
+        return f"{s.model}-{s.resolution}-{s.device}-{self.variant}" + ("" if self.kernel == "in-block" else
                                                                            "-own-kernel")
 
     def svg_config(self):
         """SVG's settings: the kept fraction snapped to the kernel's tiles."""
         from svgtpu.attention.svg import SVGConfig
-        return SVGConfig(kept=self.kept, block_q=self.block_q, block_kv=self.block_kv, align="snap")
+        s = self.setting
+        return SVGConfig(kept=s.kept, block_q=s.block_q, block_kv=s.block_kv, align="snap")
 
     def mask(self):
         """The mask our kernel runs in this block (dense, or SVG's aligned band)."""
         from svgtpu.geometry import get_geometry
         from svgtpu.masks.core import DenseMask
-        g = get_geometry(self.resolution)
+        g = get_geometry(self.setting.resolution)
         return DenseMask(g.L) if self.variant == "dense" else self.svg_config().mask(g)
 
 
@@ -122,11 +135,11 @@ def parallel_plan(job: BlockJob) -> dict:
     slice's devices (``data`` = the CFG pair when split, ``seq`` = the rest)."""
     from svgtpu.costmodel.multihost import configurations, model_configuration
     from svgtpu.costmodel.specs import get_device
-    chips = SLICES[job.device]["chips"]
-    options = [model_configuration(job.model, job.resolution, job.device, chips, **c)
-               for c in configurations(chips, get_device(job.device)) if c["slices"] == 1]
+    chips = SLICES[job.setting.device]["chips"]
+    options = [model_configuration(job.model, job.setting.resolution, job.setting.device, chips, **c)
+               for c in configurations(chips, get_device(job.setting.device)) if c["slices"] == 1]
     best = min(options, key=lambda r: r["svg_minutes"])
-    cores = get_device(job.device).cores
+    cores = get_device(job.setting.device).cores
     data = 2 if best["cfg_split"] else 1
     return {"chips": chips, "devices": chips * cores, "cfg_split": best["cfg_split"],
             "chips_per_pass": best["chips_per_pass"], "weights_sharded": best["weights_sharded"],
@@ -141,9 +154,9 @@ def block_program(job: BlockJob, devices, plan: dict):
     from svgtpu.geometry import get_geometry
     from svgtpu.model.sharded import block_program as sharded_block
     from svgtpu.model.wan import self_attention
-    g = get_geometry(job.resolution)
-    attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, block_q=job.block_q,
-                               block_kv=job.block_kv, svg_config=job.svg_config())
+    g = get_geometry(job.setting.resolution)
+    attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, block_q=job.setting.block_q,
+                               block_kv=job.setting.block_kv, svg_config=job.svg_config())
     return sharded_block(job.config, g, devices, plan["mesh"]["data"], attention,
                          shard_weights=plan["weights_sharded"], name=job.name)
 
@@ -169,9 +182,9 @@ def _compile_child(spec: dict, out: str) -> None:
     if job.kernel == "own-compile":  # this process compiles the program around the kernel (KERNEL_READINGS)
         from svgtpu.kernels import api
         api.block_sparse = lambda q, k, v, mask, **_: q + 0 * (k + v)
-    devices = slice_devices(job.device)
+    devices = slice_devices(job.setting.device)
     fn, args = block_program(job, devices, spec["plan"])
-    with compiling_for(job.device):
+    with compiling_for(job.setting.device):
         lowered = jax.jit(fn).lower(*args)  # our tracing: a bug here is a traceback, never a refusal
         start = time.perf_counter()
         try:
@@ -188,10 +201,10 @@ def kernel_variant(job: BlockJob, geometry: str | None = None):
     at ``geometry`` (default: the block's resolution)."""
     from svgtpu.compiler.variants import Variant
     from svgtpu.kernels.config import KernelConfig
-    config = KernelConfig(job.block_q, job.block_kv)
-    return Variant("ours", "dense" if job.variant == "dense" else "svg-aligned", geometry or job.resolution,
-                   job.block_q, job.block_kv, config.block_kv_compute, head_dim=job.config.head_dim,
-                   device=job.device)
+    config = KernelConfig(job.setting.block_q, job.setting.block_kv)
+    return Variant("ours", "dense" if job.variant == "dense" else "svg-aligned", geometry or job.setting.resolution,
+                   job.setting.block_q, job.setting.block_kv, config.block_kv_compute, head_dim=job.config.head_dim,
+                   device=job.setting.device)
 
 
 def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | None = None) -> dict:
@@ -205,7 +218,7 @@ def kernel_cycles(job: BlockJob, heads: int, schedules: list[dict], fill: int | 
     from svgtpu.compiler.variants import steps_ours
     from svgtpu.geometry import get_geometry
     v = kernel_variant(job)
-    calls = [steps * heads for steps in steps_ours(v, job.mask(), get_geometry(job.resolution).L)]
+    calls = [steps * heads for steps in steps_ours(v, job.mask(), get_geometry(job.setting.resolution).L)]
     if fill is not None:
         schedules = [schedules[0]] * len(calls)
     if len(schedules) != len(calls):
@@ -226,13 +239,13 @@ def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
     and mask): at the production resolution for the production tiles (notebook 04 compiles it), else at the
     block's resolution; ``(schedule, fill)``."""
     from svgtpu.compiler.variants import cached_compile
-    if job.kept != DEFAULT_KEPT:
+    if job.setting.kept != DEFAULT_KEPT:
         raise BadInput(f"the kernel's own compile (bench compiled) is at the default kept fraction ({DEFAULT_KEPT}); "
-                       f"got kept {job.kept}")
-    production = (job.block_q, job.block_kv) == (PRODUCTION.block_q, PRODUCTION.block_kv)
-    compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution if production else job.resolution))
+                       f"got kept {job.setting.kept}")
+    production = (job.setting.block_q, job.setting.block_kv) == (PRODUCTION.block_q, PRODUCTION.block_kv)
+    compiled = cached_compile(kernel_variant(job, PRODUCTION.resolution if production else job.setting.resolution))
     if "refused" in compiled:
-        raise BadInput(f"our kernel does not compile for {job.device} at {job.block_q}x{job.block_kv}: "
+        raise BadInput(f"our kernel does not compile for {job.setting.device} at {job.setting.block_q}x{job.setting.block_kv}: "
                        f"{compiled['refused']}")
     return compiled["schedules"][0], compiled["fills"][0]
 
@@ -275,8 +288,8 @@ def compile_block(job: BlockJob) -> dict:
     roles = role_cycles(reading)
     total = sum(roles.values())
     collectives = {k: c for k, c in hlo_collectives(hlo).items() if c["count"]}
-    return {"job": dataclasses.asdict(job), "name": job.name, "provenance": f"compiled-{job.device}",
-            "topology": SLICES[job.device]["topology"], "plan": plan, "compile_s": facts["compile_s"],
+    return {"job": dataclasses.asdict(job), "name": job.name, "provenance": f"compiled-{job.setting.device}",
+            "topology": SLICES[job.setting.device]["topology"], "plan": plan, "compile_s": facts["compile_s"],
             "hbm_temp_bytes": facts["hbm_temp_bytes"], "total_cycles": total,
             "roles": {role: {"cycles": roles[role], "share": roles[role] / total} for role in ROLES},
             "kernel": kernel | {"generic_cycles": generic, "share": kernel["cycles"] / total},
@@ -337,9 +350,9 @@ def modeled_block(job: BlockJob) -> dict:
     from svgtpu import costmodel
     from svgtpu.compiler.fusions import ROLES
     plan = parallel_plan(job)
-    setup = costmodel.calibrated_setup(job.model, job.resolution, job.device, chips=plan["chips"],
-                                       cfg_split=plan["cfg_split"], block_q=job.block_q, block_kv=job.block_kv,
-                                       kept=job.kept)
+    setup = costmodel.calibrated_setup(job.model, job.setting.resolution, job.setting.device, chips=plan["chips"],
+                                       cfg_split=plan["cfg_split"], block_q=job.setting.block_q, block_kv=job.setting.block_kv,
+                                       kept=job.setting.kept)
     breakdown, layers = costmodel.forward_breakdown(setup), setup.model.layers
     roles = dict.fromkeys(ROLES, 0.0)
     for op, seconds in breakdown.items():
@@ -358,7 +371,7 @@ def modeled_block(job: BlockJob) -> dict:
 def role_rows(results: list[dict]) -> list[dict]:
     """One row per (block, role): resolution, device, variant, role, static cycles and share of the block."""
     from svgtpu.compiler.fusions import ROLES
-    return [{"resolution": r["job"]["resolution"], "device": r["job"]["device"], "variant": r["job"]["variant"],
+    return [{"resolution": r["job"]["setting"]["resolution"], "device": r["job"]["setting"]["device"], "variant": r["job"]["variant"],
              "role": role, "cycles": r["roles"][role]["cycles"], "share": r["roles"][role]["share"]}
             for r in results if "roles" in r for role in ROLES]
 
@@ -368,12 +381,12 @@ def wan_block_command(resolution: str, device: str, block_q: int, block_kv: int,
     """``svgtpu compile --what wan-block``: dense and SVG blocks at ``resolution`` (``wan-`` prefix allowed) for
     ``device``; ``(result, table, exit status)`` (1 when the compiler refused one)."""
     from svgtpu.facts.tables import format_table
-    kept, _ = mask_density(kept, None)
-    jobs = [BlockJob(resolution.removeprefix("wan-"), device, variant, block_q=block_q,
-                     block_kv=block_kv, kept=kept) for variant in VARIANTS]
+    setting = dataclasses.replace(PRODUCTION, resolution=resolution.removeprefix("wan-"), device=device,
+                                  block_q=block_q, block_kv=block_kv, kept=kept)
+    jobs = [BlockJob(setting, variant) for variant in VARIANTS]
     results = compile_blocks(jobs, progress=progress)
     refused = {r_job.name: r["refused"] for r_job, r in zip(jobs, results) if "refused" in r}
-    lines = [f"one {jobs[0].model} block, {jobs[0].resolution}, {SLICES[device]['topology']} "
+    lines = [f"one {setting.model} block, {setting.resolution}, {SLICES[device]['topology']} "
              f"({results[0].get('provenance', 'compiled-' + device)}); static cycles per device by role "
              "(issue cycles: stalls on memory, the other chips and the host are outside them)"]
     lines.append(format_table(role_rows(results), ["variant", "role", "cycles", "share"]))

@@ -36,7 +36,7 @@ from svgtpu.compiler.multihost import MultihostJob, compile_multihost
 from svgtpu.compiler.wan_block import VARIANTS, BlockJob, SLICES, cached_compile_block
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.models import MODELS
-from svgtpu.setting import PRODUCTION, model_label
+from svgtpu.setting import PRODUCTION, Setting, model_label
 from svgtpu.report.preflight_record import (check_record_out, default_record_path, host, host_checks, slice_name,
                                             sources_key)
 from svgtpu.report.reproduce import settings
@@ -139,10 +139,12 @@ def wan_block_checks(profile: str) -> list[Check]:
     else dense and SVG)."""
     from svgtpu.models import ModelConfig
     blocks = settings("05_quadratic_scaling", profile)
-    model = blocks["block_model"] if isinstance(blocks["block_model"], str) else ModelConfig(**blocks["block_model"])
+    shapes = None if isinstance(blocks["block_model"], str) else ModelConfig(**blocks["block_model"])
+    model = shapes.name if shapes else blocks["block_model"]
     bq, bkv = blocks["block_tiles"]
     return [Check("05_quadratic_scaling", f"{variant} block, {res}, {SLICES[device]['topology']}",
-                  BlockJob(res, device, variant, model=model, block_q=bq, block_kv=bkv, kernel=blocks["block_kernel"]),
+                  BlockJob(Setting(model=model, resolution=res, device=device, block_q=bq, block_kv=bkv), variant,
+                           kernel=blocks["block_kernel"], shapes=shapes),
                   "wan-block") for res, device, *variants in blocks["blocks"] for variant in variants or VARIANTS]
 
 
@@ -170,7 +172,7 @@ def preflight(profile: str, dit: bool = True, progress: bool = False) -> dict:
         if c.target == "wan-block":
             result = cached_compile_block(c.job)
             rows.append({"notebook": c.notebook, "what": c.what, "target": c.target,
-                         "topology": SLICES[c.job.device]["topology"], "geometry": c.job.resolution,
+                         "topology": SLICES[c.job.setting.device]["topology"], "geometry": c.job.setting.resolution,
                          "compiled": "refused" not in result, "compile_s": result.get("compile_s", 0.0),
                          "reason": result.get("refused")})
             continue
