@@ -273,7 +273,7 @@ def tile_table(compiled: dict, device: str, block_q: int, block_kv: int, resolut
 # -- our fixed-maximum bodies ------------------------------------------------------------------
 
 #: The devices whose fixed-maximum bodies the table holds at the production tile.
-FIXED_DEVICES = ("v6e",)
+FIXED_DEVICES = ("v6e", "v7x")
 
 
 def fixed_programs() -> list:
