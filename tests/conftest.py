@@ -7,8 +7,11 @@ a fresh pytest subprocess with the flag set, so the outer run skips collecting t
 The suite has two tiers.  ``make test`` runs the library, its kernels against float64 references and its
 compiles: what a change is checked against while it is written.  ``make test-system`` runs the tests marked
 ``system``, each an end-to-end run of a product: every notebook through papermill, JupyterLab driven by
-chromium, several JAX processes, the 8-device subprocess suite, a whole study or bench command.  They take about
-as long as the first tier, and CI (``.ci/run``) runs both.
+chromium, several JAX processes, the 8-device subprocess suite, a whole study or bench command, README's first
+screen in a fresh clone; and the runs at full size that took 10 s or more each on 2 idle cores (a committed
+record compiled again, the MXU-rate calibrations of the probe and the fusion reader, a training run, the
+shipped checkpoints, the larger Mosaic GPU interpreter cases), which kept ``make test`` over its 6 minutes.  CI
+(``.ci/run``) runs both.
 
 Each hands tests to two xdist workers as they free up (``--dist loadgroup``); the tests marked
 ``slow`` go first, so that what is left at the end is short and both workers finish together.  Tests that

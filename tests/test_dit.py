@@ -138,6 +138,7 @@ def test_forward_passes_layer_and_step_to_the_backend():
     assert seen == [(0, 7, 9, 1, (1, 1, 1120, 64))] and [int(i) for i in infos] == [0]
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_training_reduces_the_loss_on_a_fixed_batch():
     config = CONFIGS["tiny"]
@@ -164,6 +165,7 @@ def test_checkpoint_round_trip(tmp_path):
     assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(loaded)
 
 
+@pytest.mark.system
 def test_shipped_checkpoint_samples_videos(tmp_path):
     assert os.path.getsize(CHECKPOINT) <= 20 * 2**20
     params, config = load_checkpoint(CHECKPOINT)

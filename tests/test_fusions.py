@@ -36,6 +36,7 @@ def compile_and_read(tmp_path, shapes, body: str) -> dict:
     return fusions.read_dump(jf)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_a_static_count_is_one_loop_body_and_the_matmul_runs_near_the_mxu_rate(tmp_path):
     """Two bf16 matmuls, one twice the other along M: libtpu schedules the same loop body for both (its

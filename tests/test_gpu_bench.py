@@ -52,6 +52,7 @@ def test_smoke_run_writes_a_results_file_the_paper_reads(tmp_path, capsys):
     assert gpu_bench.gpu_rows(tmp_path / "absent.json") is None
 
 
+@pytest.mark.system
 def test_a_small_smoke_of_the_whole_run_through_the_cli(tmp_path, capsys):
     """Every section of the prepared run on this CPU (the check in its own process, attention with its spot check,
     the block, the run file), one variant: what ``make test`` can afford (the whole smoke is ``make test-system``'s)."""

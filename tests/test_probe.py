@@ -7,6 +7,7 @@ from svgtpu.compiler.compile import libtpu_available
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_v6e_probe_reads_two_mxus_at_eight_bundles_a_push():
     from svgtpu.compiler.probe import MATMUL, probe

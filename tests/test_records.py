@@ -77,6 +77,7 @@ def test_prune_removes_only_the_records_no_run_used(tmp_path):
     assert dumps.prune(tmp_path / "absent", []) == []
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 def test_the_committed_record_of_the_production_dense_kernel_compiles_again_the_same():
     # the full-tile body at the production tile, as notebook 04 compiles it (about 20 CPU-s): a record that

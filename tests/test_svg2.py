@@ -163,6 +163,7 @@ def test_bad_config_and_inputs_name_the_parameter():
         svg2_attention(x, x, x, SVG2Config(**SMALL, max_steps=10))
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_backend_inside_jit_equals_the_direct_calls_and_warm_starts_from_its_own_state():
     seed = 9

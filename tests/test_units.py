@@ -64,6 +64,7 @@ def test_refuses_a_bundle_the_slot_table_does_not_allow():
         unit_cycles([], device="v5e")
 
 
+@pytest.mark.system
 @pytest.mark.slow
 @pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)")
 def test_lone_matmul_is_mxu_bound_at_its_flops():

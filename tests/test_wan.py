@@ -123,6 +123,7 @@ def test_block_matches_a_float64_block_from_wans_equations(options, dtype):
     assert err < (2e-5 if dtype == "float32" else 3e-2)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_the_shipped_checkpoint_gives_the_recorded_outputs(monkeypatch):
     """An SVG sample (sparse steps) and velocities recorded from the toy DiT's own block before it became
