@@ -321,7 +321,7 @@ def compile_blocks(jobs, workers: int = 2, progress: bool = False) -> list[dict]
 
     from svgtpu.geometry import get_geometry
     jobs = list(jobs)
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].variant != "svg", -get_geometry(jobs[i].resolution).L))
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].variant != "svg", -get_geometry(jobs[i].setting.resolution).L))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {pool.submit(cached_compile_block, jobs[i]): i for i in order}
         done = concurrent.futures.as_completed(futures)
