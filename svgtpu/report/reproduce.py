@@ -63,6 +63,10 @@ AFTER = {name: ("04_fast_path_ablation",) for name in ("00_primer", "05_quadrati
                                                        "07_quality", "explorer")}
 #: Notebooks whose results hold timings taken on this machine: never two of them side by side.
 TIMED = ("04_fast_path_ablation", "05_quadratic_scaling", "06_end_to_end_speedup")
+#: The longest notebooks under the cpu profile, longest first: of those ready, these start before file order, so the
+#: longest is not the last to start (``make figures`` on 2 idle cores at dc6b6aa: 07 339 s, 03 120 s, the others
+#: 4-191 s; 07 started at 4 min, behind 05, and ended the run at 9:40).
+LONGEST = ("07_quality", "03_mask_alignment")
 #: Notebooks run at once, per profile (others: one at a time): the cpu profile (``make figures``) takes both
 #: cores of a 2-core machine; the tpu profile's notebooks share one TPU, which one process holds at a time.
 JOBS = {"cpu": 2}
@@ -321,13 +325,14 @@ def record_log(output_dir: Path, notebook: str) -> Path:
 
 
 def next_notebook(pending: list[str], running: set[str]) -> str | None:
-    """The notebook to start now: of ``pending`` (in file order) the first whose :data:`AFTER` have finished
-    (those not run at all do not count) and that is not a :data:`TIMED` one beside another; a notebook
-    others wait for goes first."""
+    """The notebook to start now: of ``pending`` the first whose :data:`AFTER` have finished (those not run at
+    all do not count) and that is not a :data:`TIMED` one beside another; a notebook others wait for goes first,
+    then the :data:`LONGEST`, then file order."""
     waits = {n: [a for a in AFTER.get(n, ()) if a in pending or a in running] for n in pending}
     ready = [n for n in pending if not waits[n] and not (n in TIMED and running & set(TIMED))]
     needed = [n for n in ready if any(n in waits[m] for m in pending)]
-    return (needed or ready or [None])[0]
+    longest = sorted((n for n in ready if n in LONGEST), key=LONGEST.index)
+    return (needed or longest or ready or [None])[0]
 
 
 def run_notebooks(names: list[str], jobs: int, run, started=lambda running: None):
@@ -430,5 +435,5 @@ def format_reproduce(result: dict) -> str:
     return text
 
 
-__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "notebook_names", "select", "install_kernel", "NotebookResult", "KERNEL_EXIT_S",
+__all__ = ["CHECKPOINT", "NOTEBOOKS", "AFTER", "TIMED", "LONGEST", "JOBS", "PROFILES", "RUN_PARAMETERS", "PROFILE_RUN_PARAMETERS", "run_parameters", "SCRATCH_DIR", "settings", "output_dir", "notebook_names", "select", "install_kernel", "NotebookResult", "KERNEL_EXIT_S",
            "run_notebook", "next_notebook", "run_notebooks", "reproduce", "reproduce_all", "format_reproduce"]
