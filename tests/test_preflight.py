@@ -20,9 +20,10 @@ def test_checks_follow_the_profile_sizes():
                                                 "sharded-dit-step", "wan-block"}
     # notebook 05's blocks: 720p and 1440p on v6e-8 and v7x, dense and SVG, the kernel compiled in the block
     blocks = [c.job for c in tpu.values() if c.target == "wan-block"]
-    assert sorted((b.resolution, b.device, b.variant) for b in blocks) == sorted(
+    assert sorted((b.setting.resolution, b.setting.device, b.variant) for b in blocks) == sorted(
         [(r, d, v) for r in ("720p", "1440p") for d in ("v6e", "v7x") for v in ("dense", "svg")])
-    assert {(b.model, b.block_q, b.block_kv, b.kernel) for b in blocks} == {("wan2.1-14b", *tuned_production, "in-block")}
+    assert {(b.setting.model, b.setting.block_q, b.setting.block_kv, b.kernel) for b in blocks} == {
+        ("wan2.1-14b", *tuned_production, "in-block")}
 
 
 @pytest.mark.system
@@ -109,6 +110,7 @@ def test_newest_committed_preflight_record_covers_every_program_of_the_run():
     assert record["provenance"] == "compiled-v6e"
 
 
+@pytest.mark.system
 def test_the_record_key_covers_every_module_the_programs_are_built_from():
     # a fresh process builds the run's 720p programs on both slices: each svgtpu module that loads must be in
     # PROGRAM_SOURCES (else an edit to it would not show as a stale record), bar ones that cannot change a program:

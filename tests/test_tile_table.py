@@ -61,6 +61,7 @@ def test_tile_bodies_match_the_llo_reader():
     assert 0 <= llo["full"] - full <= 8
 
 
+@pytest.mark.system
 def test_dense_and_aligned_masks_share_one_program():
     """Variants that differ only in the plan compile to the same bodies and per-step code: compiled
     separately here, they agree, so the comparison compiles one of them (svgtpu.compiler.variants)."""
