@@ -82,6 +82,13 @@ def test_a_prediction_has_an_interval_around_it_and_flip_thresholds():
         assert predictions.flips(other) is None, other
 
 
+def test_the_newest_predictions_file_by_date_then_its_days_number(tmp_path):
+    for name in ("2026-12-04.json", "2026-12-06.json", "2026-12-06-2.json", "2026-12-06-10.json", "2026-12-05.json"):
+        (tmp_path / name).write_text("{}")
+    assert [f.name for f in predictions.dated_files(tmp_path)] == [
+        "2026-12-04.json", "2026-12-05.json", "2026-12-06.json", "2026-12-06-2.json", "2026-12-06-10.json"]
+
+
 def test_compare_reads_a_run_file(tmp_path):
     run = json.loads(SYNTHETIC_RUN.read_text())
     frozen = {"quantities": {"v6e-8": {
@@ -252,6 +259,29 @@ def test_the_freeze_machinery_on_a_temporary_folder(tmp_path, monkeypatch, capsy
     assert {p["verdict_flip"]["claim"] for p in flipped.values()} == {"C2", "C4", "C5"}
     assert all(p["verdict_flip"]["expects"].startswith(("above", "below")) for p in flipped.values())
     assert all("width_note" in p and p["width_note"] for qs in data["quantities"].values() for p in qs.values())
+    # every interval has a width, and every width names its sources (docs/verdicts.md, "Frozen predictions")
+    narrow = [(s, q, p["interval"]) for s, qs in data["quantities"].items() for q, p in qs.items()
+              if not p["interval"][1] - p["interval"][0] > 1e-3 * abs(p["value"]) or not p["width_from"]]
+    assert narrow == []
+    assert all("IQR widened by the noise floor" in p["refuted_if"] for qs in data["quantities"].values()
+               for p in qs.values())
+    # a ratio of two timed programs carries each one's realized-over-static factor alone (docs/verdicts.md).  By hand
+    # for C4's fast path off / on at the production tile: both programs' seconds are static cycles / clock / the
+    # attention efficiency (tile_costs.compiled_head_seconds), 1 centrally (as compiled) and attention_over_matmul's
+    # low end 0.8 on one program alone (its high end 1.25 is capped at 1), every knob moving both alike leaving it in
+    # place: the interval is the central ratio x [0.8, 1 / 0.8]
+    from svgtpu.costmodel import KNOBS
+    low = next(k for k in KNOBS if k.path == predictions.REALIZED_KNOB).low
+    sides = [f"{predictions.REALIZED_KNOB}: {w}" for w in predictions.SIDES.values()]
+    c4 = data["quantities"]["v6e-8"]["kernels_1440p_fast_path_speedup_svg"]
+    assert low == 0.8 and c4["value"] > 1 and c4["width_from"] == sides
+    assert c4["interval"] == pytest.approx([c4["value"] * low, c4["value"] / low], rel=1e-9)
+    assert c4["swings"][sides[0]] == pytest.approx([c4["value"] / low, c4["value"]])
+    assert c4["swings"][sides[1]] == pytest.approx([c4["value"] * low, c4["value"]])
+    for qs in data["quantities"].values():   # the sparse speedups' pairs have sparse_stretch: not counted twice
+        for q, p in qs.items():
+            untied = bool(set(sides) & set(p["swings"]))
+            assert untied == (q.startswith(("kernels_", "block_attention_exponent_")) and "_sparse_speedup_" not in q), q
     run = _write(tmp_path, "run.json", _measured_run())
     _one_line_refusal(capsys, ["predict", "--against", run, "--predictions", str(out)], "not a frozen")
     monkeypatch.setitem(predictions.FROZEN, out.name, hashlib.sha256(out.read_bytes()).hexdigest())

@@ -118,7 +118,7 @@ def claim_verdicts(runs) -> list[dict]:
             continue
         measured = {q for r in runs for q in r["quantities"]}
         reads = [q for (c, _), q in CLAIM_QUANTITIES.items() if c == claim]
-        why = (CLAIMS_MEASURED[claim] if not reads else
+        why = (CLAIMS_MEASURED[claim].removeprefix("not measured: ") if not reads else
                f"its quantities ran fewer than {MIN_ROUNDS} rounds" if measured & set(reads) else
                f"the runs lack {', '.join(sorted(set(reads)))}")
         out.append({"claim": claim, "row": None, "verdict": "not measured", "measured": None, "interval": None,

@@ -4,9 +4,16 @@ For every quantity the run measures (:func:`svgtpu.bench.tpu.quantities`, on eac
 (:mod:`svgtpu.costmodel`, priced from the compiled tile table where it holds the tile, ``modeled-v6e``) gives a
 central value and an interval: the root sum of squares of the one-at-a-time swings of its unknown constants
 (:data:`svgtpu.costmodel.KNOBS`, each at both ends with the calibration refitted) and of the sparse-layer evidence
-(:func:`svgtpu.costmodel.sparse_knobs`), the rule ``docs/verdicts.md`` states for C1.  A ratio of two kernels
-the knobs move alike comes out with a narrow interval: the model has no other spread to give it.  Each quantity also says which measured values would **refute the prediction** (outside its
-interval) and, where a claim's verdict reads it, which would **flip the verdict** (the rule's threshold:
+(:func:`svgtpu.costmodel.sparse_knobs`), the rule ``docs/verdicts.md`` states for C1, each knob applied to the
+setups it applies to.  A quantity that is a ratio of two timed attention programs (:class:`Ratio`: the kernels
+section's, C5's exponents) also carries each program's own realized-over-static factor: the knob
+``attention_over_matmul`` (a TPU's compiled attention a quarter slower than its static schedule to as compiled)
+applied to one program at a time, since nothing ties the two programs' stalls; the knobs moving both alike leave
+such a ratio where its static schedules put it.  Where a named source already prices the pair's relative factor
+(the sparse speedups: ``sparse_stretch``, sparse tiles against dense ones) it is not counted twice.  Each quantity
+also says which measured values would **refute the prediction** (the measured interval, its IQR widened by the
+noise floor, wholly outside the predicted one) and, where a claim's verdict reads it, which would **flip the
+verdict** (the rule's threshold:
 ``docs/verdicts.md``): C2's interval rule around 0.882 on the 1440p share, C4's direction rule at 1 on the fast
 path's speedup.  The claims' current verdict values (``figures/results.json``) are recorded beside them.
 
@@ -18,10 +25,12 @@ beside the predictions, quantity by quantity: :mod:`svgtpu.report.prediction_out
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 from svgtpu.costmodel.compiled import AUTO
 from svgtpu.errors import BadInput
@@ -102,13 +111,16 @@ def quantity_functions(sizes=None) -> dict:
             for prefix, at in (("", "production"), ("best_", "best")):
                 s = run_setups(sizes.model, g, 1, ours_at=at)
                 for mask in ("svg", "svg-aligned"):
-                    out[f"kernels_{g}_{prefix}fast_path_speedup_{mask}", chips] = (
-                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", m, False) / head_seconds(s["ours"], "ours", m, True))
-                    out[f"kernels_{g}_{prefix}sparse_speedup_{mask}", chips] = (
-                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", "dense") / head_seconds(s["ours"], "ours", m))
+                    out[f"kernels_{g}_{prefix}fast_path_speedup_{mask}", chips] = (s, Ratio(
+                        lambda s, m=mask: head_seconds(s["ours"], "ours", m, False),
+                        lambda s, m=mask: head_seconds(s["ours"], "ours", m, True)))
+                    out[f"kernels_{g}_{prefix}sparse_speedup_{mask}", chips] = (s, Ratio(
+                        lambda s: head_seconds(s["ours"], "ours", "dense"),
+                        lambda s, m=mask: head_seconds(s["ours"], "ours", m), untied=False))   # sparse_stretch's
                 for mask in ("dense", "svg", "svg-aligned"):
-                    out[f"kernels_{g}_{prefix}ours_over_splash_{mask}", chips] = (
-                        s, lambda s, m=mask: head_seconds(s["ours"], "ours", m) / head_seconds(s["splash"], "splash", m))
+                    out[f"kernels_{g}_{prefix}ours_over_splash_{mask}", chips] = (s, Ratio(
+                        lambda s, m=mask: head_seconds(s["ours"], "ours", m),
+                        lambda s, m=mask: head_seconds(s["splash"], "splash", m)))
         blocks = [("block", g, sizes.model, (sizes.kept,)) for g in sizes.block_geometries(chips)]
         blocks.append(("moderate", sizes.moderate_geometry, sizes.moderate_model, sizes.moderate_kept))
         for section, g, model, kepts in blocks:
@@ -126,10 +138,40 @@ def quantity_functions(sizes=None) -> dict:
             continue
         low, high = (run_setups(sizes.model, g, chips) for g in (by_length[0], by_length[-1]))
         both = {f"{k}@low": v for k, v in low.items()} | {f"{k}@high": v for k, v in high.items()}
+        per_length = math.log(high["ours"].geometry.L / low["ours"].geometry.L)
         for kernel in ("splash", "ours"):
-            out[f"block_attention_exponent_{kernel}", chips] = (both, lambda s, k=kernel: _exponent(s[f"{k}@low"],
-                                                                                                 s[f"{k}@high"]))
+            out[f"block_attention_exponent_{kernel}", chips] = (both, Ratio(
+                lambda s, k=kernel: _attention_seconds(s[f"{k}@high"]),
+                lambda s, k=kernel: _attention_seconds(s[f"{k}@low"]),
+                then=lambda r, n=per_length: math.log(r) / n))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+    """A quantity the run measures from two timed programs: ``then(num(setups) / den(setups))`` (seconds each;
+    ``then`` the identity, or C5's exponent: the log over the log of the resolutions' length ratio).  ``untied``:
+    :func:`predict_one` moves each program's realized-over-static factor alone (module doc); ``False`` where a
+    named source already prices the pair's relative factor."""
+
+    num: Callable
+    den: Callable
+    then: Callable[[float], float] = lambda r: r
+    untied: bool = True
+
+    def __call__(self, setups: dict) -> float:
+        return self.then(self.num(setups) / self.den(setups))
+
+    def one_side(self, side: str, setups: dict, moved: dict) -> float:
+        """The quantity with only the ``side`` program (``num`` or ``den``) priced from ``moved``."""
+        num, den = (moved, setups) if side == "num" else (setups, moved)
+        return self.then(self.num(num) / self.den(den))
+
+
+#: The realized-over-static factor each program of a :class:`Ratio` carries alone: the TPU reading of this knob.
+REALIZED_KNOB = "attention_over_matmul"
+#: How :func:`predict_one` names a :class:`Ratio`'s one-program swings.
+SIDES = {"num": "the numerator's program alone", "den": "the denominator's program alone"}
 
 
 #: A predicted quantity the slice's run never measures: its block does not fit the slice's chips
@@ -147,11 +189,10 @@ def never_measured(qid: str, chips: int) -> bool:
     return not any(qid.startswith(f"{section}_{g}_") for section, g in groups)
 
 
-def _exponent(low, high) -> float:
-    """``k`` of the modeled dense self-attention seconds ``~ L^k`` between two setups' resolutions."""
+def _attention_seconds(s) -> float:
+    """The modeled dense self-attention seconds of one forward pass (C5's exponent is their log-log slope)."""
     from svgtpu.costmodel import forward_breakdown
-    a, b = (forward_breakdown(s)["self_attention"] for s in (low, high))
-    return math.log(b / a) / math.log(high.geometry.L / low.geometry.L)
+    return forward_breakdown(s)["self_attention"]
 
 
 def predict_one(setups: dict, fn) -> dict:
@@ -163,11 +204,11 @@ def predict_one(setups: dict, fn) -> dict:
     from svgtpu.costmodel.validate import Unreachable
     central = fn(setups)
     first = next(iter(setups.values()))
-    at = lambda knob, value: fn({k: at_knob(s, knob, value) for k, s in setups.items()})  # noqa: E731
-    lows, highs, swings, cut = [], [], {}, {}
-    for knob in KNOBS + sparse_knobs(first):
-        if not all(knob.applies(s) for s in setups.values()):
-            continue
+    moved_by = lambda knob, value: {k: at_knob(s, knob, value) if knob.applies(s) else s  # noqa: E731
+                                    for k, s in setups.items()}
+    swings, cut = {}, {}
+
+    def swing(name: str, knob, at) -> None:
         ends = []
         for value in (knob.low, knob.high):
             try:
@@ -175,18 +216,28 @@ def predict_one(setups: dict, fn) -> dict:
             except Unreachable:
                 reached = reachable_end(knob, value, knob.get(first), at)
                 if reached is not None:
-                    cut[f"{knob.path} = {value}"] = reached[0]
+                    cut[f"{name} = {value}"] = reached[0]
                     ends.append(reached[1])
         if ends:
-            swings[knob.path] = ends
-            lows.append(min(0.0, min(ends) - central))
-            highs.append(max(0.0, max(ends) - central))
+            swings[name] = ends
+
+    knobs = KNOBS + sparse_knobs(first)
+    for knob in knobs:
+        if any(knob.applies(s) for s in setups.values()):
+            swing(knob.path, knob, lambda knob, value: fn(moved_by(knob, value)))
+    if isinstance(fn, Ratio) and fn.untied:
+        realized = next(k for k in knobs if k.path == REALIZED_KNOB)
+        for side, words in SIDES.items():
+            swing(f"{REALIZED_KNOB}: {words}", realized,
+                  lambda knob, value, side=side: fn.one_side(side, setups, moved_by(knob, value)))
+    lows = [min(0.0, min(ends) - central) for ends in swings.values()]
+    highs = [max(0.0, max(ends) - central) for ends in swings.values()]
     moved = width_sources(swings, central)
     return {"value": central, "interval": [central - math.sqrt(sum(x * x for x in lows)),
                                            central + math.sqrt(sum(x * x for x in highs))],
             "swings": swings, "cut": cut, "width_from": moved,
             "width_note": ("its interval's width: the swings of " + ", ".join(moved)) if moved else
-                          "zero width: no named source moves it (the run's spread judges it: docs/verdicts.md)"}
+                          "zero width: no named source moves it"}
 
 
 def width_sources(swings: dict, central: float) -> list[str]:
@@ -274,7 +325,8 @@ def predict(note: str = "", sizes=None) -> dict:
         p |= {"provenance": next(iter(setups.values())).provenance,
               "pricing": {k: s.attention_pricing() for k, s in setups.items()},
               "tiles": {k: f"{s.block_q}x{s.block_kv}" for k, s in setups.items()},
-              "refuted_if": f"measured median outside [{p['interval'][0]:.4g}, {p['interval'][1]:.4g}]"}
+              "refuted_if": f"the measured interval (its IQR widened by the noise floor) wholly outside "
+                            f"[{p['interval'][0]:.4g}, {p['interval'][1]:.4g}]"}
         flip = flips(qid)
         if flip:
             p["verdict_flip"] = flip | {"expects": expects(p, flip)}
@@ -283,7 +335,9 @@ def predict(note: str = "", sizes=None) -> dict:
             "versions": versions(), "command": "svgtpu predict", "note": note,
             "interval_rule": "root sum of squares of the one-at-a-time swings of svgtpu.costmodel.KNOBS (each at both "
                              "ends, the calibration refitted) and svgtpu.costmodel.sparse_knobs (docs/verdicts.md, "
-                             "C1's rule)",
+                             "C1's rule), and for a ratio of two timed attention programs each program's own "
+                             f"realized-over-static factor ({REALIZED_KNOB} on one program at a time) where no named "
+                             "source prices the pair's relative one (docs/verdicts.md, Frozen predictions)",
             "claims_now": claims_now(), "claims_measured": CLAIMS_MEASURED, "quantities": slices}
 
 
@@ -299,10 +353,20 @@ def write(data: dict, path: str | Path) -> Path:
     return write_text(path, json.dumps(data, indent=1, default=float) + "\n")
 
 
-def latest(directory: str | Path | None = None) -> dict | None:
-    """The newest predictions file (by its dated name), or ``None``."""
+def dated_files(directory: str | Path | None = None) -> list[Path]:
+    """The predictions files of ``directory`` (default ``figures/predictions/``), oldest first: by date, then by the
+    number a second file of one day carries (``<date>-2.json`` after ``<date>.json``)."""
     folder = Path(directory) if directory is not None else REPO_ROOT / PREDICTIONS_DIR
-    files = sorted(folder.glob("*.json")) if folder.exists() else []
+
+    def order(f: Path):   # YYYY-MM-DD[-N]
+        n = f.stem[10:].lstrip("-")
+        return f.stem[:10], int(n) if n.isdigit() else 1, f.name
+    return sorted(folder.glob("*.json"), key=order) if folder.exists() else []
+
+
+def latest(directory: str | Path | None = None) -> dict | None:
+    """The newest predictions file (:func:`dated_files`), or ``None``."""
+    files = dated_files(directory)
     return read_predictions("predictions", files[-1]) | {"file": files[-1].name} if files else None
 
 
@@ -312,8 +376,7 @@ def frozen(path: str | Path | None = None) -> dict:
     (:class:`BadInput` otherwise: an edited or unpinned file is never evidence), read through its schema."""
     import hashlib
     if path is None:
-        folder = REPO_ROOT / PREDICTIONS_DIR
-        files = sorted(folder.glob("*.json")) if folder.exists() else []
+        files = dated_files()
         if not files:
             raise BadInput(f"--predictions: no frozen predictions in {PREDICTIONS_DIR} to compare with")
         path = files[-1]
@@ -341,5 +404,5 @@ def format_predictions(data: dict) -> str:
 
 
 __all__ = ["PREDICTIONS_DIR", "FROZEN", "C4_DIRECTION", "CLAIMS_MEASURED", "run_setups", "head_seconds",
-           "quantity_functions", "NOT_ON_SLICE", "never_measured", "predict_one", "width_sources", "flips", "expects",
-           "check_freezable", "claims_now", "predict", "write", "latest", "frozen", "format_predictions"]
+           "quantity_functions", "Ratio", "REALIZED_KNOB", "SIDES", "NOT_ON_SLICE", "never_measured", "predict_one", "width_sources", "flips", "expects",
+           "check_freezable", "claims_now", "predict", "write", "dated_files", "latest", "frozen", "format_predictions"]
