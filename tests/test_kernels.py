@@ -520,6 +520,68 @@ def test_bf16_scores_are_scaled_in_float32():
         assert relative_error(out, numpy_attention(q, k, v, mask.to_array())) <= TOLERANCE["bfloat16"]
 
 
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute, sm_scale, fast_path,
+# scale_in_qk), key-major bf16, lengths off the tiles: each switch on and off once (test_both_layouts runs
+# the default, on, over its key-major cases; float32 keeps the multiply whatever the switch)
+SCALE_IN_QK_CASES = [
+    ("scale-in-qk-band-multiply", lambda L: BandSinkMask(L, 150, 200), 2, 530, 128, 256, 256, 128, None, True, False),
+    ("scale-in-qk-band-nofast", lambda L: BandSinkMask(L, 150, 200), 2, 530, 128, 256, 256, 128, None, False, True),
+    ("scale-in-qk-dense-scale", lambda L: DenseMask(L), 3, 300, 64, 128, 256, 128, 0.3, True, True),
+]
+
+
+@pytest.mark.parametrize("case", SCALE_IN_QK_CASES, ids=[c[0] for c in SCALE_IN_QK_CASES])
+def test_scale_in_qk_matches_float64(case):
+    """KernelConfig.scale_in_qk on and off against float64 (natural exp) on seeded bf16 inputs."""
+    name, build, heads, L, d, bq, bkv, bkc, sm_scale, fast_path, scale_in_qk = case
+    seed = zlib.crc32(name.encode())
+    print("seed", seed)
+    mask = build(L)
+    q, k, v = random_qkv(seed, heads, L, d, "bfloat16")
+    config = KernelConfig(bq, bkv, bkc, fast_path, "key-major", scale_in_qk=scale_in_qk)
+    out = block_sparse_attention(q, k, v, mask, config=config, sm_scale=sm_scale)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    ref = numpy_attention(q, k, v, mask_array(mask, heads, L), sm_scale)
+    assert relative_error(out, ref) <= TOLERANCE["bfloat16"]
+
+
+def test_scale_in_qk_score_error_bound():
+    """The bound docs/compiled_schedule.md states for the scale folded into QK: ``hi + lo`` is ``q * scale``
+    within 2^-16 of it, so a base-2 score moves at most 2^-16 of sum |k_i q_i| * scale off the exact one, the
+    float32 accumulation of 2 d products adding 2 d * 2^-24 of it.  Large-norm queries and keys and one
+    dominant key; q rounded once to bf16 (the fold without ``lo``) breaks the bound."""
+    from svgtpu.kernels.block_sparse import LOG2E, folded_scores, scaled_queries
+    seed = 60
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    bq, bkv, d = 256, 128, 128
+    q = jnp.asarray(rng.normal(0, 30, (bq, d)), jnp.bfloat16)
+    k = np.asarray(rng.normal(0, 30, (bkv, d)))
+    k[7] = 4 * np.asarray(q[3], np.float64)  # one dominant key for query 3
+    k = jnp.asarray(k, jnp.bfloat16)
+    scale = LOG2E / math.sqrt(d)
+    q64, k64 = np.asarray(q, np.float64), np.asarray(k, np.float64)
+    x = q64 * scale
+    qs = np.asarray(scaled_queries(q, scale), np.float64)
+    assert qs.shape == (2 * d, bq)
+    assert np.all(np.abs(qs[:d] + qs[d:] - x.T) <= 2.0 ** -16 * np.abs(x.T))
+    exact = k64 @ x.T
+    bound = (2.0 ** -16 + 2 * d * 2.0 ** -24) * (np.abs(k64) @ np.abs(x).T)
+    error = np.abs(np.asarray(folded_scores(scaled_queries(q, scale), k), np.float64) - exact)
+    assert error.max() > 0 and np.all(error <= bound)
+    rounded = np.asarray(jnp.asarray(x, jnp.bfloat16), np.float64)
+    assert np.any(np.abs(k64 @ rounded.T - exact) > bound)
+
+
+def test_scale_in_qk_is_what_it_says():
+    assert KernelConfig(256, 256).scale_in_qk and not KernelConfig(120, 256).scale_in_qk
+    assert not KernelConfig(256, 256, scale_in_qk=False).scale_in_qk
+    with pytest.raises(ValueError, match="scale_in_qk=True needs layout='key-major'"):
+        KernelConfig(256, 256, layout="query-major", scale_in_qk=True)
+    with pytest.raises(ValueError, match="scale_in_qk must be True, False or None"):
+        KernelConfig(256, 256, scale_in_qk="yes")
+
+
 def test_splash_wrapper_switches_dtype_and_handles_an_empty_mask():
     """Held out: the cached Splash kernel was built inside jit (tracer leak on a second dtype) and
     an all-false mask died inside Splash."""

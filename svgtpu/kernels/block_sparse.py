@@ -53,7 +53,11 @@ longer than the device's SMEM budget (:mod:`svgtpu.kernels.budget`) runs as one 
 per q-row chunk.  ``vmem_limit_bytes`` is set from the VMEM budget.
 
 Precision: scores are scaled by ``sm_scale`` in float32 inside the tile update (scaling bf16 ``q``
-first would round it).  float32 inputs ask the MXU for ``Precision.HIGHEST``: on TPU the default
+first would round it), or, key-major with bf16 inputs (``KernelConfig.scale_in_qk``, the default there),
+inside the ``QK`` product: ``q * sm_scale * log2(e)`` split into bf16 ``hi + lo`` once per q row
+(:func:`scaled_queries`), the keys repeated (:func:`folded_scores`), no multiply per score; a base-2 score
+then moves at most ``2^-16 sum_i |k_i q_i| sm_scale log2(e)`` off the float32 multiply's
+(``docs/compiled_schedule.md``).  float32 inputs ask the MXU for ``Precision.HIGHEST``: on TPU the default
 precision runs float32 matmuls as one bf16 pass, i.e. bf16 accuracy; HIGHEST emulates float32 with
 several passes (the compiled v6e kernel holds many times the MXU instructions of the bf16 one:
 ``svgtpu.compiler.llo.compiled_tile_counts``).  bfloat16 inputs use bf16 products with float32
@@ -176,11 +180,33 @@ def key_major_scores(q, k, mask=None, sm_scale=1.0, bias=None):
     """The first half of :func:`tile_update_key_major`: float32 scores ``k q^T * sm_scale * log2(e)``,
     ``[bkv, bq]``, masked ones set to :data:`MASK_VALUE` (by ``mask``, or by adding ``bias``: a
     :class:`~svgtpu.kernels.band_table.BandTable` pattern, 0 or :data:`MASK_VALUE`).  (Folding the
-    scale into bf16 ``q`` instead would save the multiply per score but rounds ``q``: 0.096 relative
-    error where the bf16 bound is 0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``.)"""
+    scale into bf16 ``q`` alone would save the multiply per score but rounds ``q``: 0.096 relative
+    error where the bf16 bound is 0.02 on the large logits of ``test_bf16_scores_are_scaled_in_float32``;
+    :func:`scaled_queries` folds it without that rounding.)"""
     precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     s = lax.dot_general(k, q, NT_DIMS, preferred_element_type=jnp.float32, precision=precision)
     s = s * (sm_scale * LOG2E)
+    if bias is not None:
+        s = s + bias
+    return s if mask is None else jnp.where(mask, s, MASK_VALUE)
+
+
+def scaled_queries(q, scale: float):
+    """``[hi; lo]``, ``[2 d, bq]`` bf16: bf16 ``q`` ``[bq, d]`` times ``scale`` in float32, split into
+    ``hi = bf16(x)`` and ``lo = bf16(x - hi)`` and transposed (the MXU's latched operand of
+    :func:`folded_scores`, built once per q row).  ``hi + lo`` is ``x`` within ``2^-16 |x|``
+    (``docs/compiled_schedule.md``, "The scale in the QK product")."""
+    x = q.astype(jnp.float32) * scale
+    hi = x.astype(jnp.bfloat16)
+    lo = (x - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    return jnp.concatenate([hi, lo], axis=1).T
+
+
+def folded_scores(qs, k, mask=None, bias=None):
+    """:func:`key_major_scores` with the scale in the product: ``[k | k] [hi; lo]`` (``qs`` from
+    :func:`scaled_queries`), a 256-deep contraction at ``d = 128`` in the pushes of the 128-deep one,
+    float32 accumulation; no multiply per score."""
+    s = lax.dot_general(jnp.concatenate([k, k], axis=1), qs, NN_DIMS, preferred_element_type=jnp.float32)
     if bias is not None:
         s = s + bias
     return s if mask is None else jnp.where(mask, s, MASK_VALUE)
@@ -302,10 +328,13 @@ def _decode(word, kv_bits: int):
 
 
 def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int, kv_bits: int, steps: int,
-            config: KernelConfig, sm_scale: float, per_head: bool, band: BandTable | None = None, q_tiles: int = 0):
+            config: KernelConfig, sm_scale: float, per_head: bool, band: BandTable | None = None, q_tiles: int = 0,
+            scale_in_qk: bool = False):
     block_q, block_kv, block_kv_compute = config.block_q, config.block_kv, config.block_kv_compute
     key_major = config.layout == "key-major"
-    mask_ref = ql_ref = kl_ref = table_ref = bias_ref = ok_ref = fixed_m_ref = None
+    mask_ref = ql_ref = kl_ref = table_ref = bias_ref = ok_ref = fixed_m_ref = qs_ref = None
+    if scale_in_qk:  # the scaled queries' scratch (scaled_queries), after the statistics and accumulator
+        qs_ref, refs = refs[-1], refs[:-1]
     if config.fixed_max:  # the fixed-maximum pass's tile flags (last scalar prefetch) and shifts (last input)
         ok_index = 1 if source == "blocks" else 0
         ok_ref = refs[ok_index]
@@ -339,6 +368,8 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
                 m_ref[...] = jnp.broadcast_to(fixed_m_ref[...], m_ref.shape)
         l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
         acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+        if qs_ref is not None:
+            qs_ref[...] = scaled_queries(q_ref[...], sm_scale * LOG2E)
 
     chunks = block_kv // block_kv_compute
     pad = bool(L % block_kv)
@@ -475,6 +506,9 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
                 bias = bias_ref[band.index(upper, k0 + lo, q0 + q_lo), :, pl.ds(0, width)]
             elif chunk_masked:
                 mask_c = chunk_mask(lo, q_lo, width)
+            if qs_ref is not None:
+                return folded_scores(qs_ref[:, pl.ds(q_lo, width)], k_ref[pl.ds(lo, block_kv_compute), :], mask_c,
+                                     bias)
             return key_major_scores(q_ref[pl.ds(q_lo, width), :], k_ref[pl.ds(lo, block_kv_compute), :], mask_c,
                                     sm_scale, bias)
 
@@ -517,6 +551,12 @@ def _kernel(words_ref, *refs, mask: Mask | None, source: str, L: int, row0: int,
             o_ref[...] = (acc_ref[...] * inv[:1]).T.astype(o_ref.dtype)
         else:
             o_ref[...] = (acc_ref[...] * jnp.tile(inv, (1, -(-d // LANES)))[:, :d]).astype(o_ref.dtype)
+
+
+def scales_in_qk(config: KernelConfig, dtype) -> bool:
+    """Whether the kernel folds the scale into the ``QK`` product (``KernelConfig.scale_in_qk``): bf16
+    inputs only (float32 ones keep the float32 multiply after their ``HIGHEST`` product)."""
+    return config.scale_in_qk and jnp.dtype(dtype) == jnp.bfloat16
 
 
 def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: int, kv_bits: int, per_head: bool,
@@ -590,9 +630,14 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
             in_specs.append(pl.BlockSpec((None, bq, 1), q_map))
             operands.append(m[:, :, None])
     stats = (SUBLANES, bq) if key_major else (bq, LANES)  # m and l: compact rows, or lane-replicated
+    scratch = [pltpu.VMEM(stats, jnp.float32), pltpu.VMEM(stats, jnp.float32),
+               pltpu.VMEM((d, bq) if key_major else (bq, d), jnp.float32)]
+    scale_in_qk = scales_in_qk(config, q.dtype)
+    if scale_in_qk:
+        scratch.append(pltpu.VMEM((2 * d, bq), jnp.bfloat16))
     kernel = functools.partial(_kernel, mask=mask, source=source, L=L, row0=row0, kv_bits=kv_bits,
                                steps=steps, config=config, sm_scale=sm_scale, per_head=per_head, band=band,
-                               q_tiles=q_tiles)
+                               q_tiles=q_tiles, scale_in_qk=scale_in_qk)
     return pl.pallas_call(
         kernel,
         grid_spec=pltpu.PrefetchScalarGridSpec(
@@ -600,8 +645,7 @@ def run_plan_chunk(q, k, v, mask_operands, chunk: PlanChunk, *, source: str, L: 
             grid=(heads, steps),
             in_specs=in_specs,
             out_specs=pl.BlockSpec((None, bq, d), out_map),
-            scratch_shapes=[pltpu.VMEM(stats, jnp.float32), pltpu.VMEM(stats, jnp.float32),
-                            pltpu.VMEM((d, bq) if key_major else (bq, d), jnp.float32)]),
+            scratch_shapes=scratch),
         out_shape=jax.ShapeDtypeStruct((heads, (chunk.row1 - row0) * bq, d), q.dtype),
         compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary"),
                                              vmem_limit_bytes=vmem_limit),

@@ -77,7 +77,9 @@ def vmem_bytes(config: KernelConfig, head_dim: int, itemsize: int, mask_blocks: 
     blocks = 2 * (2 * bq * head_dim + 2 * bkv * head_dim) * itemsize  # q, out; k, v
     if mask_blocks:
         blocks += 2 * bq * bkv  # one byte per mask element
-    scratch = 4 * (2 * bq * LANES + bq * head_dim)  # m, l, acc
+    # m, l, acc; key-major m and l take 8 rows, not 128 lanes: the 960 bytes a query this overcounts cover
+    # the bf16 scaled queries [2 d, block_q] of KernelConfig.scale_in_qk (4 d bytes a query)
+    scratch = 4 * (2 * bq * LANES + bq * head_dim)
     temporaries = 4 * SCORE_TEMPORARIES * bq * bkc + 4 * bq * head_dim  # scores; PV result
     return blocks + scratch + temporaries + extra
 

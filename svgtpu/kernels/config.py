@@ -105,8 +105,11 @@ class KernelConfig:
     :data:`LAYOUTS` (``key-major`` needs ``block_q`` a multiple of 128; ``None``: :func:`default_layout`);
     ``fixed_max``: each query's softmax shift fixed before the first key (:mod:`svgtpu.kernels.fixed_max`:
     no running maximum, no rescale) on the q tiles where that is proven safe, the running maximum on the
-    others.  The rules and their source are in the module docstring.  Frozen and hashable, so it can be a
-    static argument.
+    others; ``scale_in_qk``: the softmax scale folded into the ``QK`` product (key-major only: bf16 ``q``
+    times the scale split into bf16 ``hi + lo`` once per q row, the keys repeated, no multiply per score;
+    float32 inputs keep the float32 multiply; ``None``: on wherever the layout is key-major,
+    ``docs/compiled_schedule.md``).  The rules and their source are in the module docstring.  Frozen and
+    hashable, so it can be a static argument.
     """
 
     block_q: int
@@ -115,6 +118,7 @@ class KernelConfig:
     fast_path: bool = True
     layout: str | None = None
     fixed_max: bool = False
+    scale_in_qk: bool | None = None
 
     def __post_init__(self):
         if self.layout is not None and self.layout not in LAYOUTS:
@@ -144,6 +148,14 @@ class KernelConfig:
         if not isinstance(self.fixed_max, (bool, np.bool_)):
             raise BadInput(f"fixed_max must be True or False, got {self.fixed_max!r}")
         object.__setattr__(self, "fixed_max", bool(self.fixed_max))
+        if self.scale_in_qk is None:
+            object.__setattr__(self, "scale_in_qk", self.layout == "key-major")
+        if not isinstance(self.scale_in_qk, (bool, np.bool_)):
+            raise BadInput(f"scale_in_qk must be True, False or None (the default), got {self.scale_in_qk!r}")
+        object.__setattr__(self, "scale_in_qk", bool(self.scale_in_qk))
+        if self.scale_in_qk and self.layout != "key-major":
+            raise BadInput("scale_in_qk=True needs layout='key-major' (the scaled queries are the MXU's latched "
+                           f"operand, [2 d, block_q]), got layout={self.layout!r}")
 
     @property
     def tile(self) -> str:
