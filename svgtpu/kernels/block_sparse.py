@@ -97,10 +97,11 @@ STRIP = 256
 #: and in a body that computes its mask from iotas (its key and query operands hold registers: with
 #: more scores in flight it spills); the measurements are in ``run_key_major`` (:func:`_kernel`).
 #: A body that adds a :class:`~svgtpu.kernels.band_table.BandTable` pattern to its scores holds no mask
-#: operands but loads a bias vreg per score vreg: 4 ahead (measurements in ``run_key_major``).
-LOOKAHEAD = 5
+#: operands but loads a bias vreg per score vreg: 6 ahead.  Each was picked on the compiled v6e bodies at the
+#: production tile (the bundles of each lookahead tried are in this file's commit messages).
+LOOKAHEAD = 7
 LOOKAHEAD_IOTA_MASK = 3
-LOOKAHEAD_TABLE_MASK = 4
+LOOKAHEAD_TABLE_MASK = 6
 NT_DIMS = (((1,), (1,)), ((), ()))  # q @ k.T
 NN_DIMS = (((1,), (0,)), ((), ()))  # p @ v
 TN_DIMS = (((0,), (0,)), ((), ()))  # a.T @ b
