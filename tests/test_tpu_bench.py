@@ -306,6 +306,31 @@ def test_the_v6e_box_is_one_route_in_order():
     assert sum("pip install" in line for line in box) == 0   # one install route: make install
 
 
+def test_the_python_floor_is_the_pinned_packages_own():
+    # jax, jaxlib, libtpu and tokamax as requirements.txt pins them each need Python 3.11 (their installed
+    # metadata's Requires-Python); pyproject.toml's requires-python and README's install line say the same floor
+    # ("Python 3.10+" was there, where none of them installs)
+    import importlib.metadata
+    import re
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    from svgtpu.facts.paths import REPO_ROOT
+    ours = SpecifierSet(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    pins = dict(re.findall(r"^(jax|jaxlib|libtpu|tokamax)==(\S+)", (REPO_ROOT / "requirements.txt").read_text(), re.M))
+    assert set(pins) == {"jax", "jaxlib", "libtpu", "tokamax"}
+    needs = {name: SpecifierSet(importlib.metadata.metadata(name)["Requires-Python"]) for name in pins
+             if importlib.metadata.version(name) == pins[name]}
+    assert needs, "the pinned packages are installed here"
+    for minor in range(8, 15):
+        version = f"3.{minor}"
+        assert (version in ours) == all(version in need for need in needs.values()), (version, ours, needs)
+    floor = min(minor for minor in range(8, 15) if f"3.{minor}" in ours)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"Python 3.{floor}+" in readme and "3.10+" not in readme and f"python3.{floor}" in readme
+
+
 #: The box's lines a CPU cannot run (the cloud, the network, the shell it logs into) and the git steps the test's own
 #: clone stands for.
 _NOT_ON_A_CPU = ("export ", "gcloud ", "git clone", "exit", "git add")
@@ -357,3 +382,17 @@ def test_the_v6e_boxs_commands_run_on_a_cpu_with_smoke(tmp_path):
     [run] = (clone / "build" / "tpu-runs").glob("*.json")   # saved after each section, the .partial.json removed
     assert run.name.endswith("-smoke.json")
     _check_smoke_run(json.loads(run.read_text()), 1)
+    # README's line for a run cut short, as written (with --smoke, as the box's make tpu-bench above): the newest run
+    # file finished into a new one (this one is whole, so nothing runs again; test_readmes_recovery_command_works_as_
+    # written cuts one), the first left as it was
+    import re
+    found = set(re.findall(r'make tpu-bench TPU_ARGS="([^"]*--resume[^"]*)"', (clone / "README.md").read_text()))
+    assert found
+    before = run.read_bytes()
+    for args in sorted(found):
+        proc = subprocess.run(["bash", "-c", f'make tpu-bench TPU_ARGS="--smoke {args}"'], cwd=clone, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+        resumed = json.loads((clone / "build" / "tpu-bench.json").read_text())
+        assert resumed["resumed_from"]["file"] == run.name and resumed["all_ok"] and run.read_bytes() == before
+        assert Path(resumed["written"]).name == run.name.replace("-smoke.json", "-smoke-2.json")

@@ -266,8 +266,12 @@ def splash_heads(mask, L: int, block_q: int, block_kv: int, block_kv_compute: in
     return attend
 
 
+@functools.lru_cache(maxsize=64)
 def kernel_fn(p: Program):
-    """``[heads, L, d] x 3 -> [heads, L, d]``: the kernel of a kernels-section program on its mask."""
+    """``[heads, L, d] x 3 -> [heads, L, d]``: the kernel of a kernels-section program on its mask.  One function
+    per program, so that its float64 check and its timed call are one jit program: traced and compiled once, the
+    check's compile serving the timed call (in Pallas' interpreter a kernel's trace and compile took about 5 s on a
+    busy 2-core host, each time a new function was jitted)."""
     mask = p.the_mask()
     if p.kernel == "splash":
         return splash_heads(mask, mask.L, p.block_q, p.block_kv, p.block_kv_compute)
@@ -318,20 +322,21 @@ def program(p: Program, devices):
 
 
 def concrete(args, seed: int = 0):
-    """Random arrays for abstract ``args`` (their shapes, dtypes and shardings), made on the devices: normal,
-    weights scaled by ``1/sqrt(fan_in)`` (2-D leaves), keys random bits."""
+    """Random arrays for abstract ``args`` (their shapes, dtypes and shardings): normal, weights scaled by
+    ``1/sqrt(fan_in)`` (2-D leaves), integer leaves (keys) random bits; made on the host from ``seed`` (numpy) and
+    put on the devices in their shardings.  On the host because a ``jax.random`` program is an XLA compile: a
+    block's 30 leaves took 12 s to compile on a 2-core host (numpy: 0.1 s), in every block section of the run."""
     import jax
-    import jax.numpy as jnp
-    leaves, tree = jax.tree.flatten(args)
-    keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+    rng = np.random.default_rng(seed)
 
-    def make(key, a):
-        if jnp.issubdtype(a.dtype, jnp.integer):
-            return jax.random.bits(key, a.shape, a.dtype)
-        x = jax.random.normal(key, a.shape, jnp.float32)
-        return (x / math.sqrt(a.shape[0]) if len(a.shape) == 2 and a.shape[0] > 16 else x).astype(a.dtype)
-    made = [jax.jit(functools.partial(make, a=a), out_shardings=a.sharding)(k) for k, a in zip(keys, leaves)]
-    return jax.tree.unflatten(tree, made)
+    def make(a):
+        if np.issubdtype(a.dtype, np.integer):
+            info = np.iinfo(a.dtype)
+            return rng.integers(info.min, info.max, a.shape, dtype=a.dtype, endpoint=True)
+        x = rng.standard_normal(a.shape, np.float32)
+        return (x / np.float32(math.sqrt(a.shape[0])) if len(a.shape) == 2 and a.shape[0] > 16 else x).astype(a.dtype)
+    leaves, tree = jax.tree.flatten(args)
+    return jax.tree.unflatten(tree, [jax.device_put(make(a), a.sharding) for a in leaves])
 
 
 # -- checks against float64 ----------------------------------------------------------------------
