@@ -3,6 +3,7 @@ a prediction for every quantity the run measures, and a run file read back as pr
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,23 @@ def test_frozen_predictions_never_change():
     assert files == sorted(predictions.FROZEN), "a new predictions file is listed in FROZEN with its sha256"
     for name, digest in predictions.FROZEN.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, f"{name} was edited after its date"
+
+
+#: The files frozen before docs/verdicts.md's rule for a ratio of two timed programs (8ff32c5): zero-width intervals.
+_BEFORE_THE_RATIO_RULE = {"2026-12-04.json", "2026-12-06.json"}
+
+
+def test_every_file_frozen_since_the_ratio_rule_has_a_width_from_named_sources_and_one_flip_per_claim():
+    for name in sorted(set(predictions.FROZEN) - _BEFORE_THE_RATIO_RULE):
+        data = predictions.frozen(REPO_ROOT / predictions.PREDICTIONS_DIR / name)
+        for slice_, qs in data["quantities"].items():
+            for q, p in qs.items():
+                assert p["interval"][1] - p["interval"][0] > 1e-3 * abs(p["value"]) and p["width_from"], (name, q)
+                assert "IQR widened by the noise floor" in p["refuted_if"], (name, q)
+            flips = [p["verdict_flip"]["claim"] for p in qs.values() if p.get("verdict_flip")]
+            assert len(flips) == len(set(flips)), (name, slice_, flips)   # one quantity per claim's verdict
+            assert all(p["verdict_flip"]["expects"].startswith(("above", "below")) and not math.isclose(
+                p["value"], p["verdict_flip"]["threshold"], rel_tol=1e-6) for p in qs.values() if p.get("verdict_flip"))
 
 
 def test_every_measured_quantity_is_predicted_on_every_slice():

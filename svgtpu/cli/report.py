@@ -75,8 +75,8 @@ def run_verdict_history(args):
 
 
 def _predict_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", help="write the predictions here (figures/predictions/<date>.json to freeze them; an "
-                                 "existing file is refused)")
+    p.add_argument("--out", help="write the predictions here (figures/predictions/<date>.json to freeze them, a "
+                                 "day's second <date>-2.json; an existing file is refused)")
     p.add_argument("--note", default="", help="a note stored in the file (what the predictions were made from)")
     p.add_argument("--against", metavar="RUN", nargs="+",
                    help="predict nothing: put bench tpu run files (measured-tpu; partial runs of a slice combine) "
