@@ -24,9 +24,10 @@ from svgtpu.geometry import format_tile
 from svgtpu.models import MODELS
 from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE, SPLASH_DEFAULT_TILE
 
-#: The tile of the toy DiT's attention (its SVG and SVG2 layers, ``SVGConfig``'s and ``SVG2Config``'s default): one
-#: 128-lane square, Splash's default blocks (:data:`svgtpu.recipes.SPLASH_DEFAULT_TILE`, cited there).  A GPU's
-#: kernels run their own tile (:data:`svgtpu.costmodel.gpu_rates.GPU_TILE`).
+#: The tile of the toy DiT's attention (its SVG and SVG2 layers: ``SVGConfig`` and ``SVG2Config`` take a tile as
+#: given, and the toy's callers give this one): one 128-lane square, Splash's default blocks
+#: (:data:`svgtpu.recipes.SPLASH_DEFAULT_TILE`, cited there).  A GPU's kernels run their own tile
+#: (:data:`svgtpu.costmodel.gpu_rates.GPU_TILE`).
 SMALL_TILE = SPLASH_DEFAULT_TILE
 #: The SVG kept fraction when neither a kept fraction nor a band multiplier is given (the default recipe's).
 DEFAULT_KEPT = DEFAULT_RECIPE.kept

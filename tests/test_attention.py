@@ -13,6 +13,7 @@ from svgtpu.masks.core import PermutedMask
 from svgtpu.attention.profiling import planted_heads
 
 G = VideoGeometry(4, 10, 14)  # F = 140, L = 560: neither a multiple of 128
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 D = 64
 
 
@@ -35,7 +36,7 @@ def _random_qkv(seed, heads, dtype=jnp.float32):
     ("splash", None, jnp.float32, 1e-5),
 ])
 def test_sparse_attention_matches_float64_reference_per_head_kind(kernel, align, dtype, tol):
-    config = SVGConfig(multiplier=0.5, kernel=kernel, align=align)
+    config = SVGConfig(multiplier=0.5, kernel=kernel, align=align, **TILE)
     q, k, v = _random_qkv(1, 4, dtype)
     kinds = jnp.array([1, 0, 0, 1], jnp.int32)
     got = jax.jit(lambda q, k, v, kinds: sparse_attention(q, k, v, kinds, G, config))(q, k, v, kinds)
@@ -46,7 +47,7 @@ def test_sparse_attention_matches_float64_reference_per_head_kind(kernel, align,
 
 
 def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
-    config = SVGConfig()
+    config = SVGConfig(**TILE)
     planted = np.array([[0, 1, 1, 0], [1, 1, 0, 0]])
     qkv = [planted_heads(G, planted[b], 20 + b, head_dim=D, contrast=6.0) for b in range(2)]
     q, k, v = (jnp.stack(x) for x in zip(*qkv))
@@ -63,7 +64,7 @@ def test_svg_attention_profiles_planted_heads_and_runs_their_masks():
 
 @pytest.mark.parametrize("step, layer", [(0, 5), (9, 5), (30, 0)])
 def test_warmup_steps_and_layers_are_dense(step, layer):
-    config = SVGConfig(kernel="reference", warmup_step_fraction=0.2, warmup_layer_fraction=0.1)  # 10 of 50 steps, 1 of 10
+    config = SVGConfig(kernel="reference", warmup_step_fraction=0.2, warmup_layer_fraction=0.1, **TILE)  # 10 of 50 steps, 1 of 10
     q, k, v = _random_qkv(2, 2)
     # Python-int step and layer: the warm-up decision is made while tracing
     fn = jax.jit(svg_attention, static_argnums=(3, 4),
@@ -91,7 +92,7 @@ def test_layer_calls_count_the_schedule_by_brute_force():
 
 
 def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
-    config = SVGConfig(warmup_step_fraction=0.25, warmup_layer_fraction=0.25)  # steps 0, 1 of 8; layer 0 of 4
+    config = SVGConfig(warmup_step_fraction=0.25, warmup_layer_fraction=0.25, **TILE)  # steps 0, 1 of 8; layer 0 of 4
     traces = []
 
     def step_fn(q, k, v, key, step, layer):
@@ -131,19 +132,19 @@ def test_jitted_svg_attention_compiles_once_for_all_steps_and_layers():
 ])
 def test_bad_config_raises_clear_error(fields, message):
     with pytest.raises(ValueError, match=message):
-        SVGConfig(**fields)
+        SVGConfig(**{**TILE, **fields})
 
 
 def test_bad_call_raises_clear_error():
     q, k, v = _random_qkv(3, 2)
     call = dict(key=jax.random.PRNGKey(0), step=20, num_steps=50, layer=3, num_layers=10)
     with pytest.raises(ValueError, match="share one shape"):
-        svg_attention(q, k[:1], v, G, SVGConfig(), **call)
+        svg_attention(q, k[:1], v, G, SVGConfig(**TILE), **call)
     with pytest.raises(ValueError, match="does not match geometry"):
-        svg_attention(q, k, v, VideoGeometry(4, 10, 15), SVGConfig(), **call)
+        svg_attention(q, k, v, VideoGeometry(4, 10, 15), SVGConfig(**TILE), **call)
     with pytest.raises(ValueError, match=r"step must be in \[0, 50\)"):
-        svg_attention(q, k, v, G, SVGConfig(), **{**call, "step": 50})
+        svg_attention(q, k, v, G, SVGConfig(**TILE), **{**call, "step": 50})
     with pytest.raises(ValueError, match="num_layers must be a positive Python int"):
-        jax.jit(lambda n: svg_attention(q, k, v, G, SVGConfig(), **{**call, "num_layers": n}))(10)
+        jax.jit(lambda n: svg_attention(q, k, v, G, SVGConfig(**TILE), **{**call, "num_layers": n}))(10)
     with pytest.raises(ValueError, match="config must be an SVGConfig"):
         svg_attention(q, k, v, G, {"multiplier": 1.0}, **call)

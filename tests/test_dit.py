@@ -22,6 +22,7 @@ from svgtpu.toy.train import CONFIGS, flow_matching_loss, get_config, train
 CHECKPOINT = os.path.join(os.path.dirname(__file__), "..", "checkpoints", "toy_dit.npz")
 #: The shipped checkpoint's outputs recorded from the code before WanBlock (commit bf68e12).
 RECORDED = os.path.join(os.path.dirname(__file__), "data", "toy_dit_outputs.npz")
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 
 
 def test_data_is_deterministic_per_seed_and_in_range():
@@ -110,14 +111,14 @@ def test_all_backends_agree_on_a_dense_mask():
     outputs = {
         "dense": dense_attention(q, k, v, step=5, **call),
         "splash": attention_backend("splash", g)(q, k, v, step=5, **call),
-        "svg warm-up": attention_backend("svg", g)(q, k, v, step=0, **call),
+        "svg warm-up": attention_backend("svg", g, svg_config=SVGConfig(**TILE))(q, k, v, step=0, **call),
         # a band wider than L: the sparse path (profiling + layout transformation) on a dense mask
-        "svg full band": attention_backend("svg", g, svg_config=SVGConfig(multiplier=10.0))(q, k, v, step=5, **call),
+        "svg full band": attention_backend("svg", g, svg_config=SVGConfig(multiplier=10.0, **TILE))(q, k, v, step=5, **call),
     }
     for name, out in outputs.items():
         assert out.shape == q.shape, name
         np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-5, err_msg=name)
-    sparse = attention_backend("svg", g)(q, k, v, step=5, **call)
+    sparse = attention_backend("svg", g, svg_config=SVGConfig(**TILE))(q, k, v, step=5, **call)
     assert np.abs(np.asarray(sparse) - expected).max() > 1e-2  # the real SVG mask does change outputs
 
 
@@ -197,6 +198,10 @@ def test_bad_config_is_rejected_clearly():
         DiTConfig(depth=0)
     with pytest.raises(ValueError, match="attention"):
         attention_backend("flash")
+    with pytest.raises(ValueError, match="needs svg_config"):   # no tile of its own: the caller's
+        attention_backend("svg", VideoGeometry(3, 10, 14))
+    with pytest.raises(ValueError, match="needs svg2_config"):
+        attention_backend("svg2")
     with pytest.raises(ValueError, match="config"):
         get_config("huge")
     with pytest.raises(ValueError, match="num_steps"):

@@ -56,11 +56,6 @@ ENTRY_POINTS = {"kernels/mosaic_gpu.py:MosaicConfig.block_q", "kernels/mosaic_gp
                 "kernels/row_ranges.py:range_walk_attention(block_kv)",
                 "course/lessons_by_hand.py:mha_flash_attention(block_q)",
                 "course/lessons_by_hand.py:mha_flash_attention(block_kv)"}
-#: Records and functions that still apply a tile default of their own: issue 58's "Setting travels" is not done
-#: for them (each should hold a Setting, or take its tile as a required value).  The list only shrinks: an entry
-#: fixed must leave it (the test fails on an entry no longer found), a new default fails.
-NOT_YET = {"attention/svg.py:SVGConfig.block_q", "attention/svg.py:SVGConfig.block_kv",
-           "attention/svg2.py:SVG2Config.block_q", "attention/svg2.py:SVG2Config.block_kv"}
 
 
 def _is_default(value: ast.expr) -> bool:
@@ -68,6 +63,8 @@ def _is_default(value: ast.expr) -> bool:
     empty record field (``{}``, ``''``)."""
     if isinstance(value, ast.Constant):
         return isinstance(value.value, int) and not isinstance(value.value, bool)
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):  # a required field
+        return any(k.arg in ("default", "default_factory") and _is_default(k.value) for k in value.keywords)
     return any(isinstance(n, (ast.Name, ast.Attribute)) for n in ast.walk(value))
 
 
@@ -91,8 +88,10 @@ def tile_defaults(source: str, where: str) -> set[str]:
 
 def test_the_tile_default_finder_names_functions_and_records():
     source = ("def f(x, block_q=PRODUCTION.block_q, *, tiles=TILES, block_kv=None): pass\n"
-              "class R:\n    block_kv: int = 128\n    tile: str = ''\n")
-    assert tile_defaults(source, "m.py") == {"m.py:f(block_q)", "m.py:f(tiles)", "m.py:R.block_kv"}
+              "class R:\n    block_kv: int = 128\n    tile: str = ''\n"
+              "class C:\n    block_q: int = dataclasses.field(kw_only=True)\n"
+              "    block_kv: int = field(kw_only=True, default=SMALL.block_kv)\n")
+    assert tile_defaults(source, "m.py") == {"m.py:f(block_q)", "m.py:f(tiles)", "m.py:R.block_kv", "m.py:C.block_kv"}
 
 
 def test_a_tile_default_is_applied_only_in_the_setting_and_at_the_edges():
@@ -101,8 +100,8 @@ def test_a_tile_default_is_applied_only_in_the_setting_and_at_the_edges():
         where = path.relative_to(PACKAGE).as_posix()
         if not where.startswith(EDGES):
             found |= tile_defaults(path.read_text(), where)
-    assert not found - ENTRY_POINTS - NOT_YET, f"tile defaults outside the setting and the edges: {sorted(found - ENTRY_POINTS - NOT_YET)}"
-    assert not (ENTRY_POINTS | NOT_YET) - found, f"fixed (take them off the lists): {sorted((ENTRY_POINTS | NOT_YET) - found)}"
+    assert not found - ENTRY_POINTS, f"tile defaults outside the setting and the edges: {sorted(found - ENTRY_POINTS)}"
+    assert not ENTRY_POINTS - found, f"no longer found (take them off the list): {sorted(ENTRY_POINTS - found)}"
 
 
 #: The names a tile's sides go under as loose numbers (``bq``, ``block``: the same numbers by other names).

@@ -18,6 +18,7 @@ from svgtpu.attention.profiling import classify_heads, planted_heads, profile_pl
 
 # frame sizes 140, 117, 77: none a multiple of 128
 GEOMETRIES = [VideoGeometry(4, 10, 14), VideoGeometry(3, 9, 13), VideoGeometry(6, 7, 11)]
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 
 
 @pytest.mark.parametrize("g", GEOMETRIES)
@@ -37,7 +38,7 @@ def test_candidate_rows_are_the_masks_rows_for_every_mask_profiling_runs(g):
 
 
 def test_planted_heads_are_recovered():
-    confusion = sum(profile_planted(g, SVGConfig().mask(g), seeds=[0, 1, 2], heads=8, head_dim=32)
+    confusion = sum(profile_planted(g, SVGConfig(**TILE).mask(g), seeds=[0, 1, 2], heads=8, head_dim=32)
                     for g in GEOMETRIES)
     assert confusion.sum() == 3 * 3 * 8 and confusion[:, 1].sum() > 0 and confusion[:, 0].sum() > 0
     assert np.trace(confusion) / confusion.sum() >= 0.95, confusion
@@ -57,7 +58,7 @@ def test_planted_heads_recovered_with_aligned_mask_and_batch():
     kinds = np.array([[0, 1, 1, 0], [1, 0, 0, 1]])
     qkv = [planted_heads(g, kinds[b], 7 + b) for b in range(2)]
     q, k, v = (jnp.stack(x) for x in zip(*qkv))
-    mask = SVGConfig(multiplier=1.0, align="snap").mask(g)
+    mask = SVGConfig(multiplier=1.0, align="snap", **TILE).mask(g)
     got, mse = classify_heads(q, k, v, g, mask, jax.random.PRNGKey(3), return_mse=True)
     assert got.shape == (2, 4) and mse.shape == (2, 4, 2)
     np.testing.assert_array_equal(np.asarray(got), kinds)
@@ -77,7 +78,7 @@ def test_mse_equals_float64_reference_with_all_rows(fields, monkeypatch):
     rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((3, g.L, 16)) * 1.5 for _ in range(3))
     monkeypatch.setattr(profiling, "sampled_rows", lambda key, L, r: jnp.arange(L))  # every row, each once
-    mask = SVGConfig(**fields).mask(g)
+    mask = SVGConfig(**{**TILE, **fields}).mask(g)
     kinds, mse = classify_heads(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), g, mask,
                                 jax.random.PRNGKey(0), num_rows=g.L, return_mse=True)
     exact = masked_attention(q, k, v)

@@ -6,6 +6,8 @@ from svgtpu.errors import BadInput
 from svgtpu.recipes import DEFAULT_RECIPE, MAXDIFFUSION_V6E_TILE
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, Setting, mask_density
 
+TILE = {"block_q": SMALL_TILE.block_q, "block_kv": SMALL_TILE.block_kv}
+
 
 def test_the_production_setting_is_the_claims_main_line():
     """Wan 2.1 14B, 1440p, v6e-8; MaxDiffusion's v6e tile (3024 x 2048, base_wan_14b.yml @7cfb8801) with
@@ -21,15 +23,22 @@ def test_the_production_setting_is_the_claims_main_line():
                                                                         "Wan 2.1 14B 1440p, v6e-8")
 
 
-def test_the_small_tile_is_splash_default_and_the_toy_layers_use_it():
-    """JAX's Splash BlockSizes.get_default() (128 each, jax-v0.10.2): the toy's SVG and SVG2 layers' tile."""
+def test_the_small_tile_is_splash_default_and_the_layers_take_their_tile_as_given():
+    """JAX's Splash BlockSizes.get_default() (128 each, jax-v0.10.2): the toy's tile.  An SVG or SVG2 layer's
+    config has no tile of its own (its caller's: the setting's, or an edge's), as Splash's kernel takes its
+    BlockSizes from the factory that applied the default."""
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.svg2 import SVG2Config
     assert (SMALL_TILE.block_q, SMALL_TILE.block_kv) == (128, 128)
-    assert (SVGConfig().block_q, SVGConfig().block_kv, SVG2Config().block_q, SVG2Config().block_kv) == (128,) * 4
+    for config in (SVGConfig, SVG2Config):
+        with pytest.raises(TypeError, match="block_q"):
+            config()
+        with pytest.raises(TypeError, match="block_kv"):
+            config(block_q=128)
+        assert (config(**TILE).block_q, config(**TILE).block_kv) == (128, 128)
     # an SVG layer's config holds the density it runs, by the one rule
-    assert (SVGConfig().kept, SVGConfig().multiplier) == (DEFAULT_KEPT, None)
-    assert (SVGConfig(multiplier=0.2).kept, SVGConfig(kept=0.1).multiplier) == (None, None)
+    assert (SVGConfig(**TILE).kept, SVGConfig(**TILE).multiplier) == (DEFAULT_KEPT, None)
+    assert (SVGConfig(multiplier=0.2, **TILE).kept, SVGConfig(kept=0.1, **TILE).multiplier) == (None, None)
 
 
 @pytest.mark.parametrize("kept, multiplier, want", [(None, None, (0.3, None)), (0.2, None, (0.2, None)),
@@ -71,7 +80,7 @@ def _density_records():
         k, m = mask_density(kept, multiplier)
         return svg_mask(g, multiplier, kept=kept).window == svg_mask(g, m if m else multiplier_for_kept(g, k)).window
     return {"Setting": lambda k, m: (Setting(kept=k, multiplier=m).kept, Setting(kept=k, multiplier=m).multiplier),
-            "SVGConfig": lambda k, m: (SVGConfig(kept=k, multiplier=m).kept, SVGConfig(kept=k, multiplier=m).multiplier),
+            "SVGConfig": lambda k, m: (SVGConfig(kept=k, multiplier=m, **TILE).kept, SVGConfig(kept=k, multiplier=m, **TILE).multiplier),
             "Setup": setup,
             "svg_mask": mask}
 

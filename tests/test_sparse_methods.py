@@ -12,6 +12,7 @@ from svgtpu.attention.svg2 import SVG2Config
 from svgtpu.setting import PRODUCTION, Setting
 
 TOY = VideoGeometry(8, 10, 14)
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 
 
 @pytest.mark.parametrize("target", [0.1, 0.3, 0.6])
@@ -30,7 +31,7 @@ def test_sta_for_density_searches_every_window():
 
 
 def test_method_table_without_activations_has_aligned_rows():
-    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=SVG2Config(),
+    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=SVG2Config(**TILE),
                         progress=False)
     assert [r["method"] for r in rows] == ["svg", "svg-aligned", "sta", "sta-aligned", "radial", "radial-aligned"]
     for row in rows:
@@ -98,7 +99,7 @@ def test_snapped_variants_are_matched_after_snapping(method):
 def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
     from svgtpu.bench.methods import svg2_assumed_masks
 
-    config = SVG2Config(q_clusters=16, k_clusters=32)
+    config = SVG2Config(q_clusters=16, k_clusters=32, **TILE)
     masks = svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1)
     assert masks == svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1) and masks[0] != masks[1]
     for m in masks:  # each query cluster keeps key clusters until they hold 0.3 L keys: slightly more
@@ -176,7 +177,7 @@ def test_method_costs_states_the_svg2_cluster_assumption():
     from svgtpu.bench.methods import method_costs
 
     result = method_costs([0.3], Setting(resolution="8x10x14", block_q=128, block_kv=128),
-                          variants=["svg2-aligned"], svg2=SVG2Config(q_clusters=8, k_clusters=16), progress=False)
+                          variants=["svg2-aligned"], svg2=SVG2Config(q_clusters=8, k_clusters=16, **TILE), progress=False)
     assert "8 query and 16 key clusters" in result["svg2_assumption"]
     [row] = [r for r in result["rows"] if r["method"] == "svg2-aligned"]
     assert "assumed" in row["clusters"] and 0 < row["attention_ratio"] < 1

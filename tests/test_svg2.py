@@ -12,7 +12,8 @@ from svgtpu.attention.svg2 import (SVG2Config, block_masks, centroid_scores, clu
 from svgtpu.masks.tiles import PARTIAL, classify
 
 L = 300  # not a multiple of the 128 tiles
-SMALL = dict(q_clusters=6, k_clusters=10, top_p=0.6, first_iters=4)  # shared: one compile of select
+TILE = dict(block_q=128, block_kv=128)
+SMALL = dict(q_clusters=6, k_clusters=10, top_p=0.6, first_iters=4, **TILE)  # shared: one compile of select
 
 
 def planted(rng, heads, clusters, d=64, spread=0.05):
@@ -144,20 +145,20 @@ def test_snapping_the_cluster_masks_leaves_only_padding_partial():
 
 def test_bad_config_and_inputs_name_the_parameter():
     with pytest.raises(ValueError, match="top_p"):
-        SVG2Config(top_p=0)
+        SVG2Config(top_p=0, **TILE)
     with pytest.raises(ValueError, match="min_kept_fraction"):
-        SVG2Config(min_kept_fraction=1.5)
+        SVG2Config(min_kept_fraction=1.5, **TILE)
     with pytest.raises(ValueError, match="align"):
-        SVG2Config(align="round")
+        SVG2Config(align="round", **TILE)
     with pytest.raises(ValueError, match="q_clusters"):
-        SVG2Config(q_clusters=0)
+        SVG2Config(q_clusters=0, **TILE)
     with pytest.raises(ValueError, match="block_q must be a positive multiple of 8"):
-        SVG2Config(block_q=100)
+        SVG2Config(block_q=100, block_kv=128)
     with pytest.raises(ValueError, match="max_steps"):
-        SVG2Config(max_steps=0)
+        SVG2Config(max_steps=0, **TILE)
     x = jnp.zeros((1, 20, 64))
     with pytest.raises(ValueError, match="k_clusters"):
-        select(x, x, SVG2Config(q_clusters=4, k_clusters=32))
+        select(x, x, SVG2Config(q_clusters=4, k_clusters=32, **TILE))
     x = jnp.zeros((1, 300, 64))
     with pytest.raises(ValueError, match=r"^max_steps must be .* from 3 .* to 9"):
         svg2_attention(x, x, x, SVG2Config(**SMALL, max_steps=10))

@@ -21,6 +21,7 @@ from tests.test_dit import CHECKPOINT, RECORDED
 
 SEED = 20250
 GEOMETRY = VideoGeometry(2, 3, 5)  # L = 30: no tile multiple
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 
 
 def small(**options) -> ModelConfig:
@@ -134,7 +135,7 @@ def test_the_shipped_checkpoint_gives_the_recorded_outputs(monkeypatch):
     params, config = load_checkpoint(CHECKPOINT)
     recorded = np.load(RECORDED)
     svg = sample(params, config, [1], seed=2, num_steps=2, progress=False,   # both steps past the dense warm-up
-                 attention=attention_backend("svg", config.geometry))
+                 attention=attention_backend("svg", config.geometry, svg_config=SVGConfig(**TILE)))
     x = np.random.default_rng(7).standard_normal((2, config.frames, config.height, config.width,
                                                   config.channels)).astype(np.float32)
     v = forward(params, config, jnp.asarray(x), jnp.asarray([0.9, 0.3], jnp.float32),
@@ -169,9 +170,9 @@ def test_svg_runs_sparse_past_its_warm_up():
     config = small()
     block, p, x, t_mod, context = random_inputs(config, jnp.float32, seed=SEED + 2, geometry=g)
     angles = rope_angles(g, config.head_dim)
-    svg = self_attention("svg", g, svg_config=SVGConfig(multiplier=0.2))
+    svg = self_attention("svg", g, svg_config=SVGConfig(multiplier=0.2, **TILE))
     sparse, info = block(p, x, t_mod, context, angles, attention=attention_backend(
-        "svg", g, svg_config=SVGConfig(multiplier=0.2), return_info=True), step=49, num_steps=50, layer=39,
+        "svg", g, svg_config=SVGConfig(multiplier=0.2, **TILE), return_info=True), step=49, num_steps=50, layer=39,
         num_layers=40, key=jax.random.PRNGKey(0))
     plain, _ = block(p, x, t_mod, context, angles, attention=svg, step=49, num_steps=50, layer=39, num_layers=40,
                      key=jax.random.PRNGKey(0))

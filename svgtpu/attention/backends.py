@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from svgtpu.attention.base import Attention, dense_attention, with_warmup
-from svgtpu.attention.svg import SVGConfig, svg_attention
-from svgtpu.attention.svg2 import SVG2Config, svg2_backend
+from svgtpu.attention.svg import svg_attention
+from svgtpu.attention.svg2 import svg2_backend
 from svgtpu.geometry import VideoGeometry
 from svgtpu.baselines.splash import splash_attention
 from svgtpu.kernels import KernelConfig
@@ -27,8 +27,8 @@ ATTENTION_BACKENDS = ("dense", "splash", "svg", "svg2")
 def attention_backend(name: str, geometry: VideoGeometry | None = None, **options) -> Attention:
     """The self-attention backend ``name`` (one of :data:`ATTENTION_BACKENDS`) for the toy DiT.
 
-    ``svg`` needs ``geometry`` and takes ``svg_config=`` (an :class:`SVGConfig`) and
-    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` takes ``svg2_config=`` (an
+    ``svg`` needs ``geometry`` and ``svg_config=`` (an :class:`~svgtpu.attention.svg.SVGConfig`) and takes
+    ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` needs ``svg2_config=`` (an
     :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
     kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
     """
@@ -37,7 +37,9 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
     if name == "svg":
         if geometry is None:
             raise BadInput("attention backend 'svg' needs the model geometry")
-        config = options.get("svg_config") or SVGConfig()
+        config = options.get("svg_config")
+        if config is None:
+            raise BadInput("attention backend 'svg' needs svg_config (an SVGConfig: its tile is the caller's)")
         return_info = bool(options.get("return_info", False))
 
         def svg(q, k, v, *, layer, step, num_steps, num_layers, key):
@@ -45,7 +47,9 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
                                  layer=layer, num_layers=num_layers, return_info=return_info)
         return svg
     if name == "svg2":  # SVG2 k-means clusters, its tile plan traced as data (see svgtpu.attention.svg2)
-        return svg2_backend(options.get("svg2_config") or SVG2Config())
+        if options.get("svg2_config") is None:
+            raise BadInput("attention backend 'svg2' needs svg2_config (an SVG2Config: its tile is the caller's)")
+        return svg2_backend(options["svg2_config"])
     if name == "splash":
         block = int(options.get("block", 128))
 

@@ -39,7 +39,7 @@ from svgtpu.attention.base import with_warmup
 from svgtpu.attention.profiling import TEMPORAL, classify_heads
 from svgtpu.warmup import DEFAULT_PROFILE_ROWS
 from svgtpu.errors import BadInput
-from svgtpu.setting import SMALL_TILE, mask_density
+from svgtpu.setting import mask_density
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 
 #: The attention kernels an :class:`SVGConfig` can run its masks through (``SVGConfig.kernel``).
@@ -67,11 +67,12 @@ class SVGConfig:
     - ``num_sampled_rows``: query rows profiling samples per call (SVG: 64).
     - ``warmup_step_fraction`` / ``warmup_layer_fraction``: leading share of steps / layers that
       run dense, each in ``[0, 1]``.
-    - ``block_q``, ``block_kv``: kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig` checks
-      them (block_q a multiple of 8, block_kv a multiple of 128).  The default
-      128 x 128 runs at any geometry: at 1440p its plan outgrows SMEM and the kernel splits it
-      into q-row chunks; the production tile is MaxDiffusion's with block_q a lane multiple (:data:`svgtpu.recipes.PRODUCTION_TILE`).  ``block_kv_compute``:
-      keys per online-softmax update (``None``: the kernel's default for the tile).
+    - ``block_q``, ``block_kv`` (required, by keyword): kernel tile sizes, as :class:`~svgtpu.kernels.KernelConfig`
+      checks them (block_q a multiple of 8, block_kv a multiple of 128).  The caller's tile, as Splash's kernel
+      takes its ``BlockSizes``: a setting's (:class:`svgtpu.setting.Setting`, the production tile
+      :data:`svgtpu.recipes.PRODUCTION_TILE`) or the toy's :data:`svgtpu.setting.SMALL_TILE`, which runs at any
+      geometry (at 1440p its plan outgrows SMEM and the kernel splits it into q-row chunks).
+      ``block_kv_compute``: keys per online-softmax update (``None``: the kernel's default for the tile).
     - ``align``: ``None`` or a :func:`svgtpu.masks.core.align` mode (``snap``, ``cover``, ``inner``).
     - ``fast_path``: mask-free execution of full tiles (``ours`` kernel only).
     - ``kernel``: one of :data:`KERNELS`: ``ours`` (our block-sparse kernel), ``splash`` (JAX's
@@ -83,8 +84,8 @@ class SVGConfig:
     num_sampled_rows: int = DEFAULT_PROFILE_ROWS
     warmup_step_fraction: float = DEFAULT_WARMUP_STEP_FRACTION
     warmup_layer_fraction: float = DEFAULT_WARMUP_LAYER_FRACTION
-    block_q: int = SMALL_TILE.block_q
-    block_kv: int = SMALL_TILE.block_kv
+    block_q: int = dataclasses.field(kw_only=True)    # required: the tile is the caller's (see above)
+    block_kv: int = dataclasses.field(kw_only=True)
     block_kv_compute: int | None = None
     align: str | None = None
     fast_path: bool = True

@@ -55,7 +55,6 @@ from svgtpu.masks.core import Mask, align
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.warmup import DEFAULT_WARMUP_LAYER_FRACTION, DEFAULT_WARMUP_STEP_FRACTION, warmup_count
 from svgtpu.errors import BadInput
-from svgtpu.setting import SMALL_TILE
 
 #: The kernels that take a mask decided in data (:data:`svgtpu.facts.kernels.KERNELS`).
 KERNELS = kernel_names(data_mask=True)
@@ -73,7 +72,8 @@ class SVG2Config:
     least share of key clusters kept per query cluster (at least one); ``first_iters`` /
     ``warm_iters``: Lloyd iterations on the first call / warm-started calls; ``align``: ``None``
     (cluster-exact mask) or a :func:`svgtpu.masks.core.align` mode (whole tiles, decided in data);
-    ``block_q``, ``block_kv``: kernel tiles (Mosaic's block rule, :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
+    ``block_q``, ``block_kv`` (required, by keyword: the caller's tile, as :class:`~svgtpu.attention.svg.SVGConfig`
+    takes it): kernel tiles (Mosaic's block rule, :class:`~svgtpu.kernels.config.KernelConfig`); ``max_steps``: plan steps per head (``None``: the
     worst case, every tile; a head needing more gets NaN output, :mod:`svgtpu.kernels.dynamic`);
     ``fast_path``: mask-free full tiles (``False``: the ablation, every tile masked);
     ``kernel``: ``ours`` (our Pallas kernel) or ``reference`` (jnp, small ``L`` only).
@@ -86,8 +86,8 @@ class SVG2Config:
     first_iters: int = 20
     warm_iters: int = 2
     align: str | None = None
-    block_q: int = SMALL_TILE.block_q
-    block_kv: int = SMALL_TILE.block_kv
+    block_q: int = dataclasses.field(kw_only=True)    # required: the tile is the caller's
+    block_kv: int = dataclasses.field(kw_only=True)
     max_steps: int | None = None
     fast_path: bool = True
     kernel: str = "ours"
@@ -313,7 +313,7 @@ class SVG2Info(NamedTuple):
     overflow: jax.Array       # bool [H]: the plan needed more than max_steps steps (that head's output is NaN)
 
 
-def svg2_attention(q, k, v, config: SVG2Config = SVG2Config(), state: SVG2State | None = None, *, key=None,
+def svg2_attention(q, k, v, config: SVG2Config, state: SVG2State | None = None, *, key=None,
                    interpret=None) -> tuple[jax.Array, Selection, SVG2Info]:
     """SVG2 attention on ``q, k, v [H, L, d]``; returns ``(out [H, L, d], selection, info)``.
 
@@ -424,7 +424,7 @@ class SVG2Backend:
         return sorted(out, key=lambda c: (c["step"], c["layer"]))
 
 
-def svg2_backend(config: SVG2Config = SVG2Config(), *, warmup_step_fraction: float | None = None,
+def svg2_backend(config: SVG2Config, *, warmup_step_fraction: float | None = None,
                  warmup_layer_fraction: float | None = None, seed: int = 0) -> SVG2Backend:
     """A toy-DiT self-attention backend (``attention(q, k, v, *, layer, step, num_steps, num_layers,
     key)``, ``q, k, v [B, H, L, d]``) running SVG2 through our kernel, all inside the jitted step.

@@ -163,10 +163,12 @@ def svg2_assumed_masks(geometry: VideoGeometry, target: float, config: SVG2Confi
 
 
 def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *, sta_tile=(2, 8, 8),
-            qk: list[tuple] | None = None, svg2: SVG2Config = SVG2Config()) -> tuple[list[Mask], dict]:
+            qk: list[tuple] | None = None, svg2: SVG2Config | None = None) -> tuple[list[Mask], dict]:
     """The masks ``method`` runs at ``target`` kept fraction (snapped when ``tiles.snap``; SVG2: one
     per layer and head of ``qk``, in the permuted order, or without ``qk`` the assumed clusters of
-    :func:`svg2_assumed_masks`) and its knob."""
+    :func:`svg2_assumed_masks`, its clusters ``svg2``'s) and its knob."""
+    if method == "svg2" and svg2 is None:
+        raise BadInput("method svg2 needs svg2 (an SVG2Config: its clusters)")
     if method == "svg":
         mask = svg_for_density(geometry, target, tiles)
         unsnapped, knob = [mask], {"window": mask.window}
@@ -271,14 +273,14 @@ COST_SETTING = {"model": PRODUCTION.model, "geometry": PRODUCTION.resolution, "d
 
 def method_costs(kept_fractions, setting: Setting, *, variants=VARIANTS,
                  sta_tile: tuple[int, int, int] = COST_SETTING["sta_tile"],
-                 svg2: SVG2Config = SVG2Config(**WAN_CLUSTERS),
-                 progress: bool = True) -> dict:
+                 svg2: SVG2Config | None = None, progress: bool = True) -> dict:
     """Each variant matched to each kept fraction at ``setting``'s model, resolution, device and tile (the claims'
     main line, :data:`~svgtpu.setting.PRODUCTION`, in ``svgtpu methods --costs``): tile statistics and the
     cost model's attention-time ratio, sparse / dense seconds of one head on one TensorCore (our
     kernel, fast path on; :func:`svgtpu.costmodel.attention_head_seconds`), plus a ``dense`` row
     (ratio 1 by construction).  SVG2 rows use assumed clusters (:func:`svg2_assumed_masks`), stated
-    in the result's ``svg2_assumption``.  Tile statistics are ``computed``, ratios ``modeled-<device>``."""
+    in the result's ``svg2_assumption``, their cluster counts ``svg2``'s (default :data:`WAN_CLUSTERS`), the tile
+    the setting's.  Tile statistics are ``computed``, ratios ``modeled-<device>``."""
     from svgtpu import costmodel as cm
     from svgtpu.masks.core import DenseMask
     from svgtpu.facts.results import provenance
@@ -289,7 +291,8 @@ def method_costs(kept_fractions, setting: Setting, *, variants=VARIANTS,
     setup = cm.setting_setup(setting)   # the setting passed down as it is
     geometry, model, device, block_q, block_kv = (setup.geometry, setting.model, setting.device, setting.block_q,
                                                   setting.block_kv)
-    svg2 = dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv)
+    svg2 = (SVG2Config(**WAN_CLUSTERS, block_q=block_q, block_kv=block_kv) if svg2 is None   # the setting's tile
+            else dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv))
 
     dense = _stats(DenseMask(geometry.L), block_q, block_kv, setup.head_seconds)
     rows = [{"method": "dense", "kept_target": 1.0, **dense}]
@@ -335,7 +338,7 @@ def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, 
 
 def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,
                  guidance: float = 3.0, shift: float = 1.0, block: int = SMALL_TILE.block_q,
-                 sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config = SVG2Config(),
+                 sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config | None = None,
                  progress: bool = True) -> dict:
     """Dense vs each method variant at each kept fraction, from the same noise and seed: PSNR, SSIM
     and the kept fraction each really ran.
@@ -357,6 +360,7 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
     kept_fractions = check_kept_fractions(kept_fractions)
     sta_tile = check_settings(kept_fractions[0], sta_tile)
     qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
+    svg2 = SVG2Config(block_q=block, block_kv=block) if svg2 is None else svg2   # SVG2's own clusters, our tile
     runs = {(name, target): _variant_backend(name, config, target, block=block, sta_tile=sta_tile, qk=qk, svg2=svg2)
             for target in kept_fractions for name in variants}
     rows = []

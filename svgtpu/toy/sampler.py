@@ -209,6 +209,7 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
     from svgtpu.facts.paths import GENERATED_VIDEO
     from svgtpu.facts.results import provenance
     from svgtpu.kernels.common import resolve_interpret
+    from svgtpu.setting import SMALL_TILE
     from svgtpu.toy.data import LABEL_NAMES
     from svgtpu.toy.dit import load_checkpoint
     import time
@@ -217,9 +218,10 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
     check_generate(attention, align=align, kept=kept, devices=devices, out=out, steps=steps)
     params, config = load_checkpoint(str(checkpoint))
     labels = list(range(config.num_labels)) if labels is None else list(labels)
+    tile = {"block_q": SMALL_TILE.block_q, "block_kv": SMALL_TILE.block_kv}   # the toy DiT's tile
     backend = attention_backend(attention, config.geometry,
-                                svg_config=SVGConfig(kept=kept, align=align) if attention == "svg" else None,
-                                svg2_config=SVG2Config(align=align) if attention == "svg2" else None)
+                                svg_config=SVGConfig(kept=kept, align=align, **tile) if attention == "svg" else None,
+                                svg2_config=SVG2Config(align=align, **tile) if attention == "svg2" else None)
     mesh = mesh_for_model(devices, config.heads) if devices > 1 else None
     start = time.perf_counter()
     video = sample(params, config, labels, seed=seed, num_steps=steps, guidance=guidance, shift=shift,

@@ -8,6 +8,7 @@ import pytest
 from svgtpu.attention.sharding import head_parallel, make_mesh, ulysses
 
 assert jax.device_count() == 8, "run through tests/test_multidevice.py (sets XLA_FLAGS)"
+TILE = dict(block_q=128, block_kv=128)  # the toy's tile (svgtpu.setting.SMALL_TILE): an SVG config takes it as given
 
 
 def dense(q, k, v):
@@ -55,7 +56,7 @@ def test_sharded_svg_attention_equals_single_device():
     from svgtpu.geometry import VideoGeometry
 
     g = VideoGeometry(4, 10, 14)  # F = 140: frames are not tile multiples
-    svg = functools.partial(svg_attention, geometry=g, config=SVGConfig(multiplier=1.0, align="snap"),
+    svg = functools.partial(svg_attention, geometry=g, config=SVGConfig(multiplier=1.0, align="snap", **TILE),
                             key=jax.random.PRNGKey(3), step=jnp.int32(7), num_steps=10, layer=jnp.int32(2),
                             num_layers=4)
     q, k, v = qkv(batch=2, heads=8, L=g.L, d=64)
@@ -82,7 +83,7 @@ def test_sharded_sampler_steps_equal_single_device():
     for backend, device_counts in (("dense", (2, 8)), ("svg", (4,))):
         attention = attention_backend(backend, config.geometry,
                                       svg_config=SVGConfig(multiplier=1.0, warmup_step_fraction=0.0,
-                                                           warmup_layer_fraction=0.0))
+                                                           warmup_layer_fraction=0.0, **TILE))
         run = lambda mesh: sampler.sample(params, config, [0, 1], seed=5, num_steps=2,  # noqa: E731
                                           attention=attention, progress=False, mesh=mesh)
         ref = run(None)
