@@ -136,4 +136,37 @@ MODELS: dict[str, ModelConfig] = {
                              source=Source(WAN22_REPO, "wan/configs/wan_ti2v_5B.py", WAN22_COMMIT,
                                            "48 latent channels in and out: wan/modules/vae2_2.py z_dim").cite()),
 }
-__all__ = ["QK_NORMS", "ModelConfig", "MODELS", "WAN22_COMMIT", "WAN22_REPO"]
+
+
+@dataclasses.dataclass(frozen=True)
+class VAEConfig:
+    """Wan 2.1's causal 3D VAE (``wan/modules/vae.py``: ``_video_vae`` builds ``WanVAE_(dim=96, z_dim=16,
+    dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[], temperal_downsample=[False, True, True])``; the
+    decoder upsamples in time where the encoder downsampled, ``temperal_upsample`` = that list reversed):
+    ``base`` channels times ``mult`` per stage, ``res_blocks`` residual blocks per encoder stage (one more per
+    decoder stage), ``z`` latent channels, ``temporal_up``: which decoder stages also double the frames."""
+
+    base: int = 96
+    mult: tuple[int, ...] = (1, 2, 4, 4)
+    res_blocks: int = 2
+    z: int = 16
+    temporal_up: tuple[bool, ...] = (True, True, False)
+    source: str = Source(WAN_REPO, "wan/modules/vae.py", WAN_COMMIT, "_video_vae, Decoder3d, Encoder3d").cite()
+
+    def __post_init__(self):
+        for field in ("base", "res_blocks", "z"):
+            check_positive_int(f"VAEConfig.{field}", getattr(self, field))
+        if len(self.temporal_up) != len(self.mult) - 1:
+            raise BadInput(f"VAEConfig.temporal_up needs one flag per upsampling stage ({len(self.mult) - 1}), "
+                           f"got {len(self.temporal_up)}")
+
+    @property
+    def decoder_dims(self) -> tuple[int, ...]:
+        """Decoder widths, deepest first: ``base x (mult[-1], *reversed(mult))`` (384, 384, 384, 192, 96)."""
+        return tuple(self.base * m for m in (self.mult[-1], *self.mult[::-1]))
+
+
+#: Wan 2.1's VAE (also Wan 2.2 A14B's; TI2V-5B has its own, ``vae2_2.py``).
+WAN21_VAE = VAEConfig()
+
+__all__ = ["QK_NORMS", "ModelConfig", "MODELS", "WAN22_COMMIT", "WAN22_REPO", "VAEConfig", "WAN21_VAE"]

@@ -80,10 +80,11 @@ def test_vae_decode_flops_match_independent_audit_and_scale_with_pixels():
     f1440, f720 = (cm.vae_decode_flops(cm.get_geometry(r)) for r in ("1440p", "720p"))
     assert f1440 == pytest.approx(2.6e15, rel=0.05)
     assert 4.0 < f1440 / f720 < 4.3   # 4x the pixels, plus the per-frame attention of the middle block
-    # Wan's decoder by hand: conv_in, 2 middle res blocks (4 convs), stage 384->384 (6 + time up + space up),
-    # 192->384 (7 with the shortcut, + time up + space up), 192->192 (6 + space up), 96->96 (6), conv_out = 36
+    # Wan's decoder by hand: WanVAE_'s conv2, conv_in, 2 middle res blocks (4 convs) around the attention's
+    # q/k/v and output projections (2), stage 384->384 (6 + time up + space up), 192->384 (7 with the shortcut,
+    # + time up + space up), 192->192 (6 + space up), 96->96 (6), conv_out = 39
     layers = cm.vae_decoder_layers(cm.get_geometry("1440p"))
-    assert len(layers) == 36
+    assert len(layers) == 39
     assert layers[-1] == (27, 96, 3, 81 * 1440 * 2560)   # 81 frames of 2560 x 1440 RGB out
 
 
@@ -273,7 +274,7 @@ def test_cfg_passes_and_cfg_split():
 def test_parts_switch_terms_off():
     setup = wan_setup("720p", image_encoder="vae+clip")
     stages = cm.stage_seconds(setup)
-    assert all(v > 0 for v in stages.values())
+    assert set(stages) == set(cm.STAGES) and all(v > 0 for v in stages.values())
     bare = dataclasses.replace(setup, parts=frozenset())
     assert sum(cm.stage_seconds(bare).values()) == 0 and cm.communication_seconds(bare) == 0
     assert cm.video_seconds(setup, "dense", True) == pytest.approx(
@@ -786,7 +787,8 @@ def test_every_stage_names_its_instrument():
     for setup in (wan_setup(), wan_setup(device="h100", chips=1), dataclasses.replace(wan_setup(), image_encoder="vae+clip",
                                                                                         vae_sharded=False)):
         result = cm.model_video(setup)
-        assert set(result["stage_instruments"]) == set(result["stage_seconds"]) == {"text_encoder", "vae_decode",
-                                                                                   "image_encoder", "host"}
+        assert set(result["stage_instruments"]) == set(result["stage_seconds"]) == {
+            "text_encoder", "image_encoder", "vae_encode", "vae_decode", "host"}
         assert all(result["stage_instruments"].values())
     assert "CLIP" in result["stage_instruments"]["image_encoder"] and "one rank" in result["stage_instruments"]["vae_decode"]
+    assert "Encoder3d" in result["stage_instruments"]["vae_encode"]

@@ -41,6 +41,29 @@ def run_tune(args):
 
 # -- svgtpu compile ---------------------------------------------------------------------------
 
+def _vae_decode(resolution: str, device: str) -> tuple[dict, str, int]:
+    """``svgtpu compile --what vae-decode``: Wan 2.1's VAE decoder at ``resolution`` on one chip (a record:
+    :mod:`svgtpu.compiler.vae_decode`), its chunks' static cycles and a video's decode at the chip's clock."""
+    from svgtpu.compiler.vae_decode import CHUNKS, DecodeJob, cached_compile_decode
+    from svgtpu.costmodel.specs import get_device
+    from svgtpu.costmodel.stages import decode_cycles
+    from svgtpu.facts.tables import format_table
+    job = DecodeJob(resolution.removeprefix("wan-"), device)
+    record = cached_compile_decode(job)
+    if "refused" in record:
+        return record, f"{job.name}: not compiled: {record['refused']}", 1
+    T, clock = record["latent"]["T"], get_device(device).clock_hz
+    rows = [{"chunk": c, "frames_out": 1 if c == "first" else 4, "cycles": record["chunks"][c]["cycles"],
+             "ms": 1e3 * record["chunks"][c]["cycles"] / clock, "ops": record["chunks"][c]["ops"],
+             "hbm_temp_GB": (record["chunks"][c]["hbm_temp_bytes"] or 0) / 1e9} for c in CHUNKS]
+    seconds = decode_cycles(record, T) / clock
+    table = (f"Wan 2.1 VAE decoder, {job.resolution} (latent {T} x {record['latent']['h']} x {record['latent']['w']}), "
+             f"one {device} chip, float32 ({record['provenance']}; static issue cycles)\n"
+             + format_table(rows, ["chunk", "frames_out", "cycles", "ms", "ops", "hbm_temp_GB"])
+             + f"\na video: first + {T - 1} x later = {seconds:.2f} s on one chip at {clock / 1e9:.2f} GHz")
+    return {**record, "video_seconds_one_chip": seconds}, table, 0
+
+
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.compiler.compile import TARGETS
     from svgtpu.compiler.multihost import MULTIHOST_TARGETS
@@ -60,7 +83,8 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--what", default=None,
                    help=f"comma-separated targets from {', '.join(TARGETS + MULTIHOST_TARGETS)} (default "
                         f"kernel,svg-layer; on a multi-host topology {','.join(MULTIHOST_TARGETS)}); or wan-block: "
-                        "one Wan 2.1 14B block on a v6e-8 / v7x slice, dense and SVG, static cycles by role")
+                        "one Wan 2.1 14B block on a v6e-8 / v7x slice, dense and SVG, static cycles by role; or "
+                        "vae-decode: Wan 2.1's VAE decoder on one v6e chip, its first and later chunks")
 
 
 @command("compile", "ahead-of-time compile kernel / SVG layer / DiT step for a TPU topology, no TPU "
@@ -71,6 +95,8 @@ def run_compile(args):
         from svgtpu.compiler.wan_block import wan_block_command
         return wan_block_command(args.geometry, args.device, args.block_q, args.block_kv, args.kept,
                                  progress=not args.json)
+    if args.what == "vae-decode":
+        return _vae_decode(args.geometry, args.device)
     from svgtpu.compiler.compile import CompileJob
     from svgtpu.compiler.multihost import compile_command
     from svgtpu.kernels import KernelConfig

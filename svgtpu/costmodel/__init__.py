@@ -51,7 +51,7 @@ from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, MASK_KINDS, attentio
                                          tile_seconds, tile_units)
 from svgtpu.costmodel.parallel import all_gather_seconds, all_to_all_seconds, mesh_shape
 from svgtpu.costmodel.stages import text_encoder_flops, vae_decode_bytes, vae_decode_flops, vae_decoder_layers
-from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, recipe_fields, WEIGHTS, Setup, communication_seconds, dit_seconds,
+from svgtpu.costmodel.pipeline import (CHAIN, IMAGE_ENCODERS, PARTS, STAGES, recipe_fields, WEIGHTS, Setup, communication_seconds, dit_seconds,
                                        forward_breakdown, memory, model_video, sparse_layer_efficiency,
                                        stage_seconds, svg_overhead_seconds, sweep_resolution, video_seconds,
                                        weight_gather_seconds)
@@ -83,7 +83,7 @@ __all__ = ["claim_rows", "claim_values", "production_setup", "joint_interval", "
     "mesh_shape", "all_to_all_seconds", "all_gather_seconds",
     "text_encoder_flops", "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes",
     "PARTS", "IMAGE_ENCODERS", "WEIGHTS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
-    "weight_gather_seconds", "forward_breakdown", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
+    "weight_gather_seconds", "forward_breakdown", "STAGES", "stage_seconds", "dit_seconds", "video_seconds", "CHAIN",
     "sparse_layer_efficiency", "model_video", "sweep_resolution",
     "Knob", "KNOBS", "SENSITIVITY_QUANTITIES", "SENSITIVITY_SPLIT", "at_knob", "sensitivity", "sparse_knobs",
     "tornado_rows", "stretch_as_efficiency", "POLICY_NAMES", "Policy", "get_policy", "family_stretch", "fit_sparse_stretch",

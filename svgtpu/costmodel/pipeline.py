@@ -408,27 +408,50 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
 
 
 def _vae_seconds(setup: Setup, flops: float, bytes_: float) -> float:
-    """A VAE pass: sharded over the slice (MaxDiffusion), or on one rank in float32 (Wan's reference:
-    ``WanVAE`` in float32, decoding on rank 0; on a GPU at the TF32 rate)."""
+    """A VAE pass counted layer by layer as a roofline: sharded over the slice (MaxDiffusion), or on one rank in
+    float32 (Wan's reference: ``WanVAE`` in float32, decoding on rank 0; on a GPU at the TF32 rate)."""
     dev, eff = setup.device, setup.efficiency
     rate = dev.matmul_flops * eff.matmul * (GPU_FP32_MATMUL_SHARE if dev.is_gpu and not setup.vae_sharded else 1.0)
     seconds = max(flops / rate, bytes_ / (dev.hbm_bandwidth * eff.memory))
     return seconds / setup.chips if setup.vae_sharded else seconds
 
 
+def _decode_record(setup: Setup) -> dict | None:
+    """The compiled VAE decode record pricing this setup's decode (a TPU's, at its resolution), or ``None``."""
+    if setup.device.family != "tpu" or not setup.device.clock_hz:
+        return None
+    return stages.decode_record(setup.geometry, setup.device.name)
+
+
+def _vae_decode_seconds(setup: Setup) -> float:
+    """The decode: a compiled record's static cycles at the chip's clock where one is committed (over the slice
+    when sharded: MaxDiffusion splits every convolution's output channels over its devices), else the roofline."""
+    record = _decode_record(setup)
+    if record is None:
+        g = setup.geometry
+        return _vae_seconds(setup, stages.vae_decode_flops(g), stages.vae_decode_bytes(g))
+    seconds = stages.decode_cycles(record, setup.geometry.T) / setup.device.clock_hz
+    return seconds / setup.chips if setup.vae_sharded else seconds
+
+
+#: The stages outside the DiT passes, in the order a generation runs them (:func:`stage_seconds`' keys).
+STAGES = ("text_encoder", "image_encoder", "vae_encode", "vae_decode", "host")
+
+
 def stage_seconds(setup: Setup) -> dict[str, float]:
-    """Seconds of the stages outside the DiT passes (0 for parts switched off)."""
+    """Seconds of the stages outside the DiT passes (:data:`STAGES`; 0 for parts switched off, and for image
+    conditioning a text-to-video run has not)."""
     dev, eff, g = setup.device, setup.efficiency, setup.geometry
-    out = {"text_encoder": 0.0, "vae_decode": 0.0, "image_encoder": 0.0, "host": 0.0}
+    out = dict.fromkeys(STAGES, 0.0)
     if "text_encoder" in setup.parts:
         out["text_encoder"] = stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
             dev.matmul_flops * eff.matmul)
     if "vae_decode" in setup.parts:
-        out["vae_decode"] = _vae_seconds(setup, stages.vae_decode_flops(g), stages.vae_decode_bytes(g))
+        out["vae_decode"] = _vae_decode_seconds(setup)
     if "image_encoder" in setup.parts and setup.image_encoder:
-        out["image_encoder"] = _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g))
+        out["vae_encode"] = _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g))
         if "clip" in setup.image_encoder:
-            out["image_encoder"] += stages.clip_image_flops() / (dev.matmul_flops * eff.matmul)
+            out["image_encoder"] = stages.clip_image_flops() / (dev.matmul_flops * eff.matmul)
     if "host" in setup.parts:
         out["host"] = setup.steps * setup.host_seconds_per_step
     return out
@@ -439,12 +462,20 @@ def stage_instruments(setup: Setup) -> dict[str, str]:
     where = (f"sharded over the {setup.chips} chips" if setup.vae_sharded else
              "on one rank in float32" + (" at the TF32 rate" if setup.device.is_gpu else ""))
     vae = f"{{}} counted conv by conv from Wan 2.1's wan/modules/vae.py ({{}}), FLOPs and activation bytes as a roofline, {where}"
+    record = _decode_record(setup)
+    decode = (vae.format("the causal 3D VAE decoder", "Decoder3d") if record is None else
+              f"the causal 3D VAE decoder (svgtpu.model.vae, Wan 2.1's Decoder3d) compiled for one {setup.device.name} "
+              f"chip, static cycles of its first and later chunks (record vae-decode/{record['record']}, "
+              f"{record['provenance']}) at the chip's clock, {where}"
+              + (" (the all-gathers between its sharded convolutions not priced)" if setup.vae_sharded else ""))
+    conditioning = setup.image_encoder or ""
     return {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) at the "
                             "matmul rate (stages.text_encoder_flops)",
-            "vae_decode": vae.format("the causal 3D VAE decoder", "Decoder3d"),
-            "image_encoder": (vae.format("the VAE encoder over the conditioning video", "Encoder3d")
-                              + (" + CLIP ViT-H/14 FLOPs at the matmul rate" if setup.image_encoder == "vae+clip" else "")
-                              if setup.image_encoder else "none: text-to-video encodes no video"),
+            "image_encoder": ("CLIP ViT-H/14 FLOPs on the image at the matmul rate (stages.clip_image_flops)"
+                              if "clip" in conditioning else "none: no CLIP image encoder in this run"),
+            "vae_encode": (vae.format("the VAE encoder over the conditioning video", "Encoder3d") if conditioning
+                           else "none: text-to-video encodes no video"),
+            "vae_decode": decode,
             "host": f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; its range "
                     "docs/plausibility.md)"}
 
@@ -571,5 +602,5 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
 
 
 __all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
-           "weight_gather_seconds", "forward_breakdown", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
+           "weight_gather_seconds", "forward_breakdown", "STAGES", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -4,11 +4,13 @@
   repository ships it as ``models_t5_umt5-xxl-enc-bf16.pth``, 11.4 GB of bf16 = 5.7e9 weights), run
   once per prompt over ``text_len`` tokens (prompt + negative prompt with CFG): ``2 P`` FLOPs per
   token.
-- **VAE decode**: Wan 2.1's causal 3D VAE decoder counted layer by layer (:func:`vae_decoder_layers`:
-  FLOPs and activation bytes, timed as a roofline)
-  from its published structure (Wan 2.1 repository ``wan/modules/vae.py``, ``Decoder3d``: base width
-  96, multipliers (1, 2, 4, 4), 2 residual blocks per stage + 1, temporal upsampling in the first
-  two stages, a spatial-only third; ``WanVAE`` compresses 4x in time and 8x in space).
+- **VAE decode**: Wan 2.1's causal 3D VAE decoder (:data:`svgtpu.models.WAN21_VAE`, its published structure:
+  ``wan/modules/vae.py``, ``Decoder3d``: base width 96, multipliers (1, 2, 4, 4), 2 residual blocks per stage
+  + 1, temporal upsampling in the first two stages, a spatial-only third; ``WanVAE`` compresses 4x in time
+  and 8x in space).  On a TPU with a committed compiled record at the video's resolution
+  (:func:`decode_record`: :mod:`svgtpu.model.vae` compiled for one chip by :mod:`svgtpu.compiler.vae_decode`)
+  its static cycles (:func:`decode_cycles`); elsewhere counted layer by layer (:func:`vae_decoder_layers`:
+  FLOPs and activation bytes, timed as a roofline).
 - **Image conditioning (image-to-video)**: the conditioning video (the image, then zero frames) is
   VAE-encoded at full length (:func:`vae_encoder_layers`, Wan 2.1 ``wan/modules/vae.py``,
   ``Encoder3d``: widths 96, 192, 384, 384, 2 residual blocks per stage, spatial downsampling in the
@@ -20,11 +22,16 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
+from svgtpu.errors import BadInput
+from svgtpu.facts.paths import COMPILED_RECORDS
 from svgtpu.geometry import VideoGeometry
+from svgtpu.models import WAN21_VAE
 
 UMT5_XXL_ENCODER_PARAMS = 5.7e9
-VAE_BASE, VAE_MULT, VAE_RES_BLOCKS, VAE_Z = 96, (1, 2, 4, 4), 2, 16
-VAE_TEMPORAL_UP = (True, True, False)
+VAE = WAN21_VAE
 
 
 #: CLIP ViT-H/14 vision tower (open_clip ``ViT-H-14``, 632 M parameters; Wan 2.1 I2V's
@@ -44,25 +51,28 @@ VAE_BYTES = 4
 
 def vae_decoder_layers(geometry: VideoGeometry) -> list[tuple[int, int, int, float]]:
     """The decoder's convolutions for the ``T x H x W`` token grid (latent = 2H x 2W), as
-    ``(taps, Cin, Cout, output voxels)``, stage widths (from the deepest) 384, 384, 384, 192, 96."""
+    ``(taps, Cin, Cout, output voxels)``, stage widths (from the deepest) 384, 384, 384, 192, 96: ``WanVAE_``'s
+    1x1x1 ``conv2`` on the latent, then ``Decoder3d`` (the middle attention's 1x1 projections among them; a
+    temporal upsampler's time convolution skips the first frame, as Wan's chunked decode does)."""
     T, h, w = geometry.T, 2 * geometry.H, 2 * geometry.W            # latent frames and pixels / 8
-    dims = [VAE_BASE * m for m in (VAE_MULT[-1], *VAE_MULT[::-1])]   # 384, 384, 384, 192, 96
+    dims = list(VAE.decoder_dims)                                     # 384, 384, 384, 192, 96
     voxels = float(T * h * w)
-    layers = [(27, VAE_Z, dims[0], voxels)]                          # conv_in
+    layers = [(1, VAE.z, VAE.z, voxels), (27, VAE.z, dims[0], voxels)]   # conv2, conv_in
 
     def res_block(cin, cout):                                        # two 3x3x3 causal convs (+ 1x1x1 shortcut)
         return [(27, cin, cout, voxels), (27, cout, cout, voxels)] + ([(1, cin, cout, voxels)] if cin != cout else [])
 
-    layers += 2 * res_block(dims[0], dims[0])                        # middle: res, (attention), res
+    attention = [(1, dims[0], 3 * dims[0], voxels), (1, dims[0], dims[0], voxels)]   # its q, k, v and out
+    layers += res_block(dims[0], dims[0]) + attention + res_block(dims[0], dims[0])   # middle: res, attn, res
     frames = T
     for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:])):
         cin = cin // 2 if i > 0 else cin                              # the upsampler halved the width
-        for _ in range(VAE_RES_BLOCKS + 1):
+        for _ in range(VAE.res_blocks + 1):
             layers += res_block(cin, cout)
             cin = cout
-        if i < len(VAE_MULT) - 1:                                     # upsample: time (3x1x1) then 2x space
-            if VAE_TEMPORAL_UP[i]:
-                layers.append((3, cout, 2 * cout, voxels))
+        if i < len(VAE.mult) - 1:                                     # upsample: time (3x1x1) then 2x space
+            if VAE.temporal_up[i]:
+                layers.append((3, cout, 2 * cout, (frames - 1) * h * w))  # not on the first frame
                 frames = 2 * frames - 1                               # causal: the first frame stays single
             h, w = 2 * h, 2 * w
             voxels = float(frames * h * w)
@@ -75,7 +85,7 @@ def vae_encoder_layers(geometry: VideoGeometry) -> list[tuple[int, int, int, flo
     as ``(taps, Cin, Cout, output voxels)`` (stride-2 convolutions counted at their output size)."""
     T, h, w = geometry.T, 16 * geometry.H, 16 * geometry.W            # latent frames; pixels
     frames = 4 * (T - 1) + 1                                          # causal VAE: 1 + 4 (T - 1) frames
-    dims = [VAE_BASE * m for m in (1, *VAE_MULT)]                     # 96, 96, 192, 384, 384
+    dims = [VAE.base * m for m in (1, *VAE.mult)]                     # 96, 96, 192, 384, 384
     voxels = float(frames * h * w)
     layers = [(27, 3, dims[0], voxels)]                               # conv1 to 96 channels
 
@@ -83,19 +93,19 @@ def vae_encoder_layers(geometry: VideoGeometry) -> list[tuple[int, int, int, flo
         return [(27, cin, cout, voxels), (27, cout, cout, voxels)] + ([(1, cin, cout, voxels)] if cin != cout else [])
 
     for i, (cin, cout) in enumerate(zip(dims[:-1], dims[1:])):
-        for _ in range(VAE_RES_BLOCKS):
+        for _ in range(VAE.res_blocks):
             layers += res_block(cin, cout)
             cin = cout
-        if i < len(VAE_MULT) - 1:                                     # downsample: 2x space, then time
+        if i < len(VAE.mult) - 1:                                     # downsample: 2x space, then time
             h, w = h // 2, w // 2
             voxels = float(frames * h * w)
             layers.append((9, cout, cout, voxels))
-            if VAE_TEMPORAL_UP[::-1][i]:                              # temporal in stages 2 and 3
+            if VAE.temporal_up[::-1][i]:                              # temporal in stages 2 and 3
                 frames = (frames - 1) // 2 + 1
                 voxels = float(frames * h * w)
                 layers.append((3, cout, cout, voxels))
     layers += 2 * res_block(dims[-1], dims[-1])                       # middle: res, (attention), res
-    return layers + [(27, dims[-1], 2 * VAE_Z, voxels)]               # head: mean and log-variance
+    return layers + [(27, dims[-1], 2 * VAE.z, voxels)]               # head: mean and log-variance
 
 
 def _conv_flops(layers) -> float:
@@ -126,7 +136,7 @@ def vae_decode_flops(geometry: VideoGeometry) -> float:
     the middle block's spatial self-attention (``4 N^2 C`` per latent frame); norms and
     activations are counted in :func:`vae_decode_bytes`, not here."""
     convs = _conv_flops(vae_decoder_layers(geometry))
-    top = VAE_BASE * VAE_MULT[-1]
+    top = VAE.decoder_dims[0]
     return convs + 4.0 * (4 * geometry.H * geometry.W) ** 2 * top * geometry.T
 
 
@@ -136,6 +146,28 @@ def vae_decode_bytes(geometry: VideoGeometry) -> float:
     return _conv_bytes(vae_decoder_layers(geometry))
 
 
-__all__ = ["UMT5_XXL_ENCODER_PARAMS", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
+def decode_record(geometry: VideoGeometry, device: str) -> dict | None:
+    """The committed compiled record of the VAE decoder at ``geometry``'s resolution (a preset's name) for one chip
+    of ``device`` (:mod:`svgtpu.compiler.vae_decode`), its value with ``record`` (the file's name); ``None`` when
+    none is committed."""
+    if not geometry.name:
+        return None
+    found = sorted((COMPILED_RECORDS / "vae-decode").glob(f"wan2.1-vae-{geometry.name}-{device}-*.json.gz"))
+    if len(found) > 1:
+        raise BadInput(f"need at most one compiled VAE decode record for {geometry.name} on {device}, found "
+                       f"{len(found)} (`make figures` prunes stale ones)")
+    if not found:
+        return None
+    return json.loads(gzip.decompress(found[0].read_bytes()))["value"] | {"record": found[0].name}
+
+
+def decode_cycles(record: dict, latent_frames: int) -> int:
+    """Static cycles of decoding ``latent_frames`` latent frames on one chip, as Wan's ``WanVAE_.decode`` loops:
+    the record's first chunk (one frame out), then its later chunk (four frames out) for every other frame."""
+    chunks = record["chunks"]
+    return chunks["first"]["cycles"] + (latent_frames - 1) * chunks["later"]["cycles"]
+
+
+__all__ = ["UMT5_XXL_ENCODER_PARAMS", "VAE", "decode_record", "decode_cycles", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
            "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes", "vae_encoder_layers", "vae_encode_flops",
            "vae_encode_bytes", "clip_image_flops"]

@@ -1,0 +1,139 @@
+"""Wan 2.1's VAE decoder compiled ahead of time for one TPU chip, read as static cycles: the VAE-decode stage's
+instrument (issue 61).
+
+``svgtpu compile --what vae-decode``: :func:`svgtpu.model.vae.decode_chunk` (random weights, float32 as Wan and
+MaxDiffusion decode) compiled with libtpu on this CPU for one chip of ``device``, twice, as Wan decodes a video:
+the first latent frame (one output frame, the temporal upsamplers skipped) and a later one (four frames, the
+caches of the chunk before it as inputs).  Each program is read as :mod:`svgtpu.compiler.fusions` reads a Wan
+block: every fusion's static cycles weighted by its loops' trip counts, plus the top-level program's own.  A video
+of ``T`` latent frames is ``first + (T - 1) x later`` (:func:`svgtpu.costmodel.stages.decode_cycles`).  Records are content-keyed like the
+block's (:func:`svgtpu.compiler.dumps.cached`: the job, :data:`SOURCES`, jax and libtpu versions) under
+``vae-decode/``; the cost model reads them JAX-free (:mod:`svgtpu.costmodel.stages`).  Static cycles are issue
+cycles: stalls on HBM are outside them.  Provenance ``compiled-<device>``: nothing ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from svgtpu.errors import BadInput
+
+#: The package files a record is made of (its key hashes them).
+SOURCES = ("__init__.py", "errors.py", "tpu_env.py", "geometry.py", "recipes.py", "models.py", "model/__init__.py",
+           "model/vae.py", "kernels/common.py", "compiler/__init__.py", "compiler/compile.py", "compiler/dumps.py",
+           "compiler/fusions.py", "compiler/llo.py", "compiler/vae_decode.py")
+#: The two programs of a record, in the order a video runs them.
+CHUNKS = ("first", "later")
+#: The TPU generations a decode compiles for (one chip each: v6e's one TensorCore).
+DEVICES = ("v6e",)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeJob:
+    """One decode to compile: the video's resolution (a preset, :data:`svgtpu.geometry.PRESETS`) and the TPU."""
+
+    resolution: str
+    device: str = "v6e"
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        from svgtpu.geometry import PRESETS
+        if self.resolution not in PRESETS:
+            raise BadInput(f"resolution must be one of {', '.join(PRESETS)}, got {self.resolution!r}")
+        if self.device not in DEVICES:
+            raise BadInput(f"device must be one of {', '.join(DEVICES)} (the chips a decode compiles for), "
+                           f"got {self.device!r}")
+        if self.dtype != "float32":
+            raise BadInput(f"dtype must be float32 (Wan's and MaxDiffusion's VAE), got {self.dtype!r}")
+
+    @property
+    def name(self) -> str:
+        return f"wan2.1-vae-{self.resolution}-{self.device}"
+
+    @property
+    def latent(self) -> tuple[int, int, int]:
+        """Latent frames and pixels ``(T, h, w)``: the token grid's frames, twice its rows and columns."""
+        from svgtpu.geometry import get_geometry
+        g = get_geometry(self.resolution)
+        return g.T, 2 * g.H, 2 * g.W
+
+
+def programs(job: DecodeJob):
+    """``{chunk: (fn, abstract args)}``: the first and a later chunk on one latent frame of ``job``."""
+    import jax
+    import jax.numpy as jnp
+
+    from svgtpu.model import vae
+    dtype = jnp.dtype(job.dtype)
+    _, h, w = job.latent
+    params = jax.eval_shape(lambda: vae.init_decoder(jax.random.key(0), dtype=dtype))
+    z = jax.ShapeDtypeStruct((1, 1, h, w, 16), dtype)
+    _, caches = jax.eval_shape(lambda p, x: vae.decode_chunk(p, x, first=True), params, z)
+    return {"first": (lambda p, x: vae.decode_chunk(p, x, first=True)[0], (params, z)),
+            "later": (lambda p, x, c: vae.decode_chunk(p, x, c, first=False), (params, z, caches))}
+
+
+def _compile_child(spec: dict, folder: str) -> None:
+    """Child process: compile both chunks for one core, each's dumps moved to ``folder/<chunk>``."""
+    import jax
+
+    from svgtpu.compiler.compile import first_line, topology_device
+    job = DecodeJob(**spec)
+    sharding = jax.sharding.SingleDeviceSharding(topology_device(job.device))
+    dump, facts = Path(folder, "jf"), {}
+    for chunk, (fn, args) in programs(job).items():
+        specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), args)
+        start = time.perf_counter()
+        try:
+            compiled = jax.jit(fn).lower(*specs).compile()
+        except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
+            raise SystemExit(f"not compiled: {chunk} chunk: {first_line(e)}")
+        memory = compiled.memory_analysis()
+        facts[chunk] = {"compile_s": time.perf_counter() - start,
+                        "hbm_temp_bytes": int(memory.temp_size_in_bytes) if memory else None}
+        shutil.move(str(dump), Path(folder, chunk))
+    Path(folder, "facts.json").write_text(json.dumps(facts))
+
+
+def compile_decode(job: DecodeJob) -> dict:
+    """Compile ``job``'s two chunks in a child process with the dumps on and read them: per chunk its static
+    cycles (fusions and the top-level program), its matmul FLOPs, its largest ops; or ``{"refused": reason}``."""
+    from svgtpu.compiler.dumps import child_env, run_child
+    from svgtpu.compiler.fusions import read_dump
+    with tempfile.TemporaryDirectory() as tmp:
+        code = (f"import json, svgtpu.compiler.vae_decode as m; "
+                f"m._compile_child(json.loads({json.dumps(json.dumps(dataclasses.asdict(job)))}), {tmp!r})")
+        done = run_child(code, child_env(Path(tmp, "jf")), job.name)
+        if done.returncode:
+            return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
+        facts = json.loads(Path(tmp, "facts.json").read_text())
+        chunks = {}
+        for chunk in CHUNKS:
+            reading = read_dump(Path(tmp, chunk))
+            ops = sorted(reading["ops"], key=lambda r: -r["cycles"])
+            fusions = sum(r["cycles"] for r in ops)
+            chunks[chunk] = {**facts[chunk], "cycles": fusions + reading["top_level"]["cycles"],
+                             "fusion_cycles": fusions, "top_level": reading["top_level"],
+                             "flops": sum(r["flops"] for r in ops), "ops": len(ops),
+                             "dynamic_ops": sum(r["dynamic_loops"] > 0 for r in ops),
+                             "unmatched": reading["unmatched"], "largest_ops": ops[:12]}
+    from svgtpu.tpu_env import package_version
+    T, h, w = job.latent
+    return {"job": dataclasses.asdict(job), "name": job.name, "provenance": f"compiled-{job.device}",
+            "latent": {"T": T, "h": h, "w": w}, "chunks": chunks,
+            "versions": {"jax": package_version("jax"), "libtpu": package_version("libtpu")}}
+
+
+def cached_compile_decode(job: DecodeJob) -> dict:
+    """:func:`compile_decode`, a record (:func:`svgtpu.compiler.dumps.cached`) in ``vae-decode/`` keyed by the job
+    and :data:`SOURCES`."""
+    from svgtpu.compiler.dumps import cached
+    return cached("vae-decode", job.name, {"job": dataclasses.asdict(job)}, SOURCES, lambda: compile_decode(job))
+
+
+__all__ = ["SOURCES", "CHUNKS", "DEVICES", "DecodeJob", "programs", "compile_decode", "cached_compile_decode"]
