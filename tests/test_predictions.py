@@ -141,6 +141,19 @@ def test_markdown_for_the_paper():
         in table and "`synthetic-test`" in table
 
 
+def test_the_claim_table_judges_a_run_at_the_prediction_by_the_noise_floor_not_the_models_width():
+    # C5 predicted at 1.99, the model's interval 16 % wide: a run measuring 1.99 with its rounds agreeing has the
+    # interval 1.99 +- 2 % (the noise floor), 4 % wide, holding 2: reproduced (the model's width read as a run's
+    # spread, 20.2 % wide, would say consistent); C4 at 1.14 across 1 in its interval: direction only
+    quantities = {"block_attention_exponent_splash": {"value": 1.99, "interval": [1.83, 2.15], "width_from": ["a"]},
+                  "kernels_1440p_fast_path_speedup_svg": {"value": 1.14, "interval": [0.91, 1.42], "width_from": ["b"]}}
+    table = prediction_outcomes.claim_table({"date": "2099-01-01", "file": "x.json", "quantities": {"v6e-8": quantities}})
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines() if line.startswith("| C")}
+    assert rows["C5"][5] == "below 2 (its interval reaches across 2)" and rows["C5"][6] == "reproduced"
+    assert rows["C4"][5] == "above 1 (its interval reaches across 1)" and rows["C4"][6] == "direction only"
+    assert rows["C2"][1] == "—"   # no prediction of its quantity in this file
+
+
 def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value():
     from svgtpu.costmodel.sensitivity import reachable_end
     from svgtpu.costmodel.validate import Unreachable

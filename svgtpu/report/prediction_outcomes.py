@@ -156,8 +156,9 @@ def markdown(predictions: dict | None, runs) -> str:
 def claim_table(predictions: dict | None) -> str:
     """Per claim a run decides: the quantity its verdict reads (:func:`flips`, on v6e-8 where the slice has it), the
     predicted value and interval of the frozen file ``predictions``, the flip threshold, which side the package
-    expects (:func:`expects`) and the verdict a measurement at the prediction would give (its interval widened by
-    the noise floor: :func:`_verdict`); the README's and the paper's ``tpu-claim-predictions`` block."""
+    expects (:func:`expects`) and the verdict a run measuring the predicted value would give, its rounds agreeing
+    (its interval the noise floor alone, :func:`_verdict`: the model's interval is the model's uncertainty, not a
+    run's spread); the README's and the paper's ``tpu-claim-predictions`` block."""
     if predictions is None:
         return "No predictions have been frozen yet."
     lines = [f"Per claim, from the predictions frozen on {predictions['date']} (`{predictions.get('file', '')}`):", "",
@@ -176,9 +177,10 @@ def claim_table(predictions: dict | None) -> str:
         slice_, qid, p, flip = found
         sources = p["width_from"] if "width_from" in p else width_sources(p.get("swings", {}), p["value"])
         width = ", ".join(sources) or "no named source moves it: zero width"
+        at_prediction = {"value": p["value"], "interval": [p["value"], p["value"]]}
         lines.append(f"| {claim} | {qid} ({slice_}) | {p['value']:.4g} | {p['interval'][0]:.4g} – "
                      f"{p['interval'][1]:.4g} | {flip['threshold']:g} ({flip['rule']}) | {expects(p, flip)} | "
-                     f"{_verdict(flip, p, 'a run at the prediction').split(' ', 1)[1]} | {width or '—'} |")
+                     f"{_verdict(flip, at_prediction, 'a run at the prediction').split(' ', 1)[1]} | {width or '—'} |")
     return "\n".join(lines)
 
 
