@@ -13,9 +13,8 @@ such a ratio where its static schedules put it.  Where a named source already pr
 (the sparse speedups: ``sparse_stretch``, sparse tiles against dense ones) it is not counted twice.  Each quantity
 also says which measured values would **refute the prediction** (the measured interval, its IQR widened by the
 noise floor, wholly outside the predicted one) and, where a claim's verdict reads it, which would **flip the
-verdict** (the rule's threshold:
-``docs/verdicts.md``): C2's interval rule around 0.882 on the 1440p share, C4's direction rule at 1 on the fast
-path's speedup.  The claims' current verdict values (``figures/results.json``) are recorded beside them.
+verdict** (the rule's threshold: ``docs/verdicts.md``): C2's interval rule around 0.882 on the 1440p share, C4's
+direction rule at 1 on the fast path's speedup, C5's interval rule around 2 on the Splash exponent.  The claims' current verdict values (``figures/results.json``) are recorded beside them.
 
 A predictions file is dated (``figures/predictions/<date>.json``), committed, and never edited after its date:
 ``tests/test_predictions.py`` compares each committed file's sha256 with the one listed in
