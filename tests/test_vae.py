@@ -28,6 +28,7 @@ def small():
     return params, jax.jit(lambda p, z: vae.decode(p, z, SMALL))
 
 
+@pytest.mark.system   # decoding runs (CPU compiles of every chunk): the system tier; make test keeps the FLOP count
 def test_decode_shapes_and_causality(small):
     params, decode = small
     z = _latent(3, 3, 5)                                   # odd sizes: no tile multiple anywhere
@@ -39,6 +40,7 @@ def test_decode_shapes_and_causality(small):
     assert np.abs(out[:, 5:] - later[:, 5:]).max() > 1e-3
 
 
+@pytest.mark.system
 def test_chunked_decode_matches_the_whole_clip_at_once():
     # without temporal upsampling every chunk is alike: frame by frame with the caches must equal every frame at
     # once with zeros before the first (the causal convolutions' padding), which shares no cache code path
