@@ -7,7 +7,7 @@ import pytest
 from svgtpu.cli import main
 from svgtpu.geometry import VideoGeometry
 from svgtpu.masks.families import RadialMask, STAMask
-from svgtpu.bench.methods import method_table, radial_for_density, sta_for_density
+from svgtpu.bench.methods import Tiles, method_table, radial_for_density, sta_for_density
 from svgtpu.attention.svg2 import SVG2Config
 from svgtpu.setting import PRODUCTION, Setting
 
@@ -31,7 +31,7 @@ def test_sta_for_density_searches_every_window():
 
 
 def test_method_table_without_activations_has_aligned_rows():
-    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=SVG2Config(**TILE),
+    rows = method_table(TOY, 0.3, qk=None, tiles=Tiles(128, 128), sta_tile=(2, 8, 8), svg2=SVG2Config(**TILE),
                         progress=False)
     assert [r["method"] for r in rows] == ["svg", "svg-aligned", "sta", "sta-aligned", "radial", "radial-aligned"]
     for row in rows:
@@ -104,7 +104,7 @@ def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
     assert masks == svg2_assumed_masks(TOY, 0.3, config, count=3, seed=1) and masks[0] != masks[1]
     for m in masks:  # each query cluster keeps key clusters until they hold 0.3 L keys: slightly more
         assert 0.3 <= m.density() < 0.3 + 3 / 32
-    rows = method_table(TOY, 0.3, qk=None, block_q=128, block_kv=128, sta_tile=(2, 8, 8), svg2=config,
+    rows = method_table(TOY, 0.3, qk=None, tiles=Tiles(128, 128), sta_tile=(2, 8, 8), svg2=config,
                         svg2_assumed=True, progress=False)
     assert [r["method"] for r in rows][2:4] == ["svg2", "svg2-aligned"] and "assumed" in rows[2]["clusters"]
 

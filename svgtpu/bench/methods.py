@@ -62,16 +62,18 @@ def capture_qk(params, config, *, seed: int = 0, t: float = CAPTURE_T, batch: in
 
 
 class Tiles(NamedTuple):
-    """Kernel tile sizes; ``snap=True`` means the method's mask is snapped to them before use."""
+    """The kernel's tile, one value (the functions here take it whole, never its sides as loose numbers);
+    ``snap=True`` means the method's mask is snapped to it before use."""
 
     block_q: int
     block_kv: int
-    snap: bool
+    snap: bool = False
 
 
-def _kept(mask: Mask, tiles: Tiles) -> float:
-    """Kept fraction of the mask the kernel runs: ``mask`` itself, or snapped to ``tiles``."""
-    return (align(mask, tiles.block_q, tiles.block_kv, "snap") if tiles.snap else mask).density()
+def _kept(mask: Mask, tiles: Tiles | None) -> float:
+    """Kept fraction of the mask the kernel runs: ``mask`` itself (``tiles`` ``None`` or not snapping), or
+    snapped to ``tiles``."""
+    return (align(mask, tiles.block_q, tiles.block_kv, "snap") if tiles and tiles.snap else mask).density()
 
 
 def _closest(candidates, target: float, kept) -> object:
@@ -101,19 +103,20 @@ def svg_for_density(geometry: VideoGeometry, target: float, tiles: Tiles) -> Ban
 def radial_for_density(geometry: VideoGeometry, target: float, tiles: Tiles | None = None,
                        sink_frames: int = 0) -> RadialMask:
     """Radial mask whose ``window_fraction`` (a grid of 200 values; snapping makes the kept fraction
-    step-like, so no bisection) gives the run mask's kept fraction closest to ``target``."""
-    tiles = tiles or Tiles(128, 128, False)
+    step-like, so no bisection) gives the run mask's kept fraction closest to ``target`` (``tiles`` ``None``:
+    the mask itself, unsnapped)."""
     candidates = [RadialMask(geometry, sink_frames, float(f)) for f in np.linspace(0.005, 1.0, 200)]
     return _closest(candidates, target, lambda m: _kept(m, tiles))
 
 
-def sta_for_density(geometry: VideoGeometry, target: float, tile: tuple[int, int, int],
+def sta_for_density(geometry: VideoGeometry, target: float, sta_tile: tuple[int, int, int],
                     tiles: Tiles | None = None) -> STAMask:
-    """STA mask with ``tile`` and the window (tiles per axis) whose run mask's kept fraction is closest
-    to ``target``: every window by :meth:`STAMask.density` (no tile table), then, when snapping, the
-    12 nearest re-ranked by their snapped kept fraction."""
-    grid = STAMask(geometry, tile, (1, 1, 1)).tile_grid
-    masks = sorted((STAMask(geometry, tile, w) for w in itertools.product(*(range(1, n + 1) for n in grid))),
+    """STA mask with STA's tile ``sta_tile`` (tokens per axis, not the kernel's) and the window (STA tiles per
+    axis) whose run mask's kept fraction is closest to ``target``: every window by :meth:`STAMask.density` (no
+    tile table), then, when snapping to the kernel's ``tiles``, the 12 nearest re-ranked by their snapped kept
+    fraction."""
+    grid = STAMask(geometry, sta_tile, (1, 1, 1)).tile_grid
+    masks = sorted((STAMask(geometry, sta_tile, w) for w in itertools.product(*(range(1, n + 1) for n in grid))),
                    key=lambda m: abs(m.density() - target))
     if tiles is None or not tiles.snap:
         return masks[0]
@@ -123,8 +126,8 @@ def sta_for_density(geometry: VideoGeometry, target: float, tile: tuple[int, int
 def svg2_for_density(qk: list[tuple], target: float, config: SVG2Config,
                      tiles: Tiles | None = None) -> tuple[float, list[Selection]]:
     """``(top_p, selections per layer)``: the ``top_p`` whose run masks' mean kept fraction over every
-    layer and head is closest to ``target``, by bisection (kept pairs grow with ``top_p``)."""
-    tiles = tiles or Tiles(128, 128, False)
+    layer and head is closest to ``target``, by bisection (kept pairs grow with ``top_p``); the run masks are
+    snapped to ``tiles`` if it snaps (``None``: the masks themselves)."""
 
     def selections(top_p):
         c = dataclasses.replace(config, top_p=top_p)
@@ -197,19 +200,19 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
     return [align(m, tiles.block_q, tiles.block_kv, "snap") for m in unsnapped], knob
 
 
-def _stats(mask: Mask, block_q: int, block_kv: int, head_seconds=None) -> dict:
-    """Kept fraction, partial share and tile density of ``mask``; with ``head_seconds`` (a function of
-    the tile counts and empty-row steps) also its modeled time for one head."""
-    tiles = classify(mask, block_q, block_kv)
-    stats = tiles.stats
+def _stats(mask: Mask, tiles: Tiles, head_seconds=None) -> dict:
+    """Kept fraction, partial share and tile density of ``mask`` at ``tiles``; with ``head_seconds`` (a
+    function of the tile counts and empty-row steps) also its modeled time for one head."""
+    kinds = classify(mask, tiles.block_q, tiles.block_kv)
+    stats = kinds.stats
     row = {"kept_fraction": mask.density(), "partial_share": stats.partial_share, "tile_density": stats.density}
     if head_seconds is not None:  # a q row without any computed tile still takes a step that writes zeros
-        row["head_seconds"] = head_seconds(stats, int(np.sum((tiles.kinds == EMPTY).all(axis=1))))
+        row["head_seconds"] = head_seconds(stats, int(np.sum((kinds.kinds == EMPTY).all(axis=1))))
     return row
 
 
-def _mean_stats(masks: list[Mask], block_q: int, block_kv: int, head_seconds=None) -> dict:
-    rows = [_stats(m, block_q, block_kv, head_seconds) for m in masks]
+def _mean_stats(masks: list[Mask], tiles: Tiles, head_seconds=None) -> dict:
+    rows = [_stats(m, tiles, head_seconds) for m in masks]
     return {key: float(np.mean([r[key] for r in rows])) for key in rows[0]}
 
 
@@ -236,7 +239,7 @@ def check_kept_fractions(kept_fractions) -> list[float]:
     return sorted(float(t) for t in kept_fractions)
 
 
-def _matched_variants(geometry: VideoGeometry, target: float, *, qk, block_q: int, block_kv: int, sta_tile,
+def _matched_variants(geometry: VideoGeometry, target: float, *, qk, tiles: Tiles, sta_tile,
                       svg2: SVG2Config, svg2_assumed: bool, variants=VARIANTS, progress: bool = True):
     """``(variant, masks, knob)`` for each variant matched to ``target`` on its own (SVG2 left out
     without ``qk`` unless ``svg2_assumed``)."""
@@ -244,22 +247,21 @@ def _matched_variants(geometry: VideoGeometry, target: float, *, qk, block_q: in
         method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
         if method == "svg2" and qk is None and not svg2_assumed:
             continue
-        masks, knob = matched(method, geometry, target, Tiles(block_q, block_kv, snap), sta_tile=sta_tile, qk=qk,
+        masks, knob = matched(method, geometry, target, tiles._replace(snap=snap), sta_tile=sta_tile, qk=qk,
                               svg2=svg2)
         yield name, masks, knob
 
 
-def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | None, block_q: int, block_kv: int,
+def method_table(geometry: VideoGeometry, target: float, *, qk: list[tuple] | None, tiles: Tiles,
                  sta_tile: tuple[int, int, int], svg2: SVG2Config, svg2_assumed: bool = False,
                  progress: bool = True) -> list[dict]:
     """One row per method variant (``-aligned``: snapped), each matched to ``target`` on its own:
-    its knob, kept fraction, partial share and tile density at ``block_q x block_kv``; SVG2 rows
+    its knob, kept fraction, partial share and tile density at the kernel's ``tiles``; SVG2 rows
     average every layer and head of ``qk``; without ``qk`` they use :func:`svg2_assumed_masks` if
     ``svg2_assumed``, else they are left out."""
     sta_tile = check_settings(target, sta_tile)
-    return [{"method": name, **_mean_stats(masks, block_q, block_kv), **knob}
-            for name, masks, knob in _matched_variants(geometry, target, qk=qk, block_q=block_q, block_kv=block_kv,
-                                                       sta_tile=sta_tile, svg2=svg2, svg2_assumed=svg2_assumed,
+    return [{"method": name, **_mean_stats(masks, tiles), **knob}
+            for name, masks, knob in _matched_variants(geometry, target, qk=qk, tiles=tiles, sta_tile=sta_tile, svg2=svg2, svg2_assumed=svg2_assumed,
                                                        progress=progress)]
 
 
@@ -294,13 +296,14 @@ def method_costs(kept_fractions, setting: Setting, *, variants=VARIANTS,
     svg2 = (SVG2Config(**WAN_CLUSTERS, block_q=block_q, block_kv=block_kv) if svg2 is None   # the setting's tile
             else dataclasses.replace(svg2, block_q=block_q, block_kv=block_kv))
 
-    dense = _stats(DenseMask(geometry.L), block_q, block_kv, setup.head_seconds)
+    tiles = Tiles(block_q, block_kv)
+    dense = _stats(DenseMask(geometry.L), tiles, setup.head_seconds)
     rows = [{"method": "dense", "kept_target": 1.0, **dense}]
     for target in kept_fractions:
-        for name, masks, knob in _matched_variants(geometry, target, qk=None, block_q=block_q, block_kv=block_kv,
+        for name, masks, knob in _matched_variants(geometry, target, qk=None, tiles=tiles,
                                                    sta_tile=sta_tile, svg2=svg2, svg2_assumed=True,
                                                    variants=variants, progress=progress):
-            row = _mean_stats(masks, block_q, block_kv, setup.head_seconds)
+            row = _mean_stats(masks, tiles, setup.head_seconds)
             rows.append({"method": name, "kept_target": target, **row, **knob})
     for row in rows:
         row["attention_ratio"] = row["head_seconds"] / dense["head_seconds"]
@@ -408,18 +411,19 @@ TOY_SETTING = {"block_q": SMALL_TILE.block_q, "block_kv": SMALL_TILE.block_kv, "
                "k_clusters": 32}
 
 
-def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: str | None = None,
-                   block_q: int | None = None, block_kv: int | None = None, sta_tile=None,
+def methods_report(checkpoint, kept: float, *, tiles: Tiles, costs: bool = False, geometry: str | None = None,
+                   sta_tile=None,
                    q_clusters: int | None = None, k_clusters: int | None = None, svg2_assumed: bool = False,
                    seed: int = 0, t: float = CAPTURE_T) -> dict:
     """``svgtpu methods``: every method matched to ``kept``.  Without ``costs``, :func:`method_table` at
     the toy DiT's geometry (``geometry``: another; SVG2 rows from the checkpoint's captured ``q, k`` there
-    only); with ``costs``, :func:`method_costs` at :data:`COST_SETTING`.  ``None`` settings take the
-    defaults of :data:`TOY_SETTING` / :data:`COST_SETTING`."""
+    only); with ``costs``, :func:`method_costs` at :data:`COST_SETTING`, at the kernel's ``tiles`` (the command
+    line applies :data:`TOY_SETTING`'s or :data:`COST_SETTING`'s).  ``None`` settings take the defaults of
+    :data:`TOY_SETTING` / :data:`COST_SETTING`."""
     from svgtpu.geometry import get_geometry
     from svgtpu.facts.results import provenance
     defaults = COST_SETTING if costs else TOY_SETTING
-    block_q, block_kv = block_q or defaults["block_q"], block_kv or defaults["block_kv"]
+    block_q, block_kv = tiles.block_q, tiles.block_kv
     sta_tile = check_settings(kept, defaults["sta_tile"] if sta_tile is None else sta_tile)
     svg2 = SVG2Config(q_clusters=q_clusters or defaults["q_clusters"], k_clusters=k_clusters or defaults["k_clusters"],
                       block_q=block_q, block_kv=block_kv)
@@ -432,8 +436,7 @@ def methods_report(checkpoint, kept: float, *, costs: bool = False, geometry: st
     g = get_geometry(geometry) if geometry else config.geometry
     same = (g.T, g.H, g.W) == (config.geometry.T, config.geometry.H, config.geometry.W)
     qk = capture_qk(params, config, seed=seed, t=t) if same else None
-    rows = method_table(g, kept, qk=qk, block_q=block_q, block_kv=block_kv, sta_tile=sta_tile, svg2=svg2,
-                        svg2_assumed=svg2_assumed)
+    rows = method_table(g, kept, qk=qk, tiles=tiles, sta_tile=sta_tile, svg2=svg2, svg2_assumed=svg2_assumed)
     return {"checkpoint": str(checkpoint), "geometry": str(g), "L": g.L, "kept_target": kept, "block_q": block_q,
             "block_kv": block_kv, "seed": seed, "t": t, "rows": rows, "provenance": provenance("computed"),
             "costs": False}

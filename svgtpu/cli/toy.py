@@ -165,12 +165,14 @@ def _methods_arguments(p: argparse.ArgumentParser) -> None:
 @command("methods", "SVG, SVG2, STA and radial masks at a matched kept fraction: partial share, tile density "
                     f"(--costs: and modeled attention time at {PRODUCTION.resolution} on {PRODUCTION.device})", _methods_arguments)
 def run_methods(args):
-    from svgtpu.bench.methods import format_methods, methods_report
+    from svgtpu.bench.methods import COST_SETTING, TOY_SETTING, Tiles, format_methods, methods_report
     from svgtpu.geometry import parse_sizes
 
     sta_tile = parse_sizes(args.sta_tile, 3, "--sta-tile (TxHxW)") if args.sta_tile is not None else None
-    result = methods_report(args.checkpoint, args.kept, costs=args.costs, geometry=args.geometry,
-                            block_q=args.block_q, block_kv=args.block_kv, sta_tile=sta_tile,
+    defaults = COST_SETTING if args.costs else TOY_SETTING   # the tile's default, applied here at the edge
+    tiles = Tiles(args.block_q or defaults["block_q"], args.block_kv or defaults["block_kv"])
+    result = methods_report(args.checkpoint, args.kept, tiles=tiles, costs=args.costs, geometry=args.geometry,
+                            sta_tile=sta_tile,
                             q_clusters=args.q_clusters, k_clusters=args.k_clusters,
                             svg2_assumed=args.svg2_assumed, seed=args.seed, t=args.t)
     return result, format_methods(result)
