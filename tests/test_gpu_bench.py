@@ -401,7 +401,7 @@ def test_a_variant_that_cannot_run_on_this_backend_says_why_in_words():
         pytest.skip("on a GPU cuDNN runs: there is no reason to give")
     g = get_geometry("2x8x10")
     q = k = v = jax.numpy.zeros((2, g.L, 128), jax.numpy.bfloat16)
-    masks = gpu.svg_masks(g, gpu.SMOKE.kept, gpu.SMOKE.block_q, gpu.SMOKE.block_kv)
+    masks = gpu.svg_masks(g, gpu.SMOKE)
     cudnn = gpu.peer_variants(q, k, v, g, gpu.SMOKE, True, masks)["cudnn-dense"]
     assert cudnn.call is None and cudnn.reason == f"cuDNN runs on an NVIDIA GPU only; this backend is {jax.default_backend()}"
 

@@ -207,7 +207,7 @@ def check_variants(geometry: str, heads: int, sizes: Sizes, budget: Budget, inte
     data = [rng.standard_normal((heads, L, 128)).astype(jnp.bfloat16) for _ in range(3)]  # rounded on the host
     q, k, v = (jnp.asarray(x) for x in data)
     variants = attention_variants(q, k, v, g, sizes, interpret, per_head=True)
-    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv) | {"per-head": per_head_masks(g, heads)}
+    masks = svg_masks(g, sizes) | {"per-head": per_head_masks(g, heads)}
     references: dict = {}
 
     def reference(variant: Variant):
@@ -342,11 +342,12 @@ def _hld(L: int):
 
 
 @functools.lru_cache(maxsize=8)
-def svg_masks(g, kept: float, block_q: int, block_kv: int) -> dict:
-    """The dense, SVG (kept fraction ``kept``) and tile-aligned SVG masks of geometry ``g``, made once per run
-    (at 1440p their tile counts take seconds; attention and block sections share them and their plans)."""
-    svg = svg_mask(g, kept=kept)
-    return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, block_q, block_kv, "snap")}
+def svg_masks(g, sizes: Sizes) -> dict:
+    """The dense, SVG (the run's kept fraction) and tile-aligned SVG (the run's tile) masks of geometry ``g``,
+    made once per run (at 1440p their tile counts take seconds; attention and block sections share them and their
+    plans)."""
+    svg = svg_mask(g, kept=sizes.kept)
+    return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, sizes.block_q, sizes.block_kv, "snap")}
 
 
 #: Largest per-head mask a variant takes: a bool ``[heads, L, L]`` array (the kernels take no per-head mask objects).
@@ -431,7 +432,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
     (``ours-mgpu-*``: :mod:`svgtpu.kernels.mosaic_gpu`), per-head masks (``per_head``: where their ``[heads, L, L]``
     array fits), and the extra Triton launch settings of ``sizes.tunings``."""
     heads, L, d = q.shape
-    masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
+    masks = svg_masks(g, sizes)
     tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
     launch = sizes.launch or {}
     variants = peer_variants(q, k, v, g, sizes, interpret, masks)
@@ -460,7 +461,7 @@ def attention_variants(q, k, v, g, sizes: Sizes, interpret: bool, per_head: bool
         f = jax.jit(functools.partial(gpu_block_sparse_attention, mask=masks["dense"], gpu_block_q=bq,
                                       gpu_block_kv=bkv, num_warps=warps, num_stages=stages, interpret=interpret,
                                       **tiles))
-        variants[tuning_name(bq, bkv, warps, stages)] = Variant(functools.partial(f, q, k, v),
+        variants[tuning_name((bq, bkv, warps, stages))] = Variant(functools.partial(f, q, k, v),
                                                                 variants["ours-dense"].info)
     return variants
 
@@ -485,7 +486,9 @@ def mgpu_name(label: str, fast_path: bool, consumers: int, stages: int) -> str:
             + ("" if consumers == 2 else f"-wg{consumers}") + ("" if stages == 2 else f"-s{stages}"))
 
 
-def tuning_name(bq: int, bkv: int, warps: int, stages: int) -> str:
+def tuning_name(tuning: tuple[int, int, int, int]) -> str:
+    """The variant name of one of :attr:`Sizes.tunings`: ``ours-dense-128x64-w8-s2``."""
+    bq, bkv, warps, stages = tuning
     return f"ours-dense-{bq}x{bkv}-w{warps}-s{stages}"
 
 
@@ -499,7 +502,7 @@ def variant_names(sizes: Sizes) -> tuple[str, ...]:
     """Every attention variant a run of ``sizes`` can make, in :func:`attention_variants`' order (the names
     ``--variants`` takes)."""
     return (*PEER_NAMES, *(triton_name(*v) for v in OURS_TRITON), *(mgpu_name(*v) for v in OURS_MGPU), PER_HEAD,
-            *(tuning_name(*t) for t in sizes.tunings))
+            *(tuning_name(t) for t in sizes.tunings))
 
 
 def launch_settings(sizes: Sizes, triton_choice: dict) -> dict:
@@ -512,7 +515,7 @@ def launch_settings(sizes: Sizes, triton_choice: dict) -> dict:
             "jax_mosaic_flash": JAX_MOSAIC_TUNING | {"dtype": "float16"},
             "jax_triton_flash": {"sm_scale": "1/sqrt(d)", "block sizes": "jax's defaults"},
             "flex": f"torch.compile(flex_attention), default kernel options, BLOCK_SIZE {sizes.block_q}",
-            "tunings_swept": [tuning_name(*t) for t in sizes.tunings]}
+            "tunings_swept": [tuning_name(t) for t in sizes.tunings]}
 
 
 def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, interpret: bool,
@@ -535,7 +538,7 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
     times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
     skipped |= not_timed
     spots = spot_checks({n: variants[n] for n in times}, q, k, v,
-                        svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv), budget)
+                        svg_masks(g, sizes), budget)
     base = "ours-dense" if "ours-dense" in times else None
     rows = []
     for name, variant in variants.items():
@@ -636,7 +639,7 @@ def preflight(sizes: Sizes) -> list[dict]:
         if kind != "attention":
             continue
         g = get_geometry(geometry)
-        masks = svg_masks(g, sizes.kept, sizes.block_q, sizes.block_kv)
+        masks = svg_masks(g, sizes)
         x = jax.ShapeDtypeStruct((heads, g.L, 128), jnp.bfloat16)
         for label, fast_path, consumers, stages in OURS_MGPU:
             name = mgpu_name(label, fast_path, consumers, stages)
@@ -765,18 +768,19 @@ def compare_with_model(rows: list[dict], modeled: dict) -> dict:
 
 # -- 4. end to end, extrapolated ----------------------------------------------------------------
 
-def extrapolate(block: dict, sizes: Sizes) -> dict | None:
-    """Seconds of one video from one block's time: ``layers x steps x 2`` passes (CFG), dense and with
-    SVG's schedule (the cost model's dense warm-up steps and layers).  ``None`` without the timings."""
-    rows = {r["attention"]: r for r in block["rows"] if r["status"] == "ok"}
+def extrapolate(section: dict, sizes: Sizes) -> dict | None:
+    """Seconds of one video from one block section's time (``section``: its result): ``layers x steps x 2``
+    passes (CFG), dense and with SVG's schedule (the cost model's dense warm-up steps and layers).  ``None``
+    without the timings."""
+    rows = {r["attention"]: r for r in section["rows"] if r["status"] == "ok"}
     dense = rows.get("dense-cudnn") or rows.get("dense-ours")
     sparse = rows.get("svg-aligned-ours")
     if dense is None:
         return None
     layers, steps, passes = sizes.block.layers, sizes.steps, 2
-    out = {"geometry": block["geometry"], "dense_kernel": "cudnn" if "dense-cudnn" in rows else "ours",
+    out = {"geometry": section["geometry"], "dense_kernel": "cudnn" if "dense-cudnn" in rows else "ours",
            "dense_s": passes * steps * layers * dense["block_s"], "label": "extrapolated-from-measured-block"}
-    schedule = block["modeled"]
+    schedule = section["modeled"]
     if sparse is not None and "dense_steps" in schedule:
         dense_calls, sparse_calls = layer_calls(steps, layers, schedule["dense_steps"], schedule["dense_layers"])
         out["svg_s"] = passes * (dense_calls * dense["block_s"] + sparse_calls * sparse["block_s"])
