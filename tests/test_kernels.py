@@ -404,7 +404,7 @@ def test_fast_path_and_config_must_be_what_they_say():
 
 def test_op_counts_show_no_masking_on_full_tiles_with_fast_path():
     from svgtpu.bench.kernel_timing import bench_ops
-    rows = bench_ops("2x8x20", block_q=128, block_kv=128, head_dim=64)["rows"]
+    rows = bench_ops("2x8x20", tile=KernelConfig(128, 128), head_dim=64)["rows"]
     by = {(r["mask"], r["fast_path"], r["tile"]): r for r in rows}
     for mask in ("svg", "temporal-frame-major"):
         fast_full, slow_full = by[(mask, True, "full")], by[(mask, False, "full")]

@@ -14,11 +14,11 @@
 
 from __future__ import annotations
 
-import textwrap
-
+import dataclasses
 import functools
 import math
 import statistics
+import textwrap
 from collections import Counter
 from typing import Callable
 
@@ -49,15 +49,17 @@ def xla_dense_attention(q, k, v):
     return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1).astype(v.dtype), v).astype(q.dtype)
 
 
-def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv_compute, interpret):
-    """``name -> (jitted fn(q, k, v), mask or None)`` for every variant of the benchmark."""
+def _variants(geometry, multiplier: float, tile: KernelConfig, interpret):
+    """``name -> (jitted fn(q, k, v), mask or None)`` for every variant of the benchmark, each at ``tile``'s
+    blocks (our kernel's fast path set per variant)."""
     g = get_geometry(geometry)
     dense, svg = DenseMask(g.L), svg_mask(g, multiplier)
-    aligned = align(svg, block_q, block_kv, "snap")
-    blocks = dict(block_q=block_q, block_kv=block_kv, block_kv_compute=block_kv_compute, interpret=interpret)
+    aligned = align(svg, tile.block_q, tile.block_kv, "snap")
+    blocks = dict(block_q=tile.block_q, block_kv=tile.block_kv, block_kv_compute=tile.block_kv_compute,
+                  interpret=interpret)
 
     def ours(mask, fast_path):  # the Mosaic kernel, as the Splash and tokamax baselines next to it
-        config = KernelConfig(block_q, block_kv, block_kv_compute, fast_path=fast_path)
+        config = dataclasses.replace(tile, fast_path=fast_path)
         return jax.jit(lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic",
                                                     interpret=interpret))
 
@@ -83,20 +85,20 @@ def _variants(geometry, multiplier: float, block_q: int, block_kv: int, block_kv
     }
 
 
-def bench_kernels(geometry: str, *, block_q: int, block_kv: int,
-                  block_kv_compute: int | None = None, heads: int = 2, head_dim: int = 128,
+def bench_kernels(geometry: str, *, tile: KernelConfig, heads: int = 2, head_dim: int = 128,
                   dtype: str = "float32", multiplier: float = 1.0, rounds: int = 9, repeats: int = 3,
                   seed: int = 0, interpret=None, progress: bool = True) -> dict:
-    """Time all variants interleaved; returns per-variant medians, paired ratios and headline numbers.
+    """Time all variants interleaved at ``tile``'s blocks (a :class:`KernelConfig`: its fast path is each
+    variant's); returns per-variant medians, paired ratios and headline numbers.
 
     Each round times every variant ``repeats`` times back to back and keeps the fastest call:
     other processes on a shared machine only ever add time, so the minimum filters their spikes.
     """
     g = get_geometry(geometry)
-    config = KernelConfig(block_q, block_kv, block_kv_compute)  # one clear line on bad tiles, before any work
+    block_q, block_kv = tile.block_q, tile.block_kv
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.standard_normal((heads, g.L, head_dim)), dtype) for _ in range(3))
-    variants = _variants(g, multiplier, block_q, block_kv, block_kv_compute, interpret)
+    variants = _variants(g, multiplier, tile, interpret)
     names = list(variants)
 
     times = interleaved_times({name: functools.partial(variants[name][0], q, k, v) for name in names},
@@ -124,7 +126,7 @@ def bench_kernels(geometry: str, *, block_q: int, block_kv: int,
         "backend": jax.default_backend(), "geometry": str(g), "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L,
         "multiplier": multiplier, "window": svg_mask(g, multiplier).window, "heads": heads,
         "head_dim": head_dim, "dtype": dtype, "block_q": block_q, "block_kv": block_kv,
-        "block_kv_compute": config.block_kv_compute,
+        "block_kv_compute": tile.block_kv_compute,
         "rounds": rounds, "repeats": repeats,
         "baseline": BASELINE,
         "variants": rows,
@@ -186,14 +188,14 @@ def _tile_branches(kernel_jaxpr, fast_path: bool) -> dict:
     return {"full": bodies[1], "partial": bodies[2]} if fast_path else {"full": bodies[1], "partial": bodies[1]}
 
 
-def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_compute: int | None = None,
-                   head_dim: int = 128, dtype: str = "float32") -> list[dict]:
-    """Per tile kind and fast path: primitives and output elements by category in the kernel body."""
+def count_tile_ops(mask, L: int, *, tile: KernelConfig, head_dim: int = 128, dtype: str = "float32") -> list[dict]:
+    """Per tile kind and fast path (both, whatever ``tile``'s): primitives and output elements by category in
+    the kernel body at ``tile``'s blocks."""
     masks = as_masks(mask, 1, L)
     x = jax.ShapeDtypeStruct((1, L, head_dim), dtype)
     rows = []
     for fast_path in (False, True):
-        config = KernelConfig(block_q, block_kv, block_kv_compute, fast_path=fast_path)
+        config = dataclasses.replace(tile, fast_path=fast_path)
         f = lambda q, k, v: block_sparse(q, k, v, masks, config=config, implementation="mosaic",  # noqa: E731
                                          interpret=True)
         kernel = pallas_kernel_body(jax.make_jaxpr(f)(x, x, x).jaxpr)
@@ -202,7 +204,7 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
             _count(body, ops, elements, mask_loads)
             vector = {c: n for c, n in ops.items() if c not in ("matmul", "memory")}
             rows.append({
-                "fast_path": fast_path, "tile": kind, "mask_source": tile_plan(masks, L, block_q, block_kv,
+                "fast_path": fast_path, "tile": kind, "mask_source": tile_plan(masks, L, tile.block_q, tile.block_kv,
                                                                                 fast_path).mask_source,
                 "matmul_ops": ops["matmul"], "vector_ops": sum(vector.values()),
                 "masking_ops": ops["masking"], "mask_block_loads": len(mask_loads),
@@ -214,18 +216,16 @@ def count_tile_ops(mask, L: int, *, block_q: int, block_kv: int, block_kv_comput
     return rows
 
 
-def bench_ops(geometry: str, *, block_q: int, block_kv: int,
-              block_kv_compute: int | None = None, head_dim: int = 128, dtype: str = "float32",
+def bench_ops(geometry: str, *, tile: KernelConfig, head_dim: int = 128, dtype: str = "float32",
               multiplier: float = 1.0) -> dict:
-    """Op counts for the SVG mask (partial tiles masked from iota) and the same mask in frame-major
-    temporal order (an arbitrary mask: partial tiles read a mask block)."""
-    block_kv_compute = KernelConfig(block_q, block_kv, block_kv_compute).block_kv_compute
+    """Op counts at ``tile``'s blocks for the SVG mask (partial tiles masked from iota) and the same mask in
+    frame-major temporal order (an arbitrary mask: partial tiles read a mask block)."""
+    block_q, block_kv, block_kv_compute = tile.block_q, tile.block_kv, tile.block_kv_compute
     g = get_geometry(geometry)
     svg, strided = svg_mask(g, multiplier), make_mask("temporal-frame-major", g, multiplier)
     rows = []
     for name, mask in (("svg", svg), ("temporal-frame-major", strided)):
-        for row in count_tile_ops(mask, g.L, block_q=block_q, block_kv=block_kv,
-                                  block_kv_compute=block_kv_compute, head_dim=head_dim, dtype=dtype):
+        for row in count_tile_ops(mask, g.L, tile=tile, head_dim=head_dim, dtype=dtype):
             rows.append({"mask": name, **row})
     plans = [{"mask": name, **tile_plan(mask, g.L, block_q, block_kv).as_dict()} for name, mask in (
         ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, block_q, block_kv)),

@@ -42,13 +42,14 @@ def _bench_ops_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _kernel_setting(args) -> dict:
-    """The kernel setting of ``bench kernels`` and ``bench ops``, its tile checked against the geometry first (as
-    ``explore`` and ``compile`` check it): a tile larger than the padded sequence is refused before any work."""
+    """The kernel setting of ``bench kernels`` and ``bench ops``, its tile one :class:`KernelConfig` (one clear line
+    on a bad tile) checked against the geometry first (as ``explore`` and ``compile`` check it): a tile larger
+    than the padded sequence is refused before any work."""
     from svgtpu.geometry import get_geometry
-    from svgtpu.kernels.config import check_blocks_cover
+    from svgtpu.kernels.config import KernelConfig, check_blocks_cover
     check_blocks_cover(args.block_q, args.block_kv, get_geometry(args.geometry, "--geometry").L)
-    return dict(block_q=args.block_q, block_kv=args.block_kv, block_kv_compute=args.block_kv_compute,
-                head_dim=args.head_dim, dtype=args.dtype, multiplier=args.multiplier)
+    tile = KernelConfig(args.block_q, args.block_kv, args.block_kv_compute)
+    return dict(tile=tile, head_dim=args.head_dim, dtype=args.dtype, multiplier=args.multiplier)
 
 
 @command("bench kernels", "interleaved interpret-mode timings of the attention variants (ours, Splash, tokamax)",
@@ -68,7 +69,9 @@ def run_bench_ops(args):
     result = bench_ops(args.geometry, **setting)
     if args.compiled:
         from svgtpu.compiler.llo import compiled_ops
-        result["compiled"] = compiled_ops(args.geometry, progress=not args.json, **setting)
+        tile = setting.pop("tile")   # the compiler's entry point takes the tile's sides
+        result["compiled"] = compiled_ops(args.geometry, progress=not args.json, block_q=tile.block_q,
+                                          block_kv=tile.block_kv, block_kv_compute=args.block_kv_compute, **setting)
     return result, format_ops(result)
 
 
