@@ -37,7 +37,7 @@ def flex_block_lists(mask: Mask, block: int) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
-def _mask_mod(mask: Mask, block: int, device):
+def _mask_mod(mask: Mask, device):
     """``mask_mod(b, h, q_idx, kv_idx)`` of ``mask`` for FlexAttention (partial tiles only), or ``None``."""
     import torch
     if isinstance(mask, DenseMask):
@@ -86,7 +86,7 @@ def torch_peers(q, k, v, masks: dict[str, Mask], block: int) -> dict[str, tuple]
     for name in ("flex-dense", "flex-svg", "flex-aligned"):
         mask = masks[PEERS[name]]
         lists = [torch.as_tensor(a, device=device)[None, None] for a in flex_block_lists(mask, block)]
-        block_mask = BlockMask.from_kv_blocks(*lists, BLOCK_SIZE=block, mask_mod=_mask_mod(mask, block, device),
+        block_mask = BlockMask.from_kv_blocks(*lists, BLOCK_SIZE=block, mask_mod=_mask_mod(mask, device),
                                               seq_lengths=(L, L))
         peers[name] = (lambda bm=block_mask: synced(flex(tq, tk, tv, block_mask=bm)), None)
     return peers
