@@ -26,13 +26,14 @@ def block_record(model: str, resolution: str, device: str, variant: str) -> dict
     return json.loads(gzip.decompress(found[0].read_bytes()))["value"] | {"record": found[0].name}
 
 
-def collective_seconds(block: dict, device: DeviceSpec, efficiency: Efficiency) -> dict[str, float]:
-    """ICI seconds per device of the block's collectives, per kind: all-to-alls among the sequence group (a line
-    of chips along the slice's long side, as MaxDiffusion's context axis), each as large as its share of the
-    compiled bytes; all-gathers as one gather of their compiled bytes over the same group."""
-    group = block["plan"]["mesh"]["seq"] // device.cores
+def collective_seconds(record: dict, device: DeviceSpec, efficiency: Efficiency) -> dict[str, float]:
+    """ICI seconds per device of the block's collectives (``record``: :func:`block_record`'s), per kind:
+    all-to-alls among the sequence group (a line of chips along the slice's long side, as MaxDiffusion's context
+    axis), each as large as its share of the compiled bytes; all-gathers as one gather of their compiled bytes over
+    the same group."""
+    group = record["plan"]["mesh"]["seq"] // device.cores
     out = {}
-    for kind, c in block["collectives"].items():
+    for kind, c in record["collectives"].items():
         if kind == "all-to-all":
             out[kind] = c["count"] * parallel.all_to_all_seconds(c["bytes"] / c["count"], group, device, efficiency,
                                                                  shape=(1, group))
@@ -43,15 +44,15 @@ def collective_seconds(block: dict, device: DeviceSpec, efficiency: Efficiency) 
     return out
 
 
-def attention_share_with_ici(block: dict, device: DeviceSpec, efficiency: Efficiency) -> dict:
+def attention_share_with_ici(record: dict, device: DeviceSpec, efficiency: Efficiency) -> dict:
     """Self-attention's share of one compiled block priced as a pass: its static seconds over the block's static
     seconds with its collectives at the ICI seconds of their transfers (:func:`collective_seconds`) instead of
     their issue cycles (``collectives_static_s``, which the transfers' time holds), with every part."""
     clock = device.clock_hz
-    static = block["total_cycles"] / clock
-    attention = block["roles"]["self-attention"]["cycles"] / clock
-    issued = block["roles"].get("collectives", {"cycles": 0})["cycles"] / clock
-    ici = collective_seconds(block, device, efficiency)
+    static = record["total_cycles"] / clock
+    attention = record["roles"]["self-attention"]["cycles"] / clock
+    issued = record["roles"].get("collectives", {"cycles": 0})["cycles"] / clock
+    ici = collective_seconds(record, device, efficiency)
     return {"share": attention / (static - issued + sum(ici.values())), "static_share": attention / static,
             "attention_s": attention, "static_s": static, "collectives_static_s": issued, "ici_s": ici}
 
