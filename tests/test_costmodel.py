@@ -792,3 +792,25 @@ def test_every_stage_names_its_instrument():
         assert all(result["stage_instruments"].values())
     assert "CLIP" in result["stage_instruments"]["image_encoder"] and "one rank" in result["stage_instruments"]["vae_decode"]
     assert "Encoder3d" in result["stage_instruments"]["vae_encode"]
+
+
+def test_a_compiled_vae_decode_record_prices_the_tpu_decode(tmp_path, monkeypatch):
+    """A committed decode record (first chunk, later chunk: static cycles) prices a v6e decode by hand: first + (T - 1)
+    later chunks at the clock, over the chips when sharded; GPUs and resolutions without a record keep the roofline."""
+    import gzip
+
+    from svgtpu.costmodel import stages
+    folder = tmp_path / "vae-decode"
+    folder.mkdir()
+    value = {"provenance": "compiled-v6e", "chunks": {"first": {"cycles": 1000}, "later": {"cycles": 3000}}}
+    (folder / "wan2.1-vae-720p-v6e-0123.json.gz").write_bytes(gzip.compress(json.dumps({"value": value}).encode()))
+    before = cm.stage_seconds(wan_setup("720p", chips=8))["vae_decode"]   # the committed record, or the roofline
+    monkeypatch.setattr(stages, "COMPILED_RECORDS", tmp_path)
+    setup = wan_setup("720p", chips=8)
+    assert cm.stage_seconds(setup)["vae_decode"] == pytest.approx((1000 + 20 * 3000) / setup.device.clock_hz / 8)
+    assert "wan2.1-vae-720p-v6e-0123.json.gz" in cm.model_video(setup)["stage_instruments"]["vae_decode"]
+    one_rank = dataclasses.replace(setup, vae_sharded=False)
+    assert cm.stage_seconds(one_rank)["vae_decode"] == pytest.approx(8 * cm.stage_seconds(setup)["vae_decode"])
+    assert cm.stage_seconds(wan_setup("1440p", chips=8))["vae_decode"] > 0        # no record: the roofline
+    assert "roofline" in cm.model_video(wan_setup("1440p", chips=8))["stage_instruments"]["vae_decode"]
+    assert cm.stage_seconds(wan_setup("720p", chips=8))["vae_decode"] != before
