@@ -48,6 +48,8 @@ def test_no_function_below_the_command_line_reads_the_namespace():
 
 
 TILE_NAMES = {"block_q", "block_kv", "block_kv_compute", "tile", "tiles"}
+#: The names a tile's sides go under as loose numbers (``bq``, ``block``: the same numbers by other names).
+LOOSE_TILE_NAMES = TILE_NAMES | {"bq", "bkv", "block"}
 #: Where a tile default may be applied: the setting, and the edges (the command line, the explorer).
 EDGES = ("setting.py", "cli/", "explore.py")
 #: Entry points of a kernel or a lesson that take their own small tile, as Splash's BlockSizes does.
@@ -70,7 +72,7 @@ def _is_default(value: ast.expr) -> bool:
 
 def tile_defaults(source: str, where: str) -> set[str]:
     """``where:function(parameter)`` or ``where:Record.field`` for each tile-named parameter or dataclass field of
-    ``source`` given a default (:func:`_is_default`)."""
+    ``source`` (:data:`LOOSE_TILE_NAMES`: a square tile's ``block`` too) given a default (:func:`_is_default`)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -78,10 +80,12 @@ def tile_defaults(source: str, where: str) -> set[str]:
             positional = a.posonlyargs + a.args
             pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
             pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-            found |= {f"{where}:{node.name}({arg.arg})" for arg, d in pairs if arg.arg in TILE_NAMES and _is_default(d)}
+            found |= {f"{where}:{node.name}({arg.arg})" for arg, d in pairs
+                      if arg.arg in LOOSE_TILE_NAMES and _is_default(d)}
         elif isinstance(node, ast.ClassDef):
             found |= {f"{where}:{node.name}.{s.target.id}" for s in node.body
-                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id in TILE_NAMES
+                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                      and s.target.id in LOOSE_TILE_NAMES
                       and s.value is not None and _is_default(s.value)}
     return found
 
@@ -90,8 +94,10 @@ def test_the_tile_default_finder_names_functions_and_records():
     source = ("def f(x, block_q=PRODUCTION.block_q, *, tiles=TILES, block_kv=None): pass\n"
               "class R:\n    block_kv: int = 128\n    tile: str = ''\n"
               "class C:\n    block_q: int = dataclasses.field(kw_only=True)\n"
-              "    block_kv: int = field(kw_only=True, default=SMALL.block_kv)\n")
-    assert tile_defaults(source, "m.py") == {"m.py:f(block_q)", "m.py:f(tiles)", "m.py:R.block_kv", "m.py:C.block_kv"}
+              "    block_kv: int = field(kw_only=True, default=SMALL.block_kv)\n"
+              "def g(*, block: int = SMALL.block_q, bq: int, bkv=None): pass\n")
+    assert tile_defaults(source, "m.py") == {"m.py:f(block_q)", "m.py:f(tiles)", "m.py:R.block_kv", "m.py:C.block_kv",
+                                             "m.py:g(block)"}
 
 
 def test_a_tile_default_is_applied_only_in_the_setting_and_at_the_edges():
@@ -104,8 +110,6 @@ def test_a_tile_default_is_applied_only_in_the_setting_and_at_the_edges():
     assert not ENTRY_POINTS - found, f"no longer found (take them off the list): {sorted(ENTRY_POINTS - found)}"
 
 
-#: The names a tile's sides go under as loose numbers (``bq``, ``block``: the same numbers by other names).
-LOOSE_TILE_NAMES = TILE_NAMES | {"bq", "bkv", "block"}
 #: Kernel and compiler entry points: they take a tile as numbers, as Splash's ``BlockSizes`` does (the kernels, the
 #: baselines they are timed against, the compiler's variants and the course's lessons).
 TILE_ENTRY_PACKAGES = ("kernels/", "baselines/", "compiler/", "course/")

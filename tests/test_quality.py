@@ -83,7 +83,7 @@ def test_quality_study_on_the_shipped_checkpoint():
     warmup = {"warmup_step_fraction": 0.5, "warmup_layer_fraction": 0.25}
     variants = {name: {**VARIANTS[name], **warmup} for name in ("svg-aligned", "svg-aligned-no-fast-path")}
     result = quality_study(params, config, seeds=(1,), num_steps=2, variants=variants, progress=False,
-                           first_videos=True)
+                           first_videos=True, block=128)
     videos = result.pop("videos")   # the first seed's: what the per-seed numbers were measured on
     assert set(videos) == {"dense", *variants}
     for row in result["per_seed"]:

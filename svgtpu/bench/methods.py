@@ -340,11 +340,12 @@ def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, 
 
 
 def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,
-                 guidance: float = 3.0, shift: float = 1.0, block: int = SMALL_TILE.block_q,
+                 guidance: float = 3.0, shift: float = 1.0, block: int,
                  sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config | None = None,
                  progress: bool = True) -> dict:
     """Dense vs each method variant at each kept fraction, from the same noise and seed: PSNR, SSIM
-    and the kept fraction each really ran.
+    and the kept fraction each really ran, at the caller's square tile of side ``block`` (as
+    :func:`svgtpu.toy.quality.quality_study` takes it).
 
     Each (variant, kept target) has its knob matched on its own, as in :func:`method_table`
     (snapped variants after snapping; SVG2's ``top_p`` on the ``q, k`` of one training video at

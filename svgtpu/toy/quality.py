@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.errors import BadInput
-from svgtpu.setting import SMALL_TILE
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
 VARIANTS: dict[str, dict] = {
@@ -93,7 +92,7 @@ def head_kinds(infos: list) -> dict:
 
 
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
-                  shift: float = 1.0, kept: float | None = None, block: int = SMALL_TILE.block_q,
+                  shift: float = 1.0, kept: float | None = None, block: int,
                   variants: dict[str, dict] | None = None, progress: bool = True, first_videos: bool = False) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
@@ -101,6 +100,8 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
     and the head-kind fractions per layer; with ``first_videos`` also ``videos``, the first seed's
     video of dense and of each variant (numpy arrays, not JSON: a figure's, popped before recording).
+    ``block``: the square kernel tile's side (block_q = block_kv), the caller's (``svgtpu quality --block``,
+    default the toy's :data:`svgtpu.setting.SMALL_TILE`, applied there).
     """
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.backends import attention_backend
