@@ -58,7 +58,7 @@ def _vae_decode(resolution: str, device: str) -> tuple[dict, str, int]:
              "hbm_temp_GB": (record["chunks"][c]["hbm_temp_bytes"] or 0) / 1e9} for c in CHUNKS]
     seconds = decode_cycles(record, T) / clock
     table = (f"Wan 2.1 VAE decoder, {job.resolution} (latent {T} x {record['latent']['h']} x {record['latent']['w']}), "
-             f"one {device} chip, float32 ({record['provenance']}; static issue cycles)\n"
+             f"one {device} chip, float32\n({record['provenance']}: static issue cycles, HBM stalls outside them)\n"
              + format_table(rows, ["chunk", "frames_out", "cycles", "ms", "ops", "hbm_temp_GB"])
              + f"\na video: first + {T - 1} x later = {seconds:.2f} s on one chip at {clock / 1e9:.2f} GHz")
     return {**record, "video_seconds_one_chip": seconds}, table, 0

@@ -116,6 +116,9 @@ def compile_decode(job: DecodeJob) -> dict:
         for chunk in CHUNKS:
             reading = read_dump(Path(tmp, chunk))
             ops = sorted(reading["ops"], key=lambda r: -r["cycles"])
+            if not ops:   # the top-level program's calls went unread: no record is better than its bundles alone
+                raise RuntimeError(f"{job.name}: the {chunk} chunk's top-level program calls no op the dump reader "
+                                   f"matched ({reading['top_level']['bundles']} bundles of its own)")
             fusions = sum(r["cycles"] for r in ops)
             chunks[chunk] = {**facts[chunk], "cycles": fusions + reading["top_level"]["cycles"],
                              "fusion_cycles": fusions, "top_level": reading["top_level"],
