@@ -55,8 +55,9 @@ EXPLAINED = {
                        "compiled schedule (Splash slower than ours, so attention weighs more in a Splash dense pass and "
                        "sparsity saves more) and the v6e calibration refitting the matmul efficiency alone",
 }
-#: ``C1 2.01 -> 1.95 (why)`` in a commit subject: the claim, the two values and why.
-_SUBJECT_MOVE = re.compile(r"\b(?P<claim>C[1-5]|Q)\b[^;(]*?(?P<before>[\d.]+ ?%?x?) ?-> ?(?P<after>[\d.]+ ?%?x?) ?"
+#: ``C1 2.01 -> 1.95 (why)`` in a commit subject: the claim, the two values and why (no other claim between the
+#: claim and its values: in ``C1 a -> b, C2 c -> d (why)`` only C2's move has its why).
+_SUBJECT_MOVE = re.compile(r"\b(?P<claim>C[1-5]|Q)\b(?:(?!\b(?:C[1-5]|Q)\b)[^;(])*?(?P<before>[\d.]+ ?%?x?) ?-> ?(?P<after>[\d.]+ ?%?x?) ?"
                            r"\((?P<why>[^()]*(?:\([^()]*\)[^()]*)*)\)")
 
 
