@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from svgtpu.costmodel import fits as fitted, get_device, load_compiled, plausible
+from svgtpu.costmodel import fits as fitted, get_device, load_compiled, plausible, realized
 from svgtpu.costmodel.compiled_block import attention_share_with_ici, block_record, collective_seconds
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.validate import published_points
@@ -119,3 +119,42 @@ def test_a_compiled_block_priced_as_a_pass_adds_its_collectives_ici_time():
     share = attention_share_with_ici(block, v6e, eff)
     # the collectives' 0.1 s of issue cycles give way to their transfers' ICI seconds
     assert share["static_share"] == 0.5 and share["share"] == pytest.approx(0.5 / (0.9 + sum(ici.values())))
+
+
+def test_attention_realized_over_static_by_hand():
+    """MaxDiffusion PR 452's ring hops on v7x-8 (Wan 2.2 A14B, 720p, ring 2 x Ulysses 2: 20 heads, 37,800 queries
+    against 37,800 keys per call), priced by hand from the committed table's v7x rows: 6 x 19 fixed-M steps at
+    6400 x 2048, 4 x 37 online steps at 9472 x 1024, each body scaled per score from the production tile."""
+    table = load_compiled(COMMITTED)
+    clock = get_device("v7x", table).clock_hz
+    fixed = table.fixed("v7x", 3072, 2048, 128)
+    body = fixed.full * 6400 / 3072
+    fixed_s = 20 * (6 * 19 * (body + fixed.step_overhead) + 6 * fixed.init_finish) / clock
+    online = table.tile("v7x", "ours", 3072, 2048, 128)[0]
+    body = online.full * 9472 * 1024 / (3072 * 2048)
+    online_s = 20 * (4 * 37 * (body + online.step_overhead) + 4 * online.init_finish) / clock
+    got = realized.readings(table)
+    assert got["fixed-m"]["static_s"] == pytest.approx(fixed_s, rel=1e-12)
+    assert got["online"]["static_s"] == pytest.approx(online_s, rel=1e-12)
+    assert got["fixed-m"]["realized_over_static"] == pytest.approx(fixed_s / 21.15e-3)
+    assert got["online"]["realized_over_static"] == pytest.approx(online_s / 22.65e-3)
+    print({f: round(r["realized_over_static"], 4) for f, r in got.items()})
+
+
+def test_attention_realized_inside_the_range_written_before_it():
+    table = load_compiled(COMMITTED)
+    low, high = plausible.ATTENTION_REALIZED
+    for family, reading in realized.readings(table).items():
+        assert low <= reading["realized_over_static"] <= high, (family, reading["realized_over_static"])
+        assert realized.realized_over_static(family, table) == reading["realized_over_static"]
+    assert realized.realized_over_static("online", None) == 1.0   # priors: no static schedule to stand under
+
+
+def test_attention_realized_refuses_what_it_cannot_price():
+    with pytest.raises(BadInput, match="family must be one of"):
+        realized.KernelRun("x", "flash", "v7x", "wan2.2-a14b", "720p", 2, 2, 6400, 2048, 0.02, realized.PR452)
+    # a published time far under the static schedule: outside the range, never applied
+    fast = realized.KernelRun("too-fast", "fixed-m", "v7x", "wan2.2-a14b", "720p", 2, 2, 6400, 2048, 1e-3,
+                              realized.PR452)
+    reading = realized.run_reading(fast, load_compiled(COMMITTED))
+    assert not reading["inside"] and reading["realized_over_static"] > plausible.ATTENTION_REALIZED[1]

@@ -16,6 +16,7 @@ from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.fits import ACCOUNTING_BLOCK, tpu_fit_accounting
 from svgtpu.costmodel.policy import band_multiplier
+from svgtpu.costmodel.realized import readings
 from svgtpu.costmodel.validate import DENSE_CONTROL
 from svgtpu.setting import PRODUCTION
 from svgtpu.facts.tables import FIT_WIDTH, format_table
@@ -61,6 +62,8 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     keeps to :data:`FIT_WIDTH` (each point's setting is its id; device, kernel, model, pixels, steps: ``--json``)."""
     result = cm.validate(compiled)
     result["tpu_fit_accounting"] = account = tpu_fit_accounting(compiled)
+    table = resolve(compiled)
+    result["attention_realized"] = realized = list(readings(table).values()) if table is not None else []
     rows = [{"id": r["id"], "role": ROLE_KEYS[r["role"]] + ("*" if r["calibration_related"] else ""),
              "measures": r["measures"], "pub s": r["published_s"], "model s": r["predicted_s"],
              "error": percent(r["error"])} for r in result["points"]]
@@ -89,6 +92,12 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                          f"{account['realized_over_static_needed']:.3f}, "
                          f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g} "
                          f"(--json: tpu_fit_accounting)"] if account else [])
+                     + ([f"tpu attention realized over static, each kernel family from a published kernel time "
+                         f"({realized[0]['device']} ring hop, {realized[0]['source'].split(' (')[0]}): " + ", ".join(
+                             f"{r['family']} {r['realized_over_static']:.3f} ({r['static_s'] * 1e3:.2f} ms static / "
+                             f"{r['published_s'] * 1e3:.2f} ms published)" for r in realized)
+                         + f"; plausible {realized[0]['bounds'][0]:g}..{realized[0]['bounds'][1]:g} "
+                         f"(--json: attention_realized)"] if realized else [])
                      + [f"{f}: sparse stretch {x['sparse_stretch']:g}, not fitted (its plausible range "
                         f"{x['stretch_bounds'][0]:g}..{x['stretch_bounds'][1]:g} an interval knob)"
                         for f, x in result["families"].items() if x["stretch_bounds"]]

@@ -47,6 +47,7 @@ from svgtpu.costmodel import parallel
 from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
 from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
+from svgtpu.costmodel.realized import call_cycles, fixed_row
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
@@ -129,24 +130,6 @@ def _row(setup: Setup, kernel: str):
                                setup.model.head_dim, setup.dtype)[0]
 
 
-def fixed_max_row(setup: Setup, block_q: int, block_kv: int):
-    """Our compiled fixed-maximum row at ``block_q x block_kv`` for the setup's device (``CompiledTable.fixed``), or the
-    production tile's priced per score at that tile; one clear line where the table has neither."""
-    import dataclasses as dc
-    compiled, d = setup.compiled, setup.model.head_dim
-    row = compiled.fixed(setup.device.name, block_q, block_kv, d, setup.dtype) if compiled else None
-    if row is None and compiled:
-        near = compiled.fixed(setup.device.name, PRODUCTION.block_q, PRODUCTION.block_kv, d, setup.dtype)
-        if near is not None:
-            scale = block_q * block_kv / (near.block_q * near.block_kv)
-            row = dc.replace(near, block_q=block_q, block_kv=block_kv, full=near.full * scale,
-                             roofline_tile=near.roofline_tile * scale)
-    if row is None:
-        raise BadInput(f"pricing MaxDiffusion's fixed-M dense calls needs the compiled tile table's fixed_max row for "
-                       f"{setup.device.name} (`svgtpu reproduce --only 04 --profile cpu` writes it)")
-    return row
-
-
 def _a2a(setup: Setup, layout: AttentionLayout, n: int) -> float:
     """Four Ulysses all-to-alls (Q, K, V in, O out) among ``n`` chips of the context group."""
     if n == 1:
@@ -163,16 +146,12 @@ def dense_call(setup: Setup, layout: AttentionLayout, switches: Switches = Switc
     bq, bkv = layout.dense_block_q, layout.dense_block_kv
     ring = layout.context // layout.dense_ulysses
     heads = setup.model.heads // layout.dense_ulysses          # each device: these heads over L / ring queries
-    rows, cols = ceil_div(ceil_div(L, ring), bq), ceil_div(L, bkv)
-    if switches.fixed_m and layout.dense_kernel == "fixed-m":
-        row = fixed_max_row(setup, bq, bkv)
+    family = "fixed-m" if switches.fixed_m and layout.dense_kernel == "fixed-m" else "online"
+    cycles = call_cycles(setup.compiled, setup.device.name, family, bq, bkv, ceil_div(L, ring), L, d, setup.dtype)
+    if family == "fixed-m":
         # the pass (per head, compiled over row.L tokens) runs on the chip's L / ring queries and keys
-        cycles = rows * cols * (row.full + row.step_overhead) + rows * row.init_finish + \
-            row.pass_cycles * ceil_div(L, ring) / row.L
-    else:
-        row = _row(setup, SPARSE_PROXY)
-        body = _per_score(setup, SPARSE_PROXY, "full") * bq * bkv
-        cycles = rows * cols * (body + row.step_overhead) + rows * (row.init_finish or 0.0)
+        row = fixed_row(setup.compiled, setup.device.name, bq, bkv, d, setup.dtype)
+        cycles += row.pass_cycles * ceil_div(L, ring) / row.L
     kernel = heads * cycles / setup.device.clock_hz / setup.efficiency.attention
     return {"kernel": kernel, "collective": _a2a(setup, layout, layout.dense_ulysses) if switches.collective else 0.0}
 
@@ -316,6 +295,6 @@ def attention_layout(config) -> AttentionLayout:
     return AttentionLayout(**fields)
 
 
-__all__ = ["GAP_ORDER", "fixed_max_row", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "AttentionLayout",
+__all__ = ["GAP_ORDER", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "AttentionLayout",
            "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "attention_layout", "run_setup",
            "sparse_call", "sparse_tiles", "speedup"]
