@@ -158,3 +158,8 @@ def test_attention_realized_refuses_what_it_cannot_price():
                               realized.PR452)
     reading = realized.run_reading(fast, load_compiled(COMMITTED))
     assert not reading["inside"] and reading["realized_over_static"] > plausible.ATTENTION_REALIZED[1]
+    # a table whose reading leaves the range (the test fixture's older schedules) keeps attention as compiled
+    fixture = load_compiled(REPO_ROOT / "tests" / "data" / "compiled_tiles_fixture.json")
+    outside = [f for f, got in realized.readings(fixture).items() if got is not None and not got["inside"]]
+    assert outside
+    assert all(realized.realized_over_static(family, fixture) == 1.0 for family in outside)

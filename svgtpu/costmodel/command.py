@@ -63,7 +63,7 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     result = cm.validate(compiled)
     result["tpu_fit_accounting"] = account = tpu_fit_accounting(compiled)
     table = resolve(compiled)
-    result["attention_realized"] = realized = list(readings(table).values()) if table is not None else []
+    result["attention_realized"] = realized = [r for r in readings(table).values() if r] if table is not None else []
     rows = [{"id": r["id"], "role": ROLE_KEYS[r["role"]] + ("*" if r["calibration_related"] else ""),
              "measures": r["measures"], "pub s": r["published_s"], "model s": r["predicted_s"],
              "error": percent(r["error"])} for r in result["points"]]

@@ -75,7 +75,8 @@ KNOBS = (
     Knob("attention_over_matmul", 0.8, 1.25,
          "the one calibration point fixes one efficiency for the matmuls and attention together; how it splits "
          "between them is unknown (assumption: a quarter either way); a TPU's compiled attention: the realized over "
-         "the static schedule, a quarter slower to as compiled (assumption)", set=_split),
+         "the static schedule, centrally a published kernel time's (svgtpu.costmodel.realized), at its ends a "
+         "quarter slower than compiled to as compiled (assumption)", set=_split),
     Knob("efficiency.memory", 0.6, 0.9, "streaming kernels at 60-90 % of HBM bandwidth (assumption)"),
     Knob("efficiency.ici", 0.4, 0.9, "achieved share of ICI link bandwidth (assumption)"),
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),

@@ -9,7 +9,9 @@ argue with (:data:`TERMS`):
 - ``dense kernel``: MaxDiffusion's fixed-M splash (``block_q`` 6400, ``block_kv`` 2048): a fixed row maximum
   instead of the online one, priced as our kernel's compiled fixed-maximum full body at that tile
   (``KernelConfig.fixed_max``, the ``fixed_max`` rows of the compiled tile table: its per-step code, its row init
-  and finish, and the pass that computes the maxima, ``docs/fixed_max.md``);
+  and finish, and the pass that computes the maxima, ``docs/fixed_max.md``), at the fixed-M family's realized over
+  static time (:mod:`~svgtpu.costmodel.realized`; every other attention call at ``Efficiency.attention``, the
+  online-softmax family's);
 - ``sparse kernel``: the kept tiles of the band + anchor mask after tile rounding (``snap``) at the SVG tile
   (3328 x 2816, ``block_kv_compute`` 256), each at the compiled full body per score of our online-softmax
   kernel (the closest compiled kernel: same update, same ``block_kv_compute``), tiles touching the sequence's
@@ -47,7 +49,7 @@ from svgtpu.costmodel import parallel
 from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
 from svgtpu.costmodel.roofline import forward_ops, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
-from svgtpu.costmodel.realized import call_cycles, fixed_row
+from svgtpu.costmodel.realized import call_cycles, fixed_row, realized_over_static
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
@@ -152,7 +154,10 @@ def dense_call(setup: Setup, layout: AttentionLayout, switches: Switches = Switc
         # the pass (per head, compiled over row.L tokens) runs on the chip's L / ring queries and keys
         row = fixed_row(setup.compiled, setup.device.name, bq, bkv, d, setup.dtype)
         cycles += row.pass_cycles * ceil_div(L, ring) / row.L
-    kernel = heads * cycles / setup.device.clock_hz / setup.efficiency.attention
+    # Efficiency.attention is the online-softmax kernels' realized over static time; a fixed-M call realizes its own
+    attention = setup.efficiency.attention * (realized_over_static(family, setup.compiled)
+                                              / realized_over_static("online", setup.compiled))
+    kernel = heads * cycles / setup.device.clock_hz / attention
     return {"kernel": kernel, "collective": _a2a(setup, layout, layout.dense_ulysses) if switches.collective else 0.0}
 
 

@@ -50,6 +50,7 @@ from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forwa
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.plausible import STRETCH
+from svgtpu.costmodel.realized import realized_over_static
 from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, AttentionLayout, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
@@ -253,13 +254,16 @@ def with_compute(efficiency: Efficiency, value: float, tied: bool = True) -> Eff
 def attention_untied(family: str, compiled) -> bool:
     """Whether ``family``'s attention has its own efficiency, separate from the matmul one: a TPU priced from the
     compiled tile table (each kernel's compiled cycles are its efficiency, :func:`kernel_efficiencies`; what the
-    static schedule does not see stays ``Efficiency.attention`` = :data:`COMPILED_ATTENTION`, never fitted)."""
+    static schedule does not see is ``Efficiency.attention`` = :func:`compiled_attention`, instrumented, never fitted)."""
     return family == "tpu" and resolve(compiled) is not None
 
 
-#: ``Efficiency.attention`` over the compiled schedule of a TPU kernel: 1, the static schedule as compiled (its
-#: band in the sensitivity: :data:`svgtpu.costmodel.sensitivity.KNOBS`, attention_over_matmul).
-COMPILED_ATTENTION = 1.0
+def compiled_attention(compiled) -> float:
+    """``Efficiency.attention`` of a TPU priced from the compiled tile table: the online-softmax kernels' realized
+    over static time from a published kernel time (:func:`svgtpu.costmodel.realized.realized_over_static`, held to
+    the range written before it was applied, docs/plausibility.md); its band in the sensitivity:
+    :data:`svgtpu.costmodel.sensitivity.KNOBS`, attention_over_matmul."""
+    return realized_over_static("online", resolve(compiled))
 
 
 def _solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> float | None:
@@ -339,7 +343,7 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
     if family == "cpu" or point is None or (point.maxdiffusion_svg and compiled is None):
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}   # nothing to fit (CPU: measured)
     tied = not attention_untied(family, compiled)
-    base = point_setup(point, prior if tied else dataclasses.replace(prior, attention=COMPILED_ATTENTION), compiled)
+    base = point_setup(point, prior if tied else dataclasses.replace(prior, attention=compiled_attention(compiled)), compiled)
     base = change(base) if change else base
 
     def seconds(e):
@@ -673,7 +677,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "COMPILED_ATTENTION", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "compiled_attention", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
