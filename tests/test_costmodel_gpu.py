@@ -1,12 +1,14 @@
 """GPU attention priced per kernel from the committed H200 run (svgtpu.costmodel.gpu_rates), checked by hand from
 the run file's own numbers, not the module's formula."""
 
+import copy
 import json
 import math
 
 import pytest
 
 from svgtpu import costmodel as cm
+from svgtpu.costmodel.validate import point_setup, pricing
 from svgtpu.facts.paths import GPU_RUNS_DIR
 
 RUN = json.loads((GPU_RUNS_DIR / "2026-12-04-314194b.json").read_text())["run"]
@@ -52,3 +54,55 @@ def test_every_row_of_the_run_is_compared_and_only_the_fitted_ones_are_calibrati
         "attention_share"]
     blind = [r for r in rows if r["blind_314194b"] is not None]
     assert {r["quantity"] for r in blind} >= {"dit_speedup", "attention_share"}
+
+
+PEER = json.loads((GPU_RUNS_DIR / "2026-12-04-peer-flexattention.json").read_text())
+
+
+def _peer_row(geometry, row):
+    case = next(c for c in PEER["cases"] if c["geometry"] == geometry)
+    return case, case["rows"][row]
+
+
+def test_a_published_run_is_priced_with_the_kernel_it_ran():
+    """SVG's README H100 480p dense run by hand: it ran torch SDPA's FlashAttention-2 (published.json cites the
+    code), priced at the peer run's 720p FlashAttention-2 row worked here from the file: 40 heads of
+    ceil(75600/128)^2 tiles of 4*128^3 flops in that row's median seconds.  A 480p head (L = 32760) has 256^2
+    tiles, so a 480p layer's 40 heads take 40 * 256^2 * 4*128^3 flops at that rate."""
+    point = next(p for p in cm.published_points() if p.id == "svg-readme-h100-wan2.1-14b-480p-dense")
+    assert point.kernel == "flash" and "scaled_dot_product_attention" in point.kernel_source
+    _, flash_row = _peer_row("720p", "sdpa-flash2-dense")
+    flash = 40 * 591 ** 2 * 4 * 128 ** 3 / flash_row["median_s"]
+    assert 300e12 < flash < 400e12   # FlashAttention-2 at head width 128 on Hopper (FA3 paper, Fig. 5: 335-370)
+    setup = point_setup(point, cm.family_efficiency("hopper")["efficiency"])
+    assert (setup.kernel, setup.geometry.L, setup.chips) == ("flash", 32760, 1)
+    per_layer = cm.forward_breakdown(setup)["self_attention"] / setup.model.layers
+    assert per_layer == pytest.approx(40 * 256 ** 2 * 4 * 128 ** 3 / flash, rel=1e-9)
+    said = pricing(point, setup)   # what --validate --json says priced the row (attention_pricing)
+    assert said.startswith(f"flash: {flash / 1e12:.0f} TFLOP/s") and "720p sdpa-flash2-dense" in said
+
+
+def test_no_rate_is_read_at_a_validation_resolution():
+    """Every rate and the non-attention target read the 720p rows only: the run and its peer with every other
+    resolution's timings doubled give the same numbers."""
+    from svgtpu.costmodel.gpu_rates import calibration_run, fit_rates
+    from svgtpu.facts.gpu_runs import peers
+    run = calibration_run()
+    before = fit_rates(run, peers(run))
+    moved = copy.deepcopy(run)
+    for section in ("block", "attention"):
+        for part in moved["data"]["run"][section]:
+            if part["geometry"] != "720p":
+                for r in part["rows"]:
+                    for key in ("block_s", "attention_s", "median_s"):
+                        if r.get(key):
+                            r[key] *= 2
+    moved_peers = copy.deepcopy(peers(run))
+    for peer in moved_peers.values():
+        for case in peer["data"].get("cases", []):
+            if case["geometry"] != "720p":
+                for r in case["rows"].values():
+                    r["median_s"] *= 2
+    after = fit_rates(moved, moved_peers)
+    assert after == before
+    assert all(" 720p " in source for _, _, source in before.rates) and before.rest_geometry == "720p"

@@ -6,8 +6,14 @@ term.  Each kernel has its own rate, separate from the matmul efficiency of the 
 
 - ``cudnn`` (cuDNN's fused attention, ``jax.nn.dot_product_attention``) and ``ours`` (our Triton kernel, its
   default launch): fitted on the 720p dense block rows of the committed H200 run, and nothing else;
-- ``flash`` (FlashAttention-2, what the published GPU runs used): read off the dense FlashAttention-2 row at
-  720p of the peer measured beside that run (torch SDPA's FlashAttention-2 backend, same GPU, same hour).
+- ``flash`` (FlashAttention-2: the flash-attn package's kernels, which torch SDPA's flash backend vendors): read off
+  the dense FlashAttention-2 row at 720p of the peer measured beside that run (torch SDPA's FlashAttention-2
+  backend, same GPU, same hour).
+
+A rate read on the H200 prices an H100 unchanged: one GH100 die (132 SMs, one tensor-core peak,
+:mod:`~svgtpu.costmodel.specs`), and attention at head width 128 over these sequences is bound by the tensor
+cores, not HBM; the H100's own HBM bandwidth prices the memory-bound ops around it.  No rate is read at another
+resolution than :data:`CALIBRATION_RESOLUTION` (tests/test_costmodel_gpu.py).
 
 The third fitted number, the non-attention ops' matmul efficiency, is fitted where setups are built
 (:func:`svgtpu.costmodel.validate.fit_efficiency`) against :attr:`GpuRates.rest_seconds`, the same run's

@@ -16,10 +16,13 @@ sibling GPU of the same die) tests little more than the fit itself; it is flagge
 (``calibration_related``, with the calibration point's id) and summarized apart from the independent
 points (:func:`validate`).
 
-Published GPU runs use FlashAttention-2 (``kernel`` ``flash``, cited by ``kernel_source``): their attention is timed with the
-hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on FlashAttention-2's 128 x 128
-tiles, with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks
-of one wave (``DeviceSpec.kv_reuse``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
+Published GPU runs name the kernel each ran, cited by ``kernel_source`` (the repository's attention backend at a
+commit): ``flash``, FlashAttention-2 (SVG's sparse layers on Wan 2.1 ran PyTorch's FlexAttention, which has no
+kernel row yet: priced as FlashAttention-2, and said so in their ``kernel_source``).  A GPU with measured rates
+(Hopper, :mod:`~svgtpu.costmodel.gpu_rates`) prices it at that kernel's measured rate on its 128 x 128 tiles;
+elsewhere (Ampere) the hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on the same tiles,
+with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks of one wave
+(``DeviceSpec.kv_reuse``).  Each row says which kernel and rate priced it (``attention_pricing``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
 tokamax's) and the tile size their source gives; the compiled tile table prices them when it has that
 kernel and tile.  A point may time SVG itself (``variant`` ``svg``): the model then runs SVG's schedule
 with the recipe the published run used (its ``recipe``, :mod:`svgtpu.recipes`) on the unaligned mask.
@@ -550,7 +553,9 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     priors), or for MaxDiffusion's SVG runs the compiled production-tile rows per score
     (:mod:`~svgtpu.costmodel.sparse_layers`)."""
     if setup.device.is_gpu:
-        return setup.attention_pricing() if setup.gpu_rate() else "priors (flash)"
+        k = setup.kernel
+        return f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}" if setup.gpu_rate(k)
+                           else "priors (flash work)")
     if point.maxdiffusion_svg:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.block_q, PRODUCTION.block_kv,
                                     setup.model.head_dim, setup.dtype)
