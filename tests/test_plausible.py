@@ -163,3 +163,18 @@ def test_attention_realized_refuses_what_it_cannot_price():
     outside = [f for f, got in realized.readings(fixture).items() if got is not None and not got["inside"]]
     assert outside
     assert all(realized.realized_over_static(family, fixture) == 1.0 for family in outside)
+
+
+def test_the_weight_gathers_are_priced_serially_because_the_compiler_scheduled_them_so(account):
+    """The accounting block's record, read by hand: its collectives are one synchronous op each (an asynchronous one
+    would be an ``-start`` op whose ``-done`` lets compute run between), so no compute overlaps the weight gathers."""
+    block = block_record(*fitted.ACCOUNTING_BLOCK)
+    opcodes = [op["opcode"] for op in block["ops"]]
+    assert not [o for o in opcodes if o.endswith(("-start", "-done"))]
+    gathers = [op for op in block["ops"] if op["opcode"] == "all-gather"]
+    assert gathers and all("weight_gather" in op["scope"] for op in gathers)
+    assert account["collective_schedule"]["all-gather"] == {"ops": len(gathers), "asynchronous": 0}
+    # a record with an asynchronous gather is read as one
+    fake = {"collectives": {"all-gather": {}}, "ops": [{"opcode": "all-gather-start"}, {"opcode": "all-gather"},
+                                                       {"opcode": "fusion"}]}
+    assert fitted.collective_schedule(fake) == {"all-gather": {"ops": 2, "asynchronous": 1}}

@@ -91,7 +91,13 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                          f"(its collectives priced at ICI above): realized over static "
                          f"{account['realized_over_static_needed']:.3f}, "
                          f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g} "
-                         f"(--json: tpu_fit_accounting)"] if account else [])
+                         f"(--json: tpu_fit_accounting)",
+                         f"tpu collectives as compiled ({ACCOUNTING_BLOCK[1]} block): " + ", ".join(
+                             f"{k['ops']} {kind}s, {k['asynchronous']} asynchronous"
+                             for kind, k in account["collective_schedule"].items())
+                         + (" (no compute overlaps them: the weight gathers are priced serially)"
+                            if not any(k["asynchronous"] for k in account["collective_schedule"].values()) else
+                            " (some overlap compute; the weight gathers are still priced serially)")] if account else [])
                      + ([f"tpu attention realized over static, each kernel family from a published kernel time "
                          f"({realized[0]['device']} ring hop, {realized[0]['source'].split(' (')[0]}): " + ", ".join(
                              f"{r['family']} {r['realized_over_static']:.3f} ({r['static_s'] * 1e3:.2f} ms static / "

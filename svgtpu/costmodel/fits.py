@@ -72,6 +72,21 @@ ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
 PRICED_ROLES = ("self-attention", "collectives")
 
 
+def collective_schedule(block: dict) -> dict:
+    """How the compiler scheduled a compiled block's collectives (``block``: a :func:`block_record`), per kind: its
+    ops in the top-level program and how many were issued asynchronously (``-start``, compute free to run until the
+    matching ``-done``).  A kind with none asynchronous runs as one synchronous op each: no compute overlaps it, the
+    instrument for pricing it serially."""
+    kinds: dict[str, dict] = {}
+    for op in block["ops"]:
+        kind = op["opcode"].removesuffix("-start")
+        if kind in block["collectives"]:   # the kinds the compiled HLO moves bytes with
+            k = kinds.setdefault(kind, {"ops": 0, "asynchronous": 0})
+            k["ops"] += 1
+            k["asynchronous"] += op["opcode"].endswith("-start")
+    return kinds
+
+
 def tpu_fit_accounting(compiled=None) -> dict | None:
     """What the TPU's fitted matmul efficiency absorbs: the calibration run's published seconds less every term
     priced from a named instrument (its attention calls at their compiled schedule, the collectives and weight
@@ -79,7 +94,8 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (its roles but
     :data:`PRICED_ROLES`) with the realized-over-static ratio those seconds need: the one factor a model pricing
     those ops from the compiled block would fit on this run, held to the floor written before any fit
-    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``).  ``None``
+    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``), and how the block's collectives were
+    scheduled (:func:`collective_schedule`: the instrument for pricing the weight gathers serially).  ``None``
     without the compiled table or the calibration point."""
     compiled = resolve(AUTO if compiled is None else compiled)
     point = calibration_point("tpu")
@@ -104,8 +120,9 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
             "compiled_block": block["record"], "compiled_other_ops_static_s": static,
             "compiled_roles_priced_elsewhere": list(PRICED_ROLES),
             "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
+            "collective_schedule": collective_schedule(block),
             "inside_floor": sum(static.values()) / left >= MATMUL_FLOOR,
             "provenance": f"modeled-v6e; the block {block['provenance']}"}
 
 
-__all__ = ["ACCOUNTING_BLOCK", "PRICED_ROLES", "Fitted", "fitted_constants", "tpu_fit_accounting"]
+__all__ = ["ACCOUNTING_BLOCK", "PRICED_ROLES", "Fitted", "collective_schedule", "fitted_constants", "tpu_fit_accounting"]
