@@ -178,3 +178,23 @@ def test_the_weight_gathers_are_priced_serially_because_the_compiler_scheduled_t
     fake = {"collectives": {"all-gather": {}}, "ops": [{"opcode": "all-gather-start"}, {"opcode": "all-gather"},
                                                        {"opcode": "fusion"}]}
     assert fitted.collective_schedule(fake) == {"all-gather": {"ops": 2, "asynchronous": 1}}
+
+
+def test_the_work_outside_the_blocks_is_priced_and_bounded_by_hand(account):
+    """The calibration run's condition embedder (per pass) and guidance + scheduler update (per step): at least the
+    HBM time of reading the embedder's weights once, and of the latents' nine float32 passes, on one v6e chip."""
+    from svgtpu.costmodel.sparse_layers import AttentionLayout, outside_blocks, run_setup
+    from svgtpu.costmodel.validate import calibration_point, family_efficiency, point_setup
+    table = load_compiled(COMMITTED)
+    point = calibration_point("tpu")
+    setup = run_setup(point_setup(point, family_efficiency("tpu", table)["efficiency"], table), AttentionLayout())
+    m, hbm = setup.model, setup.device.hbm_bandwidth
+    D = m.dim
+    weights = 2 * (m.freq_dim * D + D * D + D * 6 * D + m.text_dim * D + D * D)     # bf16
+    got = outside_blocks(setup)
+    assert weights / hbm <= got["per_pass"] <= 10 * weights / hbm
+    latents = 75_600 * 64                                                          # 720p tokens x (16 channels x 1x2x2)
+    assert setup.geometry.L * m.patch_in == latents
+    assert 9 * 4 * latents / hbm <= got["per_step"] <= 10 * 9 * 4 * latents / hbm
+    # in the run: one pass per data group and step (CFG split over the data axis), 40 steps
+    assert account["priced_s"]["outside_blocks"] == pytest.approx(40 * (got["per_pass"] + got["per_step"]))

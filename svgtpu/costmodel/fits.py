@@ -105,7 +105,8 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     layout = AttentionLayout(dense_kernel=DENSE_CONTROL)
     setup = run_setup(point_setup(point, fit["efficiency"], compiled), layout)
     terms = run_seconds(setup, layout, get_policy(point.policy)[0])["terms"]
-    priced = {"weight_gather": terms["weight_gather"], "host": terms["host"], "dense_calls": terms["dense_calls"],
+    priced = {"weight_gather": terms["weight_gather"], "host": terms["host"], "outside_blocks": terms["outside_blocks"],
+              "dense_calls": terms["dense_calls"],
               **{f"sparse_{k}": v for k, v in terms["sparse"].items()}}
     block = block_record(*ACCOUNTING_BLOCK)
     ours, theirs = get_model(ACCOUNTING_BLOCK[0]), setup.model

@@ -27,6 +27,8 @@ argue with (:data:`TERMS`):
 - ``weight gather`` (every pass, dense or sparse): the all-gather of the layer weights MaxDiffusion shards over the
   context group (:data:`~svgtpu.costmodel.policy.WEIGHT_SHARDING`), priced as the model prices a pass's
   (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), not overlapped with compute;
+- ``outside blocks`` (every pass and step): the condition embedder, the guidance and the scheduler's update
+  (:func:`outside_blocks`, from MaxDiffusion's code), at the roofline;
 - ``collective``: Ulysses4's four all-to-alls over the context group for sparse calls instead of Ulysses2's
   for dense ones, on the slice's physical layout (the context axis of a 2 x 4 v6e-8 along its four-chip side);
   the ring's K/V exchange of dense calls overlaps its compute (the ring's design) and is not counted.
@@ -47,7 +49,7 @@ import numpy as np
 
 from svgtpu.costmodel import parallel
 from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
-from svgtpu.costmodel.roofline import forward_ops, op_seconds
+from svgtpu.costmodel.roofline import elementwise_op, forward_ops, matmul_op, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.costmodel.realized import call_cycles, fixed_row, realized_over_static
 from svgtpu.errors import BadInput
@@ -204,10 +206,42 @@ def sparse_call(setup: Setup, layout: AttentionLayout, policy: Policy, density: 
     return out
 
 
+#: Reads and writes of the latents in a step outside the blocks: classifier-free guidance (read the two
+#: predictions, write one) and the UniPC update at MaxDiffusion's solver order 2 (read the sample, the converted
+#: output and the two stored outputs, write the sample and the stored output;
+#: :data:`~svgtpu.costmodel.policy.SCHEDULER`'s ``FlaxUniPCMultistepScheduler``), a count of the arrays the code
+#: touches.
+STEP_READS, STEP_WRITES = 2 + 4, 1 + 2
+#: Vector ops per latent element of those updates (a rough count: a handful of multiply-adds each).
+STEP_VECTOR_OPS = 12
+
+
+def outside_blocks(setup: Setup) -> dict[str, float]:
+    """Seconds of the work of one pass and one step outside the blocks (patch embedding and head are priced with the
+    other ops), at the roofline on one chip (each chip running it whole: an upper bound), from MaxDiffusion's code
+    at 7cfb8801: per pass its condition embedder (``WanTimeTextImageEmbedding`` in ``transformer_wan.py``: the
+    timestep's sinusoid through a two-layer MLP to the width and a projection to six times it; the text embedder's
+    two layers over the text tokens), per step the guidance and the scheduler's update of the latents
+    (:data:`STEP_READS`, :data:`STEP_WRITES`, float32).  Not a term: the Wan 2.2 expert switch (``wan_pipeline_2_2.py``, ``run_inference_2_2``:
+    both experts' weights are resident and a step picks one in Python; the published times are warm runs) and the
+    cross-attention K/V cache (``use_kv_cache: False`` in ``base_wan_27b.yml``: cross-attention's K/V projections run
+    in every pass, as the other ops price them)."""
+    m, b = setup.model, setup.dtype_bytes
+    embedder = [matmul_op("time_embed_1", 1, m.freq_dim, m.dim, b), matmul_op("time_embed_2", 1, m.dim, m.dim, b),
+                matmul_op("time_proj", 1, m.dim, 6 * m.dim, b),
+                matmul_op("text_embed_1", m.text_len, m.text_dim, m.dim, b),
+                matmul_op("text_embed_2", m.text_len, m.dim, m.dim, b)]
+    latents = setup.geometry.L * m.patch_in
+    step = elementwise_op("guidance_and_scheduler", latents, STEP_READS, STEP_WRITES, STEP_VECTOR_OPS, 0, 4)
+    return {"per_pass": sum(op_seconds(op, setup.device, setup.efficiency) for op in embedder),
+            "per_step": op_seconds(step, setup.device, setup.efficiency)}
+
+
 def run_seconds(setup: Setup, layout: AttentionLayout, policy: Policy | None,
                 switches: Switches = Switches()) -> dict:
     """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
-    pass, the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), host
+    pass, the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), the work
+    outside the blocks (:func:`outside_blocks`), host
     time, and the attention calls (one CFG pass per data-parallel group)."""
     other = sum(op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass)
                 for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
@@ -221,12 +255,14 @@ def run_seconds(setup: Setup, layout: AttentionLayout, policy: Policy | None,
         calls = {"dense": steps * layers, "sparse": {}}
     else:
         calls = policy.calls(steps, layers)
+    outside = outside_blocks(setup)
     terms = {"other": passes * steps * other, "weight_gather": passes * steps * gather, "host": host,
+             "outside_blocks": steps * (passes * outside["per_pass"] + outside["per_step"]),
              "dense_calls": passes * calls["dense"] * dense_total, "sparse": {}}
     for density, n in calls["sparse"].items():
         for name, seconds in sparse_call(setup, layout, policy, density, switches).items():
             terms["sparse"][name] = terms["sparse"].get(name, 0.0) + passes * n * seconds
-    total = terms["other"] + terms["weight_gather"] + terms["host"] + terms["dense_calls"] + \
+    total = terms["other"] + terms["weight_gather"] + terms["host"] + terms["outside_blocks"] + terms["dense_calls"] + \
         sum(terms["sparse"].values())
     return {"seconds": total, "terms": terms, "calls": {"dense": calls["dense"],
                                                         "sparse": {str(k): v for k, v in calls["sparse"].items()}},
@@ -301,5 +337,5 @@ def attention_layout(config) -> AttentionLayout:
 
 
 __all__ = ["GAP_ORDER", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "AttentionLayout",
-           "SPARSE_PROXY", "Switches", "TERMS", "dense_call", "gap_terms", "run_seconds", "attention_layout", "run_setup",
+           "SPARSE_PROXY", "STEP_READS", "STEP_WRITES", "STEP_VECTOR_OPS", "Switches", "TERMS", "dense_call", "outside_blocks", "gap_terms", "run_seconds", "attention_layout", "run_setup",
            "sparse_call", "sparse_tiles", "speedup"]
