@@ -47,7 +47,12 @@ def test_every_row_of_the_run_is_compared_and_only_the_fitted_ones_are_calibrati
     blocks = sum(r["status"] == "ok" for b in RUN["block"] for r in b["rows"])
     assert sum(r["quantity"] == "block_s" for r in rows) == blocks
     assert {r["geometry"] for r in rows if r["role"] == "calibration"} == {"720p"}
-    assert all(r["role"] == "validation" for r in rows if r["geometry"] != "720p" or r["what"] == "svg-aligned-ours")
+    assert all(r["role"] == "validation" for r in rows if r["geometry"] != "720p")
+    assert {(r["what"], r["quantity"]) for r in rows if r["role"] == "calibration"} == {
+        ("dense-cudnn", "attention_s"), ("dense-cudnn", "rest_s"), ("dense-cudnn", "block_s"),
+        ("dense-cudnn", "attention_share"), ("dense-ours", "attention_s"), ("video (dense cuDNN)", "dense_dit_s"),
+        ("svg-aligned-ours", "attention_s"), ("video (SVG ours vs dense cuDNN)", "dit_speedup"),
+        ("attention ours-aligned-fast (40 heads)", "seconds")}
     share = next(r for r in rows if r["geometry"] == "1440p" and r["what"] == "dense-cudnn"
                  and r["quantity"] == "attention_share")
     assert share["measured"] == next(r for r in _block("1440p")["rows"] if r["attention"] == "dense-cudnn")[
@@ -105,4 +110,27 @@ def test_no_rate_is_read_at_a_validation_resolution():
                     r["median_s"] *= 2
     after = fit_rates(moved, moved_peers)
     assert after == before
-    assert all(" 720p " in source for _, _, source in before.rates) and before.rest_geometry == "720p"
+    assert all(" 720p " in source for _, _, source in before.rates + before.sparse_rates + before.svg_work)
+    assert before.rest_geometry == "720p"
+
+
+def test_an_svg_block_at_1440p_from_the_720p_rows_by_hand():
+    """Our kernel's SVG self-attention in a 1440p block, worked from the run file's 720p rows: the kernel on its
+    band at the 720p attention row's rate per computed tile (ours-aligned-fast, 40 heads), and SVG's own work
+    (profiling, layout) as the 720p SVG block's self-attention minus that kernel alone, per head and token, times
+    40 heads and 302400 tokens."""
+    from svgtpu.costmodel.against_gpu import block_setup, modeled_block
+    section = next(a for a in RUN["attention"] if a["geometry"] == "720p")
+    alone = next(r for r in section["rows"] if r["variant"] == "ours-aligned-fast")
+    svg720 = next(r for r in _block("720p")["rows"] if r["attention"] == "svg-aligned-ours")
+    per_head_token = (svg720["attention_s"] - alone["median_s"]) / (40 * 75600)
+    assert per_head_token > 0
+    setup = block_setup("1440p", RUN["kept"])
+    stats, _ = setup.tiles("svg-aligned")
+    by_hand = 40 * (stats.full + stats.partial) * 4 * 128 ** 3 / (alone["tflops"] * 1e12) + per_head_token * 40 * 302400
+    assert modeled_block(setup, "ours", "svg-aligned")["attention_s"] == pytest.approx(by_hand, rel=1e-9)
+    # a dense mask keeps the dense rate; a published run's kernel (flash) keeps the prior form of SVG's own work
+    dense_stats, dense_info = setup.tiles("dense")
+    assert setup.head_seconds(dense_stats, kernel="ours", info=dense_info) == pytest.approx(
+        2363 ** 2 * 4 * 128 ** 3 / cm.hopper_rates().rate("ours"), rel=1e-9)
+    assert set(cm.svg_overhead_seconds(setup.replace(kernel="flash"))) == {"profiling", "layout"}

@@ -1,7 +1,8 @@
 """The model against a measured GPU: the committed H200 run (``figures/gpu-runs/``) row by row.
 
 Three numbers are fitted on the run's 720p dense blocks (:mod:`~svgtpu.costmodel.gpu_rates`: cuDNN's and our
-Triton kernel's attention rates, the non-attention ops' matmul efficiency); every other row is validation,
+Triton kernel's attention rates, the non-attention ops' matmul efficiency), and since 2026-12-06 two on its 720p SVG
+rows (our kernel's sparse rate, SVG's own work); every other row, every 480p and 1440p row among them, is validation,
 predicted with them and never refitted (docs/costmodel.md, "The H200 model", written before this comparison):
 the blocks and their self-attention at every resolution and kernel, the self-attention shares, the attention
 variants of the run, and the video it extrapolates (dense DiT seconds with cuDNN, the DiT speedup of SVG through
@@ -30,10 +31,14 @@ BLOCK_KINDS = {"dense-cudnn": ("cudnn", "dense"), "dense-ours": ("ours", "dense"
 ATTENTION_KINDS = {"cudnn-dense": ("cudnn", "dense"), "ours-dense": ("ours", "dense"),
                    "ours-svg-fast": ("ours", "svg"), "ours-svg-nofast": ("ours", "svg"),
                    "ours-aligned-fast": ("ours", "svg-aligned"), "ours-aligned-nofast": ("ours", "svg-aligned")}
-#: The rows the three numbers are fitted on, and those they alone determine (the 720p cuDNN block, its share,
-#: its video): ``role`` calibration; everything else is validation.
+#: The rows the numbers are fitted on, and those they alone determine (the 720p cuDNN block, its share, its video;
+#: since 2026-12-06 our kernel's 720p sparse row and SVG block self-attention, and with them the 720p DiT speedup):
+#: ``role`` calibration; everything else, every row at another resolution, is validation.
 FITTED = {(CALIBRATION_RESOLUTION, "dense-cudnn", q) for q in ("attention_s", "rest_s", "block_s", "attention_share")} | {
-    (CALIBRATION_RESOLUTION, "dense-ours", "attention_s"), (CALIBRATION_RESOLUTION, "video (dense cuDNN)", "dense_dit_s")}
+    (CALIBRATION_RESOLUTION, "dense-ours", "attention_s"), (CALIBRATION_RESOLUTION, "video (dense cuDNN)", "dense_dit_s"),
+    (CALIBRATION_RESOLUTION, "svg-aligned-ours", "attention_s"),
+    (CALIBRATION_RESOLUTION, "video (SVG ours vs dense cuDNN)", "dit_speedup"),
+    (CALIBRATION_RESOLUTION, "attention ours-aligned-fast (40 heads)", "seconds")}
 
 
 def block_setup(geometry: str, kept: float):

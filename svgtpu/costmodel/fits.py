@@ -56,6 +56,12 @@ def fitted_constants(compiled=None) -> list[Fitted]:
         for kernel, rate, source in rates.rates:
             if source.startswith("fitted"):
                 out.append(Fitted(f"hopper {kernel} attention rate", rate, None, (rows,), source))
+        svg_rows = f"{rates.run}: {CALIBRATION_RESOLUTION} SVG block and attention rows"
+        for kernel, rate, source in rates.sparse_rates:
+            out.append(Fitted(f"hopper {kernel} attention rate on a sparse mask", rate, None, (svg_rows,), source))
+        for kernel, work, source in rates.svg_work:
+            out.append(Fitted(f"hopper SVG's own work around {kernel} (s per head and token)", work, None, (svg_rows,),
+                              source))
         hopper = family_efficiency("hopper", compiled)
         out.append(Fitted("hopper matmul efficiency (non-attention ops)", hopper["fitted"], (0.0, 1.0), (rows,),
                           "solved so the 720p dense-cuDNN block minus its self-attention is met"))

@@ -15,6 +15,12 @@ A rate read on the H200 prices an H100 unchanged: one GH100 die (132 SMs, one te
 cores, not HBM; the H100's own HBM bandwidth prices the memory-bound ops around it.  No rate is read at another
 resolution than :data:`CALIBRATION_RESOLUTION` (tests/test_costmodel_gpu.py).
 
+Two more numbers since 2026-12-06 (issue 61), read at the same resolution, for our kernel's SVG layers: its rate on a
+sparse mask, from the run's 720p attention row of the mask and kernel its SVG block calls (``ours-aligned-fast``,
+per computed tile: our kernel runs a band's tiles faster than a dense mask's), and SVG's own work around it
+(profiling, layout transform), the 720p SVG block's self-attention minus that kernel alone, per head and token
+(the model's form of that work, ``pipeline.svg_overhead_seconds``, is linear in both).
+
 The third fitted number, the non-attention ops' matmul efficiency, is fitted where setups are built
 (:func:`svgtpu.costmodel.validate.fit_efficiency`) against :attr:`GpuRates.rest_seconds`, the same run's
 720p dense-cuDNN block minus its self-attention.
@@ -38,6 +44,9 @@ CALIBRATION_RUN = "2026-12-04-314194b.json"
 CALIBRATION_RESOLUTION = "720p"
 #: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row.
 FLASH_PEER, FLASH_ROW = "peer-flexattention", "sdpa-flash2-dense"
+#: Our kernel on the mask its SVG block calls (the attention section's row), and that block's row: the sparse rate
+#: and SVG's own work (module doc).
+SPARSE_ROW, SVG_BLOCK_ROW = "ours-aligned-fast", "svg-aligned-ours"
 
 
 def tile_flops(head_dim: int) -> float:
@@ -60,17 +69,31 @@ class GpuRates:
     rest_seconds: float                         # one block's non-attention seconds at the calibration resolution
     rest_geometry: str
     run: str                                    # the committed run file
+    sparse_rates: tuple[tuple[str, float, str], ...] = ()   # (kernel, rate on a sparse mask, source)
+    svg_work: tuple[tuple[str, float, str], ...] = ()       # (kernel, SVG's own seconds per head and token, source)
 
-    def rate(self, kernel: str) -> float | None:
-        return next((r for k, r, _ in self.rates if k == kernel), None)
+    def rate(self, kernel: str, sparse: bool = False) -> float | None:
+        """``kernel``'s rate; on a sparse mask its sparse rate where one was measured."""
+        found = next((r for k, r, _ in self.sparse_rates if k == kernel), None) if sparse else None
+        return found or next((r for k, r, _ in self.rates if k == kernel), None)
 
-    def source(self, kernel: str) -> str:
-        return next((s for k, _, s in self.rates if k == kernel), "")
+    def source(self, kernel: str, sparse: bool = False) -> str:
+        found = next((s for k, _, s in self.sparse_rates if k == kernel), "") if sparse else ""
+        return found or next((s for k, _, s in self.rates if k == kernel), "")
 
-    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int, block_kv: int) -> float:
+    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int, block_kv: int,
+                     sparse: bool = False) -> float:
         """One head of ``kernel`` over ``computed_tiles`` tiles of ``block_q x block_kv`` (:data:`GPU_TILE` square: the
-        GPU kernels' own; another tile is priced by its work at the same rate)."""
-        return computed_tiles * tile_flops(head_dim) * (block_q * block_kv) / GPU_TILE ** 2 / self.rate(kernel)
+        GPU kernels' own; another tile is priced by its work at the same rate); ``sparse``: a mask with skipped
+        tiles, at the kernel's sparse rate where one was measured."""
+        return (computed_tiles * tile_flops(head_dim) * (block_q * block_kv) / GPU_TILE ** 2
+                / self.rate(kernel, sparse))
+
+    def svg_work_seconds(self, kernel: str, heads: int, L: int) -> float | None:
+        """SVG's own work (profiling, layout transform) of ``heads`` heads over ``L`` tokens around ``kernel``,
+        where it was measured (our kernel's SVG path), else ``None``."""
+        per = next((w for k, w, _ in self.svg_work if k == kernel), None)
+        return None if per is None else per * heads * L
 
 
 def fit_rates(run: dict, peer_runs: dict[str, dict]) -> GpuRates:
@@ -89,9 +112,17 @@ def fit_rates(run: dict, peer_runs: dict[str, dict]) -> GpuRates:
         case = next(c for c in peer["data"]["cases"] if c["geometry"] == CALIBRATION_RESOLUTION)
         flash = case["heads"] * dense_tiles(case["L"]) * tile_flops(head_dim) / case["rows"][FLASH_ROW]["median_s"]
         rates.append(("flash", flash, f"measured: {peer['file']}, {CALIBRATION_RESOLUTION} {FLASH_ROW}"))
+    section = next(a for a in data["attention"] if a["geometry"] == CALIBRATION_RESOLUTION)
+    sparse = next(r for r in section["rows"] if r["variant"] == SPARSE_ROW and r["status"] == "ok")
+    sparse_rates = (("ours", sparse["tflops"] * 1e12, f"fitted: {where.replace('block', 'attention')}, {SPARSE_ROW} "
+                     "(per computed tile)"),)
+    svg = rows[SVG_BLOCK_ROW]
+    svg_work = (("ours", (svg["attention_s"] - sparse["median_s"] * heads / section["heads"]) / (heads * block["L"]),
+                 f"fitted: {where}, {SVG_BLOCK_ROW} self-attention minus {SPARSE_ROW} alone"),)
     cudnn = rows["dense-cudnn"]
     return GpuRates(device=data["device"], rates=tuple(rates), rest_seconds=cudnn["block_s"] - cudnn["attention_s"],
-                    rest_geometry=CALIBRATION_RESOLUTION, run=run["file"])
+                    rest_geometry=CALIBRATION_RESOLUTION, run=run["file"], sparse_rates=sparse_rates,
+                    svg_work=svg_work)
 
 
 def _block_heads(model: str) -> tuple[int, int]:

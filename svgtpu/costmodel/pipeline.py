@@ -277,9 +277,9 @@ class Setup:
             info = MaskFacts(density=None, q_rows=ceil_div(self.geometry.L, self.block_q), empty_rows=empty_row_steps,
                              max_row_tiles=None, mask_cuts_tiles=True)
         fast_path = fast_path and HAS_FAST_PATH.get(kernel, True)
-        if self.gpu_rate(kernel):   # a GPU kernel: its computed tiles at its measured rate, nothing else
+        if self.gpu_rate(kernel):   # a GPU kernel: its computed tiles at its measured rate (on a mask with skipped
             return self.gpu_rates.head_seconds(kernel, stats.full + stats.partial, self.model.head_dim, self.block_q,
-                                               self.block_kv)
+                                               self.block_kv, sparse=stats.empty > 0)   # tiles, its sparse one)
         found = self.compiled_tile(kernel)
         if found:
             return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,
@@ -348,8 +348,14 @@ def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
     output and the two candidate masks (3x), three masked softmaxes; reads K and V once.  Layout
     transformation (per temporal head): permute Q, K, V to spatial-major and O back, each a read and
     a write of ``L x d`` values over HBM.  Profiling runs as plain attention ops on the sampled rows, not
-    in the sparse kernel: its softmax work is the hand count :data:`~svgtpu.costmodel.kernel_work.FLASH`.
+    in the sparse kernel: its softmax work is the hand count :data:`~svgtpu.costmodel.kernel_work.FLASH`.  On a GPU
+    whose run measured this work around the setup's kernel (our kernel's SVG path at the calibration resolution,
+    :meth:`~svgtpu.costmodel.gpu_rates.GpuRates.svg_work_seconds`) it is that measurement per head and token, one term.
     """
+    measured = None if setup.gpu_rates is None else setup.gpu_rates.svg_work_seconds(
+        setup.kernel, setup.heads_per_chip, setup.geometry.L)
+    if measured is not None:
+        return {"svg_own_work": measured}
     dev, eff, d, L, r = setup.device, setup.efficiency, setup.model.head_dim, setup.geometry.L, setup.profile_rows
     k = FLASH
     elements = float(r) * L
