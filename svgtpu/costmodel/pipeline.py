@@ -254,7 +254,9 @@ class Setup:
         """How attention of ``kernel`` is priced here: the compiled table (its provenance), a GPU kernel's
         measured rate (its source), or priors."""
         if self.gpu_rate(kernel):
-            return f"measured rate ({self.gpu_rates.source(kernel or self.kernel)})"
+            kernel = kernel or self.kernel
+            dense, sparse = self.gpu_rates.source(kernel), self.gpu_rates.source(kernel, sparse=True)
+            return f"measured rate ({dense}" + (f"; on a sparse mask: {sparse})" if sparse != dense else ")")
         found = self.compiled_tile(kernel)
         return f"compiled tile table ({found[1]})" if found else "priors (tile_costs.tile_units)"
 
