@@ -102,12 +102,16 @@ def test_no_rate_is_read_at_a_validation_resolution():
                     for key in ("block_s", "attention_s", "median_s"):
                         if r.get(key):
                             r[key] *= 2
+                    if r.get("tflops"):
+                        r["tflops"] /= 2
     moved_peers = copy.deepcopy(peers(run))
     for peer in moved_peers.values():
         for case in peer["data"].get("cases", []):
             if case["geometry"] != "720p":
                 for r in case["rows"].values():
                     r["median_s"] *= 2
+                    for key in ("tflops_computed", "tflops_useful"):
+                        r[key] /= 2
     after = fit_rates(moved, moved_peers)
     assert after == before
     assert all(" 720p " in source for _, _, source in before.rates + before.sparse_rates + before.svg_work)
