@@ -98,7 +98,10 @@ def test_the_compiled_block_reading_of_the_tpu_fit_is_inside_its_floor(account):
 @pytest.mark.xfail(strict=True, reason="the TPU matmul efficiency fitted on the moderate run alone sits below 0.85 x "
                                        "the compiled share: the roofline prices the non-attention ops under their "
                                        "compiled schedule, and the compiled block's own reading is under its floor "
-                                       "too (fits.tpu_fit_accounting, svgtpu costmodel --validate; issue 61)")
+                                       "too, with the attention calls at their instrumented realized over static "
+                                       "time (costmodel.realized), the weight gathers synchronous as compiled and "
+                                       "the work outside the blocks priced (fits.tpu_fit_accounting, svgtpu "
+                                       "costmodel --validate; docs/plausibility.md; issue 61)")
 def test_fits_inside_their_bounds(fits):
     outside = [(f.name, f.value, f.bounds) for f in fits if not f.inside]
     assert not outside, outside
