@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from svgtpu.geometry import PRESETS, VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.geometry import PRESETS, Tile, VideoGeometry, ceil_div, check_positive_int, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, Mask, TileMask, align, alignment_diff, check_kept, make_mask,
                                multiplier_for_kept)
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, Setting
@@ -157,7 +157,7 @@ def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, 
     if mode == "none":
         kernel_mask, tiles, diff = mask, before, None
     else:
-        kernel_mask = _SharedCounts(align(mask, block_q, block_kv, mode))
+        kernel_mask = _SharedCounts(align(mask, Tile(block_q, block_kv), mode))
         tiles, diff = classify(kernel_mask, block_q, block_kv), alignment_diff(mask, kernel_mask.base)
     tiles.kinds.setflags(write=False)   # cached: callers share it
     return kernel_mask, tiles, before.stats, diff

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from einops import rearrange
@@ -52,9 +53,28 @@ def parse_sizes(text: str, count: int, name: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def parse_tiles(text: str, name: str = "tiles") -> list[tuple[int, int]]:
-    """``"3024x2048,512x512"`` -> ``[(3024, 2048), (512, 512)]`` (BLOCK_QxBLOCK_KV, comma-separated)."""
-    return [parse_sizes(part, 2, name) for part in str(text).split(",")]
+class Tile(NamedTuple):
+    """A kernel's tile as one value: ``block_q`` query rows by ``block_kv`` keys (a tuple, so ``q, k = tile`` and
+    ``tile == (3024, 2048)`` hold).  Functions below the edges take a tile whole, never its sides as loose numbers;
+    :class:`~svgtpu.setting.Setting`, :class:`~svgtpu.recipes.TileRecipe` and the masks give theirs as ``.tile``."""
+
+    block_q: int
+    block_kv: int
+
+
+def check_tile(value, name: str = "tile") -> Tile:
+    """``value`` as a :class:`Tile` if it is a pair of positive integers (a ``Tile``, or a tuple or list read from
+    JSON), else :class:`BadInput` naming ``name`` (or the side, ``block_q`` / ``block_kv``, that is not positive)."""
+    try:
+        block_q, block_kv = value
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a Tile(block_q, block_kv), got {value!r}") from None
+    return Tile(check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv))
+
+
+def parse_tiles(text: str, name: str = "tiles") -> list[Tile]:
+    """``"3024x2048,512x512"`` -> ``[Tile(3024, 2048), Tile(512, 512)]`` (BLOCK_QxBLOCK_KV, comma-separated)."""
+    return [Tile(*parse_sizes(part, 2, name)) for part in str(text).split(",")]
 
 
 def format_tile(block_q: int, block_kv: int) -> str:
@@ -62,9 +82,9 @@ def format_tile(block_q: int, block_kv: int) -> str:
     return f"{block_q}x{block_kv}"
 
 
-def format_tiles(tiles) -> str:
-    """``[(3024, 2048), (512, 512)]`` -> ``"3024x2048,512x512"`` (:func:`parse_tiles` reads it back)."""
-    return ",".join(format_tile(q, k) for q, k in tiles)
+def format_tiles(tiles: Sequence[Tile]) -> str:
+    """``[Tile(3024, 2048), Tile(512, 512)]`` -> ``"3024x2048,512x512"`` (:func:`parse_tiles` reads it back)."""
+    return ",".join(format_tile(*tile) for tile in tiles)
 
 
 #: The longest token sequence: token indices are int32 in JAX without x64 and in Pallas TPU kernels.
@@ -187,5 +207,5 @@ def get_geometry(spec: "str | VideoGeometry", name: str = "geometry") -> VideoGe
     return VideoGeometry(T, H, W)
 
 
-__all__ = ["VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "ceil_div", "round_up",
-           "parse_sizes", "parse_tiles", "format_tile", "format_tiles"]
+__all__ = ["Tile", "VideoGeometry", "MAX_TOKENS", "PRESETS", "get_geometry", "check_positive_int", "check_tile",
+           "ceil_div", "round_up", "parse_sizes", "parse_tiles", "format_tile", "format_tiles"]

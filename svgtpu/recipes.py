@@ -25,6 +25,7 @@ import dataclasses
 import math
 
 from svgtpu.errors import BadInput
+from svgtpu.geometry import Tile
 
 # -- sources ------------------------------------------------------------------------------------
 
@@ -246,6 +247,11 @@ class TileRecipe:
     block_kv: int
     block_kv_compute: int | None
     source: Source
+
+    @property
+    def tile(self) -> Tile:
+        """``Tile(block_q, block_kv)``."""
+        return Tile(self.block_q, self.block_kv)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "block_q": self.block_q, "block_kv": self.block_kv,

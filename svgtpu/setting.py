@@ -20,7 +20,7 @@ import math
 import numbers
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import format_tile
+from svgtpu.geometry import Tile, format_tile
 from svgtpu.models import MODELS
 from svgtpu.recipes import DEFAULT_RECIPE, PRODUCTION_TILE, SPLASH_DEFAULT_TILE
 
@@ -105,6 +105,11 @@ class Setting:
     def slice(self) -> str:
         """``v6e-8``."""
         return f"{self.device}-{self.chips}"
+
+    @property
+    def tile(self) -> Tile:
+        """The run's tile as one value, ``Tile(block_q, block_kv)``."""
+        return Tile(self.block_q, self.block_kv)
 
     @property
     def tiles(self) -> str:

@@ -10,7 +10,7 @@ import pytest
 import svgtpu.costmodel as cm
 from svgtpu.cli import COMMANDS, build_parser, main
 from svgtpu.errors import BadInput
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.masks.core import align, alignment_diff, svg_mask
 
 
@@ -112,10 +112,10 @@ def test_a_dense_mask_takes_no_density_in_the_api():
     from svgtpu.masks.tiles import tile_report
 
     with pytest.raises(BadInput, match="mask dense"):
-        tile_report("4x10x14", "dense", kept=0.3, block_q=128, block_kv=128)
+        tile_report("4x10x14", "dense", kept=0.3, tile=Tile(128, 128))
     with pytest.raises(BadInput, match="mask dense"):
-        tile_report("4x10x14", "dense", multiplier=1.0, block_q=128, block_kv=128)
-    assert tile_report("4x10x14", "dense", block_q=128, block_kv=128)["kept"] is None
+        tile_report("4x10x14", "dense", multiplier=1.0, tile=Tile(128, 128))
+    assert tile_report("4x10x14", "dense", tile=Tile(128, 128))["kept"] is None
 
 
 def test_every_string_argument_of_every_command_refuses_the_empty_string(capsys):
@@ -183,9 +183,9 @@ def test_a_grid_too_small_for_the_density_is_refused_by_the_api():
 
 
 @pytest.mark.parametrize("call,words", [
-    (lambda m: align("spatial", 128, 128), "mask must be a Mask"),
-    (lambda m: align(np.ones((8, 8), bool), 8, 8), "mask must be a Mask"),
-    (lambda m: align(m, 128, 128, 3), "align mode must be one of"),
+    (lambda m: align("spatial", Tile(128, 128)), "mask must be a Mask"),
+    (lambda m: align(np.ones((8, 8), bool), Tile(8, 8)), "mask must be a Mask"),
+    (lambda m: align(m, Tile(128, 128), 3), "align mode must be one of"),
     (lambda m: alignment_diff(m, "snap"), "aligned must be a TileMask"),
     (lambda m: alignment_diff(None, m), "original must be a Mask"),
     (lambda m: cm.calibrated_setup("wan2.1-14b", "720p", 6), "device must be one of"),

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import VideoGeometry, get_geometry
+from svgtpu.geometry import Tile, VideoGeometry, get_geometry
 from svgtpu.masks.core import (ALIGN_MODES, ArrayMask, BandSinkMask, TileMask, align, alignment_diff, balanced_keep,
-                               density_band_window, svg_mask, temporal_frame_major_mask, tile_edges)
+                               density_band_window, svg_mask, temporal_frame_major_mask, tile_grid)
 from svgtpu.masks.pairs import format_pair_accounting, pair_accounting
 from svgtpu.masks.tiles import classify
 
@@ -65,14 +65,14 @@ def test_balanced_alignment_equals_brute_force(seed):
     for mask in masks:
         A = mask.to_array()
         for mode in ("balanced-global", "balanced-row"):
-            aligned = align(mask, bq, bk, mode)
+            aligned = align(mask, Tile(bq, bk), mode)
             check_balanced(A, aligned.tiles, bq, bk, per_row=mode == "balanced-row")
             # its pair accounting, analytic, against the arrays
             B = aligned.to_array()
             diff = alignment_diff(mask, aligned)
             assert (diff.original, diff.aligned) == (A.sum(), B.sum())
             assert (diff.added, diff.dropped) == ((B & ~A).sum(), (A & ~B).sum())
-            qe, ke = tile_edges(g.L, bq), tile_edges(g.L, bk)
+            qe, ke = tile_grid(g.L, Tile(bq, bk))
             np.testing.assert_array_equal(aligned.count_grid(qe, ke), brute_tiles(B, bq, bk)[0])
 
 
@@ -102,9 +102,9 @@ def test_balanced_pairs_within_half_a_percent_at_wan_resolutions(resolution):
     for mask in masks:
         for bq, bk in ((3024, 2048), (3072, 2048), (3328, 2816), (1024, 1024)):
             for mode in ("balanced-global", "balanced-row"):
-                diff = alignment_diff(mask, align(mask, bq, bk, mode))
+                diff = alignment_diff(mask, align(mask, Tile(bq, bk), mode))
                 assert abs(diff.pair_error) <= 0.005, (resolution, mask.window, bq, bk, mode, diff)
-            snap_worst = max(snap_worst, abs(alignment_diff(mask, align(mask, bq, bk, "snap")).pair_error))
+            snap_worst = max(snap_worst, abs(alignment_diff(mask, align(mask, Tile(bq, bk), "snap")).pair_error))
     if resolution == "720p":
         assert snap_worst > 0.005   # what the balanced modes are for: snap misses the budget there
 
@@ -112,7 +112,7 @@ def test_balanced_pairs_within_half_a_percent_at_wan_resolutions(resolution):
 def test_balanced_aligned_mask_is_whole_tiles_and_hashable():
     g = get_geometry("2x10x12")
     m = svg_mask(g, 0.7)
-    a, b = align(m, 64, 48, "balanced-global"), align(m, 64, 48, "balanced-global")
+    a, b = align(m, Tile(64, 48), "balanced-global"), align(m, Tile(64, 48), "balanced-global")
     assert isinstance(a, TileMask) and a == b and hash(a) == hash(b) and {a: 1}[b] == 1
     stats = classify(a, 64, 48).stats
     kinds = classify(a, 64, 48).kinds
@@ -131,17 +131,17 @@ def test_density_band_window_is_maxdiffusions_rule():
 
 def test_align_rejects_unknown_mode_naming_the_balanced_ones():
     with pytest.raises(BadInput, match="balanced-global, balanced-row"):
-        align(svg_mask(get_geometry("2x8x8"), 1.0), 8, 8, "balanced")
+        align(svg_mask(get_geometry("2x8x8"), 1.0), Tile(8, 8), "balanced")
     assert set(ALIGN_MODES) >= {"snap", "balanced-global", "balanced-row"}
 
 
 def test_pair_accounting_table():
-    result = pair_accounting(["2x8x12"], [(32, 48)], kept=[0.3], densities=[0.5], modes=["snap", "balanced-row"])
+    result = pair_accounting(["2x8x12"], [Tile(32, 48)], kept=[0.3], densities=[0.5], modes=["snap", "balanced-row"])
     assert {r["mode"] for r in result["rows"]} == {"snap", "balanced-row"}
     assert all("row_no_carry_error" in r for r in result["rows"] if r["mode"] == "balanced-row")
     assert "balanced-row" in format_pair_accounting(result)
     with pytest.raises(BadInput, match="modes"):
-        pair_accounting(["2x8x12"], [(32, 48)], modes=["round"])
+        pair_accounting(["2x8x12"], [Tile(32, 48)], modes=["round"])
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -157,12 +157,12 @@ def test_every_mode_in_turn_on_one_mask_keeps_its_own_rule(seed):
     allowed, valid = brute_tiles(A, bq, bk)   # valid: the tile's pairs inside L (an edge tile is cut short)
     rules = {"snap": 2 * allowed >= valid, "cover": allowed > 0, "inner": allowed == valid}
     for mode in list(ALIGN_MODES) + list(reversed(ALIGN_MODES)):
-        tiles = align(mask, bq, bk, mode).tiles
+        tiles = align(mask, Tile(bq, bk), mode).tiles
         if mode in rules:
             np.testing.assert_array_equal(tiles, rules[mode], err_msg=f"{mode} seed {seed}")
         else:
             check_balanced(A, tiles, bq, bk, per_row=mode == "balanced-row")
     from svgtpu.masks.core import _tile_pairs
-    counts, _ = _tile_pairs(mask, bq, bk)
+    counts, _ = _tile_pairs(mask, Tile(bq, bk))
     with pytest.raises(ValueError):
         counts[0, 0] += 1

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.masks import ArrayMask, BandSinkMask, PermutedMask, TileStats, classify
 from svgtpu.masks.c3_search import SearchPoint, after_shares, aligned_stats, band_tile_counts, combine, search
 from svgtpu.facts.claims import rounds_to
@@ -34,7 +34,7 @@ def band_array(L, sink, window):
                                                (96, 33, 100, 7)])
 def test_band_tile_counts_equal_brute_force(L, sink, bq, bkv):
     windows = [0, 1, 17, 64, 150, L + 3]
-    full, partial = band_tile_counts(L, sink, windows, bq, bkv)
+    full, partial = band_tile_counts(L, sink, windows, Tile(bq, bkv))
     for w, f, p in zip(windows, full, partial):
         assert (f, p) == brute_stats(band_array(L, sink, w), bq, bkv), w
 
@@ -45,7 +45,7 @@ def test_band_tile_counts_equal_classify_at_random():
         L = int(rng.integers(1, 500))
         sink, bq, bkv = int(rng.integers(0, L + 1)), int(rng.integers(1, 90)), int(rng.integers(1, 90))
         windows = rng.integers(0, L + 5, size=3)
-        full, partial = band_tile_counts(L, sink, windows, bq, bkv)
+        full, partial = band_tile_counts(L, sink, windows, Tile(bq, bkv))
         for w, f, p in zip(windows, full, partial):
             stats = classify(BandSinkMask(L, sink, int(w)), bq, bkv).stats
             assert (stats.full, stats.partial) == (f, p)
@@ -53,7 +53,7 @@ def test_band_tile_counts_equal_classify_at_random():
 
 def test_band_aligned_with_exact_sink_equals_brute_force():
     L, sink, w, bq, bkv = 300, 70, 40, 64, 48
-    stats = aligned_stats(BandSinkMask(L, sink, w), bq, bkv, "snap", "tile", align_sink=False)
+    stats = aligned_stats(BandSinkMask(L, sink, w), Tile(bq, bkv), "snap", "tile", align_sink=False)
     band = band_array(L, 0, w)
     aligned = np.zeros((L, L), bool)
     for q0 in range(0, L, bq):                      # snap by hand: keep a tile when half its valid pairs are in
@@ -67,7 +67,7 @@ def test_band_aligned_with_exact_sink_equals_brute_force():
 def test_quantum_alignment_and_strided_mask_by_brute_force():
     g = get_geometry("3x8x16")                      # F = 128, L = 384
     mask = BandSinkMask(g.L, g.F, 128)
-    stats = aligned_stats(mask, 96, 160, "cover", "quantum", True)
+    stats = aligned_stats(mask, Tile(96, 160), "cover", "quantum", True)
     cover = np.zeros((g.L, g.L), bool)
     allowed = mask.to_array()
     for q0 in range(0, g.L, 128):
@@ -96,7 +96,7 @@ def test_search_finds_a_planted_setting():
     before = brute_stats(band, 64, 96)
     after = [a for a in after_shares(planted) if (a["align_mode"], a["granularity"], a["align_sink"]) ==
              ("cover", "tile", True)][0]["after"]
-    result = search(["3x8x16"], [(64, 96), (32, 32)], kept_range=(0.0, 1.0), temporal_shares=(0.5,),
+    result = search(["3x8x16"], [Tile(64, 96), Tile(32, 32)], kept_range=(0.0, 1.0), temporal_shares=(0.5,),
                     target=(before[1] / sum(before), after), near=0.01, progress=False)
     found = [(m["window"], m["block_q"], m["block_kv"], m["sink"], m["heads"], m["align_mode"], m["granularity"],
               m["align_sink"]) for m in result["matches"]]
@@ -150,7 +150,7 @@ def test_maxdiffusion_tile_classes_equal_brute_force(L, sink, window, bq, bkv):
     q, k = np.arange(L)[:, None], np.arange(L)[None, :]
     sink_only, band_only = np.broadcast_to(k < sink, (L, L)), np.abs(q - k) <= window
     classes = np.array(brute_maxdiffusion_classes(sink_only | band_only, bq, bkv)(sink_only, band_only))
-    got = maxdiffusion_tile_classes(BandSinkMask(L, sink, window), bq, bkv)
+    got = maxdiffusion_tile_classes(BandSinkMask(L, sink, window), Tile(bq, bkv))
     np.testing.assert_array_equal(got["live"], classes[..., 0])
     np.testing.assert_array_equal(got["full"], classes[..., 0] & classes[..., 1])
     np.testing.assert_array_equal(got["boundary"], classes[..., 0] & ~classes[..., 1])
@@ -162,7 +162,7 @@ def test_maxdiffusion_shares_hand_worked():
     # 16, 32, ... pairs -> the two diagonal tiles (32 pairs, error 10) vs one (16, error 6): one tile of 16 runs.
     # Nothing touches the sequence end (L is a multiple of 4): after = 0.
     from svgtpu.masks.c3_search import maxdiffusion_shares
-    shares = maxdiffusion_shares(BandSinkMask(8, 0, 1), 4, 4)
+    shares = maxdiffusion_shares(BandSinkMask(8, 0, 1), Tile(4, 4))
     assert shares["before"] == 1.0 and shares["after_global"] == 0.0
     assert shares["pair_error_global"] == (16 - 22) / 22
     # per row the budgets are 11 and 11: each row keeps its diagonal tile (16, error 5 < 11)
@@ -171,7 +171,7 @@ def test_maxdiffusion_shares_hand_worked():
 
 def test_maxdiffusion_search_counts_both_ways():
     from svgtpu.masks.c3_search import format_maxdiffusion_search, maxdiffusion_search
-    found = maxdiffusion_search(["2x16x16"], [(128, 128), (96, 160)], densities=(0.2, 0.5), progress=False)
+    found = maxdiffusion_search(["2x16x16"], [Tile(128, 128), Tile(96, 160)], densities=(0.2, 0.5), progress=False)
     assert found["searched"] == 2 * 2 * 2 * 2   # tiles x densities x sink x policy
     row = found["rows"][0]
     assert {"before", "after", "ours_before", "ours_after", "pair_error"} <= set(row)

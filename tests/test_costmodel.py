@@ -19,6 +19,7 @@ from svgtpu import costmodel as cm
 from svgtpu.cli import main
 from svgtpu.costmodel import realized
 from svgtpu.masks.tiles import TileStats
+from svgtpu.geometry import Tile
 
 TINY = cm.ModelConfig("tiny", layers=2, dim=4, heads=2, head_dim=2, ffn=8, text_len=3, patch_in=5, source="test")
 FAKE = cm.DeviceSpec("fake", matmul_flops=1e12, hbm_bandwidth=1e11, hbm_bytes=1e9, vector_ops=1e11,
@@ -655,7 +656,7 @@ def test_model_steps_equal_the_kernel_plan():
     from svgtpu.masks.core import DenseMask, align, svg_mask
     g = cm.get_geometry("3x10x18")
     for kept in (0.2, 0.45):
-        for name, mask in (("svg", svg_mask(g, kept=kept)), ("svg-aligned", align(svg_mask(g, kept=kept), 64, 128, "snap")),
+        for name, mask in (("svg", svg_mask(g, kept=kept)), ("svg-aligned", align(svg_mask(g, kept=kept), Tile(64, 128), "snap")),
                            ("dense", DenseMask(g.L))):
             stats, info = cm.mask_tiles(g, name, 64, 128, kept=None if name == "dense" else kept)
             plan = tile_plan(mask, g.L, 64, 128)

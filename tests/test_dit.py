@@ -15,7 +15,7 @@ from svgtpu.attention.backends import attention_backend
 from svgtpu.attention.base import dense_attention
 from svgtpu.toy.dit import (DiTConfig, apply_rope, forward, init_params, load_checkpoint, patchify, rope_angles,
                         rope_split, save_checkpoint, unpatchify)
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.toy.sampler import sample, save_video, time_grid
 from svgtpu.toy.train import CONFIGS, flow_matching_loss, get_config, train
 
@@ -110,7 +110,7 @@ def test_all_backends_agree_on_a_dense_mask():
     call = dict(layer=1, num_steps=10, num_layers=4, key=jax.random.PRNGKey(1))
     outputs = {
         "dense": dense_attention(q, k, v, step=5, **call),
-        "splash": attention_backend("splash", g)(q, k, v, step=5, **call),
+        "splash": attention_backend("splash", g, tile=Tile(128, 128))(q, k, v, step=5, **call),
         "svg warm-up": attention_backend("svg", g, svg_config=SVGConfig(**TILE))(q, k, v, step=0, **call),
         # a band wider than L: the sparse path (profiling + layout transformation) on a dense mask
         "svg full band": attention_backend("svg", g, svg_config=SVGConfig(multiplier=10.0, **TILE))(q, k, v, step=5, **call),
@@ -202,6 +202,8 @@ def test_bad_config_is_rejected_clearly():
         attention_backend("svg", VideoGeometry(3, 10, 14))
     with pytest.raises(ValueError, match="needs svg2_config"):
         attention_backend("svg2")
+    with pytest.raises(ValueError, match="'splash' needs tile"):   # no tile default: the caller's
+        attention_backend("splash")
     with pytest.raises(ValueError, match="config"):
         get_config("huge")
     with pytest.raises(ValueError, match="num_steps"):

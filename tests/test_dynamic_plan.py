@@ -16,6 +16,7 @@ from svgtpu.kernels.common import compiling_for
 from svgtpu.masks.families import BlockMask
 from svgtpu.masks.core import ArrayMask, align
 from svgtpu.masks.tiles import EMPTY, classify
+from svgtpu.geometry import Tile
 
 TOLERANCE = {"float32": 2e-5, "bfloat16": 3e-2}
 
@@ -75,7 +76,7 @@ def test_block_table_kinds_equal_the_host_classification_and_alignment(align_mod
     for h in range(heads):
         mask = BlockMask(L, qe[h], ke[h], table[h])
         if align_mode:
-            mask = align(mask, bq, bkv, align_mode)
+            mask = align(mask, Tile(bq, bkv), align_mode)
         np.testing.assert_array_equal(np.asarray(kinds[h]), classify(mask, bq, bkv).kinds)
         assert abs(float(kept[h]) - mask.to_array().mean()) < 1e-6  # brute force over the L x L pairs
         labels = np.asarray(block_labels(jnp.asarray(qe[h:h + 1]), L + 5))[0]
@@ -100,7 +101,7 @@ def test_block_table_attention_equals_float64_under_the_same_mask(dtype, align_m
                                       align=align_mode, config=KernelConfig(128, 128, fast_path=fast_path, layout=layout))
     masks = [BlockMask(L, qe[h], ke[h], table[h]) for h in range(heads)]
     if align_mode:
-        masks = [align(m, 128, 128, align_mode) for m in masks]
+        masks = [align(m, Tile(128, 128), align_mode) for m in masks]
     allowed = np.stack([m.to_array() for m in masks])
     assert out.dtype == q.dtype and not bool(info.overflow.any())
     assert relative_error(out, masked_attention(q, k, v, allowed)) < TOLERANCE[dtype]

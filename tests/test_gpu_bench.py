@@ -13,6 +13,7 @@ from svgtpu.bench.gpu_timing import Budget, reason
 from svgtpu.cli import main
 from svgtpu.errors import BadInput
 from svgtpu.facts.results import load_results
+from svgtpu.geometry import Tile
 
 
 @pytest.mark.system
@@ -283,7 +284,7 @@ def test_flex_block_lists_are_our_tiles_by_brute_force():
     from svgtpu.masks.core import BandSinkMask, DenseMask, align
     L, block = 700, 128   # not a tile multiple
     band = BandSinkMask(L, 90, 150)
-    for mask in (band, align(band, block, block, "snap"), DenseMask(L)):
+    for mask in (band, align(band, Tile(block, block), "snap"), DenseMask(L)):
         allowed = mask.to_array()
         n = -(-L // block)
         padded = np.zeros((n * block, n * block), bool)

@@ -15,6 +15,7 @@ from svgtpu.kernels.api import block_sparse
 from svgtpu.kernels.gpu import gpu_block_sparse_attention, row_plan
 from svgtpu.masks.core import ArrayMask, BandSinkMask, DenseMask, align, svg_mask
 from svgtpu.masks.tiles import FULL, classify
+from svgtpu.geometry import Tile
 
 # (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, gpu_block_q, gpu_block_kv, fast_path)
 CASES = [
@@ -22,7 +23,7 @@ CASES = [
     ("svg-bf16", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 2, 360, 128, "bfloat16", 128, 128, None, None, True),
     ("svg-nofast-small-programs", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 2, 360, 64, "float32", 128, 128, 32, 128,
      False),
-    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 64, 128,
+    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(128, 256)), 2, 360, 128, "float32", 128, 256, 64, 128,
      True),
     ("random-tiles", lambda L: tile_pattern_mask(L, 128, 7), 2, 330, 64, "float32", 128, 128, None, 128, True),
     ("per-head-nofast-bf16", lambda L: per_head_masks(L, 3), 3, 270, 64, "bfloat16", 128, 128, 64, 128, False),

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.baselines.splash import splash_attention
 from svgtpu.kernels import KernelConfig, block_sparse_attention, mask_array, reference_attention, tile_plan
 from svgtpu.kernels.plan import FIRST, LAST
@@ -67,8 +67,8 @@ CASES = [
     ("dense", lambda L: DenseMask(L), 1, 300, 64, "float32", 128, 256, None),
     ("svg-spatial", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 2, 360, 128, "bfloat16", 128, 128, None),
     ("svg-spatial-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 256, 128, None),
-    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 128),
-    ("aligned-other-blocks", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 256, 256), 1, 360, 64, "bfloat16",
+    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(128, 256)), 2, 360, 128, "float32", 128, 256, 128),
+    ("aligned-other-blocks", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(256, 256)), 1, 360, 64, "bfloat16",
      128, 128, None),
     ("temporal-frame-major", lambda L: PermutedMask(svg_mask(GEOM_TEMPORAL, 1.0), GEOM_TEMPORAL), 2, 480, 64,
      "float32", 128, 128, None),
@@ -103,7 +103,7 @@ LAYOUT_CASES = [
     ("layouts-dense-padded-chunks", lambda L: DenseMask(L), 2, 420, 128, "bfloat16", 128, 256, 128),
     ("layouts-svg-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 384, 128, None),
     ("layouts-band-sink-bf16", lambda L: BandSinkMask(L, 40, 50), 2, 530, 128, "bfloat16", 384, 256, 128),
-    ("layouts-aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), 128, 256), 2, 360, 128, "float32", 128, 256, 128),
+    ("layouts-aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(128, 256)), 2, 360, 128, "float32", 128, 256, 128),
     ("layouts-per-head-blocks", lambda L: per_head_masks(L, 5), 3, 400, 64, "float32", 256, 128, None),
     ("layouts-many-chunks", lambda L: BandSinkMask(L, 300, 20), 1, 1100, 64, "bfloat16", 256, 1024, 128),
     # one band edge per tile: key-major adds band_table patterns (sink and L cut sub-blocks off their edges)
@@ -316,7 +316,7 @@ def test_plan_mask_sources_and_fast_path_ablation():
     svg = svg_mask(GEOM_SPATIAL, 1.0)
     assert tile_plan(svg, L, 128, 128).mask_source == "iota"
     assert tile_plan(DenseMask(L), L, 128, 128).mask_source == "padding"
-    assert tile_plan(align(svg, 128, 128), L, 128, 128).mask_source == "padding"
+    assert tile_plan(align(svg, Tile(128, 128)), L, 128, 128).mask_source == "padding"
     on, off = tile_plan(svg, L, 128, 128, True), tile_plan(svg, L, 128, 128, False)
     stats = classify(svg, 128, 128).stats
     assert on.masked_steps == stats.partial and off.masked_steps == stats.partial + stats.full

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import ArrayMask, align
 from svgtpu.masks.tiles import classify
@@ -144,7 +144,7 @@ def test_radial_hand_worked_and_window_fraction():
 
 def test_radial_snapping_removes_partial_tiles():
     mask = RadialMask(VideoGeometry(8, 16, 16))  # F = 256: frames are whole 128-token tiles
-    snapped = align(mask, 128, 128, "snap")
+    snapped = align(mask, Tile(128, 128), "snap")
     assert classify(mask, 128, 128).stats.partial > 0
     assert classify(snapped, 128, 128).stats.partial == 0
 

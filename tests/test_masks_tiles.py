@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import VideoGeometry, get_geometry
+from svgtpu.geometry import Tile, VideoGeometry, get_geometry
 from svgtpu.masks.core import (ArrayMask, BandSinkMask, DenseMask, TileMask, align, alignment_diff,
                           band_window, make_mask, svg_mask,
-                          temporal_frame_major_mask, tile_edges)
+                          temporal_frame_major_mask, tile_grid)
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
 SEED = 20261130
@@ -33,7 +33,7 @@ def random_masks(rng, g: VideoGeometry, bq: int, bk: int):
     base = [svg_mask(g, mult), temporal_frame_major_mask(g, mult), DenseMask(g.L),
             ArrayMask(rng.random((g.L, g.L)) < 0.2),
             BandSinkMask(g.L, int(rng.integers(0, g.L)), int(rng.integers(0, g.L)))]
-    aligned = [align(m, bq, bk, mode) for m, mode in zip(base, ["snap", "cover", "inner", "snap", "snap"])]
+    aligned = [align(m, Tile(bq, bk), mode) for m, mode in zip(base, ["snap", "cover", "inner", "snap", "snap"])]
     return base + aligned
 
 
@@ -47,7 +47,7 @@ def test_tile_kinds_and_counts_equal_brute_force(seed):
         A = mask.to_array()
         kinds = classify(mask, bq, bk).kinds
         np.testing.assert_array_equal(kinds, brute_kinds(A, bq, bk), err_msg=f"{mask!r:.80} seed {seed}")
-        qe, ke = tile_edges(g.L, bq), tile_edges(g.L, bk)
+        qe, ke = tile_grid(g.L, Tile(bq, bk))
         P = np.zeros((qe[-1], ke[-1]), dtype=bool)
         P[:g.L, :g.L] = A
         brute = P.reshape(len(qe) - 1, bq, len(ke) - 1, bk).sum(axis=(1, 3))
@@ -80,7 +80,7 @@ def test_alignment_removes_partial_tiles_and_reports_the_difference():
     bq, bk = 16, 24
     m = svg_mask(g, float(rng.uniform(0.3, 1.0)))
     for mode in ("snap", "cover", "inner"):
-        a = align(m, bq, bk, mode)
+        a = align(m, Tile(bq, bk), mode)
         kinds = classify(a, bq, bk).kinds
         # only the last kv tile column holds padded keys; nothing else may be partial
         assert not (kinds[:, :-1] == PARTIAL).any()
@@ -88,8 +88,8 @@ def test_alignment_removes_partial_tiles_and_reports_the_difference():
         d = alignment_diff(m, a)
         assert d.added == int((B & ~A).sum()) and d.dropped == int((A & ~B).sum())
         assert (d.original, d.aligned) == (int(A.sum()), int(B.sum()))
-    assert alignment_diff(m, align(m, bq, bk, "cover")).dropped == 0
-    assert alignment_diff(m, align(m, bq, bk, "inner")).added == 0
+    assert alignment_diff(m, align(m, Tile(bq, bk), "cover")).dropped == 0
+    assert alignment_diff(m, align(m, Tile(bq, bk), "inner")).added == 0
 
 
 @pytest.mark.parametrize("seed", range(SEED, SEED + 4))
@@ -98,7 +98,7 @@ def test_snap_is_closest_tile_aligned_mask(seed):
     rng = np.random.default_rng(seed)
     g = VideoGeometry(2, 5, 9)
     m = ArrayMask(rng.random((g.L, g.L)) < 0.5)
-    snap, cover, inner = (alignment_diff(m, align(m, 8, 8, mode)) for mode in ("snap", "cover", "inner"))
+    snap, cover, inner = (alignment_diff(m, align(m, Tile(8, 8), mode)) for mode in ("snap", "cover", "inner"))
     err = lambda d: d.added + d.dropped  # noqa: E731
     assert err(snap) <= min(err(cover), err(inner))
 
@@ -150,7 +150,7 @@ def test_masks_are_hashable_values():
     assert svg_mask(g, 1.0) == svg_mask(g, 1.0) and hash(svg_mask(g, 1.0)) == hash(svg_mask(g, 1.0))
     a = np.eye(g.L, dtype=bool)
     assert ArrayMask(a) == ArrayMask(a.copy()) and len({ArrayMask(a), ArrayMask(a.copy())}) == 1
-    assert align(svg_mask(g, 1.0), 8, 8) == align(svg_mask(g, 1.0), 8, 8)
+    assert align(svg_mask(g, 1.0), Tile(8, 8)) == align(svg_mask(g, 1.0), Tile(8, 8))
 
 
 def test_kept_to_multiplier_hits_target_density():
@@ -193,7 +193,7 @@ def test_kept_near_every_pair_gets_the_widest_sparse_step_and_only_a_dense_first
     (lambda g: svg_mask(g, kept=0.0), "kept"),
     (lambda g: svg_mask(g, 1.0, kept=0.3), "at most one of kept or multiplier"),
     (lambda g: make_mask("diagonal", g, 1.0), "mask must be one of"),
-    (lambda g: align(svg_mask(g, 1.0), 8, 8, "round"), "align mode"),
+    (lambda g: align(svg_mask(g, 1.0), Tile(8, 8), "round"), "align mode"),
     (lambda g: classify(DenseMask(g.L), 0, 8), "block_q"),
     (lambda g: classify(DenseMask(g.L), 8, 1.5), "block_kv"),
     (lambda g: ArrayMask(np.ones((3, 4), dtype=bool)), "square"),
@@ -229,7 +229,7 @@ def test_wan_1440p_c3_alignment():
     before = classify(m, 3024, 2048).stats.partial_share
     assert 0.15 < before < 0.35
     for bq, bk in [(512, 512), (1024, 1024), (3024, 2048)]:
-        assert classify(align(m, bq, bk), bq, bk).stats.partial_share <= 0.0222
+        assert classify(align(m, Tile(bq, bk)), bq, bk).stats.partial_share <= 0.0222
 
 
 @pytest.mark.parametrize("seed", range(3))

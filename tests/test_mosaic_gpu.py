@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.kernels.mosaic_gpu import MosaicConfig, interpret_params, masked_score, mosaic_gpu_attention
 from svgtpu.kernels.reference import float64_attention, mask_array, relative_error
 from svgtpu.kernels.row_ranges import TileBand, range_kinds, range_walk_attention, row_steps, tile_band, walk_band
@@ -44,7 +44,7 @@ def test_ranges_are_the_non_empty_tiles_of_our_classification():
 @pytest.mark.parametrize("geometry", ["11x16x20", "720p"])
 def test_ranges_of_the_svg_masks_and_their_tile_aligned_versions(geometry):
     mask = svg_mask(get_geometry(geometry), kept=0.3)
-    aligned = align(mask, 128, 128, "snap")
+    aligned = align(mask, Tile(128, 128), "snap")
     assert isinstance(walk_band(aligned, 128, 128), TileBand)
     for m in (mask, aligned):
         assert np.array_equal(range_kinds(walk_band(m, 128, 128), 128, 128), classify(m, 128, 128).kinds)
@@ -87,7 +87,7 @@ def _ragged_band():
 
 
 CASES = [(BandSinkMask(300, 40, 60), True), (BandSinkMask(300, 40, 60), False), (DenseMask(300), True),
-         (align(svg_mask(get_geometry("2x8x10"), kept=0.3), 128, 128, "snap"), True), (_ragged_band(), True)]
+         (align(svg_mask(get_geometry("2x8x10"), kept=0.3), Tile(128, 128), "snap"), True), (_ragged_band(), True)]
 
 
 @pytest.mark.parametrize("mask, fast_path", CASES)
@@ -135,7 +135,7 @@ def test_the_masked_score_is_finite_and_marks_empty_rows():
 
 @pytest.mark.parametrize("mask, fast_path, d, consumers", [
     (BandSinkMask(300, 40, 100), True, 128, 2), (DenseMask(300), False, 64, 1),
-    (align(svg_mask(get_geometry("2x8x10"), kept=0.3), 128, 128, "snap"), True, 128, 2)])   # a tile band
+    (align(svg_mask(get_geometry("2x8x10"), kept=0.3), Tile(128, 128), "snap"), True, 128, 2)])   # a tile band
 def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, consumers):
     """Pallas' Mosaic GPU lowering (the producer and consumer warpgroups, register reallocation, wgmma into a
     ``run_state`` accumulator, TMA, barriers, the branch per tile, approximate math) runs here without a GPU; the
@@ -154,7 +154,7 @@ def test_lowers_to_mosaic_gpu_for_cuda(mask, fast_path, d, consumers):
     (dict(block_q=64, consumers=2), "consumers must be 1 or 2 with consumers x 64 dividing block_q=64"),
     (dict(stages=4), "needs 288 KiB of shared memory; a Hopper block has 227 KiB"),
     (dict(config=MosaicConfig(), stages=2), "pass either config or its fields"),
-    (dict(mask=align(BandSinkMask(300, 40, 100), 128, 128, "snap")), "walks band \\+ sink masks")])
+    (dict(mask=align(BandSinkMask(300, 40, 100), Tile(128, 128), "snap")), "walks band \\+ sink masks")])
 def test_refusals_are_one_line(change, message):
     dtype = change.pop("dtype", jnp.bfloat16)
     x = jnp.zeros((2, 300, 128), dtype)

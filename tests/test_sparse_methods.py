@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from svgtpu.cli import main
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.masks.families import RadialMask, STAMask
 from svgtpu.bench.methods import Tiles, method_table, radial_for_density, sta_for_density
 from svgtpu.attention.svg2 import SVG2Config
@@ -77,7 +77,7 @@ def test_mask_backend_in_jit_equals_float64_reference_in_model_order(method):
         allowed = mask.to_array()
     rng = np.random.default_rng(seed)
     q, k, v = (jnp.asarray(rng.normal(size=(1, 2, g.L, 64)), jnp.float32) for _ in range(3))
-    backend = mask_backend(mask, order=order, block_q=128, block_kv=128)
+    backend = mask_backend(mask, order=order, tile=Tile(128, 128))
     step = jax.jit(lambda q, k, v, s: backend(q, k, v, layer=1, step=s, num_steps=5, num_layers=2))
     assert relative_error(step(q, k, v, jnp.int32(4)), masked_attention(q, k, v, allowed)) < 2e-5
     assert relative_error(step(q, k, v, jnp.int32(0)), masked_attention(q, k, v)) < 2e-5  # warm-up: dense
@@ -91,9 +91,9 @@ def test_snapped_variants_are_matched_after_snapping(method):
     target, bq, bk = 0.3, 128, 256
     (plain,), _ = matched(method, TOY, target, Tiles(bq, bk, False))
     (snapped,), _ = matched(method, TOY, target, Tiles(bq, bk, True))
-    naive = align(plain, bq, bk, "snap")  # snapping the unsnapped match instead
+    naive = align(plain, Tile(bq, bk), "snap")  # snapping the unsnapped match instead
     assert abs(snapped.density() - target) <= abs(naive.density() - target) + 1e-12
-    assert snapped.density() == align(snapped, bq, bk, "snap").density()  # it is whole tiles
+    assert snapped.density() == align(snapped, Tile(bq, bk), "snap").density()  # it is whole tiles
 
 
 def test_svg2_assumed_masks_are_seeded_and_near_the_kept_fraction():
@@ -226,7 +226,7 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     common = dict(seed=1, num_steps=2, guidance=3.0, shift=1.0, progress=False)
     labels = [1 % config.num_labels]
     dense = sample(params, config, labels, **common)
-    sparse = sample(params, config, labels, attention=mask_backend(mask, block_q=128, block_kv=128), **common)
+    sparse = sample(params, config, labels, attention=mask_backend(mask, tile=Tile(128, 128)), **common)
     assert summary[0.25]["psnr_mean"] == pytest.approx(psnr(dense, sparse), rel=1e-5)
     assert summary[0.25]["ssim_mean"] == pytest.approx(ssim(dense, sparse), rel=1e-5)
     assert summary[0.25]["kept_fraction"] == pytest.approx(mask.density())

@@ -7,6 +7,7 @@ import pytest
 from float64_reference import masked_attention, relative_error
 
 from svgtpu.masks.core import align
+from svgtpu.geometry import Tile
 from svgtpu.attention.svg2 import (SVG2Config, block_masks, centroid_scores, cluster_order, original_order_mask, permute,
                          select, svg2_attention, svg2_backend, top_p_table, unpermute)
 from svgtpu.masks.tiles import PARTIAL, classify
@@ -139,7 +140,7 @@ def test_snapping_the_cluster_masks_leaves_only_padding_partial():
     for mask in block_masks(sel):
         kinds = classify(mask, 128, 128).kinds
         assert 0 < mask.density() < 1 and (kinds == PARTIAL).any()
-        snapped = classify(align(mask, 128, 128, "snap"), 128, 128).kinds
+        snapped = classify(align(mask, Tile(128, 128), "snap"), 128, 128).kinds
         assert not (snapped[:, :-1] == PARTIAL).any()  # only the last kv tile holds padded keys
 
 

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from svgtpu.compiler.compile import libtpu_available
+from svgtpu.geometry import Tile
 
 # one worker runs the file in turn (make test: --dist loadgroup): its estimates share compiles through their records
 pytestmark = [pytest.mark.skipif(not libtpu_available(), reason="needs libtpu (the TPU compiler)"),
@@ -88,7 +89,7 @@ def test_library_masks_hand_over_our_masks_block_by_block():
     from svgtpu.compiler.variants import library_mask
     from svgtpu.masks.core import BandSinkMask, align
     band = BandSinkMask(300, 40, 50)
-    for mask in (band, align(band, 128, 128)):
+    for mask in (band, align(band, Tile(128, 128))):
         for lib in (jax_masks, tokamax_masks):
             view = library_mask(lib, mask, (384, 384))
             for q0 in range(0, 384, 128):

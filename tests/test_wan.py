@@ -11,7 +11,7 @@ import pytest
 
 from svgtpu.attention import profiling
 from svgtpu.attention.svg import SVGConfig
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.models import MODELS, ModelConfig
 from svgtpu.model.wan import SELF_ATTENTIONS, WanBlock, rope_angles, self_attention
 from svgtpu.toy.dit import forward, load_checkpoint
@@ -156,7 +156,7 @@ def test_every_dense_self_attention_gives_the_same_block():
     angles = rope_angles(GEOMETRY, config.head_dim)
     outs = {}
     for name in SELF_ATTENTIONS:
-        attention = self_attention(name, GEOMETRY, block_q=128, block_kv=128,
+        attention = self_attention(name, GEOMETRY, tile=Tile(128, 128),
                                    svg_config=SVGConfig(block_q=128, block_kv=128, align="snap"))
         # step 0 is SVG's dense warm-up: our kernel on a dense mask
         outs[name], _ = block(p, x, t_mod, context, angles, attention=attention, step=0, num_steps=50, layer=0,
@@ -203,7 +203,7 @@ def test_bad_configs_are_refused_in_one_line():
         self_attention("flash")
     with pytest.raises(ValueError, match="needs the model geometry and an SVGConfig"):
         self_attention("svg")
-    with pytest.raises(ValueError, match="attention 'splash' needs block_q and block_kv"):
+    with pytest.raises(ValueError, match="attention 'splash' needs a tile"):
         self_attention("splash")
     with pytest.raises(ValueError, match="head_dim must be even"):
         WanBlock(ModelConfig("x", 1, 9, 3, 3, 8, 1, 1, "test"))

@@ -12,7 +12,7 @@ import numpy as np
 from svgtpu.attention.base import Attention, dense_attention, with_warmup
 from svgtpu.attention.svg import svg_attention
 from svgtpu.attention.svg2 import svg2_backend
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.baselines.splash import splash_attention
 from svgtpu.kernels import KernelConfig
 from svgtpu.kernels.api import block_sparse
@@ -29,8 +29,8 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
 
     ``svg`` needs ``geometry`` and ``svg_config=`` (an :class:`~svgtpu.attention.svg.SVGConfig`) and takes
     ``return_info=`` (then it returns ``(out, SVGInfo)``); ``svg2`` needs ``svg2_config=`` (an
-    :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` runs JAX's Splash Attention
-    kernel on a dense mask (interpret mode off TPU), tiles of ``block=128``.
+    :class:`svgtpu.attention.svg2.SVG2Config`); ``splash`` needs ``tile=`` (a :class:`~svgtpu.geometry.Tile`, the
+    caller's) and runs JAX's Splash Attention kernel on a dense mask (interpret mode off TPU).
     """
     if name == "dense":
         return dense_attention
@@ -51,17 +51,20 @@ def attention_backend(name: str, geometry: VideoGeometry | None = None, **option
             raise BadInput("attention backend 'svg2' needs svg2_config (an SVG2Config: its tile is the caller's)")
         return svg2_backend(options["svg2_config"])
     if name == "splash":
-        block = int(options.get("block", 128))
+        tile = options.get("tile")
+        if tile is None:
+            raise BadInput("attention backend 'splash' needs tile (a Tile: the caller's)")
 
         def splash(q, k, v, **_):
             B, H, L, d = q.shape
             merged = [x.reshape(B * H, L, d) for x in (q, k, v)]
-            return splash_attention(*merged, DenseMask(L), block_q=block, block_kv=block).reshape(B, H, L, d)
+            return splash_attention(*merged, DenseMask(L), block_q=tile.block_q,
+                                    block_kv=tile.block_kv).reshape(B, H, L, d)
         return splash
     raise BadInput(f"attention must be one of {', '.join(ATTENTION_BACKENDS)}, got {name!r}")
 
 
-def mask_backend(mask: Mask, *, block_q: int, block_kv: int, order: np.ndarray | None = None):
+def mask_backend(mask: Mask, *, tile: Tile, order: np.ndarray | None = None):
     """A toy-DiT self-attention backend running one static ``mask`` through our kernel.
 
     ``order`` (a permutation, ``x_mask_order = x[order]``) puts the model's frame-major tokens in the
@@ -71,7 +74,7 @@ def mask_backend(mask: Mask, *, block_q: int, block_kv: int, order: np.ndarray |
     own backend does.
     """
     inverse = None if order is None else np.argsort(order)
-    config = KernelConfig(block_q, block_kv)
+    config = KernelConfig(tile.block_q, tile.block_kv)
 
     def attention(q, k, v, *, layer, step, num_steps, num_layers, key=None):
         B, H, L, d = q.shape

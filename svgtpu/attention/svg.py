@@ -32,7 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from svgtpu.geometry import VideoGeometry, check_positive_int, get_geometry
+from svgtpu.geometry import Tile, VideoGeometry, check_positive_int, get_geometry
 from svgtpu.facts.kernels import kernel_names
 from svgtpu.masks.core import ALIGN_MODES, DenseMask, Mask, align, check_kept, multiplier_for_kept, svg_mask
 from svgtpu.attention.base import with_warmup
@@ -137,7 +137,7 @@ class SVGConfig:
 @functools.lru_cache(maxsize=64)
 def _config_mask(config: SVGConfig, geometry: VideoGeometry) -> Mask:
     mask = svg_mask(geometry, config.multiplier_for(geometry))
-    return align(mask, config.block_q, config.block_kv, config.align) if config.align else mask
+    return align(mask, Tile(config.block_q, config.block_kv), config.align) if config.align else mask
 
 
 class SVGInfo(NamedTuple):

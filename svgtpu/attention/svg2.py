@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.attention.base import with_warmup
-from svgtpu.geometry import check_positive_int
+from svgtpu.geometry import Tile, check_positive_int
 from svgtpu.facts.kernels import kernel_names
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.kernels.dynamic import block_table_attention
@@ -292,7 +292,7 @@ def block_masks(selection: Selection, config: SVG2Config | None = None) -> tuple
     qe, ke, table = (np.asarray(a) for a in (selection.q_edges, selection.k_edges, selection.table))
     masks = tuple(BlockMask(L, qe[h], ke[h], table[h]) for h in range(table.shape[0]))
     if config is not None and config.align is not None:
-        masks = tuple(align(m, config.block_q, config.block_kv, config.align) for m in masks)
+        masks = tuple(align(m, Tile(config.block_q, config.block_kv), config.align) for m in masks)
     return masks
 
 

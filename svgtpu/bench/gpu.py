@@ -63,7 +63,7 @@ from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, check_budget, reason,
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.costmodel.gpu_rates import GPU_TILE
 from svgtpu.errors import BadInput
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.kernels import mask_array
 from svgtpu.kernels.common import resolve_interpret
 from svgtpu.bench.gpu_peers import PEERS, torch_peers
@@ -347,7 +347,7 @@ def svg_masks(g, sizes: Sizes) -> dict:
     made once per run (at 1440p their tile counts take seconds; attention and block sections share them and their
     plans)."""
     svg = svg_mask(g, kept=sizes.kept)
-    return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, sizes.block_q, sizes.block_kv, "snap")}
+    return {"dense": DenseMask(g.L), "svg": svg, "aligned": align(svg, Tile(sizes.block_q, sizes.block_kv), "snap")}
 
 
 #: Largest per-head mask a variant takes: a bool ``[heads, L, L]`` array (the kernels take no per-head mask objects).
@@ -693,10 +693,10 @@ SPARSE_CALL = PRODUCTION.sparse_call()   # past SVG's dense warm-up: the sparse 
 def block_attentions(g, sizes: Sizes) -> dict[str, Callable]:
     """The block's self-attention variants: cuDNN and our kernel dense, and SVG through our kernel on the
     mask snapped to its tiles (profiling and layout transform included), on the GPU backend."""
-    tiles = dict(block_q=sizes.block_q, block_kv=sizes.block_kv)
-    svg = SVGConfig(kept=sizes.kept, align="snap", **tiles)
-    return {"dense-cudnn": _cudnn, "dense-ours": self_attention("ours-dense", implementation="triton", **tiles),
-            "svg-aligned-ours": self_attention("svg", g, svg_config=svg, implementation="triton", **tiles)}
+    svg = SVGConfig(kept=sizes.kept, align="snap", block_q=sizes.block_q, block_kv=sizes.block_kv)
+    tile = Tile(sizes.block_q, sizes.block_kv)
+    return {"dense-cudnn": _cudnn, "dense-ours": self_attention("ours-dense", tile=tile, implementation="triton"),
+            "svg-aligned-ours": self_attention("svg", g, svg_config=svg, implementation="triton")}
 
 
 #: The attention variant whose float64 check stands for each block attention (the same kernel and mask).

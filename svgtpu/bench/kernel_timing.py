@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.kernels.jaxpr_walk import pallas_kernel_body, sub_jaxprs, when_bodies
 from svgtpu.baselines.splash import splash_attention
 from svgtpu.kernels import tile_plan
@@ -54,7 +54,7 @@ def _variants(geometry, multiplier: float, tile: KernelConfig, interpret):
     blocks (our kernel's fast path set per variant)."""
     g = get_geometry(geometry)
     dense, svg = DenseMask(g.L), svg_mask(g, multiplier)
-    aligned = align(svg, tile.block_q, tile.block_kv, "snap")
+    aligned = align(svg, Tile(tile.block_q, tile.block_kv), "snap")
     blocks = dict(block_q=tile.block_q, block_kv=tile.block_kv, block_kv_compute=tile.block_kv_compute,
                   interpret=interpret)
 
@@ -119,7 +119,7 @@ def bench_kernels(geometry: str, *, tile: KernelConfig, heads: int = 2, head_dim
             "overhead_vs_ideal": r / density, "grid_steps_per_head": plan.num_steps if plan else None,
             "masked_steps_per_head": plan.masked_steps if plan else None, "times_s": times[name],
         })
-    aligned = align(svg_mask(g, multiplier), block_q, block_kv, "snap")
+    aligned = align(svg_mask(g, multiplier), Tile(block_q, block_kv), "snap")
     by_name = {row["variant"]: row for row in rows}
     return {
         "provenance": provenance("measured", interpret=resolve_interpret(interpret)),
@@ -228,7 +228,7 @@ def bench_ops(geometry: str, *, tile: KernelConfig, head_dim: int = 128, dtype: 
         for row in count_tile_ops(mask, g.L, tile=tile, head_dim=head_dim, dtype=dtype):
             rows.append({"mask": name, **row})
     plans = [{"mask": name, **tile_plan(mask, g.L, block_q, block_kv).as_dict()} for name, mask in (
-        ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, block_q, block_kv)),
+        ("dense", DenseMask(g.L)), ("svg", svg), ("svg-aligned", align(svg, Tile(block_q, block_kv))),
         ("temporal-frame-major", strided), ("per-head: svg + temporal-frame-major", (svg, strided)))]
     return {"provenance": provenance("computed"), "geometry": str(g), "L": g.L, "block_q": block_q, "block_kv": block_kv,
             "block_kv_compute": block_kv_compute, "head_dim": head_dim, "dtype": dtype,

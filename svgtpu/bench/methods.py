@@ -22,7 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from svgtpu.toy import data
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.setting import PRODUCTION, SMALL_TILE, Setting
 from svgtpu.masks.families import BlockMask, RadialMask, STAMask, sta_order
 from svgtpu.masks.core import BAND_QUANTUM, BandSinkMask, Mask, align, check_kept, svg_mask
@@ -69,11 +69,16 @@ class Tiles(NamedTuple):
     block_kv: int
     snap: bool = False
 
+    @property
+    def tile(self) -> Tile:
+        """The tile alone, ``Tile(block_q, block_kv)``."""
+        return Tile(self.block_q, self.block_kv)
+
 
 def _kept(mask: Mask, tiles: Tiles | None) -> float:
     """Kept fraction of the mask the kernel runs: ``mask`` itself (``tiles`` ``None`` or not snapping), or
     snapped to ``tiles``."""
-    return (align(mask, tiles.block_q, tiles.block_kv, "snap") if tiles and tiles.snap else mask).density()
+    return (align(mask, tiles.tile, "snap") if tiles and tiles.snap else mask).density()
 
 
 def _closest(candidates, target: float, kept) -> object:
@@ -197,7 +202,7 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
         raise BadInput(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not tiles.snap:
         return unsnapped, knob
-    return [align(m, tiles.block_q, tiles.block_kv, "snap") for m in unsnapped], knob
+    return [align(m, tiles.tile, "snap") for m in unsnapped], knob
 
 
 def _stats(mask: Mask, tiles: Tiles, head_seconds=None) -> dict:
@@ -336,7 +341,7 @@ def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, 
                                 align="snap" if snap else None)
         return svg2_backend(c), None, knob  # SVG's dense warm-up, like every other variant
     order = sta_order(geometry, sta_tile) if method == "sta" else None
-    return mask_backend(masks[0], order=order, block_q=block, block_kv=block), masks[0].density(), knob
+    return mask_backend(masks[0], order=order, tile=Tile(block, block)), masks[0].density(), knob
 
 
 def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,

@@ -51,6 +51,8 @@ import numpy as np
 from svgtpu.costmodel.policy import MODERATE_KEYS
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
+from svgtpu.geometry import Tile
+from svgtpu.kernels.config import KernelConfig
 from svgtpu.models import MODELS, ModelConfig
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION
 
@@ -176,6 +178,11 @@ class Program:
     def name(self) -> str:
         return f"{self.section} {self.geometry} {self.variant}"
 
+    @property
+    def kernel_config(self) -> KernelConfig:
+        """The program's tile and fast-path switch, one value (Splash's block sizes too)."""
+        return KernelConfig(self.block_q, self.block_kv, self.block_kv_compute, self.fast_path)
+
     def svg_config(self):
         from svgtpu.attention.svg import SVGConfig
         return SVGConfig(kept=self.kept, block_q=self.block_q, block_kv=self.block_kv,
@@ -236,9 +243,9 @@ def programs(sizes: Sizes = FULL, chips: int = 1, sections=SECTIONS) -> list[Pro
 # -- the programs as functions ------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=16)
-def splash_heads(mask, L: int, block_q: int, block_kv: int, block_kv_compute: int):
-    """JAX's Splash on ``[heads, L, d]`` (scaled by ``1/sqrt(d)`` before it, padded to its tiles, heads one
-    after another), its mask read block by block as the compiled comparison gives it
+def splash_heads(mask, L: int, tile: KernelConfig):
+    """JAX's Splash on ``[heads, L, d]`` at ``tile``'s block sizes (scaled by ``1/sqrt(d)`` before it, padded to its
+    tiles, heads one after another), its mask read block by block as the compiled comparison gives it
     (:func:`svgtpu.compiler.variants.library_mask`), with the VMEM limit our kernel asks for (the default
     refuses MaxDiffusion's own tiles); interpret mode off-TPU.  Built once per mask and tiles (at 1440p
     Splash's mask info takes a while): the check and the timed program share it."""
@@ -252,10 +259,10 @@ def splash_heads(mask, L: int, block_q: int, block_kv: int, block_kv_compute: in
     from svgtpu.geometry import round_up
     from svgtpu.kernels.common import resolve_interpret
     _with_vmem_limit(splash_attention_kernel, "v6e")
-    Lq, Lk = round_up(L, block_q), round_up(L, block_kv)
+    Lq, Lk = round_up(L, tile.block_q), round_up(L, tile.block_kv)
     kernel = lib.make_splash_mha(lib.MultiHeadMask([library_mask(mlib, mask, (Lq, Lk))]),
-                                 block_sizes=lib.BlockSizes(block_q=block_q, block_kv=block_kv,
-                                                            block_kv_compute=block_kv_compute),
+                                 block_sizes=lib.BlockSizes(block_q=tile.block_q, block_kv=tile.block_kv,
+                                                            block_kv_compute=tile.block_kv_compute),
                                  head_shards=1, q_seq_shards=1, interpret=resolve_interpret(None))
 
     def attend(q, k, v):
@@ -274,10 +281,9 @@ def kernel_fn(p: Program):
     busy 2-core host, each time a new function was jitted)."""
     mask = p.the_mask()
     if p.kernel == "splash":
-        return splash_heads(mask, mask.L, p.block_q, p.block_kv, p.block_kv_compute)
+        return splash_heads(mask, mask.L, p.kernel_config)
     from svgtpu.kernels.api import block_sparse
-    from svgtpu.kernels.config import KernelConfig
-    config = KernelConfig(p.block_q, p.block_kv, p.block_kv_compute, p.fast_path)
+    config = p.kernel_config
     return lambda q, k, v: block_sparse(q, k, v, mask, config=config, implementation="mosaic")
 
 
@@ -288,14 +294,14 @@ def attention_fn(p: Program):
     if p.variant == "none":
         return lambda q, k, v, **_: v
     if p.kernel == "splash":
-        heads = splash_heads(p.the_mask(), get_geometry(p.geometry).L, p.block_q, p.block_kv, p.block_kv_compute)
+        heads = splash_heads(p.the_mask(), get_geometry(p.geometry).L, p.kernel_config)
 
         def attend(q, k, v, **_):
             B, H, L, d = q.shape
             return heads(*(x.reshape(B * H, L, d) for x in (q, k, v))).reshape(B, H, L, d)
         return attend
     if p.mask == "dense":
-        return self_attention("ours-dense", block_q=p.block_q, block_kv=p.block_kv, implementation="mosaic")
+        return self_attention("ours-dense", tile=Tile(p.block_q, p.block_kv), implementation="mosaic")
     return self_attention("svg", get_geometry(p.geometry), svg_config=p.svg_config())
 
 

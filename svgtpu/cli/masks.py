@@ -24,13 +24,13 @@ def _tiles_arguments(p: argparse.ArgumentParser) -> None:
 @command("tiles", "classify the tiles of an SVG mask (C3); any tile is counted, and one our kernel would refuse "
                   "is named", _tiles_arguments)
 def run_tiles(args):
-    from svgtpu.geometry import get_geometry
+    from svgtpu.geometry import Tile, get_geometry
     from svgtpu.kernels.config import check_blocks_cover, tile_refusal
     from svgtpu.masks.tiles import format_tile_report, tile_report
 
     check_blocks_cover(args.block_q, args.block_kv, get_geometry(args.geometry).L)
     result = tile_report(args.geometry, args.mask, multiplier=args.multiplier, kept=args.kept, recipe=args.recipe,
-                         block_q=args.block_q, block_kv=args.block_kv, align_mode=args.align)
+                         tile=Tile(args.block_q, args.block_kv), align_mode=args.align)
     result["kernel_refusal"] = tile_refusal(args.block_q, args.block_kv)   # counted all the same
     note = density_note(result["kept"], get_geometry(args.geometry)) if result["window"] is not None else ""
     return result, format_tile_report(result) + (f"\n{note}" if note else "")

@@ -155,8 +155,8 @@ def block_program(job: BlockJob, devices, plan: dict):
     from svgtpu.model.sharded import block_program as sharded_block
     from svgtpu.model.wan import self_attention
     g = get_geometry(job.setting.resolution)
-    attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, block_q=job.setting.block_q,
-                               block_kv=job.setting.block_kv, svg_config=job.svg_config())
+    attention = self_attention("ours-dense" if job.variant == "dense" else "svg", g, tile=job.setting.tile,
+                               svg_config=job.svg_config())
     return sharded_block(job.config, g, devices, plan["mesh"]["data"], attention,
                          shard_weights=plan["weights_sharded"], name=job.name)
 

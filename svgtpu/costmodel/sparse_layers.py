@@ -53,7 +53,7 @@ from svgtpu.costmodel.roofline import elementwise_op, forward_ops, matmul_op, op
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.costmodel.realized import call_cycles, fixed_row, realized_over_static
 from svgtpu.errors import BadInput
-from svgtpu.geometry import ceil_div
+from svgtpu.geometry import Tile, ceil_div
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
 from svgtpu.setting import PRODUCTION
 
@@ -170,7 +170,7 @@ def sparse_tiles(setup: Setup, layout: AttentionLayout, multiplier: float) -> di
     from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
     bq, bkv = layout.sparse_block_q, layout.sparse_block_kv
-    mask = align(svg_mask(setup.geometry, multiplier), bq, bkv, "snap")
+    mask = align(svg_mask(setup.geometry, multiplier), Tile(bq, bkv), "snap")
     kinds = classify(mask, bq, bkv).kinds
     full = int(np.count_nonzero(kinds == FULL))
     tail = int(np.count_nonzero(kinds == PARTIAL))

@@ -32,7 +32,7 @@ from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTile
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
-from svgtpu.geometry import VideoGeometry, ceil_div
+from svgtpu.geometry import Tile, VideoGeometry, ceil_div
 from svgtpu.masks.core import DenseMask, align, svg_mask
 from svgtpu.masks.tiles import EMPTY, TileStats, classify
 from svgtpu.errors import BadInput
@@ -141,7 +141,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
     else:
         base = svg_mask(geometry, multiplier, kept=kept)
         band = {"window": base.window, "multiplier": base.window / geometry.F}
-        mask = align(base, block_q, block_kv, "snap") if kind == "svg-aligned" else base
+        mask = align(base, Tile(block_q, block_kv), "snap") if kind == "svg-aligned" else base
     c = classify(mask, block_q, block_kv)
     per_row = np.count_nonzero(c.kinds != EMPTY, axis=1)
     stats = c.stats

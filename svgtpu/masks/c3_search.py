@@ -33,10 +33,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+from typing import Sequence
 
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry, ceil_div, get_geometry
+from svgtpu.geometry import Tile, VideoGeometry, ceil_div, check_tile, get_geometry
 from svgtpu.masks.core import (ALIGN_MODE_LEGEND, ALIGN_MODE_SHORT, ALIGN_MODES, BAND_QUANTUM, BandSinkMask, FrameRuns,
                                Mask, PermutedMask, TileMask, align, balanced_keep, density_band_window, tile_grid,
                                tile_valid_lengths, tile_valid_pairs)
@@ -49,10 +50,9 @@ from svgtpu.errors import BadInput
 
 TARGET = (REPORTED["C3", "partial_share_before"], REPORTED["C3", "partial_share_after"])
 GEOMETRIES = ("480p", "720p", "1080p", "1440p")
-TILES = tuple(dict.fromkeys([(SPLASH_DEFAULT_TILE.block_q, SPLASH_DEFAULT_TILE.block_kv),
-                             (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv),
-                             (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
-                             (256, 256), (1024, 1024), (2048, 2048), (PRODUCTION.block_q,) * 2, (4096, 4096)]))
+TILES = tuple(dict.fromkeys([SPLASH_DEFAULT_TILE.tile, MAXDIFFUSION_DEFAULT_TILE.tile, MAXDIFFUSION_V6E_TILE.tile,
+                             Tile(256, 256), Tile(1024, 1024), Tile(2048, 2048),
+                             Tile(PRODUCTION.block_q, PRODUCTION.block_q), Tile(4096, 4096)]))
 #: Kept fractions searched (every band half-width in between).
 KEPT_RANGE = (0.02, 0.9)
 #: Shares of temporal heads left in frame-major order (Wan 2.1 14B has 40 heads per layer).
@@ -72,11 +72,8 @@ NEAR = 0.0015
 #: :mod:`svgtpu.recipes`), its Wan 2.2 default 1024 x 1024 (``src/maxdiffusion/configs/base_wan_27b.yml`` at
 #: 25357427, ``flash_block_sizes``), and from ``docs/svg.md`` at 2a52ee9c the SVG tile 3328 x 2816 and the dense
 #: fixed-M tile 6400 x 2048.
-MAXDIFFUSION_TILES = tuple(dict.fromkeys([
-    (MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv), (1024, 1024),
-    (MAXDIFFUSION_V6E_TILE.block_q, MAXDIFFUSION_V6E_TILE.block_kv),
-    (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv),
-    (MAXDIFFUSION_FIXED_M_TILE.block_q, MAXDIFFUSION_FIXED_M_TILE.block_kv)]))
+MAXDIFFUSION_TILES = tuple(dict.fromkeys([MAXDIFFUSION_DEFAULT_TILE.tile, Tile(1024, 1024), MAXDIFFUSION_V6E_TILE.tile,
+                                          MAXDIFFUSION_SVG_TILE.tile, MAXDIFFUSION_FIXED_M_TILE.tile]))
 #: Densities searched with MaxDiffusion's counting: its configs accept any retained density in (0, 1]
 #: (``svg_execution_band_width``); every 0.05 and its moderate policy's two.
 MAXDIFFUSION_DENSITIES = tuple(sorted({round(0.05 * k, 2) for k in range(1, 20)} | set(MAXDIFFUSION_SVG_DENSITIES)))
@@ -84,7 +81,7 @@ MAXDIFFUSION_DENSITIES = tuple(sorted({round(0.05 * k, 2) for k in range(1, 20)}
 MAXDIFFUSION_POLICIES = {"global": False, "row": True}
 
 
-def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
+def band_tile_counts(L: int, sink: int, windows, tile: Tile) -> tuple[np.ndarray, np.ndarray]:
     """``(full, partial)`` tile counts of ``BandSinkMask(L, sink, W)`` for every ``W`` in ``windows``.
 
     Closed form per tile row ``[q0, q1)``: the kv tiles ``j`` a band or sink reaches form the union of
@@ -94,6 +91,7 @@ def band_tile_counts(L: int, sink: int, windows, block_q: int, block_kv: int) ->
     :func:`svgtpu.masks.tiles.classify` (tested), in ``O(rows x windows)``.
     """
     W = np.asarray(windows, dtype=np.int64)[:, None]
+    block_q, block_kv = tile
     nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
     q0 = np.arange(nq, dtype=np.int64)[None, :] * block_q
     q1 = np.minimum(q0 + block_q, L)
@@ -177,6 +175,10 @@ class SearchPoint:
     granularity: str = "tile"
     align_sink: bool = True
 
+    @property
+    def tile(self) -> Tile:
+        return Tile(self.block_q, self.block_kv)
+
     def masks(self) -> dict[str, Mask]:
         g = get_geometry(self.geometry)
         band = BandSinkMask(g.L, g.F if self.sink else 0, self.window)
@@ -194,26 +196,26 @@ def _stats(kinds_counts) -> TileStats:
 
 @functools.lru_cache(maxsize=32)
 def _quantum_aligned(mask, mode: str) -> TileMask:
-    return align(mask, BAND_QUANTUM, BAND_QUANTUM, mode)
+    return align(mask, Tile(BAND_QUANTUM, BAND_QUANTUM), mode)
 
 
 @functools.lru_cache(maxsize=4096)
-def aligned_stats(mask, block_q: int, block_kv: int, mode: str, granularity: str, align_sink: bool) -> TileStats:
-    """Tile stats at ``block_q x block_kv`` of ``mask`` aligned by ``mode`` at ``granularity``.
+def aligned_stats(mask, tile: Tile, mode: str, granularity: str, align_sink: bool) -> TileStats:
+    """Tile stats at ``tile`` of ``mask`` aligned by ``mode`` at ``granularity``.
 
     ``align_sink=False`` (band masks only) snaps the band alone and keeps the sink's exact columns.
     """
     if granularity == "quantum":
-        return classify(_quantum_aligned(mask, mode), block_q, block_kv).stats
+        return classify(_quantum_aligned(mask, mode), tile.block_q, tile.block_kv).stats
     if align_sink or not isinstance(mask, BandSinkMask) or mask.sink == 0:
-        return classify(align(mask, block_q, block_kv, mode), block_q, block_kv).stats
-    band = align(BandSinkMask(mask.L, 0, mask.window), block_q, block_kv, mode)
-    qe, ke = tile_grid(mask.L, block_q, block_kv)
+        return classify(align(mask, tile, mode), tile.block_q, tile.block_kv).stats
+    band = align(BandSinkMask(mask.L, 0, mask.window), tile, mode)
+    qe, ke = tile_grid(mask.L, tile)
     valid = tile_valid_pairs(mask.L, qe, ke)
     rows = (np.minimum(qe[1:], mask.L) - qe[:-1])[:, None]
     sink_pairs = rows * np.clip(np.minimum(ke[1:], mask.sink) - ke[:-1], 0, None)[None, :]
     counts = np.where(band.tiles, valid, sink_pairs)
-    unpadded = (np.minimum(ke[1:], mask.L) - ke[:-1] == block_kv)[None, :]
+    unpadded = (np.minimum(ke[1:], mask.L) - ke[:-1] == tile.block_kv)[None, :]
     full = int(((counts == valid) & unpadded & (counts > 0)).sum())
     return TileStats(full=full, partial=int((counts > 0).sum()) - full, empty=int((counts == 0).sum()))
 
@@ -242,15 +244,16 @@ def after_shares(setting: SearchPoint) -> list[dict]:
         if granularity == "quantum" and (setting.heads != "band" or
                                          ceil_div(get_geometry(setting.geometry).L, BAND_QUANTUM) ** 2 > QUANTUM_MAX_BLOCKS):
             continue   # out of this search's budget (see QUANTUM_MAX_BLOCKS)
-        stats = {k: aligned_stats(m, setting.block_q, setting.block_kv, mode, granularity, align_sink)
+        stats = {k: aligned_stats(m, setting.tile, mode, granularity, align_sink)
                  for k, m in masks.items()}
         out.append({"align_mode": mode, "granularity": granularity, "align_sink": align_sink,
                     "after": combine(stats, setting.heads, setting.temporal_share)})
     return out
 
 
-def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal_shares=TEMPORAL_SHARES,
-           target: tuple[float, float] = TARGET, near: float = NEAR, progress: bool = True) -> dict:
+def search(geometries=GEOMETRIES, tiles: Sequence[Tile] | None = None, *, kept_range=KEPT_RANGE,
+           temporal_shares=TEMPORAL_SHARES, target: tuple[float, float] = TARGET, near: float = NEAR,
+           progress: bool = True) -> dict:
     """Every setting's before-share; for those within ``near`` of the target, every after-share.
 
     Returns ``{"target", "searched", "candidates", "rows", "matches", "nearest", "space"}``: ``searched``
@@ -258,19 +261,20 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
     as a dict plus ``before``, ``after``, ``match`` and ``error`` (sum of the two absolute errors),
     nearest first; ``matches`` round to both target shares; ``nearest`` are the first ten rows and
     ``nearest_by_heads`` the first three of each head mix (``band``: SVG's own masks, every head on the band).
-    ``geometries``: preset names or ``TxHxW`` grids; ``tiles``: ``(block_q, block_kv)`` pairs
+    ``geometries``: preset names or ``TxHxW`` grids; ``tiles``: :class:`~svgtpu.geometry.Tile` values
     (default :data:`TILES`); ``target``: ``(before, after)``, the write-up's by default.
     """
     from tqdm.auto import tqdm
 
     target_before, target_after = target
-    tiles = TILES if tiles is None else [tuple(t) for t in tiles]
+    tiles = TILES if tiles is None else [check_tile(t) for t in tiles]
     jobs = list(itertools.product(geometries, tiles, (True, False)))
     rows, searched = [], 0
-    for name, (bq, bkv), sink in tqdm(jobs, desc="C3 search", disable=not progress):
+    for name, tile, sink in tqdm(jobs, desc="C3 search", disable=not progress):
+        bq, bkv = tile
         g = get_geometry(name)
         W, kept = windows_for(g, sink, kept_range)
-        full, partial = band_tile_counts(g.L, g.F if sink else 0, W, bq, bkv)
+        full, partial = band_tile_counts(g.L, g.F if sink else 0, W, tile)
         band_share = partial / np.maximum(full + partial, 1)
         searched += len(W)
         near_band = np.flatnonzero(np.abs(band_share - target_before) <= near)
@@ -310,7 +314,7 @@ def search(geometries=GEOMETRIES, tiles=None, *, kept_range=KEPT_RANGE, temporal
                       "near": near}}
 
 
-def maxdiffusion_tile_classes(mask: BandSinkMask, block_q: int, block_kv: int) -> dict[str, np.ndarray]:
+def maxdiffusion_tile_classes(mask: BandSinkMask, tile: Tile) -> dict[str, np.ndarray]:
     """MaxDiffusion's classes of the tiles of a band + sink mask (bool ``[nq, nk]`` each, and the pair counts).
 
     ``live``: the kv tiles from the band's first key to its last, per q tile, and the sink's tiles;
@@ -319,8 +323,8 @@ def maxdiffusion_tile_classes(mask: BandSinkMask, block_q: int, block_kv: int) -
     live tiles; ``inside``: tiles touching no padded row or key (the others run padding-masked); ``counts`` and
     ``valid``: allowed and valid pairs per tile (what its rounding ranks).
     """
-    L, W, sink = mask.L, mask.window, mask.sink
-    qe, ke = tile_grid(L, block_q, block_kv)
+    L, W, sink, block_kv = mask.L, mask.window, mask.sink, tile.block_kv
+    qe, ke = tile_grid(L, tile)
     q0, q1 = qe[:-1, None], np.minimum(qe[1:], L)[:, None] - 1          # first and last row
     k0, k1 = ke[None, :-1], np.minimum(ke[1:], L)[None, :] - 1          # first and last key
     j = np.arange(len(ke) - 1)[None, :]
@@ -334,7 +338,7 @@ def maxdiffusion_tile_classes(mask: BandSinkMask, block_q: int, block_kv: int) -
             "counts": mask.count_grid(qe, ke), "valid": tile_valid_pairs(L, qe, ke)}
 
 
-def maxdiffusion_shares(mask: BandSinkMask, block_q: int, block_kv: int) -> dict:
+def maxdiffusion_shares(mask: BandSinkMask, tile: Tile) -> dict:
     """The C3 shares of one band + sink mask counted MaxDiffusion's way and ours, before and after balanced rounding.
 
     ``before``: MaxDiffusion's boundary tiles over its live tiles; ``after_global`` / ``after_row``: tiles run that
@@ -343,11 +347,11 @@ def maxdiffusion_shares(mask: BandSinkMask, block_q: int, block_kv: int) -> dict
     mask a tile, padded rows do not) of the exact mask and of ``align(mask, ..., "balanced-global" / "balanced-row")``.
     ``pair_error_*``: pairs run after rounding minus the mask's, over the mask's, MaxDiffusion's way.
     """
-    c = maxdiffusion_tile_classes(mask, block_q, block_kv)
+    c, block_kv = maxdiffusion_tile_classes(mask, tile), tile.block_kv
     counts, valid = c["counts"], c["valid"]
     exact = int(counts.sum())
     k_unpadded = (np.arange(counts.shape[1]) + 1) * block_kv <= mask.L
-    ours_full = counts == tile_valid_lengths(mask.L, tile_grid(mask.L, block_q, block_kv)[0])[:, None] * block_kv
+    ours_full = counts == tile_valid_lengths(mask.L, tile_grid(mask.L, tile)[0])[:, None] * block_kv
     ours_computed = int((counts > 0).sum())
     out = {"before": int(c["boundary"].sum()) / max(int(c["live"].sum()), 1),
            "ours_before": (ours_computed - int(ours_full.sum())) / max(ours_computed, 1)}
@@ -360,7 +364,7 @@ def maxdiffusion_shares(mask: BandSinkMask, block_q: int, block_kv: int) -> dict
     return out
 
 
-def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSION_DENSITIES, *,
+def maxdiffusion_search(geometries=GEOMETRIES, tiles: Sequence[Tile] | None = None, densities=MAXDIFFUSION_DENSITIES, *,
                         target: tuple[float, float] = TARGET, progress: bool = True) -> dict:
     """Every (resolution, MaxDiffusion tile, density, first-frame sink on/off, rounding policy): the C3 shares counted
     MaxDiffusion's way and ours (:func:`maxdiffusion_shares`), nearest to ``target`` first under each counting.
@@ -370,18 +374,18 @@ def maxdiffusion_search(geometries=GEOMETRIES, tiles=None, densities=MAXDIFFUSIO
     """
     from tqdm.auto import tqdm
 
-    tiles = MAXDIFFUSION_TILES if tiles is None else [tuple(t) for t in tiles]
+    tiles = MAXDIFFUSION_TILES if tiles is None else [check_tile(t) for t in tiles]
     before_t, after_t = target
     rows = []
-    for name, (bq, bkv), sink in tqdm(list(itertools.product(geometries, tiles, (True, False))),
+    for name, tile, sink in tqdm(list(itertools.product(geometries, tiles, (True, False))),
                                       desc="C3 search, MaxDiffusion's counting", disable=not progress):
         g = get_geometry(name)
         for density in densities:
             mask = BandSinkMask(g.L, g.F if sink else 0, density_band_window(g, density))
-            shares = maxdiffusion_shares(mask, bq, bkv)
+            shares = maxdiffusion_shares(mask, tile)
             for policy in MAXDIFFUSION_POLICIES:
                 row = {"geometry": name, "density": float(density), "window": mask.window, "kept": mask.density(),
-                       "block_q": bq, "block_kv": bkv, "sink": sink, "policy": policy,
+                       "block_q": tile.block_q, "block_kv": tile.block_kv, "sink": sink, "policy": policy,
                        "before": shares["before"], "after": shares[f"after_{policy}"],
                        "pair_error": shares[f"pair_error_{policy}"], "ours_before": shares["ours_before"],
                        "ours_after": shares[f"ours_after_{policy}"]}

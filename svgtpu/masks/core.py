@@ -24,7 +24,7 @@ import hashlib
 
 import numpy as np
 
-from svgtpu.geometry import VideoGeometry, ceil_div, check_positive_int, get_geometry
+from svgtpu.geometry import Tile, VideoGeometry, ceil_div, check_positive_int, check_tile, get_geometry
 from svgtpu.errors import BadInput
 from svgtpu.setting import check_multiplier, mask_density
 
@@ -318,6 +318,11 @@ class TileMask(Mask):
     def __hash__(self):
         return hash((self.L, self.block_q, self.block_kv, self._digest))
 
+    @property
+    def tile(self) -> Tile:
+        """The tile it is made of, ``Tile(block_q, block_kv)``."""
+        return Tile(self.block_q, self.block_kv)
+
     def allowed(self, q, k):
         return self.tiles[q // self.block_q, k // self.block_kv]
 
@@ -561,26 +566,21 @@ ALIGN_MODE_LEGEND = ("global, row: balanced-global, balanced-row (budget-preserv
                      "one budget for the grid or per q tile row)")
 
 
-def tile_edges(L: int, block: int) -> np.ndarray:
-    """Tile boundaries ``0, block, 2*block, ...`` covering ``L`` padded to a multiple of ``block``."""
-    check_positive_int("block size", block)
-    return np.arange(ceil_div(L, block) + 1, dtype=np.int64) * block
-
-
 #: The most tiles one classification or alignment handles: each takes about 85 bytes of working
 #: memory, so this caps a call near 0.7 GB and a few seconds (1440p with 128 x 128 tiles has 5.6M).
 MAX_TILES = 2**23
 
 
-def tile_grid(L: int, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
-    """The q and kv tile edges of an ``L x L`` score matrix, refusing grids beyond :data:`MAX_TILES`."""
-    block_q, block_kv = check_positive_int("block_q", block_q), check_positive_int("block_kv", block_kv)
+def tile_grid(L: int, tile: Tile) -> tuple[np.ndarray, np.ndarray]:
+    """The q and kv tile edges of an ``L x L`` score matrix, ``0, block, 2 block, ...`` each covering ``L`` padded to
+    a multiple of the tile's side, refusing grids beyond :data:`MAX_TILES`."""
+    block_q, block_kv = check_tile(tile)
     nq, nk = ceil_div(L, block_q), ceil_div(L, block_kv)
     if nq * nk > MAX_TILES:
         raise BadInput(f"block_q x block_kv = {block_q} x {block_kv} cuts L = {L} into {nq} x {nk} = "
                        f"{nq * nk:,} tiles; at most {MAX_TILES:,} (2**23) are classified at once "
                        "(about 85 bytes each): use larger blocks or a smaller geometry")
-    return tile_edges(L, block_q), tile_edges(L, block_kv)
+    return np.arange(nq + 1, dtype=np.int64) * block_q, np.arange(nk + 1, dtype=np.int64) * block_kv
 
 
 def tile_valid_lengths(L: int, edges: np.ndarray) -> np.ndarray:
@@ -597,10 +597,10 @@ def tile_valid_pairs(L: int, q_edges: np.ndarray, k_edges: np.ndarray) -> np.nda
 
 
 @functools.lru_cache(maxsize=16)
-def _tile_pairs(mask: Mask, block_q: int, block_kv: int) -> tuple[np.ndarray, np.ndarray]:
-    """Read-only ``(allowed, valid)`` pairs of each ``block_q x block_kv`` tile of ``mask``: every alignment mode
-    rounds the same counts, so a caller trying several modes on one mask (the C3 search) counts them once."""
-    qe, ke = tile_grid(mask.L, block_q, block_kv)
+def _tile_pairs(mask: Mask, tile: Tile) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only ``(allowed, valid)`` pairs of each tile of ``mask``: every alignment mode rounds the same counts,
+    so a caller trying several modes on one mask (the C3 search) counts them once."""
+    qe, ke = tile_grid(mask.L, tile)
     counts, valid = mask.count_grid(qe, ke), tile_valid_pairs(mask.L, qe, ke)
     counts.setflags(write=False)
     valid.setflags(write=False)
@@ -616,8 +616,8 @@ def check_mask(mask, name: str = "mask") -> Mask:
     return mask
 
 
-def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMask:
-    """A tile-aligned version of ``mask`` for ``block_q x block_kv`` tiles.
+def align(mask: Mask, tile: Tile, mode: str = "snap") -> TileMask:
+    """A tile-aligned version of ``mask`` for ``tile`` (``Tile(block_q, block_kv)``).
 
     Each tile is kept whole or dropped whole, judged by the fraction ``p`` of its valid pairs
     (rows and keys inside ``L``) that ``mask`` allows:
@@ -639,7 +639,8 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
     check_mask(mask)
     if not isinstance(mode, str) or mode not in ALIGN_MODES:
         raise BadInput(f"align mode must be one of {', '.join(ALIGN_MODES)}, got {mode!r}")
-    counts, valid = _tile_pairs(mask, block_q, block_kv)
+    tile = check_tile(tile)
+    counts, valid = _tile_pairs(mask, tile)
     if mode == "snap":
         keep = 2 * counts >= valid
     elif mode == "cover":
@@ -648,7 +649,7 @@ def align(mask: Mask, block_q: int, block_kv: int, mode: str = "snap") -> TileMa
         keep = counts == valid
     else:
         keep = balanced_keep(counts, valid, per_row=mode == "balanced-row")
-    return TileMask(mask.L, block_q, block_kv, keep)
+    return TileMask(mask.L, tile.block_q, tile.block_kv, keep)
 
 
 def balanced_keep(counts: np.ndarray, valid: np.ndarray, *, per_row: bool = False, carry: bool = True,
@@ -721,7 +722,7 @@ def alignment_diff(original: Mask, aligned: TileMask) -> MaskDiff:
         raise BadInput(f"aligned must be a TileMask (what align returns), got {type(aligned).__name__}")
     if original.L != aligned.L:
         raise BadInput(f"masks differ in length: {original.L} vs {aligned.L}")
-    counts = original.count_grid(*tile_grid(aligned.L, aligned.block_q, aligned.block_kv))
+    counts = original.count_grid(*tile_grid(aligned.L, aligned.tile))
     both = int(counts[aligned.tiles].sum())
     n_orig, n_aligned = original.num_allowed(), aligned.num_allowed()
     return MaskDiff(n_orig, n_aligned, n_aligned - both, n_orig - both)

@@ -113,14 +113,15 @@ def _axis_tiles(n: int, t: int) -> np.ndarray:
     return np.arange(n) // t
 
 
-def sta_order(geometry, tile) -> np.ndarray:
-    """Permutation ``perm`` with ``x_tiled = x[perm]``: frame-major tokens to STA's tile-major order.
+def sta_order(geometry, sta_tile) -> np.ndarray:
+    """Permutation ``perm`` with ``x_tiled = x[perm]``: frame-major tokens to STA's tile-major order, ``sta_tile`` its
+    ``(frames, rows, columns)`` cube of tokens (not a kernel's ``block_q x block_kv`` tile).
 
     Tiles are visited frame-tile, row-tile, column-tile (raster); inside a tile, tokens keep raster
     order.  Undo with ``x[np.argsort(perm)]``.
     """
     g = get_geometry(geometry)
-    tt, th, tw = _check_triple("tile", tile)
+    tt, th, tw = _check_triple("sta_tile", sta_tile)
     t, h, w = np.meshgrid(np.arange(g.T), np.arange(g.H), np.arange(g.W), indexing="ij")
     frame_major = (t * g.H + h) * g.W + w
     key = np.lexsort(((w % tw).ravel(), (h % th).ravel(), (t % tt).ravel(),

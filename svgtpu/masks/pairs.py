@@ -11,9 +11,10 @@ sink at our kept fractions and at MaxDiffusion's densities (its density -> band 
 from __future__ import annotations
 
 import itertools
+from typing import Sequence
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, check_tile, get_geometry
 from svgtpu.masks.core import (ALIGN_MODE_LEGEND, ALIGN_MODE_SHORT, ALIGN_MODES, BandSinkMask, alignment_diff, align,
                                balanced_keep, density_band_window, svg_mask, tile_grid, tile_valid_pairs)
 from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE, PRODUCTION_TILE
@@ -21,7 +22,7 @@ from svgtpu.recipes import MAXDIFFUSION_SVG_DENSITIES, MAXDIFFUSION_SVG_TILE, PR
 #: C3's pair accounting covers (notebook 03, ``svgtpu align-pairs``'s defaults): the resolutions, the tiles (the
 #: production tile and MaxDiffusion's SVG tile) and our kept fraction; :func:`pair_accounting` takes them from its caller.
 GEOMETRIES = ("720p", "1440p")
-TILES = ((PRODUCTION_TILE.block_q, PRODUCTION_TILE.block_kv), (MAXDIFFUSION_SVG_TILE.block_q, MAXDIFFUSION_SVG_TILE.block_kv))
+TILES = (PRODUCTION_TILE.tile, MAXDIFFUSION_SVG_TILE.tile)
 KEPT = (0.3,)
 
 
@@ -32,10 +33,10 @@ def masks_for(geometry, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES) -> list
             + [(f"MaxDiffusion density {d:g}", BandSinkMask(g.L, g.F, density_band_window(g, d))) for d in densities])
 
 
-def pair_accounting(geometries, tiles, *, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES,
+def pair_accounting(geometries, tiles: Sequence[Tile], *, kept=KEPT, densities=MAXDIFFUSION_SVG_DENSITIES,
                     modes=ALIGN_MODES) -> dict:
     """Per resolution, setting, tile and alignment mode: the pairs the SVG mask allows and the aligned mask executes
-    (``tiles``: ``(block_q, block_kv)`` pairs, as the caller resolved them; C3's are :data:`TILES`).
+    (``tiles``: :class:`~svgtpu.geometry.Tile` values, as the caller resolved them; C3's are :data:`TILES`).
 
     ``pair_error`` is ``(aligned - exact) / exact``; ``balanced-row`` rows also give ``row_no_carry_error``, the
     same for per-row budgets that carry nothing between rows (MaxDiffusion's ``row_balanced``).  ``computed``.
@@ -43,16 +44,17 @@ def pair_accounting(geometries, tiles, *, kept=KEPT, densities=MAXDIFFUSION_SVG_
     bad = [m for m in modes if m not in ALIGN_MODES]
     if bad:
         raise BadInput(f"modes must be among {', '.join(ALIGN_MODES)}, got {', '.join(map(repr, bad))}")
-    rows = []
+    rows, tiles = [], [check_tile(t) for t in tiles]
     for name in geometries:
-        for (setting, mask), (bq, bkv) in itertools.product(masks_for(name, kept, densities), tiles):
+        for (setting, mask), tile in itertools.product(masks_for(name, kept, densities), tiles):
             for mode in modes:
-                diff = alignment_diff(mask, align(mask, bq, bkv, mode))
-                row = {"geometry": name, "setting": setting, "window": mask.window, "block_q": bq, "block_kv": bkv,
+                diff = alignment_diff(mask, align(mask, tile, mode))
+                row = {"geometry": name, "setting": setting, "window": mask.window, "block_q": tile.block_q,
+                       "block_kv": tile.block_kv,
                        "mode": mode, "exact_pairs": diff.original, "aligned_pairs": diff.aligned,
                        "exact_density": mask.density(), "pair_error": diff.pair_error}
                 if mode == "balanced-row":
-                    qe, ke = tile_grid(mask.L, bq, bkv)
+                    qe, ke = tile_grid(mask.L, tile)
                     counts, valid = mask.count_grid(qe, ke), tile_valid_pairs(mask.L, qe, ke)
                     executed = int(valid[balanced_keep(counts, valid, per_row=True, carry=False)].sum())
                     row["row_no_carry_error"] = (executed - diff.original) / diff.original

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import get_geometry
+from svgtpu.geometry import Tile, get_geometry
 from svgtpu.masks.core import Mask, align, alignment_diff, make_mask, tile_grid, tile_valid_lengths
 from svgtpu.setting import mask_density
 
@@ -66,12 +66,16 @@ class TileClassification:
     counts: np.ndarray
 
     @property
+    def tile(self) -> Tile:
+        return Tile(self.block_q, self.block_kv)
+
+    @property
     def only_padding_masked(self) -> bool:
         """Every partial tile allows all its in-``L`` pairs: the only masking is of padded keys."""
         partial = self.kinds == PARTIAL
         if not partial.any():
             return True
-        qe, ke = tile_grid(self.L, self.block_q, self.block_kv)
+        qe, ke = tile_grid(self.L, self.tile)
         valid = tile_valid_lengths(self.L, qe)[:, None] * tile_valid_lengths(self.L, ke)[None, :]
         return bool(np.all(self.counts[partial] == valid[partial]))
 
@@ -87,7 +91,7 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
     Uses the mask's analytic pair counts (:meth:`Mask.count_grid`), so 1440p with 512 x 512
     tiles (350k tiles) takes well under a second for the SVG masks.
     """
-    qe, ke = tile_grid(mask.L, block_q, block_kv)
+    qe, ke = tile_grid(mask.L, Tile(block_q, block_kv))
     counts = mask.count_grid(qe, ke)
     kinds = np.full(counts.shape, PARTIAL, dtype=np.int8)
     kinds[counts == 0] = EMPTY
@@ -97,7 +101,7 @@ def classify(mask: Mask, block_q: int, block_kv: int) -> TileClassification:
 
 
 def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | None = None, kept: float | None = None,
-                recipe: str | None = None, block_q: int, block_kv: int, align_mode: str | None = None) -> dict:
+                recipe: str | None = None, tile: Tile, align_mode: str | None = None) -> dict:
     """``svgtpu tiles``: the tile kinds of one SVG mask (C3), after tile alignment with ``align_mode``.
 
     Give at most one of ``multiplier``, ``kept`` or ``recipe`` (a named recipe's kept fraction,
@@ -122,13 +126,13 @@ def tile_report(geometry: str, kind: str = "spatial", *, multiplier: float | Non
     mask = make_mask(kind, g, multiplier, kept=kept)
     result = {"geometry": geometry, "T": g.T, "H": g.H, "W": g.W, "F": g.F, "L": g.L, "mask": kind,
               "multiplier": multiplier, "kept": kept, "window": getattr(getattr(mask, "base", mask), "window", None),
-              "block_q": block_q, "block_kv": block_kv, "align": align_mode}
+              "block_q": tile.block_q, "block_kv": tile.block_kv, "align": align_mode}
     if align_mode:
-        aligned = align(mask, block_q, block_kv, align_mode)
+        aligned = align(mask, tile, align_mode)
         result["alignment"] = alignment_diff(mask, aligned).as_dict()
         mask = aligned
     result["mask_density"] = mask.density()
-    result.update(classify(mask, block_q, block_kv).stats.as_dict())
+    result.update(classify(mask, tile.block_q, tile.block_kv).stats.as_dict())
     result["provenance"] = "computed"
     return result
 

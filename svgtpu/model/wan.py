@@ -34,7 +34,7 @@ from einops import rearrange
 
 from svgtpu.attention.base import Attention, dense_attention
 from svgtpu.errors import BadInput
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import Tile, VideoGeometry
 from svgtpu.models import ModelConfig
 
 Params = dict[str, Any]
@@ -231,11 +231,11 @@ class WanBlock:
 SELF_ATTENTIONS = ("xla", "splash", "tokamax", "ours-dense", "svg")
 
 
-def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q: int | None = None,
-                   block_kv: int | None = None, svg_config=None, implementation: str | None = None) -> Attention:
+def self_attention(name: str, geometry: VideoGeometry | None = None, *, tile: Tile | None = None, svg_config=None,
+                   implementation: str | None = None) -> Attention:
     """The self-attention function ``name`` (one of :data:`SELF_ATTENTIONS`) for a :class:`WanBlock`.
 
-    Tiled kernels need ``block_q x block_kv`` tiles; ``svg`` needs ``geometry`` and an
+    Tiled kernels need a ``tile`` (``Tile(block_q, block_kv)``); ``svg`` needs ``geometry`` and an
     :class:`~svgtpu.attention.svg.SVGConfig` (its tiles are the config's); ``xla`` needs neither;
     ``implementation`` picks our kernel's backend (:func:`svgtpu.kernels.api.block_sparse`).
     """
@@ -250,8 +250,9 @@ def self_attention(name: str, geometry: VideoGeometry | None = None, *, block_q:
         if geometry is None or svg_config is None:
             raise BadInput("attention 'svg' needs the model geometry and an SVGConfig (svg_config)")
         return attention_backend("svg", geometry, svg_config=svg_config)
-    if block_q is None or block_kv is None:
-        raise BadInput(f"attention {name!r} needs block_q and block_kv")
+    if tile is None:
+        raise BadInput(f"attention {name!r} needs a tile (Tile(block_q, block_kv))")
+    block_q, block_kv = tile
     config = KernelConfig(block_q, block_kv)
 
     def kernel(q, k, v):  # [heads, L, d] -> [heads, L, d], one dense mask for every head

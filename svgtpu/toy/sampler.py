@@ -219,7 +219,7 @@ def generate(checkpoint, *, attention: str = "dense", align: str | None = None, 
     params, config = load_checkpoint(str(checkpoint))
     labels = list(range(config.num_labels)) if labels is None else list(labels)
     tile = {"block_q": SMALL_TILE.block_q, "block_kv": SMALL_TILE.block_kv}   # the toy DiT's tile
-    backend = attention_backend(attention, config.geometry,
+    backend = attention_backend(attention, config.geometry, tile=SMALL_TILE.tile,
                                 svg_config=SVGConfig(kept=kept, align=align, **tile) if attention == "svg" else None,
                                 svg2_config=SVG2Config(align=align, **tile) if attention == "svg2" else None)
     mesh = mesh_for_model(devices, config.heads) if devices > 1 else None
