@@ -289,7 +289,7 @@ def test_flex_block_lists_are_our_tiles_by_brute_force():
         n = -(-L // block)
         padded = np.zeros((n * block, n * block), bool)
         padded[:L, :L] = allowed
-        kv_num, kv_idx, full_num, full_idx = gpu_peers.flex_block_lists(mask, block)
+        kv_num, kv_idx, full_num, full_idx = gpu_peers.flex_block_lists(mask, Tile(block, block))
         for i in range(n):
             rows = padded[i * block:min((i + 1) * block, L)]
             tiles = [rows[:, j * block:(j + 1) * block] for j in range(n)]
@@ -308,7 +308,7 @@ def test_peers_without_torch_say_why_in_words(monkeypatch):
             raise ImportError("No module named 'torch'")
         return real(name, *args, **kwargs)
     monkeypatch.setattr(builtins, "__import__", no_torch)
-    peers = gpu_peers.torch_peers(None, None, None, {}, 128)
+    peers = gpu_peers.torch_peers(None, None, None, {}, Tile(128, 128))
     assert set(peers) == set(gpu_peers.PEERS)
     assert all(call is None and why.startswith("torch is not importable here") for call, why in peers.values())
 

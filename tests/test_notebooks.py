@@ -240,6 +240,17 @@ def test_hand_runs_write_to_scratch_and_parameters_yield_to_profiles(tmp_path):
     assert reproduce.settings("04_fast_path_ablation", "cpu", geometry="2x2x2")["geometry"] == "2x2x2"
 
 
+def test_mask_image_draws_the_tile_edges_inside_the_mask():
+    import matplotlib.pyplot as plt
+    from svgtpu.geometry import Tile
+    fig, ax = plt.subplots()
+    plots.mask_image(ax, np.ones((16, 16), bool), tile=Tile(4, 8))   # rows at 4, 8, 12; keys at 8
+    rows = sorted(line.get_ydata()[0] for line in ax.lines if line.get_ydata()[0] == line.get_ydata()[1])
+    keys = sorted(line.get_xdata()[0] for line in ax.lines if line.get_xdata()[0] == line.get_xdata()[1])
+    assert (rows, keys) == ([3.5, 7.5, 11.5], [7.5])
+    plt.close(fig)
+
+
 def test_plots_leave_the_backend_to_jupyter():
     """Importing svgtpu.report.plots must not force a backend: the inline backend shows figures in notebooks."""
     code = "import matplotlib, svgtpu.report.plots; print(matplotlib.get_backend())"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from svgtpu.attention.svg import SVGInfo
+from svgtpu.geometry import Tile
 from svgtpu.toy.dit import load_checkpoint
 from svgtpu.toy.quality import VARIANTS, head_kinds, psnr, quality_study, ssim
 
@@ -83,7 +84,7 @@ def test_quality_study_on_the_shipped_checkpoint():
     warmup = {"warmup_step_fraction": 0.5, "warmup_layer_fraction": 0.25}
     variants = {name: {**VARIANTS[name], **warmup} for name in ("svg-aligned", "svg-aligned-no-fast-path")}
     result = quality_study(params, config, seeds=(1,), num_steps=2, variants=variants, progress=False,
-                           first_videos=True, block=128)
+                           first_videos=True, tile=Tile(128, 128))
     videos = result.pop("videos")   # the first seed's: what the per-seed numbers were measured on
     assert set(videos) == {"dense", *variants}
     for row in result["per_seed"]:
@@ -99,3 +100,11 @@ def test_quality_study_on_the_shipped_checkpoint():
     for layer in kinds[1:]:
         assert layer["spatial"] + layer["temporal"] == pytest.approx(1.0)
         assert layer["warmup"] == pytest.approx(0.5)  # step 0 of 2 is the dense warm-up step
+
+
+def test_the_toy_tile_is_square():
+    from svgtpu.errors import BadInput
+    from svgtpu.toy.quality import square_side
+    assert square_side(Tile(128, 128)) == 128
+    with pytest.raises(BadInput, match="must be square"):
+        square_side(Tile(128, 256))

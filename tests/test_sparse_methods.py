@@ -215,7 +215,7 @@ def test_method_sweep_on_a_tiny_model_matches_a_sample_by_hand():
     params = jax.tree_util.tree_unflatten(tree, [x + 0.2 * jax.random.normal(k, x.shape, x.dtype)
                                                  for x, k in zip(leaves, keys)])
     result = method_sweep(params, config, variants=["radial"], kept_fractions=[0.5, 0.25], seeds=[1], num_steps=2,
-                          block=128, progress=False)
+                          tile=Tile(128, 128), progress=False)
     assert result["kept_targets"] == [0.25, 0.5] and len(result["per_seed"]) == 2
     summary = {r["kept_target"]: r for r in result["summary"]}
     for target, row in summary.items():

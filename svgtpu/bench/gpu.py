@@ -411,7 +411,7 @@ def peer_variants(q, k, v, g, sizes: Sizes, interpret: bool, masks: dict) -> dic
     except Exception as error:
         variants["jax-mosaic-flash-dense-f16"] = Variant(None, info, dtype="float16", reason=reason(error))
 
-    for name, (call, why) in torch_peers(q, k, v, masks, sizes.block_q).items():
+    for name, (call, why) in torch_peers(q, k, v, masks, Tile(sizes.block_q, sizes.block_kv)).items():
         mask = PEERS[name]
         variants[name] = Variant(call, dense_info if mask == "dense" else tile_info(masks[mask], heads, L, sizes),
                                  mask=mask, output=peer_numpy, take=peer_rows, reason=why or "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from svgtpu.geometry import Tile
 from svgtpu.masks.core import BandSinkMask, DenseMask, Mask, TileMask
 from svgtpu.masks.tiles import FULL, PARTIAL, classify
 
@@ -21,12 +22,12 @@ from svgtpu.masks.tiles import FULL, PARTIAL, classify
 PEERS = {"torch-sdpa-cudnn-dense": "dense", "flex-dense": "dense", "flex-svg": "svg", "flex-aligned": "aligned"}
 
 
-def flex_block_lists(mask: Mask, block: int) -> tuple[np.ndarray, ...]:
-    """FlexAttention's ``BlockMask.from_kv_blocks`` arrays from our ``block x block`` classification of ``mask``:
+def flex_block_lists(mask: Mask, tile: Tile) -> tuple[np.ndarray, ...]:
+    """FlexAttention's ``BlockMask.from_kv_blocks`` arrays from our classification of ``mask`` at ``tile``:
     ``(kv_num_blocks [nq], kv_indices [nq, nk], full_kv_num_blocks [nq], full_kv_indices [nq, nk])``, int32, the
     partial tiles of each q tile row (``mask_mod`` applied) and its full ones (none), in ascending kv order, the
     unused index slots zero."""
-    kinds = classify(mask, block, block).kinds
+    kinds = classify(mask, tile.block_q, tile.block_kv).kinds
     out = []
     for kind in (PARTIAL, FULL):
         hit = kinds == kind
@@ -52,10 +53,11 @@ def _mask_mod(mask: Mask, device):
     raise TypeError(f"no FlexAttention mask_mod for {type(mask).__name__}")
 
 
-def torch_peers(q, k, v, masks: dict[str, Mask], block: int) -> dict[str, tuple]:
+def torch_peers(q, k, v, masks: dict[str, Mask], tile: Tile) -> dict[str, tuple]:
     """``name -> (call, None)`` per peer of :data:`PEERS`, or ``(None, reason)`` where it cannot run here.
 
-    ``q, k, v``: our bf16 ``[heads, L, d]`` JAX arrays on the GPU; ``masks``: the run's masks by name.  A call
+    ``q, k, v``: our bf16 ``[heads, L, d]`` JAX arrays on the GPU; ``masks``: the run's masks by name; ``tile``:
+    FlexAttention's block, ``BLOCK_SIZE = (block_q, block_kv)``.  A call
     returns torch's ``[1, heads, L, d]`` output after synchronizing."""
     try:
         import torch
@@ -85,8 +87,8 @@ def torch_peers(q, k, v, masks: dict[str, Mask], block: int) -> dict[str, tuple]
     L = q.shape[1]
     for name in ("flex-dense", "flex-svg", "flex-aligned"):
         mask = masks[PEERS[name]]
-        lists = [torch.as_tensor(a, device=device)[None, None] for a in flex_block_lists(mask, block)]
-        block_mask = BlockMask.from_kv_blocks(*lists, BLOCK_SIZE=block, mask_mod=_mask_mod(mask, device),
+        lists = [torch.as_tensor(a, device=device)[None, None] for a in flex_block_lists(mask, tile)]
+        block_mask = BlockMask.from_kv_blocks(*lists, BLOCK_SIZE=tuple(tile), mask_mod=_mask_mod(mask, device),
                                               seq_lengths=(L, L))
         peers[name] = (lambda bm=block_mask: synced(flex(tq, tk, tv, block_mask=bm)), None)
     return peers

@@ -321,7 +321,7 @@ def method_costs(kept_fractions, setting: Setting, *, variants=VARIANTS,
             "provenance": {"tiles": provenance("computed"), "attention_ratio": provenance("modeled", device=device)}}
 
 
-def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, qk, svg2: SVG2Config):
+def _variant_backend(name: str, config, target: float, *, tile: Tile, sta_tile, qk, svg2: SVG2Config):
     """``(backend, kept fraction or None, knob)``: the toy-DiT backend running ``name`` matched to
     ``target`` (``None``: SVG2's kept fraction varies per call and is read from ``backend.calls``)."""
     from svgtpu.attention.svg import SVGConfig
@@ -330,26 +330,26 @@ def _variant_backend(name: str, config, target: float, *, block: int, sta_tile, 
 
     geometry = config.geometry
     method, snap = name.removesuffix("-aligned"), name.endswith("-aligned")
-    masks, knob = matched(method, geometry, target, Tiles(block, block, snap), sta_tile=sta_tile, qk=qk, svg2=svg2)
+    masks, knob = matched(method, geometry, target, Tiles(*tile, snap), sta_tile=sta_tile, qk=qk, svg2=svg2)
     if method == "svg":
         # SVG's own backend (profiling, layout transform); W - 64 rounds back up to exactly W
-        svg_config = SVGConfig(multiplier=(knob["window"] - BAND_QUANTUM // 2) / geometry.F, block_q=block,
-                               block_kv=block, align="snap" if snap else None)
+        svg_config = SVGConfig(multiplier=(knob["window"] - BAND_QUANTUM // 2) / geometry.F, block_q=tile.block_q,
+                               block_kv=tile.block_kv, align="snap" if snap else None)
         return attention_backend("svg", geometry, svg_config=svg_config), svg_config.mask(geometry).density(), knob
     if method == "svg2":
-        c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=block, block_kv=block,
+        c = dataclasses.replace(svg2, top_p=knob["top_p"], block_q=tile.block_q, block_kv=tile.block_kv,
                                 align="snap" if snap else None)
         return svg2_backend(c), None, knob  # SVG's dense warm-up, like every other variant
     order = sta_order(geometry, sta_tile) if method == "sta" else None
-    return mask_backend(masks[0], order=order, tile=Tile(block, block)), masks[0].density(), knob
+    return mask_backend(masks[0], order=order, tile=tile), masks[0].density(), knob
 
 
 def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), seeds=(0, 1, 2), num_steps: int = 20,
-                 guidance: float = 3.0, shift: float = 1.0, block: int,
+                 guidance: float = 3.0, shift: float = 1.0, tile: Tile,
                  sta_tile: tuple[int, int, int] = (2, 8, 8), svg2: SVG2Config | None = None,
                  progress: bool = True) -> dict:
     """Dense vs each method variant at each kept fraction, from the same noise and seed: PSNR, SSIM
-    and the kept fraction each really ran, at the caller's square tile of side ``block`` (as
+    and the kept fraction each really ran, at the caller's square ``tile`` (as
     :func:`svgtpu.toy.quality.quality_study` takes it).
 
     Each (variant, kept target) has its knob matched on its own, as in :func:`method_table`
@@ -359,18 +359,19 @@ def method_sweep(params, config, *, variants=VARIANTS, kept_fractions=(0.3,), se
     to call: the mean over its sparse calls.  ``summary`` has one row per (variant, kept target):
     mean and min PSNR and SSIM over seeds.
     """
-    from svgtpu.toy.quality import psnr, ssim
+    from svgtpu.toy.quality import psnr, square_side, ssim
     from svgtpu.facts.results import provenance
     from svgtpu.toy.sampler import sample
 
     _check_variants(variants)
+    block = square_side(tile)
     if not seeds:
         raise BadInput("seeds must name at least one seed")
     kept_fractions = check_kept_fractions(kept_fractions)
     sta_tile = check_settings(kept_fractions[0], sta_tile)
     qk = capture_qk(params, config) if any(v.startswith("svg2") for v in variants) else None
-    svg2 = SVG2Config(block_q=block, block_kv=block) if svg2 is None else svg2   # SVG2's own clusters, our tile
-    runs = {(name, target): _variant_backend(name, config, target, block=block, sta_tile=sta_tile, qk=qk, svg2=svg2)
+    svg2 = SVG2Config(block_q=tile.block_q, block_kv=tile.block_kv) if svg2 is None else svg2   # SVG2's own clusters, our tile
+    runs = {(name, target): _variant_backend(name, config, target, tile=tile, sta_tile=sta_tile, qk=qk, svg2=svg2)
             for target in kept_fractions for name in variants}
     rows = []
     bar = tqdm(total=len(seeds) * (1 + len(runs)), desc="videos", disable=not progress)

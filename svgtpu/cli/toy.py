@@ -8,6 +8,7 @@ import sys
 from svgtpu.cli.common import command, refuse_repeated
 from svgtpu.errors import BadInput, positive_int, seed_int
 from svgtpu.facts.paths import CHECKPOINT, REPO_ROOT, TRAINED_CHECKPOINT
+from svgtpu.geometry import Tile
 from svgtpu.setting import DEFAULT_KEPT, PRODUCTION, SMALL_TILE, mask_density
 
 
@@ -124,7 +125,8 @@ def run_quality(args):
     check_steps(args.steps, "--steps")
     refuse_repeated("--seeds", args.seeds)
     params, config = load_checkpoint(str(args.checkpoint))
-    common = dict(seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift, block=args.block)
+    common = dict(seeds=args.seeds, num_steps=args.steps, guidance=args.guidance, shift=args.shift,
+                  tile=Tile(args.block, args.block))   # the toy's square tile
     if args.methods:
         from svgtpu.bench.methods import format_sweep, method_sweep
         result = method_sweep(params, config, variants=args.methods,

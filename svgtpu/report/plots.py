@@ -25,6 +25,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from svgtpu.errors import BadInput
+from svgtpu.geometry import Tile
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL
 from svgtpu.styles import PALETTE, TILE_COLORS, TILE_NAMES
 
@@ -77,16 +78,14 @@ def tile_legend(ax, **kwargs) -> None:
     ax.legend(handles=handles, **{"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), **kwargs})
 
 
-def mask_image(ax, allowed: np.ndarray, title: str = "", *, block_q: int | None = None,
-               block_kv: int | None = None) -> None:
-    """Draw a small boolean mask (allowed = dark) with optional tile boundaries."""
+def mask_image(ax, allowed: np.ndarray, title: str = "", *, tile: Tile | None = None) -> None:
+    """Draw a small boolean mask (allowed = dark) with the boundaries of ``tile``'s tiles, if given."""
     ax.imshow(allowed, cmap=ListedColormap(["white", "#333333"]), vmin=0, vmax=1,
               interpolation="nearest", aspect="equal")
     L = allowed.shape[0]
-    for block, draw in ((block_q, ax.axhline), (block_kv, ax.axvline)):
-        if block:
-            for edge in range(block, L, block):
-                draw(edge - 0.5, color=PALETTE["unaligned"], linewidth=0.6)
+    for block, draw in zip(tile or (), (ax.axhline, ax.axvline)):
+        for edge in range(block, L, block):
+            draw(edge - 0.5, color=PALETTE["unaligned"], linewidth=0.6)
     ax.grid(False)
     ax.set_xlabel("key token k")
     ax.set_ylabel("query token q")

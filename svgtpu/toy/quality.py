@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from svgtpu.errors import BadInput
+from svgtpu.geometry import Tile
 
 #: The sparse variants of the study: name -> SVGConfig overrides.
 VARIANTS: dict[str, dict] = {
@@ -91,8 +92,16 @@ def head_kinds(infos: list) -> dict:
     return {"layers": layers}
 
 
+def square_side(tile: Tile) -> int:
+    """The side of the toy's square kernel tile (its studies report one ``block``, as ``svgtpu quality --block``
+    takes it), else :class:`BadInput`."""
+    if tile.block_q != tile.block_kv:
+        raise BadInput(f"the toy's tile must be square (block_q = block_kv), got {tile.block_q}x{tile.block_kv}")
+    return tile.block_q
+
+
 def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guidance: float = 3.0,
-                  shift: float = 1.0, kept: float | None = None, block: int,
+                  shift: float = 1.0, kept: float | None = None, tile: Tile,
                   variants: dict[str, dict] | None = None, progress: bool = True, first_videos: bool = False) -> dict:
     """Dense vs each sparse variant from the same noise, for every seed (label ``seed % labels``).
 
@@ -100,8 +109,8 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     fast-path check (max |difference| between fast path on and off, must be 0 up to float noise)
     and the head-kind fractions per layer; with ``first_videos`` also ``videos``, the first seed's
     video of dense and of each variant (numpy arrays, not JSON: a figure's, popped before recording).
-    ``block``: the square kernel tile's side (block_q = block_kv), the caller's (``svgtpu quality --block``,
-    default the toy's :data:`svgtpu.setting.SMALL_TILE`, applied there).
+    ``tile``: the square kernel tile (:func:`square_side`), the caller's (``svgtpu quality --block``, default the
+    toy's :data:`svgtpu.setting.SMALL_TILE`, applied there).
     """
     from svgtpu.attention.svg import SVGConfig
     from svgtpu.attention.backends import attention_backend
@@ -110,10 +119,11 @@ def quality_study(params, config, *, seeds=(0, 1, 2), num_steps: int = 20, guida
     from svgtpu.toy.sampler import sample
 
     variants = VARIANTS if variants is None else variants
+    block = square_side(tile)
     if not seeds:
         raise BadInput("seeds must name at least one seed")
     geometry = config.geometry
-    svg_configs = {name: SVGConfig(kept=kept, block_q=block, block_kv=block, **overrides)
+    svg_configs = {name: SVGConfig(kept=kept, block_q=tile.block_q, block_kv=tile.block_kv, **overrides)
                    for name, overrides in variants.items()}
     backends = {name: attention_backend("svg", geometry, svg_config=c, return_info=True)
                 for name, c in svg_configs.items()}
@@ -168,4 +178,4 @@ def format_study(result: dict) -> str:
     return table + f"\n({result['provenance']})"
 
 
-__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "quality_study", "format_study"]
+__all__ = ["VARIANTS", "psnr", "ssim", "head_kinds", "square_side", "quality_study", "format_study"]
