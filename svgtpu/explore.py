@@ -235,7 +235,7 @@ def modeled_cost(settings: Settings, stats: TileStats, empty_row_steps: int, *, 
     try:
         from svgtpu import costmodel as cm
         setup = cm.setting_setup(settings.setting)   # the explorer's Setting, passed down as it is
-        dense_stats, dense_info = cm.mask_tiles(setup.geometry, "dense", setup.block_q, setup.block_kv)
+        dense_stats, dense_info = cm.mask_tiles(setup.geometry, "dense", setup.setting.tile)
         this = setup.head_seconds(stats, empty_row_steps)
         dense = setup.head_seconds(dense_stats, info=dense_info)
         out = {"provenance": setup.provenance, "attention_head_seconds": this, "dense_attention_head_seconds": dense,

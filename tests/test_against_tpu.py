@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from svgtpu.geometry import Tile
 from svgtpu import costmodel as cm
 from svgtpu.cli import main
 from svgtpu.costmodel import policy as pol
@@ -175,7 +176,7 @@ def test_the_fixed_m_dense_control_is_priced_from_our_compiled_fixed_body(table)
     row's body, nearly twice the call (the per-step code, row finish and pass stay); no fixed row, one line."""
     layout = sl.AttentionLayout()
     setup = sl.run_setup(cm.calibrated_setup("wan2.2-a14b", "720p", "v6e", compiled=table, steps=40), layout)
-    row = table.fixed("v6e", layout.dense_block_q, layout.dense_block_kv, 128)
+    row = table.fixed("v6e", Tile(layout.dense_block_q, layout.dense_block_kv), 128)
     assert row is not None and row.full < row.running_full
     fixed = sl.dense_call(setup, layout)["kernel"]
     assert fixed < sl.dense_call(setup, sl.AttentionLayout(dense_kernel="ours"))["kernel"]

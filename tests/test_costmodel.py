@@ -95,31 +95,31 @@ def test_tile_units_hand_count():
     # 4 x 8 tile, d = 2 on a 4-wide MXU: QK^T and PV each 2*32*2 / (1e12 * 2/4) = 2.56e-10;
     # VPU 32 * vector_ops / 1e11; EUP 32 / 1e10; HBM K and V blocks 2*8*2*2 B / 1e11
     kernel = cm.KernelWork(vector_ops=4, exp_ops=1, mask_vector_ops=6)
-    u = cm.tile_units(FAKE, eff, kernel, 2, 4, 8, masked=False)
+    u = cm.tile_units(FAKE, eff, kernel, 2, Tile(4, 8), masked=False)
     assert u == pytest.approx({"mxu_qk": 2.56e-10, "mxu_pv": 2.56e-10, "vpu": 1.28e-9, "eup": 3.2e-9, "hbm": 6.4e-10})
-    assert cm.tile_units(FAKE, eff, kernel, 2, 4, 8, masked=True)["vpu"] == pytest.approx(3.2e-9)
-    assert cm.tile_seconds(FAKE, eff, kernel, 2, 4, 8, masked=False) == pytest.approx(3.2e-9 / 0.5)
+    assert cm.tile_units(FAKE, eff, kernel, 2, Tile(4, 8), masked=True)["vpu"] == pytest.approx(3.2e-9)
+    assert cm.tile_seconds(FAKE, eff, kernel, 2, Tile(4, 8), masked=False) == pytest.approx(3.2e-9 / 0.5)
     slow_mxu = dataclasses.replace(FAKE, matmul_flops=1e10, exp_ops=1e12)
-    assert cm.tile_seconds(slow_mxu, eff, kernel, 2, 4, 8, masked=True) == pytest.approx(2 * 2.56e-8 / 0.5)
+    assert cm.tile_seconds(slow_mxu, eff, kernel, 2, Tile(4, 8), masked=True) == pytest.approx(2 * 2.56e-8 / 0.5)
     # a dual-core chip runs one tile on one core: half the chip's rates
     dual = dataclasses.replace(FAKE, cores=2)
-    assert cm.tile_units(dual, eff, kernel, 2, 4, 8, masked=False)["eup"] == pytest.approx(6.4e-9)
+    assert cm.tile_units(dual, eff, kernel, 2, Tile(4, 8), masked=False)["eup"] == pytest.approx(6.4e-9)
 
 
 def test_head_time_reads_the_plan_grid_steps_and_cores():
     # dense 1440p at 3024 x 2048: ceil(302400 / 3024) = 100 q rows, ceil(302400 / 2048) = 148 kv columns,
     # the last column holds 302400 - 147 * 2048 = 1344 real keys: partial; no empty rows
-    stats, info = cm.mask_tiles(cm.get_geometry("1440p"), "dense", 3024, 2048)
+    stats, info = cm.mask_tiles(cm.get_geometry("1440p"), "dense", Tile(3024, 2048))
     assert (stats.full, stats.partial) == (100 * 147, 100)
     assert (info.grid_steps, info.empty_row_steps, info.q_rows) == (14800, 0, 100)
     # every grid step pays the fixed step cost, empty-row steps included
     stepped = dataclasses.replace(FAKE, grid_step_seconds=1e-6)
-    head = lambda dev, empty: cm.attention_head_seconds(TileStats(5, 2, 3), dev, cm.Efficiency(), 2, 4, 8,  # noqa: E731
+    head = lambda dev, empty: cm.attention_head_seconds(TileStats(5, 2, 3), dev, cm.Efficiency(), 2, Tile(4, 8),  # noqa: E731
                                                         fast_path=True, q_rows=2, work=cm.FLASH, empty_row_steps=empty)
     assert head(stepped, 3) - head(FAKE, 3) == pytest.approx((5 + 2 + 3) * 1e-6)
     # a dual-core chip (v5p) splits a layer's heads over its cores: 5 heads -> 3 on the busier core
     v5p = wan_setup("720p", device="v5p")
-    per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, v5p.block_q, v5p.block_kv,
+    per_head = cm.attention_head_seconds(*v5p.tiles("dense")[:1], v5p.device, v5p.efficiency, 128, v5p.setting.tile,
                                          fast_path=True, q_rows=v5p.tiles("dense")[1].q_rows,
                                          work=v5p.kernel_work)
     assert v5p.heads_per_chip == 5
@@ -214,7 +214,7 @@ def test_fewer_tiles_and_the_fast_path_never_model_slower():
     rng = np.random.default_rng(seed)
     kernel = cm.counted_work(128, "bfloat16", 512)
     for device in cm.DEVICES.values():
-        time = lambda s, fast: cm.attention_head_seconds(s, device, cm.Efficiency(), 128, 3024, 2048,  # noqa: E731
+        time = lambda s, fast: cm.attention_head_seconds(s, device, cm.Efficiency(), 128, Tile(3024, 2048),  # noqa: E731
                                                          fast_path=fast, q_rows=3, work=kernel)
         for s in _random_stats(rng, 40):
             fewer = TileStats(int(rng.integers(0, s.full + 1)), int(rng.integers(0, s.partial + 1)), s.empty)
@@ -462,7 +462,7 @@ def test_every_spec_constant_is_cited():
     (lambda: wan_setup(chips=6), "chips must be one of"),
     (lambda: wan_setup(kept=0.3, multiplier=1.0), "kept or multiplier"),
     (lambda: wan_setup(parts=frozenset({"gpu_time"})), "parts"),
-    (lambda: cm.mask_tiles(cm.get_geometry("480p"), "causal", 512, 512), "mask kind"),
+    (lambda: cm.mask_tiles(cm.get_geometry("480p"), "causal", Tile(512, 512)), "mask kind"),
 ])
 def test_clear_errors(call, word):
     with pytest.raises(ValueError, match=word):
@@ -570,26 +570,27 @@ def test_slice_names_count_tensorcores_on_v5p_and_v7x(capsys):
 
 
 def test_compiled_table_loads_checks_and_borrows_only_from_the_same_core(table, tmp_path):
-    row, source = table.tile("v6e", "ours", 3024, 2048, 128)
+    row, source = table.tile("v6e", "ours", Tile(3024, 2048), 128)
     assert (row.full, row.mask_partial, row.step_overhead) == (15213, 24244, 239) and source == "compiled-v6e"
-    borrowed, source = table.tile("v7x", "tokamax", 3024, 2048, 128)
+    borrowed, source = table.tile("v7x", "tokamax", Tile(3024, 2048), 128)
     assert borrowed.device == "v6e" and "same core" in source
-    assert table.tile("v6e", "ours", 512, 512, 128) is None and table.tile("v5p", "ours", 3024, 2048, 128) is None
+    assert table.tile("v6e", "ours", Tile(512, 512), 128) is None
+    assert table.tile("v5p", "ours", Tile(3024, 2048), 128) is None
     # a tile the table does not hold, one lane tile from one it does: that row's cycles per score (by hand:
     # 3072 x 2048 scaled to 3200 x 2048), its per-step and per-row costs as they are; none further away
-    near, source = table.tile("v6e", "splash", 3200, 2048, 128)
-    held = table.tile("v6e", "splash", 3072, 2048, 128)[0]
+    near, source = table.tile("v6e", "splash", Tile(3200, 2048), 128)
+    held = table.tile("v6e", "splash", Tile(3072, 2048), 128)[0]
     assert near.block_q == 3200 and near.full == pytest.approx(held.full * 3200 / 3072)
     assert near.mask_partial == pytest.approx(held.mask_partial * 3200 / 3072)
     assert (near.step_overhead, near.init_finish) == (held.step_overhead, held.init_finish)
-    assert "3072x2048 row per score" in source and table.tile("v6e", "splash", 3201, 2048, 128) is None
+    assert "3072x2048 row per score" in source and table.tile("v6e", "splash", Tile(3201, 2048), 128) is None
     data = json.loads(FIXTURE.read_text())
     data["tiles"][0]["mask_partial"] = {"refused": "VMEM"}
     data["probe"] = data["probe"][:1]
     (tmp_path / "t.json").write_text(json.dumps(data))
     refused = cm.load_compiled(tmp_path / "t.json")
-    assert refused.tiles[0].mask_partial is None and refused.tile("v6e", "ours", 3024, 2048, 128) is None
-    assert refused.tile("v7x", "tokamax", 3024, 2048, 128) is None      # no v7x probe: nothing to borrow
+    assert refused.tiles[0].mask_partial is None and refused.tile("v6e", "ours", Tile(3024, 2048), 128) is None
+    assert refused.tile("v7x", "tokamax", Tile(3024, 2048), 128) is None      # no v7x probe: nothing to borrow
     data["probe"][0]["clock_ghz"] = 3.5                                  # not peak / (cores x flops per cycle)
     (tmp_path / "t.json").write_text(json.dumps(data))
     with pytest.raises(ValueError, match="clock_ghz"):
@@ -645,7 +646,7 @@ def test_fast_path_and_masked_tile_ratios_are_the_compiled_ones(table):
     # one tile the SVG mask cuts over one full tile, as the model prices them, is the compiled body ratio
     one = cm.MaskFacts(density=None, q_rows=1, empty_rows=0, max_row_tiles=1, mask_cuts_tiles=True)
     masked, full = (setup.head_seconds(TileStats(*c), info=one) for c in ((0, 1, 0), (1, 0, 0)))
-    body = table.tile("v6e", "ours", 3024, 2048, 128)[0]
+    body = table.tile("v6e", "ours", Tile(3024, 2048), 128)[0]
     overhead = (body.step_overhead + body.init_finish) / setup.device.clock_hz / setup.efficiency.attention
     assert (masked - overhead) / (full - overhead) == pytest.approx(24244 / 15213)
 
@@ -658,7 +659,7 @@ def test_model_steps_equal_the_kernel_plan():
     for kept in (0.2, 0.45):
         for name, mask in (("svg", svg_mask(g, kept=kept)), ("svg-aligned", align(svg_mask(g, kept=kept), Tile(64, 128), "snap")),
                            ("dense", DenseMask(g.L))):
-            stats, info = cm.mask_tiles(g, name, 64, 128, kept=None if name == "dense" else kept)
+            stats, info = cm.mask_tiles(g, name, Tile(64, 128), kept=None if name == "dense" else kept)
             plan = tile_plan(mask, g.L, 64, 128)
             assert (info.grid_steps, info.empty_row_steps) == (plan.num_steps, plan.empty_row_steps), (name, kept)
             assert stats == plan.tile_stats[0]

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from svgtpu.geometry import Tile
 from svgtpu.costmodel import fits as fitted, get_device, load_compiled, plausible, realized
 from svgtpu.costmodel.compiled_block import attention_share_with_ici, block_record, collective_seconds
 from svgtpu.costmodel.roofline import Efficiency
@@ -130,10 +131,10 @@ def test_attention_realized_over_static_by_hand():
     6400 x 2048, 4 x 37 online steps at 9472 x 1024, each body scaled per score from the production tile."""
     table = load_compiled(COMMITTED)
     clock = get_device("v7x", table).clock_hz
-    fixed = table.fixed("v7x", 3072, 2048, 128)
+    fixed = table.fixed("v7x", Tile(3072, 2048), 128)
     body = fixed.full * 6400 / 3072
     fixed_s = 20 * (6 * 19 * (body + fixed.step_overhead) + 6 * fixed.init_finish) / clock
-    online = table.tile("v7x", "ours", 3072, 2048, 128)[0]
+    online = table.tile("v7x", "ours", Tile(3072, 2048), 128)[0]
     body = online.full * 9472 * 1024 / (3072 * 2048)
     online_s = 20 * (4 * 37 * (body + online.step_overhead) + 4 * online.init_finish) / clock
     got = realized.readings(table)

@@ -139,7 +139,7 @@ def test_method_costs_rows_match_brute_force_tile_counts():
     def seconds(allowed):
         full, partial, empty, empty_rows = _brute_tile_stats(allowed, bq, bk)
         return full, partial, cm.attention_head_seconds(
-            TileStats(full, partial, empty), setup.device, setup.efficiency, 128, bq, bk, fast_path=True,
+            TileStats(full, partial, empty), setup.device, setup.efficiency, 128, Tile(bq, bk), fast_path=True,
             q_rows=ceil_div(g.L, bq), work=setup.kernel_work, empty_row_steps=empty_rows)
 
     dense_seconds = seconds(np.ones((g.L, g.L), bool))[2]

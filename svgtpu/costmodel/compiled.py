@@ -31,6 +31,7 @@ from pathlib import Path
 from svgtpu.facts.kernels import KERNELS as ALL_KERNELS, kernel_names
 from svgtpu.facts.results import figures_dir
 from svgtpu.errors import BadInput
+from svgtpu.geometry import Tile
 
 COMPILED_TILES_NAME = "compiled_tiles.json"
 #: The attention kernels the table covers, and whether each has a mask-free body for full tiles (views of
@@ -133,10 +134,11 @@ class CompiledTile:
         """The body a partial tile runs: one the mask cuts, or one masked only by the padded keys."""
         return self.mask_partial if mask_cuts_tiles else self.padding_partial
 
-    def at_tile(self, block_q: int, block_kv: int) -> "CompiledTile":
+    def at_tile(self, tile: Tile) -> "CompiledTile":
         """This row for a neighbouring tile (:data:`NEIGHBOUR_ROWS`): the bodies (and the roofline and HBM
         bytes of a step) scaled by the tile's area, i.e. the same cycles per score; the per-step and per-row
         costs as compiled."""
+        block_q, block_kv = tile
         scale = block_q * block_kv / (self.block_q * self.block_kv)
         bodies = {f: getattr(self, f) * scale for f in ("full", "padding_partial", "mask_partial", "masked",
                                                         "roofline_tile", "hbm_bytes_per_step")
@@ -195,20 +197,20 @@ class CompiledTable:
     path: str
     fixed_tiles: tuple = ()
 
-    def fixed(self, device: str, block_q: int, block_kv: int, head_dim: int,
-              dtype: str = "bfloat16") -> FixedMaxTile | None:
+    def fixed(self, device: str, tile: Tile, head_dim: int, dtype: str = "bfloat16") -> FixedMaxTile | None:
         """Our fixed-maximum row for ``device`` at this tile, ``None`` where the table has none."""
         return next((t for t in self.fixed_tiles if (t.device, t.block_q, t.block_kv, t.head_dim, t.dtype)
-                     == (device, block_q, block_kv, head_dim, dtype)), None)
+                     == (device, *tile, head_dim, dtype)), None)
 
     def probe(self, device: str) -> Probe | None:
         return next((p for p in self.probes if p.device == device), None)
 
-    def tile(self, device: str, kernel: str, block_q: int, block_kv: int, head_dim: int,
+    def tile(self, device: str, kernel: str, tile: Tile, head_dim: int,
              dtype: str = "bfloat16") -> tuple[CompiledTile, str] | None:
         """The row for ``device`` at this tile, and where it comes from; a device without rows of its own
         borrows those of a device whose probe reads the same core (same MXUs, columns and flops per
         cycle), and says so.  ``None``: no usable row (the model then prices with priors)."""
+        block_q, block_kv = tile
         want = (kernel, block_q, block_kv, head_dim, dtype)
         if any(t.key == want for t in self.tiles):   # held (a refused compile stays refused)
             return self._tile(device, want)
@@ -218,7 +220,7 @@ class CompiledTable:
         for bq in near:
             found = self._tile(device, (kernel, bq, block_kv, head_dim, dtype))
             if found:
-                row = found[0].at_tile(block_q, block_kv)
+                row = found[0].at_tile(tile)
                 return row, found[1].replace(found[0].provenance, row.provenance)
         return None
 

@@ -78,15 +78,15 @@ ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
 PRICED_ROLES = ("self-attention", "collectives")
 
 
-def collective_schedule(block: dict) -> dict:
-    """How the compiler scheduled a compiled block's collectives (``block``: a :func:`block_record`), per kind: its
+def collective_schedule(record: dict) -> dict:
+    """How the compiler scheduled a compiled block's collectives (``record``: a :func:`block_record`), per kind: its
     ops in the top-level program and how many were issued asynchronously (``-start``, compute free to run until the
     matching ``-done``).  A kind with none asynchronous runs as one synchronous op each: no compute overlaps it, the
     instrument for pricing it serially."""
     kinds: dict[str, dict] = {}
-    for op in block["ops"]:
+    for op in record["ops"]:
         kind = op["opcode"].removesuffix("-start")
-        if kind in block["collectives"]:   # the kinds the compiled HLO moves bytes with
+        if kind in record["collectives"]:   # the kinds the compiled HLO moves bytes with
             k = kinds.setdefault(kind, {"ops": 0, "asynchronous": 0})
             k["ops"] += 1
             k["asynchronous"] += op["opcode"].endswith("-start")

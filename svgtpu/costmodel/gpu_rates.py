@@ -32,7 +32,7 @@ import dataclasses
 import functools
 
 from svgtpu.facts.gpu_runs import committed_runs, peers
-from svgtpu.geometry import ceil_div
+from svgtpu.geometry import Tile, ceil_div
 
 #: The GPU kernels' tile (our Triton kernel's block_q x block_kv, FlashAttention's and cuDNN's 128-wide tiles;
 #: FlashAttention-2's forward block_m x block_n for head_dim 128), defined once: the tile ``svgtpu bench gpu``'s plan
@@ -81,13 +81,12 @@ class GpuRates:
         found = next((s for k, _, s in self.sparse_rates if k == kernel), "") if sparse else ""
         return found or next((s for k, _, s in self.rates if k == kernel), "")
 
-    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, block_q: int, block_kv: int,
-                     sparse: bool = False) -> float:
-        """One head of ``kernel`` over ``computed_tiles`` tiles of ``block_q x block_kv`` (:data:`GPU_TILE` square: the
-        GPU kernels' own; another tile is priced by its work at the same rate); ``sparse``: a mask with skipped
-        tiles, at the kernel's sparse rate where one was measured."""
-        return (computed_tiles * tile_flops(head_dim) * (block_q * block_kv) / GPU_TILE ** 2
-                / self.rate(kernel, sparse))
+    def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, tile: Tile, sparse: bool = False) -> float:
+        """One head of ``kernel`` over ``computed_tiles`` tiles of ``tile`` (:data:`GPU_TILE` square: the GPU kernels'
+        own; another tile is priced by its work at the same rate); ``sparse``: a mask with skipped tiles, at the
+        kernel's sparse rate where one was measured."""
+        scale = tile.block_q * tile.block_kv / GPU_TILE ** 2
+        return computed_tiles * tile_flops(head_dim) * scale / self.rate(kernel, sparse)
 
     def svg_work_seconds(self, kernel: str, heads: int, L: int) -> float | None:
         """SVG's own work (profiling, layout transform) of ``heads`` heads over ``L`` tokens around ``kernel``,

@@ -241,7 +241,7 @@ class Setup:
         setup's device and tile, or ``None`` (priors)."""
         if self.compiled is None or self.device.is_gpu:
             return None
-        return self.compiled.tile(self.device.name, kernel or self.kernel, self.block_q, self.block_kv,
+        return self.compiled.tile(self.device.name, kernel or self.kernel, self.setting.tile,
                                   self.model.head_dim, self.dtype)
 
     def gpu_rate(self, kernel: str | None = None) -> float | None:
@@ -265,7 +265,7 @@ class Setup:
         return provenance("modeled", device=self.device.name)
 
     def tiles(self, kind: str) -> tuple[TileStats, MaskFacts]:
-        return mask_tiles(self.geometry, kind, self.block_q, self.block_kv, self.multiplier, self.kept)
+        return mask_tiles(self.geometry, kind, self.setting.tile, self.multiplier, self.kept)
 
     def head_seconds(self, stats: TileStats, empty_row_steps: int = 0, *, fast_path: bool = True,
                      kernel: str | None = None, info: MaskFacts | None = None) -> float:
@@ -280,14 +280,14 @@ class Setup:
                              max_row_tiles=None, mask_cuts_tiles=True)
         fast_path = fast_path and HAS_FAST_PATH.get(kernel, True)
         if self.gpu_rate(kernel):   # a GPU kernel: its computed tiles at its measured rate (on a mask with skipped
-            return self.gpu_rates.head_seconds(kernel, stats.full + stats.partial, self.model.head_dim, self.block_q,
-                                               self.block_kv, sparse=stats.empty > 0)   # tiles, its sparse one)
+            return self.gpu_rates.head_seconds(kernel, stats.full + stats.partial, self.model.head_dim,
+                                               self.setting.tile, sparse=stats.empty > 0)   # tiles, its sparse one)
         found = self.compiled_tile(kernel)
         if found:
             return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,
                                          fast_path=fast_path, dtype_bytes=self.dtype_bytes)
-        return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.block_q,
-                                      self.block_kv, fast_path=fast_path, q_rows=info.q_rows,
+        return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.setting.tile,
+                                      fast_path=fast_path, q_rows=info.q_rows,
                                       work=self.kernel_work, dtype_bytes=self.dtype_bytes,
                                       empty_row_steps=kernel_steps(kernel, stats, info)["empty"])
 

@@ -33,7 +33,7 @@ from svgtpu.costmodel.plausible import ATTENTION_REALIZED
 from svgtpu.costmodel.specs import get_device
 from svgtpu.costmodel.workload import get_model
 from svgtpu.errors import BadInput
-from svgtpu.geometry import ceil_div, get_geometry
+from svgtpu.geometry import Tile, ceil_div, get_geometry
 from svgtpu.recipes import MAXDIFFUSION_REPO, Source
 from svgtpu.setting import PRODUCTION
 
@@ -83,12 +83,13 @@ RUNS = (KernelRun("maxdiffusion-pr452-ring-hop-online", "online", "v7x", "wan2.2
                   21.15e-3, PR452))
 
 
-def fixed_row(compiled: CompiledTable, device: str, block_q: int, block_kv: int, head_dim: int, dtype: str):
-    """Our compiled fixed-maximum row at ``block_q x block_kv`` for ``device``, or the production tile's priced per
-    score at that tile; one clear line where the table has neither."""
-    row = compiled.fixed(device, block_q, block_kv, head_dim, dtype) if compiled else None
+def fixed_row(compiled: CompiledTable, device: str, tile: Tile, head_dim: int, dtype: str):
+    """Our compiled fixed-maximum row at ``tile`` for ``device``, or the production tile's priced per score at that
+    tile; one clear line where the table has neither."""
+    block_q, block_kv = tile
+    row = compiled.fixed(device, tile, head_dim, dtype) if compiled else None
     if row is None and compiled:
-        near = compiled.fixed(device, PRODUCTION.block_q, PRODUCTION.block_kv, head_dim, dtype)
+        near = compiled.fixed(device, PRODUCTION.tile, head_dim, dtype)
         if near is not None:
             scale = block_q * block_kv / (near.block_q * near.block_kv)
             row = dataclasses.replace(near, block_q=block_q, block_kv=block_kv, full=near.full * scale,
@@ -102,22 +103,23 @@ def fixed_row(compiled: CompiledTable, device: str, block_q: int, block_kv: int,
 def online_row(compiled: CompiledTable, device: str, kernel: str, head_dim: int, dtype: str):
     """``kernel``'s compiled row at the production tile for ``device`` (its bodies priced per score at any tile);
     one clear line where the table has none."""
-    found = compiled.tile(device, kernel, PRODUCTION.block_q, PRODUCTION.block_kv, head_dim, dtype) if compiled else None
+    found = compiled.tile(device, kernel, PRODUCTION.tile, head_dim, dtype) if compiled else None
     if not found:
         raise BadInput(f"pricing an online-softmax kernel needs the compiled tile table's {device} rows at the "
                        "production tile (`make figures` writes figures/compiled_tiles.json)")
     return found[0]
 
 
-def call_cycles(compiled: CompiledTable, device: str, family: str, block_q: int, block_kv: int, queries: int,
-                keys: int, head_dim: int = 128, dtype: str = "bfloat16") -> float:
+def call_cycles(compiled: CompiledTable, device: str, family: str, tile: Tile, queries: int, keys: int,
+                head_dim: int = 128, dtype: str = "bfloat16") -> float:
     """Static cycles of one head of one call (a grid of ``queries / block_q`` rows by ``keys / block_kv`` steps) of a
     ``family`` kernel (:data:`FAMILIES`): every step its full body and step code, every row its init and finish;
     ``fixed-m`` at our fixed-maximum body (the pass that computes the maxima apart), ``online`` at our
     online-softmax full body per score."""
+    block_q, block_kv = tile
     rows, cols = ceil_div(queries, block_q), ceil_div(keys, block_kv)
     if family == "fixed-m":
-        row = fixed_row(compiled, device, block_q, block_kv, head_dim, dtype)
+        row = fixed_row(compiled, device, tile, head_dim, dtype)
         return rows * cols * (row.full + row.step_overhead) + rows * row.init_finish
     if family == "online":
         row = online_row(compiled, device, "ours", head_dim, dtype)
@@ -130,8 +132,8 @@ def run_reading(run: KernelRun, compiled: CompiledTable) -> dict:
     """``run`` beside the static seconds the model prices its call at: the realized over static time."""
     shape = run.shape
     device = get_device(run.device, compiled)
-    cycles = call_cycles(compiled, run.device, run.family, run.block_q, run.block_kv, shape["queries"], shape["keys"],
-                         get_model(run.model).head_dim)
+    cycles = call_cycles(compiled, run.device, run.family, Tile(run.block_q, run.block_kv), shape["queries"],
+                         shape["keys"], get_model(run.model).head_dim)
     static = shape["heads"] * cycles / device.clock_hz
     return {"run": run.name, "family": run.family, "device": run.device, **shape, "block_q": run.block_q,
             "block_kv": run.block_kv, "published_s": run.seconds, "static_s": static,

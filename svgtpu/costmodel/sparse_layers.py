@@ -118,7 +118,7 @@ class Switches:
 
 def _per_score(setup: Setup, kernel: str, body: str) -> float:
     """Cycles per score of ``kernel``'s compiled ``body`` at the setup's production tile row."""
-    found = setup.compiled.tile(setup.device.name, kernel, PRODUCTION.block_q, PRODUCTION.block_kv,
+    found = setup.compiled.tile(setup.device.name, kernel, PRODUCTION.tile,
                                 setup.model.head_dim, setup.dtype) if setup.compiled else None
     if not found:
         raise BadInput("pricing MaxDiffusion's runs needs the compiled tile table's v6e rows at the production tile "
@@ -130,7 +130,7 @@ def _per_score(setup: Setup, kernel: str, body: str) -> float:
 
 def _row(setup: Setup, kernel: str):
     _per_score(setup, kernel, "full")   # the row exists, or one clear line
-    return setup.compiled.tile(setup.device.name, kernel, PRODUCTION.block_q, PRODUCTION.block_kv,
+    return setup.compiled.tile(setup.device.name, kernel, PRODUCTION.tile,
                                setup.model.head_dim, setup.dtype)[0]
 
 
@@ -151,10 +151,10 @@ def dense_call(setup: Setup, layout: AttentionLayout, switches: Switches = Switc
     ring = layout.context // layout.dense_ulysses
     heads = setup.model.heads // layout.dense_ulysses          # each device: these heads over L / ring queries
     family = "fixed-m" if switches.fixed_m and layout.dense_kernel == "fixed-m" else "online"
-    cycles = call_cycles(setup.compiled, setup.device.name, family, bq, bkv, ceil_div(L, ring), L, d, setup.dtype)
+    cycles = call_cycles(setup.compiled, setup.device.name, family, Tile(bq, bkv), ceil_div(L, ring), L, d, setup.dtype)
     if family == "fixed-m":
         # the pass (per head, compiled over row.L tokens) runs on the chip's L / ring queries and keys
-        row = fixed_row(setup.compiled, setup.device.name, bq, bkv, d, setup.dtype)
+        row = fixed_row(setup.compiled, setup.device.name, Tile(bq, bkv), d, setup.dtype)
         cycles += row.pass_cycles * ceil_div(L, ring) / row.L
     # Efficiency.attention is the online-softmax kernels' realized over static time; a fixed-M call realizes its own
     attention = setup.efficiency.attention * (realized_over_static(family, setup.compiled)

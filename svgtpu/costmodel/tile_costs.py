@@ -44,9 +44,10 @@ MASK_KINDS = ("dense", "svg", "svg-aligned")
 ATTENTION_KERNELS = kernel_names(modeled=True)
 
 
-def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, block_q: int,
-               block_kv: int, masked: bool, dtype_bytes: int = 2) -> dict[str, float]:
+def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, tile: Tile, masked: bool,
+               dtype_bytes: int = 2) -> dict[str, float]:
     """Seconds of one tile on each unit of one TensorCore, before the attention efficiency."""
+    block_q, block_kv = tile
     core = device.cores
     elements = float(block_q) * block_kv
     mxu_rate = device.matmul_flops / core
@@ -61,10 +62,10 @@ def tile_units(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: 
     }
 
 
-def tile_seconds(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int,
-                 block_q: int, block_kv: int, masked: bool, dtype_bytes: int = 2) -> float:
+def tile_seconds(device: DeviceSpec, eff: Efficiency, work: KernelWork, head_dim: int, tile: Tile, masked: bool,
+                 dtype_bytes: int = 2) -> float:
     """Time of one computed tile of one head on one TensorCore: the bound unit / efficiency."""
-    u = tile_units(device, eff, work, head_dim, block_q, block_kv, masked, dtype_bytes)
+    u = tile_units(device, eff, work, head_dim, tile, masked, dtype_bytes)
     return max(u["mxu_qk"] + u["mxu_pv"], u["vpu"], u["eup"], u["hbm"]) / eff.attention
 
 
@@ -72,7 +73,7 @@ def attention_ceiling(device: DeviceSpec, work: KernelWork, head_dim: int = 128)
     """The unit-level ceiling of dense attention on one chip: per-unit time per score element and
     the attention FLOP/s the bound unit allows (``4 d`` FLOPs per score), every efficiency 1."""
     ideal = Efficiency(1.0, 1.0, 1.0, 1.0, 1.0)
-    u = tile_units(device, ideal, work, head_dim, 1024, 1024, masked=False)
+    u = tile_units(device, ideal, work, head_dim, Tile(1024, 1024), masked=False)
     per_element = {k: v / device.cores / 1024 ** 2 for k, v in u.items()}   # cores run tiles in parallel
     mxu = per_element["mxu_qk"] + per_element["mxu_pv"]
     bound = max(("mxu", mxu), ("vpu", per_element["vpu"]), ("eup", per_element["eup"]),
@@ -83,7 +84,7 @@ def attention_ceiling(device: DeviceSpec, work: KernelWork, head_dim: int = 128)
 
 
 def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency, head_dim: int,
-                           block_q: int, block_kv: int, *, fast_path: bool, q_rows: int,
+                           tile: Tile, *, fast_path: bool, q_rows: int,
                            work: KernelWork = FLASH, dtype_bytes: int = 2,
                            empty_row_steps: int = 0) -> float:
     """Self-attention time of one head on one TensorCore over a mask with tile counts ``stats``.
@@ -95,11 +96,11 @@ def attention_head_seconds(stats: TileStats, device: DeviceSpec, eff: Efficiency
     """
     mask_all = not fast_path and stats.partial > 0
     masked = stats.partial + (stats.full if mask_all else 0)
-    plain = tile_seconds(device, eff, work, head_dim, block_q, block_kv, False, dtype_bytes)
-    extra = tile_seconds(device, eff, work, head_dim, block_q, block_kv, True, dtype_bytes) - plain
+    plain = tile_seconds(device, eff, work, head_dim, tile, False, dtype_bytes)
+    extra = tile_seconds(device, eff, work, head_dim, tile, True, dtype_bytes) - plain
     t = (stats.partial + stats.full) * plain + masked * extra   # extra >= 0: masking only adds work
     steps = stats.partial + stats.full + empty_row_steps
-    rows = q_rows * 2.0 * block_q * head_dim * dtype_bytes / (device.hbm_bandwidth / device.cores * eff.memory)
+    rows = q_rows * 2.0 * tile.block_q * head_dim * dtype_bytes / (device.hbm_bandwidth / device.cores * eff.memory)
     return t + steps * device.grid_step_seconds + rows
 
 
@@ -129,7 +130,7 @@ class MaskFacts:
 
 
 @functools.lru_cache(maxsize=64)
-def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
+def mask_tiles(geometry: VideoGeometry, kind: str, tile: Tile,
                multiplier: float | None = None, kept: float | None = None) -> tuple[TileStats, MaskFacts]:
     """Tile counts of the ``dense``, ``svg`` or ``svg-aligned`` (snap) mask, and its :class:`MaskFacts`
     (our kernel's grid steps: every non-empty tile, plus one step per empty row)."""
@@ -141,12 +142,13 @@ def mask_tiles(geometry: VideoGeometry, kind: str, block_q: int, block_kv: int,
     else:
         base = svg_mask(geometry, multiplier, kept=kept)
         band = {"window": base.window, "multiplier": base.window / geometry.F}
-        mask = align(base, Tile(block_q, block_kv), "snap") if kind == "svg-aligned" else base
-    c = classify(mask, block_q, block_kv)
+        mask = align(base, tile, "snap") if kind == "svg-aligned" else base
+    c = classify(mask, tile.block_q, tile.block_kv)
     per_row = np.count_nonzero(c.kinds != EMPTY, axis=1)
     stats = c.stats
     empty_rows = int(np.count_nonzero(per_row == 0))
-    return stats, MaskFacts(density=1.0 if kind == "dense" else mask.density(), q_rows=ceil_div(geometry.L, block_q),
+    return stats, MaskFacts(density=1.0 if kind == "dense" else mask.density(),
+                            q_rows=ceil_div(geometry.L, tile.block_q),
                             empty_rows=empty_rows, max_row_tiles=int(per_row.max()),
                             mask_cuts_tiles=not c.only_padding_masked,
                             grid_steps=stats.full + stats.partial + empty_rows, **band)

@@ -295,10 +295,10 @@ def kernel_efficiencies(device: str, head_dim: int = 128, compiled=AUTO) -> list
         return []
     rows = []
     for kernel in ("ours", "splash", "tokamax"):
-        found = compiled.tile(device, kernel, PRODUCTION.block_q, PRODUCTION.block_kv, head_dim)
+        found = compiled.tile(device, kernel, PRODUCTION.tile, head_dim)
         if found and found[0].efficiency:
             rows.append({"kernel": kernel, "efficiency": found[0].efficiency, "source": found[1]})
-    fixed = compiled.fixed(device, MAXDIFFUSION_FIXED_M_TILE.block_q, MAXDIFFUSION_FIXED_M_TILE.block_kv, head_dim)
+    fixed = compiled.fixed(device, MAXDIFFUSION_FIXED_M_TILE.tile, head_dim)
     if fixed:
         rows.append({"kernel": "fixed-m", "efficiency": fixed.roofline_tile / fixed.full,
                      "source": f"ours' fixed-maximum full body at {fixed.block_q}x{fixed.block_kv} ({fixed.provenance})"})
@@ -557,7 +557,7 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
         return f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}" if setup.gpu_rate(k)
                            else "priors (flash work)")
     if point.maxdiffusion_svg:
-        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.block_q, PRODUCTION.block_kv,
+        found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.tile,
                                     setup.model.head_dim, setup.dtype)
         return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
     return setup.attention_pricing()
