@@ -43,6 +43,7 @@ FROZEN: dict[str, str] = {
     "2026-12-04.json": "c0f355a2fcfe162cd3edcd1f495840220858bbeaa9e58933efd8b69628145040",
     "2026-12-06.json": "4019a8fba50845b8f3c0ac0e6590d35a716977e7d2b639544011d74f121cffda",
     "2026-12-06-2.json": "ae0f24c49a21d4c2221f639c27173a0b9174c9f405f2548dc81cfafb7a51bbe6",
+    "2026-12-06-3.json": "73664505ef591acc0d02dfdcd9008c5871afb3136d638b3e3138978fb91dcdbb",
 }
 #: The thresholds of ``docs/verdicts.md``: C4 direction (ours without / with the fast path above 1), C2 interval
 #: around the reported share.
