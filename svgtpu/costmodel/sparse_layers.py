@@ -51,11 +51,10 @@ from svgtpu.costmodel import parallel
 from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
 from svgtpu.costmodel.roofline import elementwise_op, forward_ops, matmul_op, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
-from svgtpu.costmodel.realized import call_cycles, fixed_row, realized_over_static
+from svgtpu.costmodel.realized import call_cycles, fixed_row, online_row, realized_over_static
 from svgtpu.errors import BadInput
 from svgtpu.geometry import Tile, ceil_div
 from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
-from svgtpu.setting import PRODUCTION
 
 #: HBM passes of each of Q, K, V, O per local head for placement and its inverse: a fused gather + select
 #: reads the tensor once and writes it once (MaxDiffusion's ``svg_placement_permute``: transpose, then
@@ -118,20 +117,14 @@ class Switches:
 
 def _per_score(setup: Setup, kernel: str, body: str) -> float:
     """Cycles per score of ``kernel``'s compiled ``body`` at the setup's production tile row."""
-    found = setup.compiled.tile(setup.device.name, kernel, PRODUCTION.tile,
-                                setup.model.head_dim, setup.dtype) if setup.compiled else None
-    if not found:
-        raise BadInput("pricing MaxDiffusion's runs needs the compiled tile table's v6e rows at the production tile "
-                       "(`make figures` writes figures/compiled_tiles.json)")
-    row = found[0]
+    row = _row(setup, kernel)
     value = {"full": row.full, "masked": row.masked_body(False)}[body]
     return value / (row.block_q * row.block_kv)
 
 
 def _row(setup: Setup, kernel: str):
-    _per_score(setup, kernel, "full")   # the row exists, or one clear line
-    return setup.compiled.tile(setup.device.name, kernel, PRODUCTION.tile,
-                               setup.model.head_dim, setup.dtype)[0]
+    """``kernel``'s compiled row at the production tile for the setup's device (or one clear line)."""
+    return online_row(setup.compiled, setup.device.name, kernel, setup.model.head_dim, setup.dtype)
 
 
 def _a2a(setup: Setup, layout: AttentionLayout, n: int) -> float:
