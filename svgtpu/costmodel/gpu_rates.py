@@ -72,14 +72,16 @@ class GpuRates:
     sparse_rates: tuple[tuple[str, float, str], ...] = ()   # (kernel, rate on a sparse mask, source)
     svg_work: tuple[tuple[str, float, str], ...] = ()       # (kernel, SVG's own seconds per head and token, source)
 
+    def _entry(self, kernel: str, sparse: bool) -> tuple[float | None, str]:
+        """``(rate, source)`` of ``kernel``: on a sparse mask its sparse rate where one was measured, else its rate."""
+        tables = (self.sparse_rates, self.rates) if sparse else (self.rates,)
+        return next(((r, s) for table in tables for k, r, s in table if k == kernel), (None, ""))
+
     def rate(self, kernel: str, sparse: bool = False) -> float | None:
-        """``kernel``'s rate; on a sparse mask its sparse rate where one was measured."""
-        found = next((r for k, r, _ in self.sparse_rates if k == kernel), None) if sparse else None
-        return found or next((r for k, r, _ in self.rates if k == kernel), None)
+        return self._entry(kernel, sparse)[0]
 
     def source(self, kernel: str, sparse: bool = False) -> str:
-        found = next((s for k, _, s in self.sparse_rates if k == kernel), "") if sparse else ""
-        return found or next((s for k, _, s in self.rates if k == kernel), "")
+        return self._entry(kernel, sparse)[1]
 
     def head_seconds(self, kernel: str, computed_tiles: int, head_dim: int, tile: Tile, sparse: bool = False) -> float:
         """One head of ``kernel`` over ``computed_tiles`` tiles of ``tile`` (:data:`GPU_TILE` square: the GPU kernels'
