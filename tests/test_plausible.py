@@ -78,12 +78,22 @@ def test_the_tpu_fit_accounting_adds_up_and_reads_the_compiled_block(fits, accou
     left = account["published_s"] - sum(account["priced_s"].values())
     assert account["left_for_other_ops_s"] == pytest.approx(left) == pytest.approx(account["other_ops_modeled_s"])
     block = block_record(*fitted.ACCOUNTING_BLOCK)
-    # the block's ops by hand, its top-level code among them: all but self-attention and the collectives (all-to-all,
-    # all-gather opcodes: the run prices those at ICI, the weight gather and the calls' all-to-alls)
-    cycles = block["top_level"]["cycles"] + sum(op["cycles"] for op in block["ops"] if op["role"] != "self-attention"
-                                                and op["opcode"] not in ("all-to-all", "all-gather"))
+    # the block's ops by hand, its top-level code among them: all but the attention kernel (its one custom call,
+    # priced by the calls' kernel terms), the collectives (all-to-all, all-gather opcodes: the run prices those at
+    # ICI, the weight gather and the calls' all-to-alls) and the ops of the stand-in the block was compiled with in
+    # the kernel's place (q + 0 * (k + v), scope self_attention/add): the layout copies around the kernel stay
+    assert block["job"]["kernel"] == "own-compile"
+    kernel = [op for op in block["ops"] if op["opcode"] == "custom-call"]
+    assert len(kernel) == 1 and kernel[0]["cycles"] == block["kernel"]["cycles"]
+    left_out = [op for op in block["ops"] if op["opcode"] in ("custom-call", "all-to-all", "all-gather")
+                or op["scope"].endswith("/self_attention/add")]
+    layout = [op for op in block["ops"] if op["role"] == "self-attention" and op not in left_out]
+    assert layout and {op["scope"].rsplit("/", 1)[1] for op in layout} <= {"reshape", "transpose", "all_to_all"}
+    cycles = block["top_level"]["cycles"] + sum(op["cycles"] for op in block["ops"] if op not in left_out)
     static = cycles / get_device("v6e", load_compiled(COMMITTED)).clock_hz * 40 * 40   # layers x steps, one CFG pass
     assert sum(account["compiled_other_ops_static_s"].values()) == pytest.approx(static, rel=1e-9)
+    assert account["compiled_other_ops_static_s"]["self-attention"] == pytest.approx(
+        sum(op["cycles"] for op in layout) / get_device("v6e", load_compiled(COMMITTED)).clock_hz * 1600, rel=1e-9)
     assert account["realized_over_static_needed"] == pytest.approx(static / left)
     assert account["inside_floor"] == (static / left >= plausible.MATMUL_FLOOR)
 

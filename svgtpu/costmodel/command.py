@@ -88,7 +88,7 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                          f"{sum(account['priced_s'].values()):.1f} s priced from instruments, "
                          f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, whose compiled "
                          f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s "
-                         f"(its collectives priced at ICI above): realized over static "
+                         f"(its attention kernel and collectives priced above): realized over static "
                          f"{account['realized_over_static_needed']:.3f}, "
                          f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g} "
                          f"(--json: tpu_fit_accounting)",

@@ -71,11 +71,42 @@ def fitted_constants(compiled=None) -> list[Fitted]:
 #: The compiled block whose non-attention ops stand beside the TPU calibration run's (Wan 2.1 14B at 720p on a
 #: data 2 x seq 4 v6e-8, dense: a Wan 2.2 A14B expert's layer shape on the run's token grid).
 ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
-#: The compiled block's roles the run prices with terms of their own, left out of the non-attention ops it sets
-#: beside the fit: self-attention (the calls at their compiled schedule) and the collectives (the all-gathers of
-#: the weights and the calls' Ulysses all-to-alls, priced at the slice's ICI: their static cycles are only the
-#: issue of transfers those terms already time).
-PRICED_ROLES = ("self-attention", "collectives")
+#: The compiled block's ops the run prices with terms of its own, left out of the non-attention ops it sets beside
+#: the fit (:func:`priced_elsewhere`): the attention kernel (the calls at their compiled schedule and realized over
+#: static time), the collectives (the all-gathers of the weights and the calls' Ulysses all-to-alls, priced at the
+#: slice's ICI: their static cycles are only the issue of transfers those terms already time) and, in a record whose
+#: kernel was compiled on its own, the stand-in the block was compiled with in the kernel's place
+#: (``q + 0 * (k + v)``, set by ``svgtpu/compiler/wan_block.py``'s compile child: scope ``self_attention/add``), which no
+#: run executes.  The rest of the self-attention role, the layout copies around the kernel (the heads' transposes
+#: and reshapes for the all-to-alls), no attention term prices: they stay with the non-attention ops.
+PRICED_ELSEWHERE = ("attention kernel", "collectives", "own-compile stand-in")
+#: The scope of the own-compile stand-in's ops in a compiled block.
+STAND_IN_SCOPE = "self_attention/add"
+
+
+def priced_elsewhere(op: dict, record: dict) -> str | None:
+    """Which of :data:`PRICED_ELSEWHERE` prices ``op`` of the compiled block ``record`` (a :func:`block_record`), or
+    ``None``: an op of the run's non-attention work."""
+    if op["role"] == "collectives":
+        return PRICED_ELSEWHERE[1]
+    if op["role"] == "self-attention" and op["opcode"] == "custom-call":
+        return PRICED_ELSEWHERE[0]
+    if (op["role"] == "self-attention" and record["job"]["kernel"] == "own-compile"
+            and op["scope"].endswith(STAND_IN_SCOPE)):
+        return PRICED_ELSEWHERE[2]
+    return None
+
+
+def other_ops_cycles(record: dict) -> dict[str, int]:
+    """Static cycles per role of the compiled block ``record``'s ops that no term of the run prices apart
+    (:func:`priced_elsewhere`), its top-level program's own bundles as ``other`` (as the record's roles count them):
+    the ops whose static seconds stand beside the fit's non-attention seconds."""
+    out: dict[str, int] = {}
+    for op in record["ops"]:
+        if priced_elsewhere(op, record) is None:
+            out[op["role"]] = out.get(op["role"], 0) + op["cycles"]
+    out["other"] = out.get("other", 0) + record["top_level"]["cycles"]
+    return out
 
 
 def collective_schedule(record: dict) -> dict:
@@ -97,8 +128,7 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     """What the TPU's fitted matmul efficiency absorbs: the calibration run's published seconds less every term
     priced from a named instrument (its attention calls at their compiled schedule, the collectives and weight
     gather at the slice's ICI, the host), the seconds left to the non-attention ops (the fit's), and beside them
-    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (its roles but
-    :data:`PRICED_ROLES`) with the realized-over-static ratio those seconds need: the one factor a model pricing
+    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (:func:`other_ops_cycles`) with the realized-over-static ratio those seconds need: the one factor a model pricing
     those ops from the compiled block would fit on this run, held to the floor written before any fit
     (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``), and how the block's collectives were
     scheduled (:func:`collective_schedule`: the instrument for pricing the weight gathers serially).  ``None``
@@ -120,16 +150,19 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
         raise BadInput(f"the accounting block {ACCOUNTING_BLOCK[0]} has not the layer shape of {point.model}")
     clock = setup.device.clock_hz
     layers = setup.model.layers * setup.steps * ceil_div(setup.passes, layout.data)   # layer runs per data group
-    static = {role: v["cycles"] / clock * layers for role, v in block["roles"].items() if role not in PRICED_ROLES}
+    static = {role: cycles / clock * layers for role, cycles in other_ops_cycles(block).items()}
     left = point.seconds - sum(priced.values())
     return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],
             "priced_s": priced, "left_for_other_ops_s": left, "other_ops_modeled_s": terms["other"],
             "compiled_block": block["record"], "compiled_other_ops_static_s": static,
-            "compiled_roles_priced_elsewhere": list(PRICED_ROLES),
+            "compiled_ops_priced_elsewhere": {
+                why: sum(op["cycles"] for op in block["ops"] if priced_elsewhere(op, block) == why) / clock * layers
+                for why in PRICED_ELSEWHERE},
             "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
             "collective_schedule": collective_schedule(block),
             "inside_floor": sum(static.values()) / left >= MATMUL_FLOOR,
             "provenance": f"modeled-v6e; the block {block['provenance']}"}
 
 
-__all__ = ["ACCOUNTING_BLOCK", "PRICED_ROLES", "Fitted", "collective_schedule", "fitted_constants", "tpu_fit_accounting"]
+__all__ = ["ACCOUNTING_BLOCK", "PRICED_ELSEWHERE", "STAND_IN_SCOPE", "Fitted", "collective_schedule", "fitted_constants",
+           "other_ops_cycles", "priced_elsewhere", "tpu_fit_accounting"]
