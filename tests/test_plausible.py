@@ -87,31 +87,53 @@ def test_the_tpu_fit_accounting_adds_up_and_reads_the_compiled_block(fits, accou
     assert len(kernel) == 1 and kernel[0]["cycles"] == block["kernel"]["cycles"]
     left_out = [op for op in block["ops"] if op["opcode"] in ("custom-call", "all-to-all", "all-gather")
                 or op["scope"].endswith("/self_attention/add")]
-    layout = [op for op in block["ops"] if op["role"] == "self-attention" and op not in left_out]
-    assert layout and {op["scope"].rsplit("/", 1)[1] for op in layout} <= {"reshape", "transpose", "all_to_all"}
+    around = [op for op in block["ops"] if op["role"] == "self-attention" and op not in left_out]
+    assert around and {op["scope"].rsplit("/", 1)[1] for op in around} <= {"reshape", "transpose", "all_to_all"}
     cycles = block["top_level"]["cycles"] + sum(op["cycles"] for op in block["ops"] if op not in left_out)
-    static = cycles / get_device("v6e", load_compiled(COMMITTED)).clock_hz * 40 * 40   # layers x steps, one CFG pass
+    v6e = get_device("v6e", load_compiled(COMMITTED))
+    static = cycles / v6e.clock_hz * 40 * 40   # layers x steps, one CFG pass
     assert sum(account["compiled_other_ops_static_s"].values()) == pytest.approx(static, rel=1e-9)
     assert account["compiled_other_ops_static_s"]["self-attention"] == pytest.approx(
-        sum(op["cycles"] for op in layout) / get_device("v6e", load_compiled(COMMITTED)).clock_hz * 1600, rel=1e-9)
+        sum(op["cycles"] for op in around) / v6e.clock_hz * 1600, rel=1e-9)
     assert account["realized_over_static_needed"] == pytest.approx(static / left)
     assert account["inside_floor"] == (static / left >= plausible.MATMUL_FLOOR)
+    # the roofline's reading of the same shortfall: at the matmul efficiency it needs to meet the block's static
+    # seconds, the fitted one is a smaller share of it than static of left (its HBM-timed elementwise ops do not
+    # scale), and the block's matmul fusions by hand: their FLOPs over their cycles at v6e's published 918 TFLOP/s
+    from svgtpu.costmodel.sparse_layers import AttentionLayout, run_seconds, run_setup
+    from svgtpu.costmodel.validate import DENSE_CONTROL, calibration_point, point_setup, with_compute
+    layout = AttentionLayout(dense_kernel=DENSE_CONTROL)
+    table = load_compiled(COMMITTED)
+    eff = with_compute(fitted.family_efficiency("tpu", table)["efficiency"], account["matmul_efficiency_at_static"],
+                       tied=False)
+    at = run_setup(point_setup(calibration_point("tpu"), eff, table), layout)
+    assert run_seconds(at, layout, None)["terms"]["other"] == pytest.approx(static, rel=1e-5)
+    assert account["fitted_matmul_efficiency"] / account["matmul_efficiency_at_static"] < static / left
+    mm = [op for op in block["ops"] if op["flops"] and op["role"] in ("projections", "ffn", "cross-attention")]
+    assert account["compiled_matmul_mxu_share"] == pytest.approx(
+        sum(op["flops"] for op in mm) / (sum(op["cycles"] for op in mm) * 918e12 / v6e.clock_hz), rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="the non-attention ops priced from the compiled 720p block need a realized-"
-                                       "over-static factor under the floor written before any fit (MATMUL_FLOOR), "
-                                       "so the model keeps the roofline for them (docs/plausibility.md; issue 61)")
 def test_the_compiled_block_reading_of_the_tpu_fit_is_inside_its_floor(account):
-    """The one factor a model pricing the non-attention ops from the compiled block would fit on the moderate run."""
-    assert plausible.MATMUL_FLOOR <= account["realized_over_static_needed"] <= 1.0, account["realized_over_static_needed"]
+    """The one factor a model pricing the non-attention ops from the compiled block would fit on the moderate run,
+    inside the floor written before any fit since MaxDiffusion's per-call copies are priced (the SVG merge over every
+    row, the dense calls' padding) and the layout copies around the kernel count with the non-attention ops; by a
+    margin under the host assumption's range (its ends printed: under the floor with no host time, docs/
+    plausibility.md), so this holds at the central reading only (it was a strict expected failure until then)."""
+    reading = account["realized_over_static_needed"]
+    assert plausible.MATMUL_FLOOR <= reading <= 1.0, reading
+    static, left = sum(account["compiled_other_ops_static_s"].values()), account["left_for_other_ops_s"]
+    for h, at in account["realized_over_static_at_host_s_per_step"].items():   # by hand: 40 steps
+        assert at == pytest.approx(static / (left + account["priced_s"]["host"] - 40 * h), rel=1e-12)
+    print({"central": round(reading, 4), **{f"host {h:g} s/step": round(r, 4)
+                                             for h, r in account["realized_over_static_at_host_s_per_step"].items()}})
 
 
 @pytest.mark.xfail(strict=True, reason="the TPU matmul efficiency fitted on the moderate run alone sits below 0.85 x "
-                                       "the compiled share: the roofline prices the non-attention ops under their "
-                                       "compiled schedule, and the compiled block's own reading is under its floor "
-                                       "too, with the attention calls at their instrumented realized over static "
-                                       "time (costmodel.realized), the weight gathers synchronous as compiled and "
-                                       "the work outside the blocks priced (fits.tpu_fit_accounting, svgtpu "
+                                       "the compiled share: the roofline prices the 720p block's norm and "
+                                       "modulation fusions at their HBM time, far under their compiled schedule, so "
+                                       "the matmul efficiency absorbs the difference, while the compiled block's own "
+                                       "reading of the fit is inside its floor (fits.tpu_fit_accounting, svgtpu "
                                        "costmodel --validate; docs/plausibility.md; issue 61)")
 def test_fits_inside_their_bounds(fits):
     outside = [(f.name, f.value, f.bounds) for f in fits if not f.inside]

@@ -90,8 +90,16 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                          f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s "
                          f"(its attention kernel and collectives priced above): realized over static "
                          f"{account['realized_over_static_needed']:.3f}, "
-                         f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g} "
-                         f"(--json: tpu_fit_accounting)",
+                         f"{'inside' if account['inside_floor'] else 'under'} its floor {account['floor']:g}; "
+                         f"with the host term at the ends of its range, " + ", ".join(
+                             f"{h:g} s/step {r:.3f}" for h, r in account["realized_over_static_at_host_s_per_step"].items())
+                         + " (--json: tpu_fit_accounting)",
+                         f"tpu matmul efficiency read against the same block: fitted "
+                         f"{account['fitted_matmul_efficiency']:.3f}, at the block's static seconds "
+                         f"{account['matmul_efficiency_at_static']:.3f} (the roofline's reading of realized over static "
+                         f"{account['fitted_matmul_efficiency'] / account['matmul_efficiency_at_static']:.3f}: its "
+                         f"elementwise ops stay at their HBM time); the block's own matmul fusions "
+                         f"{account['compiled_matmul_mxu_share']:.3f} of the MXU peak",
                          f"tpu collectives as compiled ({ACCOUNTING_BLOCK[1]} block): " + ", ".join(
                              f"{k['ops']} {kind}s, {k['asynchronous']} asynchronous"
                              for kind, k in account["collective_schedule"].items())

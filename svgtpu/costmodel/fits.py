@@ -9,11 +9,11 @@ import dataclasses
 from svgtpu.costmodel.compiled import AUTO, resolve
 from svgtpu.costmodel.compiled_block import block_record
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, hopper_rates
-from svgtpu.costmodel.plausible import MATMUL_FLOOR, STRETCH, matmul_bounds
+from svgtpu.costmodel.plausible import HOST_SECONDS_PER_STEP, MATMUL_FLOOR, STRETCH, matmul_bounds, matmul_mxu_share
 from svgtpu.costmodel.policy import get_policy
 from svgtpu.costmodel.sparse_layers import AttentionLayout, run_seconds, run_setup
 from svgtpu.costmodel.validate import (DENSE_CONTROL, calibration_point, family_efficiency, family_stretch,
-                                       point_setup, published_points)
+                                       point_setup, published_points, solve, with_compute)
 from svgtpu.costmodel.workload import get_model
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
@@ -130,7 +130,8 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     gather at the slice's ICI, the host), the seconds left to the non-attention ops (the fit's), and beside them
     the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (:func:`other_ops_cycles`) with the realized-over-static ratio those seconds need: the one factor a model pricing
     those ops from the compiled block would fit on this run, held to the floor written before any fit
-    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``), and how the block's collectives were
+    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``; and the same reading with the host term at
+    each end of its cited range, ``realized_over_static_at_host_s_per_step``), and how the block's collectives were
     scheduled (:func:`collective_schedule`: the instrument for pricing the weight gathers serially).  ``None``
     without the compiled table or the calibration point."""
     compiled = resolve(AUTO if compiled is None else compiled)
@@ -152,6 +153,14 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     layers = setup.model.layers * setup.steps * ceil_div(setup.passes, layout.data)   # layer runs per data group
     static = {role: cycles / clock * layers for role, cycles in other_ops_cycles(block).items()}
     left = point.seconds - sum(priced.values())
+    # the host term is an assumption inside its cited range: the reading at each end, the other terms as priced
+    at_host = {h: sum(static.values()) / (left + priced["host"] - h * setup.steps) for h in HOST_SECONDS_PER_STEP}
+    # the roofline's reading of the same shortfall: the matmul efficiency at which it prices the run's non-attention
+    # ops at the block's static seconds (its elementwise ops at HBM time whatever the efficiency)
+    def other(e):
+        at = run_setup(point_setup(point, with_compute(fit["efficiency"], e, tied=False), compiled), layout)
+        return run_seconds(at, layout, None)["terms"]["other"]
+    at_static = solve(other, sum(static.values()), 0.01, 1.0, iterations=24)
     return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],
             "priced_s": priced, "left_for_other_ops_s": left, "other_ops_modeled_s": terms["other"],
             "compiled_block": block["record"], "compiled_other_ops_static_s": static,
@@ -161,6 +170,9 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
             "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
             "collective_schedule": collective_schedule(block),
             "inside_floor": sum(static.values()) / left >= MATMUL_FLOOR,
+            "realized_over_static_at_host_s_per_step": at_host,
+            "matmul_efficiency_at_static": at_static,
+            "compiled_matmul_mxu_share": matmul_mxu_share(block["ops"], setup.device.core_flops_per_cycle),
             "provenance": f"modeled-v6e; the block {block['provenance']}"}
 
 

@@ -21,9 +21,12 @@ argue with (:data:`TERMS`):
   (MaxDiffusion selects the permuted or the original layout with ``where``): :data:`PLACEMENT_PASSES` HBM
   passes of Q, K, V and O;
 - ``tail merge``: the padding-masked second call's output merged by log-sum-exp into the main one,
-  :data:`MERGE_PASSES` HBM passes of the rows that have a tail tile;
+  :data:`MERGE_PASSES` HBM passes of every query row of every local head (both partials write a whole output and the
+  merge reads and writes it all, ``docs/plausibility.md``);
 - ``idle grid steps``: the main call's grid is rows x the longest row, so short rows take steps that skip
   their body, each at the compiled cost of a Splash grid step that skips its body;
+- ``padding`` (dense calls): MaxDiffusion pads the kernel's query, keys and values to multiples of its tile after the
+  all-to-all and slices the padded output back (:func:`padding_seconds`), each copy read and written once;
 - ``weight gather`` (every pass, dense or sparse): the all-gather of the layer weights MaxDiffusion shards over the
   context group (:data:`~svgtpu.costmodel.policy.WEIGHT_SHARDING`), priced as the model prices a pass's
   (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), not overlapped with compute;
@@ -60,12 +63,16 @@ from svgtpu.recipes import MAXDIFFUSION_FIXED_M_TILE, MAXDIFFUSION_SVG_TILE
 #: reads the tensor once and writes it once (MaxDiffusion's ``svg_placement_permute``: transpose, then
 #: ``jnp.where`` over every local head).
 PLACEMENT_PASSES = 2
-#: HBM passes of the merged rows: read the main and the tail outputs, write the merged one.
+#: HBM passes of the merged rows: read the main and the tail outputs, write the merged one.  Every query row of every
+#: local head: each partial writes a whole ``[heads, head_dim, orig_q_seq_len]`` output (``_make_partial``,
+#: ``src/maxdiffusion/kernels/custom_svg_static_range_attention.py`` at db8c0cd4) and the merge runs over both
+#: (``make_svg_balanced_rounding_mha``, ``custom_svg_balanced_rounding_attention.py`` at 3b9f3255).
 MERGE_PASSES = 3
 #: The kernel the compiled table prices MaxDiffusion's online-softmax SVG kernel with, and the one whose
 #: skipped grid step prices an idle step (Splash's grid, which MaxDiffusion's kernel keeps).
 SPARSE_PROXY, IDLE_PROXY = "ours", "splash"
-TERMS = ("dense kernel", "sparse kernel", "profiling", "placement", "tail merge", "idle grid steps", "collective")
+TERMS = ("dense kernel", "padding", "sparse kernel", "profiling", "placement", "tail merge", "idle grid steps",
+         "collective")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +116,7 @@ class Switches:
 
 
     fixed_m: bool = True
-    fixed_costs: bool = True           # profiling, placement, tail merge
+    fixed_costs: bool = True           # padding, profiling, placement, tail merge
     idle_steps: bool = True
     collective: bool = True
     sparse_stretch: float | None = None   # None: the setup's (Setup.sparse_stretch)
@@ -153,12 +160,31 @@ def dense_call(setup: Setup, layout: AttentionLayout, switches: Switches = Switc
     attention = setup.efficiency.attention * (realized_over_static(family, setup.compiled)
                                               / realized_over_static("online", setup.compiled))
     kernel = heads * cycles / setup.device.clock_hz / attention
-    return {"kernel": kernel, "collective": _a2a(setup, layout, layout.dense_ulysses) if switches.collective else 0.0}
+    return {"kernel": kernel, "padding": padding_seconds(setup, layout) if switches.fixed_costs else 0.0,
+            "collective": _a2a(setup, layout, layout.dense_ulysses) if switches.collective else 0.0}
+
+
+def padding_seconds(setup: Setup, layout: AttentionLayout) -> float:
+    """One dense call's copies around its kernel on one chip: MaxDiffusion's ``_ulysses_ring_custom_attention``
+    (``src/maxdiffusion/models/attention_flax.py`` at 7cfb8801) pads the query (after ``query * LOG2E``), the keys
+    and the values of the ring shard to multiples of ``block_q`` and ``block_kv`` (``_pad_data_for_flash``, a copy
+    only where the shard is not a multiple) and slices the kernel's padded output back before the all-to-all back:
+    each copy read and written once (a copy beside a collective, which XLA does not fuse into; the range,
+    docs/plausibility.md)."""
+    shard = ceil_div(setup.geometry.L, layout.context // layout.dense_ulysses)
+    q = ceil_div(shard, layout.dense_block_q) * layout.dense_block_q
+    kv = ceil_div(shard, layout.dense_block_kv) * layout.dense_block_kv
+    # rows read + written: the query (shard in, q out) and the output (its shard rows out of q, shard back); the
+    # keys and the values (shard in, kv out)
+    rows = (q + shard + 2 * shard if q != shard else 0) + (2 * (shard + kv) if kv != shard else 0)
+    heads = setup.model.heads // layout.dense_ulysses
+    return heads * rows * setup.model.head_dim * setup.dtype_bytes / (setup.device.hbm_bandwidth
+                                                                      * setup.efficiency.memory)
 
 
 def sparse_tiles(setup: Setup, layout: AttentionLayout, multiplier: float) -> dict:
     """The SVG call's tiles: kept tiles inside the sequence (main call), tiles touching its padded end (tail
-    call), the main call's grid (rows x longest row) and the rows with a tail tile."""
+    call) and the main call's grid (rows x longest row)."""
     from svgtpu.masks.core import align, svg_mask
     from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
@@ -168,9 +194,8 @@ def sparse_tiles(setup: Setup, layout: AttentionLayout, multiplier: float) -> di
     full = int(np.count_nonzero(kinds == FULL))
     tail = int(np.count_nonzero(kinds == PARTIAL))
     longest = int(np.count_nonzero(kinds == FULL, axis=1).max())
-    tail_rows = int(np.count_nonzero((kinds == PARTIAL).any(axis=1)))
     return {"full": full, "tail": tail, "rows": kinds.shape[0], "longest_row": longest,
-            "idle": kinds.shape[0] * longest - full, "tail_rows": tail_rows, "density": mask.density(),
+            "idle": kinds.shape[0] * longest - full, "density": mask.density(),
             "tile_density": float(np.count_nonzero(kinds != EMPTY)) / kinds.size}
 
 
@@ -192,7 +217,8 @@ def sparse_call(setup: Setup, layout: AttentionLayout, policy: Policy, density: 
     placed = setup.replace(chips=layout.context, cfg_split=False, profile_rows=policy.profile_queries)
     out["profiling"] = svg_overhead_seconds(placed)["profiling"] if switches.fixed_costs else 0.0
     out["placement"] = heads * 4 * PLACEMENT_PASSES * L * d * b / hbm if switches.fixed_costs else 0.0
-    out["tail_merge"] = heads * MERGE_PASSES * t["tail_rows"] * bq * d * b / hbm if switches.fixed_costs else 0.0
+    merge = heads * MERGE_PASSES * L * d * b / hbm if t["tail"] else 0.0   # no tail tile: no second partial
+    out["tail_merge"] = merge if switches.fixed_costs else 0.0
     idle = t["idle"] * ((idle_row.empty_step or 0.0) + idle_row.step_overhead)
     out["idle_steps"] = heads * idle / clock / eff.attention if switches.idle_steps else 0.0
     out["collective"] = _a2a(setup, layout, layout.sparse_ulysses) if switches.collective else 0.0
@@ -283,8 +309,8 @@ def speedup(setup: Setup, layout: AttentionLayout, policy: Policy, switches: Swi
 
 #: The order the terms are switched on in, from the static schedule (our compiled kernel for dense and
 #: sparse calls, no per-call cost, no idle step, no collective change, stretch 1) to the calibrated model.
-GAP_ORDER = (("dense kernel (fixed-M)", "fixed_m"), ("fixed per-call costs (profiling, placement, tail merge)",
-                                                     "fixed_costs"),
+GAP_ORDER = (("dense kernel (fixed-M)", "fixed_m"),
+             ("fixed per-call costs (padding, profiling, placement, tail merge)", "fixed_costs"),
              ("idle grid steps", "idle_steps"), ("collective change (Ulysses4 vs Ring2/Ulysses2)", "collective"),
              ("sparse stretch", "sparse_stretch"))
 
@@ -330,5 +356,5 @@ def attention_layout(config) -> AttentionLayout:
 
 
 __all__ = ["GAP_ORDER", "IDLE_PROXY", "MERGE_PASSES", "PLACEMENT_PASSES", "AttentionLayout",
-           "SPARSE_PROXY", "STEP_READS", "STEP_WRITES", "STEP_VECTOR_OPS", "Switches", "TERMS", "dense_call", "outside_blocks", "gap_terms", "run_seconds", "attention_layout", "run_setup",
+           "SPARSE_PROXY", "STEP_READS", "STEP_WRITES", "STEP_VECTOR_OPS", "Switches", "TERMS", "dense_call", "outside_blocks", "gap_terms", "padding_seconds", "run_seconds", "attention_layout", "run_setup",
            "sparse_call", "sparse_tiles", "speedup"]

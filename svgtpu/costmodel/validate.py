@@ -269,7 +269,7 @@ def compiled_attention(compiled) -> float:
     return realized_over_static("online", resolve(compiled))
 
 
-def _solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> float | None:
+def solve(f, target: float, lo: float, hi: float, iterations: int = 40) -> float | None:
     """``x`` in ``[lo, hi]`` with ``f(x) = target`` for ``f`` falling in ``x`` (bisection); ``None``
     when the target lies outside ``[f(hi), f(lo)]``."""
     if not f(hi) <= target <= f(lo):
@@ -336,7 +336,7 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
 
         def rest(e):
             return block_rest_seconds(dataclasses.replace(block, efficiency=with_compute(block.efficiency, e)))
-        fitted = _solve(rest, rates.rest_seconds, 0.01, 1.0)
+        fitted = solve(rest, rates.rest_seconds, 0.01, 1.0)
         if fitted is None:
             raise Unreachable(f"{rates.run}: no matmul efficiency in (0.01, 1] meets its {rates.rest_geometry} block")
         return {"efficiency": with_compute(block.efficiency, fitted), "fitted": fitted,
@@ -352,7 +352,7 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
     def seconds(e):
         return setup_seconds(point, dataclasses.replace(base, efficiency=with_compute(base.efficiency, e, tied)),
                              dense_control, policy)
-    fitted = _solve(seconds, point.seconds, 0.01, 1.0)
+    fitted = solve(seconds, point.seconds, 0.01, 1.0)
     if fitted is None:
         raise Unreachable(f"calibration point {point.id} is not reachable at a compute efficiency in (0.01, 1]")
     return {"efficiency": with_compute(base.efficiency, fitted, tied), "calibrated_on": point.id, "fitted": fitted}
@@ -393,7 +393,7 @@ def fit_sparse_stretch(family: str, compiled=AUTO, *, efficiency: Efficiency | N
     efficiency = efficiency or family_efficiency(family, compiled)["efficiency"]
     target = target or point.published_speedup
     f = lambda x: run_policy(point, efficiency, compiled, x, policy, layout, switches)["speedup"]  # noqa: E731
-    stretch = _solve(f, target, 0.2, 20.0)
+    stretch = solve(f, target, 0.2, 20.0)
     if stretch is None:
         raise Unreachable(f"SVG calibration point {point.id}: no sparse stretch in [0.2, 20] gives speedup "
                           f"{target:.3f}")
@@ -509,9 +509,9 @@ def published_svg_efficiency(compiled=AUTO) -> dict:
         rows.append({"id": p.id, "device": p.device, "pixels": p.pixels, "published_s": p.seconds,
                      "published_speedup": dense.seconds / p.seconds,
                      "predicted_at_1_s": predict_seconds(p, eff, 1.0, compiled),
-                     "implied_sparse_efficiency": _solve(lambda e: predict_seconds(p, eff, e, compiled), p.seconds,
+                     "implied_sparse_efficiency": solve(lambda e: predict_seconds(p, eff, e, compiled), p.seconds,
                                                          0.05, 1.0),
-                     "implied_from_speedup": _solve(lambda e: predict_seconds(p, eff, e, compiled), target, 0.05, 1.0),
+                     "implied_from_speedup": solve(lambda e: predict_seconds(p, eff, e, compiled), target, 0.05, 1.0),
                      "model_extra_work_efficiency": sparse_layer_efficiency(point_setup(p, eff, compiled), "svg"),
                      "source": p.source})
     found = [r["implied_from_speedup"] for r in rows if r["implied_from_speedup"] is not None]
@@ -682,7 +682,7 @@ def validate(compiled=AUTO) -> dict:
             "provenance": "modeled vs published (measured by others)"}
 
 
-__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "compiled_attention", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute",
+__all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "compiled_attention", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute", "solve",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
