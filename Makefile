@@ -23,8 +23,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 # Two tiers of one suite (tests/conftest.py): `make test` the library, kernels and compiles, `make test-system` the
-# end-to-end runs (marked `system`).  Bytecode first: every compile child and notebook kernel imports the package,
-# and where PYTHONDONTWRITEBYTECODE is set (containers, CI images) each would compile it again (about 0.6 s a process).
+# end-to-end runs (marked `system`).  Bytecode first, here and for the figures: every compile child, notebook kernel
+# and worker imports the package, and where PYTHONDONTWRITEBYTECODE is set (containers, CI images) each would compile
+# it again (about 0.6 s a process).
 test: TIER = not system
 test-system: TIER = system
 test test-system: install
@@ -32,6 +33,7 @@ test test-system: install
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 -m "$(TIER)" tests
 
 figures: install
+	$(PY) -m compileall -q svgtpu
 	$(PY) -m svgtpu reproduce --profile $(PROFILE)
 
 # Every compile record made again from nothing: `make figures` reads those in figures/compiled/ whose content key
