@@ -381,7 +381,7 @@ def test_sensitivity_refits_the_calibration_at_every_end_and_leaves_choices_out(
     for knob in cm.KNOBS + cm.sparse_knobs(setup):
         if not knob.applies(setup) or not knob.refit:
             continue
-        for value in (knob.low, knob.high):
+        for value in knob.range(setup):
             moved = cm.at_knob(point_setup(calib, fit["efficiency"], table), knob, value)
             if f"{knob.path} = {value:.3g}" in band["unreachable"]:
                 continue
@@ -394,7 +394,7 @@ def test_an_end_the_calibration_rules_out_is_cut_to_the_last_possible_value_not_
     hold the last of them (it used to count that side as no swing at all)."""
     from svgtpu.costmodel.validate import Unreachable, point_setup, setup_seconds
     setup = wan_setup("1440p", chips=8, compiled=table, **FIXTURE_TILE)   # attention untied, priced as compiled
-    knob = dataclasses.replace(cm.KNOBS[0], low=0.5)
+    knob = dataclasses.replace(cm.KNOBS[0], low=0.5, high=1.0, ends=None)
     assert knob.path == "attention_over_matmul"
     band = cm.sensitivity(setup, knobs=(knob,))
     key = f"{knob.path} = {knob.low:.3g}"

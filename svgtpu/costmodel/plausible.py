@@ -19,6 +19,7 @@ JAX-free: the compiled block is read from its committed record (``figures/compil
 from __future__ import annotations
 
 from svgtpu.costmodel.compiled_block import block_record
+from svgtpu.costmodel.roofline import REALIZED_CEILING
 from svgtpu.costmodel.specs import get_device
 from svgtpu.errors import BadInput
 
@@ -30,7 +31,7 @@ STRETCH = (0.95, 1.5)
 #: call at over its measured seconds), written before its instrument was applied (docs/plausibility.md): at most a
 #: seventh under the static schedule (the matmuls' floor), at most 5 % over it (one published timing's noise and the
 #: measured kernel not being the program compiled in its place).
-ATTENTION_REALIZED = (MATMUL_FLOOR, 1.05)
+ATTENTION_REALIZED = (MATMUL_FLOOR, REALIZED_CEILING)
 #: Host seconds per denoising step: 0, JAX's asynchronous dispatch hides the host's work behind the device's
 #: (https://docs.jax.dev/en/latest/async_dispatch.html) and MaxDiffusion's Wan 2.2 loop waits on nothing inside
 #: it (``src/maxdiffusion/pipelines/wan/wan_pipeline_2_2.py`` at 7cfb8801, ``run_inference_2_2``: one jitted

@@ -25,6 +25,7 @@ import math
 from typing import Any, Callable
 
 from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
+from svgtpu.costmodel.plausible import ATTENTION_REALIZED
 from svgtpu.costmodel.policy import BASE_WAN_27B, EARLIER_FLOW_SHIFT, ExpertSplit, get_policy
 from svgtpu.costmodel.validate import SIDE_CONTROL, Unreachable, family_stretch, fit_efficiency
 
@@ -32,7 +33,8 @@ from svgtpu.costmodel.validate import SIDE_CONTROL, Unreachable, family_stretch,
 @dataclasses.dataclass(frozen=True)
 class Knob:
     """One unknown constant: where it lives in a :class:`Setup` (``field``, ``field.sub``, or a rule of its
-    own, ``set``), the two ends of its range, why that range, and when it applies."""
+    own, ``set``), the two ends of its range (``ends``: a setup's own, where the range depends on how the setup is
+    priced), why that range, and when it applies."""
 
     path: str
     low: Any
@@ -41,11 +43,15 @@ class Knob:
     applies: Callable[[Setup], bool] = lambda setup: True
     set: Callable[[Setup, Any], Setup] | None = None
     refit: bool = True      # False: the knob cannot move the dense calibration run (nothing to refit)
+    ends: Callable[[Setup], tuple] | None = None
+
+    def range(self, setup: Setup) -> tuple:
+        """``(low, high)`` for ``setup``."""
+        return self.ends(setup) if self.ends is not None else (self.low, self.high)
 
     def get(self, setup: Setup):
         if self.path == "attention_over_matmul":
-            untied = setup.device.family == "tpu" and setup.compiled is not None   # as _split reads it
-            return setup.efficiency.attention / (1.0 if untied else setup.efficiency.matmul)
+            return setup.efficiency.attention / (1.0 if _untied(setup) else setup.efficiency.matmul)
         head, _, tail = self.path.split(":")[0].partition(".")   # "field: which evidence" names one field's reading
         value = getattr(setup, head)
         return getattr(value, tail) if tail else value
@@ -59,12 +65,25 @@ class Knob:
         return setup.replace(**{head: value})
 
 
+def _untied(setup: Setup) -> bool:
+    """A TPU priced from the compiled tile table: its attention efficiency is a realized over static time, not a
+    share of the matmuls' (:func:`svgtpu.costmodel.validate.attention_untied`)."""
+    return setup.device.family == "tpu" and setup.compiled is not None
+
+
 def _split(setup: Setup, ratio: float) -> Setup:
-    """Attention at ``ratio`` x the matmul efficiency; on a TPU priced from the compiled table (attention untied
-    from the matmuls) at ``ratio`` x the compiled schedule, at most as fast as compiled."""
+    """Attention at ``ratio`` x the matmul efficiency, at most 1; on a TPU priced from the compiled table (attention
+    untied from the matmuls) at a realized over static time of ``ratio``."""
     eff = setup.efficiency
-    base = 1.0 if setup.device.family == "tpu" and setup.compiled is not None else eff.matmul
-    return dataclasses.replace(setup, efficiency=dataclasses.replace(eff, attention=min(1.0, base * ratio)))
+    attention = ratio if _untied(setup) else min(1.0, eff.matmul * ratio)
+    return dataclasses.replace(setup, efficiency=dataclasses.replace(eff, attention=attention))
+
+
+def _attention_ends(setup: Setup) -> tuple[float, float]:
+    """The attention knob's range: on a TPU priced from the compiled table the plausible range of a kernel's realized
+    over static time written before its instrument (:data:`~svgtpu.costmodel.plausible.ATTENTION_REALIZED`, around
+    the instrument's central reading), elsewhere a quarter either way of the matmuls' efficiency."""
+    return ATTENTION_REALIZED if _untied(setup) else (0.8, 1.25)
 
 
 def _prior_attention(setup: Setup) -> bool:
@@ -75,8 +94,9 @@ KNOBS = (
     Knob("attention_over_matmul", 0.8, 1.25,
          "the one calibration point fixes one efficiency for the matmuls and attention together; how it splits "
          "between them is unknown (assumption: a quarter either way); a TPU's compiled attention: the realized over "
-         "the static schedule, centrally a published kernel time's (svgtpu.costmodel.realized), at its ends a "
-         "quarter slower than compiled to as compiled (assumption)", set=_split),
+         "the static schedule, centrally a published kernel time's (svgtpu.costmodel.realized), at its ends the "
+         "plausible range written before that instrument (docs/plausibility.md; the fixed-M calls at their own "
+         "reading's ratio to it)", set=_split, ends=_attention_ends),
     Knob("efficiency.memory", 0.6, 0.9, "streaming kernels at 60-90 % of HBM bandwidth (assumption)"),
     Knob("efficiency.ici", 0.4, 0.9, "achieved share of ICI link bandwidth (assumption)"),
     Knob("host_seconds_per_step", 0.005, 0.1, "host loop, scheduler and dispatch per step (assumption)"),
@@ -179,7 +199,7 @@ def sensitivity(setup: Setup, knobs: tuple[Knob, ...] | None = None, central_res
         if not knob.applies(setup):
             continue
         at, ends = {}, {}
-        for end, value in (("low", knob.low), ("high", knob.high)):
+        for end, value in zip(("low", "high"), knob.range(setup)):
             try:
                 ends[end] = value
                 at[end] = _quantities(model_video(at_knob(setup, knob, value)))

@@ -7,7 +7,7 @@ central value and an interval: the root sum of squares of the one-at-a-time swin
 (:func:`svgtpu.costmodel.sparse_knobs`), the rule ``docs/verdicts.md`` states for C1, each knob applied to the
 setups it applies to.  A quantity that is a ratio of two timed attention programs (:class:`Ratio`: the kernels
 section's, C5's exponents) also carries each program's own realized-over-static factor: the knob
-``attention_over_matmul`` (a TPU's compiled attention a quarter slower than its static schedule to as compiled)
+``attention_over_matmul`` (a TPU's compiled attention over the plausible range of its realized over static time)
 applied to one program at a time, since nothing ties the two programs' stalls; the knobs moving both alike leave
 such a ratio where its static schedules put it.  Where a named source already prices the pair's relative factor
 (the sparse speedups: ``sparse_stretch``, sparse tiles against dense ones) it is not counted twice.  Each quantity
@@ -211,7 +211,7 @@ def predict_one(setups: dict, fn) -> dict:
 
     def swing(name: str, knob, at) -> None:
         ends = []
-        for value in (knob.low, knob.high):
+        for value in knob.range(first):
             try:
                 ends.append(at(knob, value))
             except Unreachable:
