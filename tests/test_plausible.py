@@ -8,7 +8,9 @@ from svgtpu.geometry import Tile
 from svgtpu.costmodel import fits as fitted, get_device, load_compiled, plausible, realized
 from svgtpu.costmodel.compiled_block import attention_share_with_ici, block_record, collective_seconds
 from svgtpu.costmodel.roofline import Efficiency
-from svgtpu.costmodel.validate import published_points
+from svgtpu.costmodel.sparse_layers import dense_call, run_setup
+from svgtpu.costmodel.validate import (calibration_point, family_efficiency, point_layout, point_setup, published_points,
+                                      related_calibration)
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import REPO_ROOT
 
@@ -199,6 +201,35 @@ def test_attention_realized_refuses_what_it_cannot_price():
     outside = [f for f, got in realized.readings(fixture).items() if got is not None and not got["inside"]]
     assert outside
     assert all(realized.realized_over_static(family, fixture) == 1.0 for family in outside)
+
+
+#: MaxDiffusion PR 452's dense v7x-8 denoise times (commit 8dd630549ce1's message) and the ring hop of each.
+PR452_ROWS = {"maxdiffusion-pr452-v7x8-wan2.2-a14b-t2v-720p-fixed-m": ("fixed-m", 105.3, "maxdiffusion-pr452-ring-hop-fixed-m"),
+              "maxdiffusion-pr452-v7x8-wan2.2-a14b-t2v-720p-online": ("ring-online", 109.3, "maxdiffusion-pr452-ring-hop-online")}
+
+
+def test_pr452_denoise_rows_validate_share_the_hop_they_are_priced_from_and_no_fit_reads_them(fits):
+    """The two rows are validation rows read by no fit, and not independent: each names the instrument run whose
+    ring hop prices its attention, and a call of the row (two hops: 37,800 queries against 75,600 keys) is modeled
+    at about twice that published hop time (the fixed-M call with its bound pass, 37 key steps where two hops take
+    2 x 19)."""
+    points = {p.id: p for p in published_points()}
+    runs = {r.name: r for r in realized.RUNS}
+    table = load_compiled(COMMITTED)
+    assert not {row for f in fits for row in f.reads} & set(PR452_ROWS)
+    assert calibration_point("tpu").id == "maxdiffusion-svg-v6e8-wan2.2-a14b-t2v-720p-moderate"
+    for pid, (kernel, seconds, hop) in PR452_ROWS.items():
+        p, run = points[pid], runs[hop]
+        assert (p.role, p.measures, p.kernel, p.seconds, p.device, p.chips, p.steps) == (
+            "validation", "dit", kernel, seconds, "v7x", 4, 40)
+        assert "8dd630549ce1" in p.source and "NOT INDEPENDENT" in p.settings_note
+        assert p.shares_instrument == hop and related_calibration(p) == hop
+        assert (run.device, run.model, run.resolution, f"{run.block_q}x{run.block_kv}") == (
+            p.device, p.model, "720p", p.tile)
+        setup = point_setup(p, family_efficiency("tpu", table)["efficiency"], table)
+        layout = point_layout(p)
+        call = dense_call(run_setup(setup, layout).replace(chips=p.chips), layout)["kernel"]
+        assert call == pytest.approx(2 * run.seconds, rel=0.03), (pid, call)
 
 
 def test_the_weight_gathers_are_priced_serially_because_the_compiler_scheduled_them_so(account):

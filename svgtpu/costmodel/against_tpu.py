@@ -58,7 +58,8 @@ def against_tpu(compiled=AUTO) -> dict:
     setup = dataclasses.replace(run_setup(point_setup(point, eff, compiled), layout), sparse_stretch=fit["stretch"])
     gap = gap_terms(setup, layout, get_policy(point.policy)[0], fit["stretch"], point.published_speedup)
     gap["calibrated_on"] = "the moderate run's seconds (its speedup is not fitted: the dense control is a validation row)"
-    control = next(p for p in published_points() if p.maxdiffusion_svg and p.variant == "dense")
+    control = next(p for p in published_points() if p.maxdiffusion_svg and p.variant == "dense"
+                   and p.setting == point.setting)
     predicted = setup_seconds(control, point_setup(control, eff, compiled))
     return {"blind": blind_prediction(compiled), "stretch": fit, "rows": maxdiffusion_rows(compiled),
             "dense_control": {"id": control.id, "published_s": control.seconds, "predicted_s": predicted,

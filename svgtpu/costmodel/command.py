@@ -67,8 +67,8 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     rows = [{"id": r["id"], "role": ROLE_KEYS[r["role"]] + ("*" if r["calibration_related"] else ""),
              "measures": r["measures"], "pub s": r["published_s"], "model s": r["predicted_s"],
              "error": percent(r["error"])} for r in result["points"]]
-    legend = ("role: cal calibration point, val validation, val* validation sharing a calibration point's setting, "
-              "val? validation with settings partly assumed; pub s: published seconds, model s: modeled; each "
+    legend = ("role: cal calibration point, val validation, val* validation sharing a calibration point's setting "
+              "or an instrument's run, val? validation with settings partly assumed; pub s: published seconds, model s: modeled; each "
               "point's device, chips, kernel, model, pixels and steps: --json")
 
     def line(name: str, s: dict) -> str:
@@ -79,7 +79,7 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     clocks = [f"{d} clock {c['clock_ghz']:.3g} GHz, {c['mxus_per_core']} MXUs/core ({c['clock_source']})"
               for d, c in result["tpu_clocks"].items()]
     note = "\n".join(map(fill, [legend, line("independent validation", result["independent"]),
-                      line("sharing a calibration point's setting", result["calibration_related"]),
+                      line("sharing a calibration point's setting or an instrument's run", result["calibration_related"]),
                       line("settings partly assumed", result["validation_unconfirmed"])]
                      + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")

@@ -53,7 +53,7 @@ from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forwa
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
 from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.plausible import STRETCH
-from svgtpu.costmodel.realized import realized_over_static
+from svgtpu.costmodel.realized import RUNS, realized_over_static
 from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, AttentionLayout, Switches, run_seconds, run_setup, speedup
 from svgtpu.costmodel.specs import DEVICES, FAMILIES, get_device
 from svgtpu.costmodel.workload import ModelConfig, get_model
@@ -65,7 +65,12 @@ from svgtpu.errors import BadInput
 PUBLISHED_PATH = Path(__file__).with_name("published.json")
 ROLES = ("calibration", "validation", "validation-unconfirmed")
 VARIANTS = ("dense", "svg")
-TPU_KERNELS = ("splash", "tokamax", "fixed-m")
+#: ``ring-online``: MaxDiffusion's online-softmax ring x Ulysses kernel (``attention=ulysses_ring_custom``), its calls
+#: priced as our compiled online-softmax body (:class:`~svgtpu.costmodel.sparse_layers.AttentionLayout`'s ``ours``, the
+#: instrument's ``online`` family); ``fixed-m``: its fixed-M variant, priced as our compiled fixed-maximum body.
+TPU_KERNELS = ("splash", "tokamax", "fixed-m", "ring-online")
+#: The kernels of MaxDiffusion's ring x Ulysses attention, priced call by call (:mod:`~svgtpu.costmodel.sparse_layers`).
+RING_KERNELS = ("fixed-m", "ring-online")
 #: The kernels the published GPU runs used, as the model prices them (FlashAttention-2).
 GPU_KERNELS = ("flash",)
 
@@ -104,6 +109,7 @@ class PublishedPoint:
     segment_ids: bool = False               # padded tokens masked by segment ids: every tile masked
     policy: str | None = None               # a MaxDiffusion SVG run's policy (svgtpu.costmodel.policy)
     dense_control_s: float | None = None    # its same-node dense control (seconds)
+    shares_instrument: str | None = None    # an instrument run (realized.RUNS) whose measured time prices much of it
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -120,6 +126,9 @@ class PublishedPoint:
                 raise ValueError(f"point {self.id}: a MaxDiffusion svg point names its same-node dense control")
         if self.policy is not None and self.kernel != "fixed-m":
             raise ValueError(f"point {self.id}: MaxDiffusion's SVG runs (a policy) run fixed-M dense calls")
+        if self.shares_instrument is not None and self.shares_instrument not in {r.name for r in RUNS}:
+            raise ValueError(f"point {self.id}: shares_instrument must name a run of svgtpu.costmodel.realized.RUNS "
+                             f"({', '.join(r.name for r in RUNS)}), got {self.shares_instrument!r}")
         if self.measures not in ("dit", "end_to_end"):
             raise ValueError(f"measures must be dit or end_to_end, got {self.measures!r}")
         if not self.source.startswith("http"):
@@ -140,6 +149,12 @@ class PublishedPoint:
         """A run of MaxDiffusion's SVG setting (fixed-M dense calls), priced by
         :mod:`~svgtpu.costmodel.sparse_layers`."""
         return self.kernel == "fixed-m"
+
+    @property
+    def maxdiffusion_ring(self) -> bool:
+        """A run of MaxDiffusion's ring x Ulysses attention (:data:`RING_KERNELS`), its calls priced by
+        :mod:`~svgtpu.costmodel.sparse_layers` at the point's dense tile."""
+        return self.kernel in RING_KERNELS
 
     @property
     def published_speedup(self) -> float | None:
@@ -172,7 +187,7 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     device = get_device(point.device, compiled)
     if device.is_gpu:
         kernel, work, (block_q, block_kv) = point.kernel, FLASH, (GPU_TILE, GPU_TILE)
-    elif point.maxdiffusion_svg:   # sparse_layers prices its calls; the setup carries the slice and the ops
+    elif point.maxdiffusion_ring:   # sparse_layers prices its calls; the setup carries the slice and the ops
         layout = AttentionLayout()
         kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (layout.sparse_block_q, layout.sparse_block_kv)
     else:
@@ -231,11 +246,22 @@ def setup_seconds(point: PublishedPoint, setup: Setup, dense_control: str = DENS
     """Modeled seconds of what ``point`` measured, for ``setup`` (its :func:`point_setup`, maybe changed); a
     MaxDiffusion SVG-study run with its dense calls priced as ``dense_control`` (:data:`DENSE_CONTROLS`) and
     ``policy`` (default its own)."""
-    if point.maxdiffusion_svg:
-        layout = AttentionLayout(dense_kernel=dense_control)
+    if point.maxdiffusion_ring:
+        layout = point_layout(point, dense_control)
         policy = policy or (get_policy(point.policy)[0] if point.policy else None)
-        return run_seconds(run_setup(setup, layout), layout, policy)["seconds"]
+        # the layout counts devices (data x context): a chip each on a v6e, a TensorCore each on a v7x (v7x-8: 4
+        # chips); the run's chips are the point's
+        return run_seconds(run_setup(setup, layout).replace(chips=point.chips), layout, policy)["seconds"]
     return (dit_seconds if point.measures == "dit" else video_seconds)(setup, point.variant, True)
+
+
+def point_layout(point: PublishedPoint, dense_control: str = DENSE_CONTROL) -> AttentionLayout:
+    """MaxDiffusion's attention layout for a ring x Ulysses ``point``: the docs' mesh and Ulysses shards, its dense
+    calls at the point's tile, priced as ``dense_control`` for a fixed-M run and as our online-softmax body
+    (``ours``) for an online-softmax one."""
+    block_q, block_kv = parse_tiles(point.tile, "tile")[0]
+    return AttentionLayout(dense_block_q=block_q, dense_block_kv=block_kv,
+                           dense_kernel=dense_control if point.kernel == "fixed-m" else SIDE_CONTROL)
 
 
 def predict_seconds(point: PublishedPoint, efficiency: Efficiency = Efficiency(), sparse_efficiency: float = 1.0,
@@ -343,7 +369,7 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
                 "calibrated_on": f"{rates.run} ({rates.rest_geometry} dense blocks)"}
     point = calibration_point(family)
     compiled = resolve(compiled)
-    if family == "cpu" or point is None or (point.maxdiffusion_svg and compiled is None):
+    if family == "cpu" or point is None or (point.maxdiffusion_ring and compiled is None):
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}   # nothing to fit (CPU: measured)
     tied = not attention_untied(family, compiled)
     base = point_setup(point, prior if tied else dataclasses.replace(prior, attention=compiled_attention(compiled)), compiled)
@@ -474,7 +500,9 @@ def _calibrated(model: ModelConfig, geometry: VideoGeometry, device, setting: Se
 def related_calibration(point: PublishedPoint) -> str | None:
     """The id of the calibration point whose setting ``point`` shares (:attr:`PublishedPoint.setting`; for a family
     calibrated on a measured GPU run, that run's block: the chip's compute, Wan 2.1 14B's shape, its grid, one
-    chip), or ``None``."""
+    chip), or of the instrument run whose measured time prices much of it (``shares_instrument``), or ``None``."""
+    if point.shares_instrument is not None:
+        return point.shares_instrument
     block = measured_block_setup(point.family, Efficiency())
     if block is not None and point.role != "calibration":
         run = (get_device("h200").family, get_device("h200").matmul_flops, 1), \
@@ -556,7 +584,7 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
         k = setup.kernel
         return f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}" if setup.gpu_rate(k)
                            else "priors (flash work)")
-    if point.maxdiffusion_svg:
+    if point.maxdiffusion_ring:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.tile,
                                     setup.model.head_dim, setup.dtype)
         return f"compiled tile table ({found[1]}; per score, svgtpu.costmodel.sparse_layers)"
@@ -612,20 +640,29 @@ def validate(compiled=AUTO) -> dict:
     compiled = resolve(compiled)
     rows, skipped = [], []
     for p in published_points():
-        if p.maxdiffusion_svg and compiled is None:
+        if p.maxdiffusion_ring and compiled is None:
             skipped.append(p.id)   # its calls are priced from the compiled table's rows only
             continue
         eff = family_efficiency(p.family, compiled)["efficiency"]
         setup = point_setup(p, eff, compiled)
-        if p.maxdiffusion_svg:
+        if p.maxdiffusion_ring:
             setup = dataclasses.replace(setup, sparse_stretch=family_stretch(p.family, compiled)["stretch"])
-        predicted = setup_seconds(p, setup)
+            try:
+                predicted = setup_seconds(p, setup)
+            except BadInput:   # a table without the rows of its chip (a test's, an older one): cannot price it
+                skipped.append(p.id)
+                continue
+        else:
+            predicted = setup_seconds(p, setup)
         related = related_calibration(p)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
                      "attention_kernel": p.attention_kernel, "kernel": p.kernel, "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
                      "calibration_related": related, "independent": p.role == "validation" and related is None,
+                     "shares": related and (f"the measured kernel time instrument run {related} reads "
+                                            "(svgtpu.costmodel.realized)" if p.shares_instrument
+                                            else f"the setting of calibration point {related}"),
                      "attention_pricing": pricing(p, setup),
                      "clock_source": setup.device.clock_source or None,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
@@ -685,4 +722,4 @@ def validate(compiled=AUTO) -> dict:
 __all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "compiled_attention", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute", "solve",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
            "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
-           "family_stretch", "run_policy", "maxdiffusion_rows", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
+           "family_stretch", "run_policy", "maxdiffusion_rows", "point_layout", "RING_KERNELS", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
