@@ -62,12 +62,12 @@ def per_head_masks(L, seed) -> np.ndarray:
 GEOM_SPATIAL = VideoGeometry(4, 9, 10)    # F = 90, L = 360
 GEOM_TEMPORAL = VideoGeometry(5, 8, 12)   # F = 96, L = 480
 
-# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute)
+# (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute); the tile-aligned SVG mask at
+# 128 x 256 tiles with 128-key chunks and the dense mask's padded chunks are LAYOUT_CASES' (both layouts, same sizes)
 CASES = [
     ("dense", lambda L: DenseMask(L), 1, 300, 64, "float32", 128, 256, None),
     ("svg-spatial", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 2, 360, 128, "bfloat16", 128, 128, None),
     ("svg-spatial-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 256, 128, None),
-    ("aligned", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(128, 256)), 2, 360, 128, "float32", 128, 256, 128),
     ("aligned-other-blocks", lambda L: align(svg_mask(GEOM_SPATIAL, 1.0), Tile(256, 256)), 1, 360, 64, "bfloat16",
      128, 128, None),
     ("temporal-frame-major", lambda L: PermutedMask(svg_mask(GEOM_TEMPORAL, 1.0), GEOM_TEMPORAL), 2, 480, 64,
@@ -75,8 +75,6 @@ CASES = [
     ("tile-pattern", lambda L: tile_pattern_mask(L, 128, 7), 4, 590, 128, "float32", 128, 128, None),
     ("per-head", lambda L: per_head_masks(L, 3), 3, 400, 64, "float32", 128, 128, None),
     ("band-long", lambda L: BandSinkMask(L, 100, 300), 1, 700, 128, "bfloat16", 256, 256, 128),
-    # the last kv tile holds 164 real keys: its first chunk is unmasked, the second masked (padding plan)
-    ("dense-padded-chunks", lambda L: DenseMask(L), 2, 420, 128, "bfloat16", 128, 256, 128),
     # band narrower than the q tile (the sink is or'ed in), keys padded
     ("band-narrow-sink", lambda L: BandSinkMask(L, 40, 50), 2, 330, 64, "float32", 256, 128, 128),
 ]
@@ -100,6 +98,7 @@ def test_block_sparse_matches_float64_reference(case, fast_path):
 # (id, mask builder L -> mask, heads, L, d, dtype, block_q, block_kv, block_kv_compute); block_q a
 # multiple of 128 (both layouts take it); 384 runs a 256-query strip and a 128-query one (block_sparse.STRIP)
 LAYOUT_CASES = [
+    # the last kv tile holds 164 real keys: its first chunk is unmasked, the second masked (padding plan)
     ("layouts-dense-padded-chunks", lambda L: DenseMask(L), 2, 420, 128, "bfloat16", 128, 256, 128),
     ("layouts-svg-f32", lambda L: svg_mask(GEOM_SPATIAL, 1.0), 3, 360, 64, "float32", 384, 128, None),
     ("layouts-band-sink-bf16", lambda L: BandSinkMask(L, 40, 50), 2, 530, 128, "bfloat16", 384, 256, 128),
