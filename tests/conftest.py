@@ -11,8 +11,8 @@ chromium, several JAX processes, the 8-device subprocess suite, a whole study or
 screen in a fresh clone; and the runs at full size that took 10 s or more each on 2 idle cores (a committed
 record compiled again, the MXU-rate calibrations of the probe and the fusion reader, a training run, the
 shipped checkpoints, the larger Mosaic GPU interpreter cases, the dense and aligned kernels compiled twice to show
-they share one program, the preflight's whole-program import of the 720p blocks), which kept ``make test`` over its
-6 minutes.  CI (``.ci/run``) runs both.
+they share one program, the preflight's whole-program import of the 720p blocks and the Wan-block record's import of
+its 720p SVG block), which kept ``make test`` over its 6 minutes.  CI (``.ci/run``) runs both.
 
 Each hands tests to two xdist workers as they free up (``--dist loadgroup``); the tests marked
 ``slow`` go first, so that what is left at the end is short and both workers finish together.  Tests that

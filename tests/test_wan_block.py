@@ -116,6 +116,7 @@ NOT_IN_A_BLOCK = {
 }
 
 
+@pytest.mark.system   # a fresh process lowering the 720p SVG block (7 CPU-s), as test_preflight's record-key check
 @needs_libtpu
 def test_the_records_key_holds_every_source_the_block_is_built_and_read_from():
     """A fresh process builds and lowers the 720p SVG block as the compile child does (from a plan: the key holds
