@@ -49,7 +49,26 @@ collect_ignore = [] if os.environ.get("SVGTPU_MULTIDEVICE") else ["multidevice"]
 os.environ["SVGTPU_COMPILED_TILES"] = "none"
 
 
-def pytest_collection_modifyitems(items):
-    """Slow tests first, the rest in file order (a stable sort; every xdist worker sorts alike)."""
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first, the rest in file order (a stable sort; every xdist worker sorts alike); the xdist groups."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    group_for_xdist(config, items)
+
+
+def group_for_xdist(config, items):
+    """Give each ``xdist_group`` test the ``@group`` suffix ``--dist loadgroup`` schedules by.
+
+    pytest-xdist 3.8.0 adds it by setting ``item._nodeid``, which pytest 9.2 no longer reads (an item's id is its
+    ``_id``, a ``NodeId``): the suffix never reached the scheduler, the groups ran split over both workers, and the
+    Wan-block module's tiny block compiled once in each (6-8 CPU-s each).  Only in a loadgroup worker, and only where
+    the id lacks the suffix (a fixed xdist adds its own first)."""
+    from _pytest.nodeid import NodeId
+
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid and isinstance(getattr(item, "_id", None), NodeId):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
