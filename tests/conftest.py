@@ -62,9 +62,11 @@ def group_for_xdist(config, items):
     ``_id``, a ``NodeId``): the suffix never reached the scheduler, the groups ran split over both workers, and the
     Wan-block module's tiny block compiled once in each (6-8 CPU-s each).  Only in a loadgroup worker, and only where
     the id lacks the suffix (a fixed xdist adds its own first)."""
-    from _pytest.nodeid import NodeId
-
     if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:   # a pytest before 9.2: xdist's own suffix works there
         return
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
