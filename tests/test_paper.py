@@ -278,6 +278,8 @@ def test_c2_says_when_the_compiled_block_falls_outside_the_model(tmp_path):
         return next(r for r in verdicts.verdicts(data) if r["claim"].startswith("C2"))
     agree, overlapping, disagree = c2((0.88, [0.85, 0.89])), c2((0.92, [0.90, 0.95])), c2((0.95, [0.93, 0.97]))
     assert agree["verdict"] == overlapping["verdict"] == "reproduced" and "the instruments agree" in agree["why"]
+    assert "inside our model's interval" in agree["why"]       # 0.88 in [0.858, 0.902]
+    assert "above our model's interval, its own interval overlapping it" in overlapping["why"]   # 0.92 > 0.902
     assert disagree["verdict"] == "instruments disagree: the compiled Wan block puts it higher than our model"
     assert "our model alone: reproduced" in disagree["why"] and "95.00 %" in disagree["why"]
     assert "Instruments disagree: C2 self-attention share at 1440p" in verdicts.verdict_summary(_results(

@@ -243,7 +243,10 @@ def _agree(row: VerdictRow, data: dict, entry: dict, interval, verdict: str,
     shown = f"{second_what}: {_ours(second)} `{second['provenance']}`"
     side = agreement(interval, second["value"], _interval(second))
     if side is None:
-        return verdict, f" {shown[0].upper()}{shown[1:]}, inside {ours}'s interval: the instruments agree."
+        low, high = interval
+        where = (f"inside {ours}'s interval" if low <= second["value"] <= high else
+                 f"{'above' if second['value'] > high else 'below'} {ours}'s interval, its own interval overlapping it")
+        return verdict, f" {shown[0].upper()}{shown[1:]}, {where}: the instruments agree."
     unit = entry.get("unit", "")
     bounds = " – ".join(format_value(b, unit) for b in interval)
     return (f"instruments disagree: {second_name} puts it {side} than {ours}",
