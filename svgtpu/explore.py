@@ -153,12 +153,12 @@ def _mask(geometry: VideoGeometry, head: str, multiplier: float) -> _SharedCount
 def _tiles(geometry: VideoGeometry, head: str, multiplier: float, block_q: int, block_kv: int, mode: str):
     """(the mask the kernel runs, its tile classification, stats before alignment, :class:`MaskDiff` or None)."""
     mask = _mask(geometry, head, multiplier)
-    before = classify(mask, block_q, block_kv)
+    before = classify(mask, Tile(block_q, block_kv))
     if mode == "none":
         kernel_mask, tiles, diff = mask, before, None
     else:
         kernel_mask = _SharedCounts(align(mask, Tile(block_q, block_kv), mode))
-        tiles, diff = classify(kernel_mask, block_q, block_kv), alignment_diff(mask, kernel_mask.base)
+        tiles, diff = classify(kernel_mask, Tile(block_q, block_kv)), alignment_diff(mask, kernel_mask.base)
     tiles.kinds.setflags(write=False)   # cached: callers share it
     return kernel_mask, tiles, before.stats, diff
 

@@ -77,14 +77,14 @@ def parse_tiles(text: str, name: str = "tiles") -> list[Tile]:
     return [Tile(*parse_sizes(part, 2, name)) for part in str(text).split(",")]
 
 
-def format_tile(block_q: int, block_kv: int) -> str:
-    """``(3024, 2048)`` -> ``"3024x2048"``: the tile string :func:`parse_tiles` reads back."""
-    return f"{block_q}x{block_kv}"
+def format_tile(tile: Tile) -> str:
+    """``Tile(3024, 2048)`` -> ``"3024x2048"``: the tile string :func:`parse_tiles` reads back."""
+    return f"{tile.block_q}x{tile.block_kv}"
 
 
 def format_tiles(tiles: Sequence[Tile]) -> str:
     """``[Tile(3024, 2048), Tile(512, 512)]`` -> ``"3024x2048,512x512"`` (:func:`parse_tiles` reads it back)."""
-    return ",".join(format_tile(*tile) for tile in tiles)
+    return ",".join(format_tile(tile) for tile in tiles)
 
 
 #: The longest token sequence: token indices are int32 in JAX without x64 and in Pallas TPU kernels.

@@ -114,7 +114,7 @@ class Setting:
     @property
     def tiles(self) -> str:
         """``block_q x block_kv`` as ``--tiles`` takes it (:func:`svgtpu.geometry.parse_tiles` reads it back)."""
-        return format_tile(self.block_q, self.block_kv)
+        return format_tile(self.tile)
 
     def label(self, resolution: str | None = None) -> str:
         """``Wan 2.1 14B 1440p, v6e-8`` (at another ``resolution`` if given)."""

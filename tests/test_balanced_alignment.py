@@ -114,8 +114,8 @@ def test_balanced_aligned_mask_is_whole_tiles_and_hashable():
     m = svg_mask(g, 0.7)
     a, b = align(m, Tile(64, 48), "balanced-global"), align(m, Tile(64, 48), "balanced-global")
     assert isinstance(a, TileMask) and a == b and hash(a) == hash(b) and {a: 1}[b] == 1
-    stats = classify(a, 64, 48).stats
-    kinds = classify(a, 64, 48).kinds
+    stats = classify(a, Tile(64, 48)).stats
+    kinds = classify(a, Tile(64, 48)).kinds
     assert stats.partial == 0 or (kinds[:, -1] != 0).any()   # partial only where padded keys fall
 
 

@@ -47,7 +47,7 @@ def test_band_tile_counts_equal_classify_at_random():
         windows = rng.integers(0, L + 5, size=3)
         full, partial = band_tile_counts(L, sink, windows, Tile(bq, bkv))
         for w, f, p in zip(windows, full, partial):
-            stats = classify(BandSinkMask(L, sink, int(w)), bq, bkv).stats
+            stats = classify(BandSinkMask(L, sink, int(w)), Tile(bq, bkv)).stats
             assert (stats.full, stats.partial) == (f, p)
 
 
@@ -74,7 +74,7 @@ def test_quantum_alignment_and_strided_mask_by_brute_force():
         for k0 in range(0, g.L, 128):
             cover[q0:q0 + 128, k0:k0 + 128] = allowed[q0:q0 + 128, k0:k0 + 128].any()
     assert (stats.full, stats.partial) == brute_stats(cover, 96, 160)
-    strided = classify(PermutedMask(mask, g), 64, 64).stats
+    strided = classify(PermutedMask(mask, g), Tile(64, 64)).stats
     assert (strided.full, strided.partial) == brute_stats(PermutedMask(mask, g).to_array(), 64, 64)
 
 
@@ -127,8 +127,8 @@ def test_union_of_band_and_strided_masks_counts_by_brute_force():
         k_edges = np.unique(np.r_[0, rng.integers(0, g.L + 4, size=4), g.L])
         np.testing.assert_array_equal(UnionMask(band, g).count_grid(q_edges, k_edges),
                                       ArrayMask(union).count_grid(q_edges, k_edges))
-        assert (classify(UnionMask(band, g), 16, 24).stats.full,
-                classify(UnionMask(band, g), 16, 24).stats.partial) == brute_stats(union, 16, 24)
+        assert (classify(UnionMask(band, g), Tile(16, 24)).stats.full,
+                classify(UnionMask(band, g), Tile(16, 24)).stats.partial) == brute_stats(union, 16, 24)
 
 
 def brute_maxdiffusion_classes(allowed: np.ndarray, bq: int, bkv: int):

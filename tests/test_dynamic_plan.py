@@ -50,7 +50,7 @@ def test_traced_plan_has_the_static_plans_words(L, block_q, block_kv):
     heads = 3
     masks = random_tile_masks(rng, heads, L, block_q)
     static = tile_plan(tuple(ArrayMask(m) for m in masks), L, block_q, block_kv)
-    kinds = np.stack([classify(ArrayMask(m), block_q, block_kv).kinds for m in masks])
+    kinds = np.stack([classify(ArrayMask(m), Tile(block_q, block_kv)).kinds for m in masks])
     assert (kinds == EMPTY).all(-1).any(), "the case needs a q row without any tile"
     worst = plan_length(*kinds.shape[1:])
     words, needed = jax.jit(traced_plan, static_argnames=("L", "block_q", "block_kv", "steps"))(
@@ -77,7 +77,7 @@ def test_block_table_kinds_equal_the_host_classification_and_alignment(align_mod
         mask = BlockMask(L, qe[h], ke[h], table[h])
         if align_mode:
             mask = align(mask, Tile(bq, bkv), align_mode)
-        np.testing.assert_array_equal(np.asarray(kinds[h]), classify(mask, bq, bkv).kinds)
+        np.testing.assert_array_equal(np.asarray(kinds[h]), classify(mask, Tile(bq, bkv)).kinds)
         assert abs(float(kept[h]) - mask.to_array().mean()) < 1e-6  # brute force over the L x L pairs
         labels = np.asarray(block_labels(jnp.asarray(qe[h:h + 1]), L + 5))[0]
         assert (labels[:L] == np.searchsorted(qe[h], np.arange(L), side="right") - 1).all()

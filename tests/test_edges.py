@@ -117,12 +117,6 @@ TILE_ENTRY_PACKAGES = ("kernels/", "baselines/", "compiler/", "course/")
 LOOSE_TILE_ENTRY_POINTS = {
     "costmodel/kernel_work.py:counted_work": "traces our kernel's jaxpr at one update width (block_kv_compute) and "
                                              "builds the kernel's KernelConfig itself, as a kernel takes its tile"}
-#: Functions per module below the command line, not an entry point, that still take a tile as loose numbers (issue
-#: 58: each should take a Setting or one tile value).  The counts only go down: a new one fails, a module that took
-#: one off must lower its count here.  format_tile and classify: kernels/config.py and kernels/plan.py call them with
-#: the sides, and those two files key the kernel compile records (figures/compiled/v6e, v7x): they go with the next
-#: remake of those records.
-LOOSE_TILES_NOT_YET = {"geometry.py": 1, "masks/tiles.py": 1}
 
 
 #: Annotations that hold loose numbers, though their names are capitalised (``Tuple[int, int]``, ``Optional[int]``).
@@ -172,10 +166,7 @@ def test_only_the_entry_points_take_a_tile_as_loose_numbers():
         names = [n for n in loose_tile_functions(path.read_text()) if f"{where}:{n}" not in LOOSE_TILE_ENTRY_POINTS]
         if not where.startswith(EDGES + TILE_ENTRY_PACKAGES) and names:
             found[where] = names
-    grown = {m: names for m, names in found.items() if len(names) > LOOSE_TILES_NOT_YET.get(m, 0)}
-    assert not grown, f"functions taking a tile as loose numbers outside the kernel and compiler entry points: {grown}"
-    fewer = {m: (n, len(found.get(m, ()))) for m, n in LOOSE_TILES_NOT_YET.items() if len(found.get(m, ())) < n}
-    assert not fewer, f"fewer loose tiles than listed (lower LOOSE_TILES_NOT_YET: listed, found): {fewer}"
+    assert not found, f"functions taking a tile as loose numbers outside the kernel and compiler entry points: {found}"
     gone = [e for e in LOOSE_TILE_ENTRY_POINTS if e.partition(":")[2] not in
             loose_tile_functions((PACKAGE / e.partition(":")[0]).read_text())]
     assert not gone, f"entry points that no longer take a tile as loose numbers (take them off the list): {gone}"

@@ -64,7 +64,7 @@ def test_row_plan_visits_each_nonempty_tile_once_full_first(fast_path):
     masks = tuple(ArrayMask(m) for m in per_head_masks(L, 5))
     rp = row_plan(tile_plan(masks, L, 128, 128, fast_path))
     for h, m in enumerate(masks):
-        kinds = classify(m, 128, 128).kinds
+        kinds = classify(m, Tile(128, 128)).kinds
         for i in range(kinds.shape[0]):
             lo, nf, npart = rp.start[h, i], rp.n_full[h, i], rp.n_partial[h, i]
             tiles = rp.kv_tile[h, lo:lo + nf + npart]
@@ -74,7 +74,7 @@ def test_row_plan_visits_each_nonempty_tile_once_full_first(fast_path):
                 assert set(tiles[:nf]) == full_tiles and not full_tiles & set(tiles[nf:])
             else:
                 assert nf == 0
-    assert rp.tiles_computed == sum(int((classify(m, 128, 128).kinds > 0).sum()) for m in masks)
+    assert rp.tiles_computed == sum(int((classify(m, Tile(128, 128)).kinds > 0).sum()) for m in masks)
 
 
 def test_lowers_to_triton_for_cuda():

@@ -293,7 +293,7 @@ def test_plan_walks_exactly_the_nonempty_tiles():
     plan = tile_plan(tuple(ArrayMask(m) for m in masks), L, 128, 128)
     assert plan.mask_source == "blocks" and plan.plan_heads == 3
     for h, m in enumerate(masks):
-        kinds = classify(ArrayMask(m), 128, 128).kinds
+        kinds = classify(ArrayMask(m), Tile(128, 128)).kinds
         steps = plan.real_steps[h]
         q_t, kv_t, kind, flags = (a[h, :steps] for a in (plan.q_tile, plan.kv_tile, plan.kind, plan.flags))
         visited = kind != EMPTY
@@ -317,7 +317,7 @@ def test_plan_mask_sources_and_fast_path_ablation():
     assert tile_plan(DenseMask(L), L, 128, 128).mask_source == "padding"
     assert tile_plan(align(svg, Tile(128, 128)), L, 128, 128).mask_source == "padding"
     on, off = tile_plan(svg, L, 128, 128, True), tile_plan(svg, L, 128, 128, False)
-    stats = classify(svg, 128, 128).stats
+    stats = classify(svg, Tile(128, 128)).stats
     assert on.masked_steps == stats.partial and off.masked_steps == stats.partial + stats.full
     assert on.num_steps == off.num_steps == stats.partial + stats.full + on.empty_row_steps
     blocks_on = tile_plan(ArrayMask(svg.to_array()), L, 128, 128, True)

@@ -24,7 +24,7 @@ def assert_counts_match_brute_force(mask, rng, grids=4):
         qe, ke = random_grid(rng, mask.L), random_grid(rng, mask.L)
         np.testing.assert_array_equal(mask.count_grid(qe, ke), brute.count_grid(qe, ke))
     for bq, bk in ((128, 128), (128, 256), (96, 40)):
-        np.testing.assert_array_equal(classify(mask, bq, bk).kinds, classify(brute, bq, bk).kinds)
+        np.testing.assert_array_equal(classify(mask, Tile(bq, bk)).kinds, classify(brute, Tile(bq, bk)).kinds)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -94,7 +94,7 @@ def test_sta_tiles_of_128_tokens_are_kernel_aligned():
     # tiles shifted inward at the ends: every query tile sees 3 of the 4 tiles, and every kernel
     # tile of 128 x 128 is a whole STA tile pair, so nothing is partial.
     mask = STAMask(VideoGeometry(4, 8, 16), (1, 8, 16), (3, 1, 1))
-    stats = classify(mask, 128, 128).stats
+    stats = classify(mask, Tile(128, 128)).stats
     assert (stats.full, stats.partial, stats.empty) == (12, 0, 4)
     assert mask.density() == 0.75
 
@@ -145,8 +145,8 @@ def test_radial_hand_worked_and_window_fraction():
 def test_radial_snapping_removes_partial_tiles():
     mask = RadialMask(VideoGeometry(8, 16, 16))  # F = 256: frames are whole 128-token tiles
     snapped = align(mask, Tile(128, 128), "snap")
-    assert classify(mask, 128, 128).stats.partial > 0
-    assert classify(snapped, 128, 128).stats.partial == 0
+    assert classify(mask, Tile(128, 128)).stats.partial > 0
+    assert classify(snapped, Tile(128, 128)).stats.partial == 0
 
 
 def test_bad_parameters_name_themselves():

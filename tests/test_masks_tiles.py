@@ -45,7 +45,7 @@ def test_tile_kinds_and_counts_equal_brute_force(seed):
     bq, bk = (int(v) for v in rng.integers(3, 40, size=2))
     for mask in random_masks(rng, g, bq, bk):
         A = mask.to_array()
-        kinds = classify(mask, bq, bk).kinds
+        kinds = classify(mask, Tile(bq, bk)).kinds
         np.testing.assert_array_equal(kinds, brute_kinds(A, bq, bk), err_msg=f"{mask!r:.80} seed {seed}")
         qe, ke = tile_grid(g.L, Tile(bq, bk))
         P = np.zeros((qe[-1], ke[-1]), dtype=bool)
@@ -81,7 +81,7 @@ def test_alignment_removes_partial_tiles_and_reports_the_difference():
     m = svg_mask(g, float(rng.uniform(0.3, 1.0)))
     for mode in ("snap", "cover", "inner"):
         a = align(m, Tile(bq, bk), mode)
-        kinds = classify(a, bq, bk).kinds
+        kinds = classify(a, Tile(bq, bk)).kinds
         # only the last kv tile column holds padded keys; nothing else may be partial
         assert not (kinds[:, :-1] == PARTIAL).any()
         A, B = m.to_array(), a.to_array()
@@ -194,8 +194,8 @@ def test_kept_near_every_pair_gets_the_widest_sparse_step_and_only_a_dense_first
     (lambda g: svg_mask(g, 1.0, kept=0.3), "at most one of kept or multiplier"),
     (lambda g: make_mask("diagonal", g, 1.0), "mask must be one of"),
     (lambda g: align(svg_mask(g, 1.0), Tile(8, 8), "round"), "align mode"),
-    (lambda g: classify(DenseMask(g.L), 0, 8), "block_q"),
-    (lambda g: classify(DenseMask(g.L), 8, 1.5), "block_kv"),
+    (lambda g: classify(DenseMask(g.L), Tile(0, 8)), "block_q"),
+    (lambda g: classify(DenseMask(g.L), Tile(8, 1.5)), "block_kv"),
     (lambda g: ArrayMask(np.ones((3, 4), dtype=bool)), "square"),
     (lambda g: ArrayMask(np.ones((3, 3))), "dtype bool"),
 ])
@@ -210,7 +210,7 @@ def test_wan_1440p_tile_kinds_match_brute_force_on_sampled_tiles():
     rng = np.random.default_rng(SEED)
     g = get_geometry("1440p")
     m = svg_mask(g, 1.0)
-    kinds = classify(m, 512, 512).kinds
+    kinds = classify(m, Tile(512, 512)).kinds
     picks = [tuple(rng.integers(0, kinds.shape)) for _ in range(6)]  # mostly empty: add some of each kind
     picks += [tuple(ij) for kind in (PARTIAL, FULL) for ij in np.argwhere(kinds == kind)[
         rng.choice(int((kinds == kind).sum()), 4, replace=False)]]
@@ -226,10 +226,10 @@ def test_wan_1440p_c3_alignment():
     """C3 at full scale: unaligned SVG has many partial tiles, aligned at most the reported 2.22 %."""
     g = get_geometry("1440p")
     m = svg_mask(g, 1.0)
-    before = classify(m, 3024, 2048).stats.partial_share
+    before = classify(m, Tile(3024, 2048)).stats.partial_share
     assert 0.15 < before < 0.35
     for bq, bk in [(512, 512), (1024, 1024), (3024, 2048)]:
-        assert classify(align(m, Tile(bq, bk)), bq, bk).stats.partial_share <= 0.0222
+        assert classify(align(m, Tile(bq, bk)), Tile(bq, bk)).stats.partial_share <= 0.0222
 
 
 @pytest.mark.parametrize("seed", range(3))

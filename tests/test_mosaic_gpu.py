@@ -38,7 +38,7 @@ def test_ranges_are_the_non_empty_tiles_of_our_classification():
     says full (random band + sink masks, any L, sinks and windows past L, the dense mask)."""
     for mask, block in _random_masks(200):
         band = walk_band(mask, block, block)
-        assert np.array_equal(range_kinds(band, block, block), classify(mask, block, block).kinds), (mask, block)
+        assert np.array_equal(range_kinds(band, block, block), classify(mask, Tile(block, block)).kinds), (mask, block)
 
 
 @pytest.mark.parametrize("geometry", ["11x16x20", "720p"])
@@ -47,13 +47,13 @@ def test_ranges_of_the_svg_masks_and_their_tile_aligned_versions(geometry):
     aligned = align(mask, Tile(128, 128), "snap")
     assert isinstance(walk_band(aligned, 128, 128), TileBand)
     for m in (mask, aligned):
-        assert np.array_equal(range_kinds(walk_band(m, 128, 128), 128, 128), classify(m, 128, 128).kinds)
+        assert np.array_equal(range_kinds(walk_band(m, 128, 128), 128, 128), classify(m, Tile(128, 128)).kinds)
 
 
 def test_the_walk_visits_each_kept_tile_once_in_order():
     for mask, block in _random_masks(30, seed=1):
         band = walk_band(mask, block, block)
-        kinds = classify(mask, block, block).kinds
+        kinds = classify(mask, Tile(block, block)).kinds
         for row in range(kinds.shape[0]):
             steps, tile_of, is_full = row_steps(band, row, block, block)
             tiles = [int(tile_of(t)) for t in range(int(steps))]

@@ -127,7 +127,7 @@ def test_jitted_svg2_equals_float64_reference_under_its_mask_with_one_compile(dt
         assert 0 < M.mean() < 1
         np.testing.assert_allclose(np.asarray(info.kept_fraction), M.mean((1, 2)), atol=1e-6)
         for h, mask in enumerate(block_masks(sel, config)):  # the kernel's tiles: the host classification
-            np.testing.assert_array_equal(np.asarray(info.kinds[h]), classify(mask, 128, 128).kinds)
+            np.testing.assert_array_equal(np.asarray(info.kinds[h]), classify(mask, Tile(128, 128)).kinds)
         assert relative_error(out, masked_attention(q, k, v, M)) < (2e-5 if dtype == "float32" else 3e-2)
         kept.append(M)
     assert len(traces) == 1 and not np.array_equal(kept[0], kept[1])
@@ -138,9 +138,9 @@ def test_snapping_the_cluster_masks_leaves_only_padding_partial():
     q, k = (jnp.asarray(rng.normal(size=(3, L, 64)), jnp.float32) for _ in range(2))
     sel = select(q, k, SVG2Config(**SMALL))  # same static settings and shapes: no new compile
     for mask in block_masks(sel):
-        kinds = classify(mask, 128, 128).kinds
+        kinds = classify(mask, Tile(128, 128)).kinds
         assert 0 < mask.density() < 1 and (kinds == PARTIAL).any()
-        snapped = classify(align(mask, Tile(128, 128), "snap"), 128, 128).kinds
+        snapped = classify(align(mask, Tile(128, 128), "snap"), Tile(128, 128)).kinds
         assert not (snapped[:, :-1] == PARTIAL).any()  # only the last kv tile holds padded keys
 
 

@@ -27,7 +27,7 @@ def flex_block_lists(mask: Mask, tile: Tile) -> tuple[np.ndarray, ...]:
     ``(kv_num_blocks [nq], kv_indices [nq, nk], full_kv_num_blocks [nq], full_kv_indices [nq, nk])``, int32, the
     partial tiles of each q tile row (``mask_mod`` applied) and its full ones (none), in ascending kv order, the
     unused index slots zero."""
-    kinds = classify(mask, tile.block_q, tile.block_kv).kinds
+    kinds = classify(mask, tile).kinds
     out = []
     for kind in (PARTIAL, FULL):
         hit = kinds == kind

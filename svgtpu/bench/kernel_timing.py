@@ -108,7 +108,7 @@ def bench_kernels(geometry: str, *, tile: KernelConfig, heads: int = 2, head_dim
     rows = []
     for name in names:
         mask = variants[name][1]
-        stats = classify(mask, block_q, block_kv).stats if mask is not None else None
+        stats = classify(mask, Tile(block_q, block_kv)).stats if mask is not None else None
         plan = tile_plan(mask, g.L, block_q, block_kv, not name.endswith("nofast")) \
             if mask is not None and name.startswith("ours") else None
         density = stats.density if stats else 1.0
@@ -307,7 +307,7 @@ def bench_profiling(geometry, config, *, heads: int = 2, head_dim: int = 64, rou
     calls = {"profile": lambda: profile(q, k, v, key), "kernel": lambda: kernel(q, k, v),
              "svg_sparse": lambda: sparse(q, k, v, kinds)}
     times = interleaved_times(calls, rounds=rounds, desc="profiling cost", progress=progress)
-    visited = classify(mask, config.block_q, config.block_kv).stats.density * \
+    visited = classify(mask, Tile(config.block_q, config.block_kv)).stats.density * \
         (round_up(g.L, config.block_q) * round_up(g.L, config.block_kv))
     return {
         "geometry": str(g), "L": g.L, "heads": heads, "head_dim": head_dim, "rounds": rounds,

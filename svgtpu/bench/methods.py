@@ -208,7 +208,7 @@ def matched(method: str, geometry: VideoGeometry, target: float, tiles: Tiles, *
 def _stats(mask: Mask, tiles: Tiles, head_seconds=None) -> dict:
     """Kept fraction, partial share and tile density of ``mask`` at ``tiles``; with ``head_seconds`` (a
     function of the tile counts and empty-row steps) also its modeled time for one head."""
-    kinds = classify(mask, tiles.block_q, tiles.block_kv)
+    kinds = classify(mask, tiles.tile)
     stats = kinds.stats
     row = {"kept_fraction": mask.density(), "partial_share": stats.partial_share, "tile_density": stats.density}
     if head_seconds is not None:  # a q row without any computed tile still takes a step that writes zeros

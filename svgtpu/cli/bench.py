@@ -79,7 +79,7 @@ def _bench_compiled_arguments(p: argparse.ArgumentParser) -> None:
     from svgtpu.geometry import format_tile
     p.add_argument("--geometry", default=PRODUCTION.resolution, help="preset or TxHxW")
     # the tiles the compiled tile table compiles (svgtpu.compiler.tile_table.TILES): production, MaxDiffusion default
-    tiles = f"{PRODUCTION.tiles},{format_tile(MAXDIFFUSION_DEFAULT_TILE.block_q, MAXDIFFUSION_DEFAULT_TILE.block_kv)}"
+    tiles = f"{PRODUCTION.tiles},{format_tile(MAXDIFFUSION_DEFAULT_TILE.tile)}"
     p.add_argument("--tiles", default=tiles, help=f"comma-separated BLOCK_QxBLOCK_KV tile sizes (default {tiles})")
     p.add_argument("--device", default="v6e", choices=("v6e", "v7x"),
                    help="the TPU compiled for (v7x: one core of tpu7x:2x2x1)")

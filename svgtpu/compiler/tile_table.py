@@ -114,8 +114,9 @@ def mask_roofline(mask, L: int, block_q: int, block_kv: int, head_dim: int, devi
     import numpy as np
 
     from svgtpu.compiler.units import core
+    from svgtpu.geometry import Tile
     from svgtpu.masks.tiles import EMPTY, classify
-    kinds = classify(mask, block_q, block_kv).kinds
+    kinds = classify(mask, Tile(block_q, block_kv)).kinds
     rows = np.minimum(L - np.arange(kinds.shape[0]) * block_q, block_q)
     cols = np.minimum(L - np.arange(kinds.shape[1]) * block_kv, block_kv)
     pairs = float((rows[:, None] * cols[None, :] * (kinds != EMPTY)).sum())

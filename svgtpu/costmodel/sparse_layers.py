@@ -188,9 +188,9 @@ def sparse_tiles(setup: Setup, layout: AttentionLayout, multiplier: float) -> di
     from svgtpu.masks.core import align, svg_mask
     from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, classify
 
-    bq, bkv = layout.sparse_block_q, layout.sparse_block_kv
-    mask = align(svg_mask(setup.geometry, multiplier), Tile(bq, bkv), "snap")
-    kinds = classify(mask, bq, bkv).kinds
+    tile = Tile(layout.sparse_block_q, layout.sparse_block_kv)
+    mask = align(svg_mask(setup.geometry, multiplier), tile, "snap")
+    kinds = classify(mask, tile).kinds
     full = int(np.count_nonzero(kinds == FULL))
     tail = int(np.count_nonzero(kinds == PARTIAL))
     longest = int(np.count_nonzero(kinds == FULL, axis=1).max())

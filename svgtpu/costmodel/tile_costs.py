@@ -143,7 +143,7 @@ def mask_tiles(geometry: VideoGeometry, kind: str, tile: Tile,
         base = svg_mask(geometry, multiplier, kept=kept)
         band = {"window": base.window, "multiplier": base.window / geometry.F}
         mask = align(base, tile, "snap") if kind == "svg-aligned" else base
-    c = classify(mask, tile.block_q, tile.block_kv)
+    c = classify(mask, tile)
     per_row = np.count_nonzero(c.kinds != EMPTY, axis=1)
     stats = c.stats
     empty_rows = int(np.count_nonzero(per_row == 0))

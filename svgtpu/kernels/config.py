@@ -28,7 +28,7 @@ import dataclasses
 import numpy as np
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import format_tile, round_up
+from svgtpu.geometry import Tile, format_tile, round_up
 
 LANES = 128
 SUBLANES = 8
@@ -160,7 +160,7 @@ class KernelConfig:
     @property
     def tile(self) -> str:
         """``"3024x2048"``."""
-        return format_tile(self.block_q, self.block_kv)
+        return format_tile(Tile(self.block_q, self.block_kv))
 
 
 __all__ = ["KernelConfig", "default_block_kv_compute", "default_layout", "tile_refusal", "check_blocks_cover", "DTYPES",

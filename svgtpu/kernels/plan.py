@@ -33,7 +33,7 @@ import functools
 
 import numpy as np
 
-from svgtpu.geometry import round_up
+from svgtpu.geometry import Tile, round_up
 from svgtpu.kernels.config import KernelConfig
 from svgtpu.masks.core import Mask
 from svgtpu.masks.tiles import EMPTY, FULL, PARTIAL, TileStats, classify
@@ -257,7 +257,7 @@ def tile_plan(mask: Mask | tuple[Mask, ...], L: int, block_q: int, block_kv: int
     if any(m.L != L for m in masks):
         raise BadInput(f"every mask must have L={L}, got {[m.L for m in masks]}")
     KernelConfig(block_q=block_q, block_kv=block_kv)  # validates the tile sizes
-    classes = [classify(m, block_q, block_kv) for m in masks]
+    classes = [classify(m, Tile(block_q, block_kv)) for m in masks]
     traversals = [_traversal(c.kinds) for c in classes]
     steps = max(len(t) for t in traversals)
     padded = np.empty((len(masks), steps, 4), dtype=np.int64)

@@ -206,9 +206,9 @@ def aligned_stats(mask, tile: Tile, mode: str, granularity: str, align_sink: boo
     ``align_sink=False`` (band masks only) snaps the band alone and keeps the sink's exact columns.
     """
     if granularity == "quantum":
-        return classify(_quantum_aligned(mask, mode), tile.block_q, tile.block_kv).stats
+        return classify(_quantum_aligned(mask, mode), tile).stats
     if align_sink or not isinstance(mask, BandSinkMask) or mask.sink == 0:
-        return classify(align(mask, tile, mode), tile.block_q, tile.block_kv).stats
+        return classify(align(mask, tile, mode), tile).stats
     band = align(BandSinkMask(mask.L, 0, mask.window), tile, mode)
     qe, ke = tile_grid(mask.L, tile)
     valid = tile_valid_pairs(mask.L, qe, ke)
@@ -286,14 +286,14 @@ def search(geometries=GEOMETRIES, tiles: Sequence[Tile] | None = None, *, kept_r
             for i in np.flatnonzero(np.diff(steps, prepend=-1) > 0):
                 band = BandSinkMask(g.L, g.F if sink else 0, int(W[i]))
                 stats = {"band": TileStats(int(full[i]), int(partial[i]), 0),
-                         "strided": classify(PermutedMask(band, g), bq, bkv).stats}
+                         "strided": classify(PermutedMask(band, g), Tile(bq, bkv)).stats}
                 for heads, p in itertools.product(HEADS[1:3], temporal_shares):
                     before = combine(stats, heads, p)
                     searched += 1
                     if abs(before - target_before) <= near:
                         candidates.append((SearchPoint(name, int(W[i]), float(kept[i]), bq, bkv, sink, heads, p), before))
                 if temporal_shares:
-                    before = classify(UnionMask(band, g), bq, bkv).stats.partial_share
+                    before = classify(UnionMask(band, g), Tile(bq, bkv)).stats.partial_share
                     searched += 1
                     if abs(before - target_before) <= near:
                         candidates.append((SearchPoint(name, int(W[i]), float(kept[i]), bq, bkv, sink, "strided-union"),
