@@ -12,7 +12,7 @@ def test_every_list_of_kernel_names_is_a_view_of_the_one_table():
     assert svg.KERNELS == ("ours", "splash", "reference")      # what an SVG layer can run its mask through
     assert svg2.KERNELS == ("ours", "reference")               # what takes a mask decided in data
     assert variants.KERNELS == compiled.KERNELS == ("ours", "splash", "tokamax")
-    assert tile_costs.ATTENTION_KERNELS == ("ours", "splash", "tokamax", "flash", "cudnn")   # GPU kernels: measured rates
+    assert tile_costs.ATTENTION_KERNELS == ("ours", "splash", "tokamax", "flash", "cudnn", "flex")   # GPU kernels: measured rates
     # Splash ORs should_not_mask into its mask: no mask-free body; ours and tokamax have one
     assert {k: compiled.HAS_FAST_PATH[k] for k in compiled.KERNELS} == {"ours": True, "splash": False, "tokamax": True}
     assert all(name == k.name and k.what for name, k in KERNELS.items())

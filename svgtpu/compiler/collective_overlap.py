@@ -11,11 +11,8 @@ with: MaxDiffusion README's Wan command (:data:`MAXDIFFUSION_WAN_FLAGS`); the SV
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from svgtpu.recipes import MAXDIFFUSION_COMMIT, MAXDIFFUSION_REPO, Source
@@ -54,28 +51,13 @@ def hlo_collective_schedule(hlo_text: str) -> dict:
 
 
 def flagged_block(job, flags: str) -> dict:
-    """Compile ``job`` (a :class:`~svgtpu.compiler.wan_block.BlockJob`) with ``LIBTPU_INIT_ARGS`` = ``flags`` and read
-    its collectives' schedule."""
+    """Compile ``job`` (a :class:`~svgtpu.compiler.wan_block.BlockJob`) with ``flags`` in ``LIBTPU_INIT_ARGS`` and
+    read its collectives' schedule (or ``{"refused": reason}``)."""
     from svgtpu.compiler import wan_block
-    from svgtpu.compiler.dumps import child_env, run_child
-    spec = {"job": dataclasses.asdict(job), "plan": wan_block.parallel_plan(job)}
-    before = os.environ.get("LIBTPU_INIT_ARGS")
-    os.environ["LIBTPU_INIT_ARGS"] = flags
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            jf, out = Path(tmp, "jf"), Path(tmp, "facts.json")
-            code = (f"import json, svgtpu.compiler.wan_block as m; "
-                    f"m._compile_child(json.loads({json.dumps(json.dumps(spec))}), {str(out)!r})")
-            done = run_child(code, child_env(jf), job.name)
-            if done.returncode:
-                return {"refused": done.stderr.strip().splitlines()[-1]}
-            hlo = next(jf.glob("*TLP-hlo.txt")).read_text()
-    finally:
-        if before is None:
-            os.environ.pop("LIBTPU_INIT_ARGS")
-        else:
-            os.environ["LIBTPU_INIT_ARGS"] = before
-    return {"job": job.name, "flags": flags, "collectives": hlo_collective_schedule(hlo),
+    done = wan_block.compile_in_child(job, lambda facts, jf, hlo: hlo_collective_schedule(hlo), flags)
+    if isinstance(done, dict) and "refused" in done:
+        return done
+    return {"job": job.name, "flags": flags, "collectives": done,
             "versions": {"jax": wan_block.package_version("jax"), "libtpu": wan_block.package_version("libtpu")}}
 
 

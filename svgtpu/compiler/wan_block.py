@@ -250,27 +250,41 @@ def own_compile_schedule(job: BlockJob) -> tuple[dict, int]:
     return compiled["schedules"][0], compiled["fills"][0]
 
 
-def compile_block(job: BlockJob) -> dict:
-    """Compile ``job`` in a child process with the dumps on and read it: cycles per role, our kernel's
-    reading, the collectives' bytes per device (or ``{"refused": reason}``)."""
-    from svgtpu.compiler.dumps import child_env, final_schedule, run_child
-    from svgtpu.compiler.fusions import ROLES, read_dump, role_cycles
-    from svgtpu.compiler.llo import read_schedule
-    from svgtpu.compiler.multihost import hlo_collectives
-    plan = parallel_plan(job)
-    spec = {"job": dataclasses.asdict(job), "plan": plan}
+def compile_in_child(job: BlockJob, read, flags: str = ""):
+    """Compile ``job`` in a child process with its schedules dumped (``flags`` put before ``LIBTPU_INIT_ARGS``) and
+    return ``read(facts, dump folder, scheduled HLO text)`` while the dumps exist, or ``{"refused": reason}``."""
+    from svgtpu.compiler.dumps import child_env, run_child
+    spec = {"job": dataclasses.asdict(job), "plan": parallel_plan(job)}
     with tempfile.TemporaryDirectory() as tmp:
         jf, out = Path(tmp, "jf"), Path(tmp, "facts.json")
         code = (f"import json, svgtpu.compiler.wan_block as m; "
                 f"m._compile_child(json.loads({json.dumps(json.dumps(spec))}), {str(out)!r})")
-        done = run_child(code, child_env(jf), job.name)
+        env = child_env(jf)
+        env["LIBTPU_INIT_ARGS"] = f"{flags} {env['LIBTPU_INIT_ARGS']}".strip()
+        done = run_child(code, env, job.name)
         if done.returncode:
             return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
-        facts = json.loads(out.read_text())
-        hlo = next(jf.glob("*TLP-hlo.txt")).read_text()
+        return read(json.loads(out.read_text()), jf, next(jf.glob("*TLP-hlo.txt")).read_text())
+
+
+def compile_block(job: BlockJob) -> dict:
+    """Compile ``job`` in a child process with the dumps on and read it: cycles per role, our kernel's
+    reading, the collectives' bytes per device (or ``{"refused": reason}``)."""
+    from svgtpu.compiler.dumps import final_schedule
+    from svgtpu.compiler.fusions import ROLES, read_dump, role_cycles
+    from svgtpu.compiler.llo import read_schedule
+    from svgtpu.compiler.multihost import hlo_collectives
+
+    def read(facts, jf, hlo):
         reading = read_dump(jf, hlo)
         kernels = [r for r in reading["ops"] if "block_sparse_attention" in r["program"]]
         schedules = [dataclasses.asdict(read_schedule(final_schedule(jf, r["program"]))) for r in kernels]
+        return {"facts": facts, "hlo": hlo, "reading": reading, "kernels": kernels, "schedules": schedules}
+    done = compile_in_child(job, read)
+    if "refused" in done:
+        return done
+    facts, hlo, reading, kernels, schedules = (done[k] for k in ("facts", "hlo", "reading", "kernels", "schedules"))
+    plan = parallel_plan(job)
     heads = job.config.heads // plan["mesh"]["seq"]
     generic = sum(r["cycles"] for r in kernels)
     if job.kernel == "in-block":

@@ -43,6 +43,8 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
            data_mask=False, compiled=False, modeled=True, platforms=("gpu",)),
     Kernel("cudnn", "cuDNN's fused attention on a GPU (jax.nn.dot_product_attention): a GPU user's dense kernel",
            fast_path=True, svg_layer=False, data_mask=False, compiled=False, modeled=True, platforms=("gpu",)),
+    Kernel("flex", "PyTorch's FlexAttention over a block mask on a GPU (SVG's sparse layers on Wan 2.1)",
+           fast_path=True, svg_layer=False, data_mask=False, compiled=False, modeled=True, platforms=("gpu",)),
 )}
 
 
