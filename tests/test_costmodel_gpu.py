@@ -87,6 +87,35 @@ def test_a_published_run_is_priced_with_the_kernel_it_ran():
     assert said.startswith(f"flash: {flash / 1e12:.0f} TFLOP/s") and "720p sdpa-flash2-dense" in said
 
 
+
+def test_a_published_svg_run_is_priced_with_the_kernels_it_ran():
+    """SVG's README H100 480p SVG run by hand: its dense layers ran torch SDPA's FlashAttention-2, its sparse layers
+    torch.compile(flex_attention) (published.json cites both); each is priced at its own peer row's 720p rate,
+    worked here from the run file: FlashAttention-2 as above, FlexAttention as 40 heads of the flex-svg row's
+    computed tiles per head (106022 of 591^2) of 4*128^3 flops in that row's median seconds."""
+    point = next(p for p in cm.published_points() if p.id == "svg-readme-h100-wan2.1-14b-480p-svg")
+    assert (point.kernel, point.sparse_kernel) == ("flash", "flex")
+    assert "scaled_dot_product_attention" in point.kernel_source and "flex_attention" in point.kernel_source
+    _, flash_row = _peer_row("720p", "sdpa-flash2-dense")
+    flash = 40 * 591 ** 2 * 4 * 128 ** 3 / flash_row["median_s"]
+    _, flex_row = _peer_row("720p", "flex-svg")
+    assert flex_row["tiles_computed"] < 591 ** 2   # per head: the SVG mask's computed blocks, not the dense count
+    flex = 40 * flex_row["tiles_computed"] * 4 * 128 ** 3 / flex_row["median_s"]
+    assert 300e12 < flash < flex < 500e12
+    setup = point_setup(point, cm.family_efficiency("hopper")["efficiency"])
+    assert (setup.dense_kernel, setup.kernel, setup.geometry.L) == ("flash", "flex", 32760)
+    dense_stats, dense_info = setup.tiles("dense")
+    assert setup.head_seconds(dense_stats, kernel="flash", info=dense_info) == pytest.approx(
+        256 ** 2 * 4 * 128 ** 3 / flash, rel=1e-9)
+    stats, info = setup.tiles("svg")
+    assert stats.empty > 0 and setup.head_seconds(stats, info=info) == pytest.approx(
+        (stats.full + stats.partial) * 4 * 128 ** 3 / flex, rel=1e-9)
+    said = pricing(point, setup)   # what --validate --json says priced the row (attention_pricing)
+    assert said.startswith(f"flash: {flash / 1e12:.0f} TFLOP/s") and f"; flex: {flex / 1e12:.0f} TFLOP/s" in said
+    assert "720p flex-svg" in said
+    a100 = next(p for p in cm.published_points() if p.id == "svg-readme-a100-wan2.1-14b-480p-svg")
+    assert a100.sparse_kernel == "flex" and pricing(a100, point_setup(a100)).count("priors (flash work)") == 2
+
 def test_no_rate_is_read_at_a_validation_resolution():
     """Every rate and the non-attention target read the 720p rows only: the run and its peer with every other
     resolution's timings doubled give the same numbers."""

@@ -8,7 +8,9 @@ term.  Each kernel has its own rate, separate from the matmul efficiency of the 
   default launch): fitted on the 720p dense block rows of the committed H200 run, and nothing else;
 - ``flash`` (FlashAttention-2: the flash-attn package's kernels, which torch SDPA's flash backend vendors): read off
   the dense FlashAttention-2 row at 720p of the peer measured beside that run (torch SDPA's FlashAttention-2
-  backend, same GPU, same hour).
+  backend, same GPU, same hour);
+- ``flex`` (PyTorch's FlexAttention over a block mask, SVG's sparse layers on Wan 2.1): read off the same peer's
+  720p ``flex-svg`` row, per computed tile (its full and partial 128 x 128 blocks, as it counted them).
 
 A rate read on the H200 prices an H100 unchanged: one GH100 die (132 SMs, one tensor-core peak,
 :mod:`~svgtpu.costmodel.specs`), and attention at head width 128 over these sequences is bound by the tensor
@@ -42,8 +44,9 @@ GPU_TILE = 128
 #: later run, is validation (docs/costmodel.md, "The H200 model").
 CALIBRATION_RUN = "2026-12-04-314194b.json"
 CALIBRATION_RESOLUTION = "720p"
-#: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row.
-FLASH_PEER, FLASH_ROW = "peer-flexattention", "sdpa-flash2-dense"
+#: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row; its FlexAttention row on the SVG
+#: mask (full tiles as full blocks, partial ones through the mask) gives ``flex``'s.
+FLASH_PEER, FLASH_ROW, FLEX_ROW = "peer-flexattention", "sdpa-flash2-dense", "flex-svg"
 #: Our kernel on the mask its SVG block calls (the attention section's row), and that block's row: the sparse rate
 #: and SVG's own work (module doc).
 SPARSE_ROW, SVG_BLOCK_ROW = "ours-aligned-fast", "svg-aligned-ours"
@@ -113,6 +116,9 @@ def fit_rates(run: dict, peer_runs: dict[str, dict]) -> GpuRates:
         case = next(c for c in peer["data"]["cases"] if c["geometry"] == CALIBRATION_RESOLUTION)
         flash = case["heads"] * dense_tiles(case["L"]) * tile_flops(head_dim) / case["rows"][FLASH_ROW]["median_s"]
         rates.append(("flash", flash, f"measured: {peer['file']}, {CALIBRATION_RESOLUTION} {FLASH_ROW}"))
+        flex = case["rows"][FLEX_ROW]
+        rates.append(("flex", case["heads"] * flex["tiles_computed"] * tile_flops(head_dim) / flex["median_s"],
+                      f"measured: {peer['file']}, {CALIBRATION_RESOLUTION} {FLEX_ROW} (per computed tile)"))
     section = next(a for a in data["attention"] if a["geometry"] == CALIBRATION_RESOLUTION)
     sparse = next(r for r in section["rows"] if r["variant"] == SPARSE_ROW and r["status"] == "ok")
     sparse_rates = (("ours", sparse["tflops"] * 1e12, f"fitted: {where.replace('block', 'attention')}, {SPARSE_ROW} "

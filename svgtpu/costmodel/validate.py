@@ -17,12 +17,12 @@ sibling GPU of the same die) tests little more than the fit itself; it is flagge
 points (:func:`validate`).
 
 Published GPU runs name the kernel each ran, cited by ``kernel_source`` (the repository's attention backend at a
-commit): ``flash``, FlashAttention-2 (SVG's sparse layers on Wan 2.1 ran PyTorch's FlexAttention, which has no
-kernel row yet: priced as FlashAttention-2, and said so in their ``kernel_source``).  A GPU with measured rates
-(Hopper, :mod:`~svgtpu.costmodel.gpu_rates`) prices it at that kernel's measured rate on its 128 x 128 tiles;
-elsewhere (Ampere) the hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on the same tiles,
-with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks of one wave
-(``DeviceSpec.kv_reuse``).  Each row says which kernel and rate priced it (``attention_pricing``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
+commit): ``flash`` (FlashAttention-2) for dense layers, and for an SVG run ``sparse_kernel`` (``flex``: SVG's
+sparse layers on Wan 2.1 run PyTorch's FlexAttention) where its sparse layers ran another.  A GPU with measured
+rates (Hopper, :mod:`~svgtpu.costmodel.gpu_rates`) prices each at that kernel's measured rate on its 128 x 128
+tiles; elsewhere (Ampere) the hand-counted flash work (:data:`~svgtpu.costmodel.kernel_work.FLASH`) on the same
+tiles, with no grid-step cost (thread blocks run concurrently) and K/V reads shared by the thread blocks of one
+wave (``DeviceSpec.kv_reuse``).  Each row says which kernel and rate priced it (``attention_pricing``).  Published TPU runs name their kernel (``kernel``: JAX's Splash or
 tokamax's) and the tile size their source gives; the compiled tile table prices them when it has that
 kernel and tile.  A point may time SVG itself (``variant`` ``svg``): the model then runs SVG's schedule
 with the recipe the published run used (its ``recipe``, :mod:`svgtpu.recipes`) on the unaligned mask.
@@ -71,8 +71,9 @@ VARIANTS = ("dense", "svg")
 TPU_KERNELS = ("splash", "tokamax", "fixed-m", "ring-online")
 #: The kernels of MaxDiffusion's ring x Ulysses attention, priced call by call (:mod:`~svgtpu.costmodel.sparse_layers`).
 RING_KERNELS = ("fixed-m", "ring-online")
-#: The kernels the published GPU runs used, as the model prices them (FlashAttention-2).
-GPU_KERNELS = ("flash",)
+#: The kernels the published GPU runs used, as the model prices them (FlashAttention-2; FlexAttention for SVG's
+#: sparse layers).
+GPU_KERNELS = ("flash", "flex")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,7 @@ class PublishedPoint:
     vae_sharded: bool = False               # VAE over all chips (MaxDiffusion) vs one rank in fp32 (Wan, SVG)
     image_encoder: str | None = None        # image-to-video conditioning (pipeline.IMAGE_ENCODERS)
     kernel: str | None = None               # the kernel it ran: TPU splash, tokamax or fixed-m; GPU flash
+    sparse_kernel: str | None = None        # a GPU svg run's sparse layers, where not ``kernel`` (GPU_KERNELS)
     kernel_source: str = ""                 # where the source says which kernel (TPU runs: source, tile_source)
     tile: str | None = None                 # TPU runs: block_q x block_kv, from tile_source
     tile_source: str = ""
@@ -136,6 +138,10 @@ class PublishedPoint:
         if self.family != "tpu" and (self.kernel not in GPU_KERNELS or not self.kernel_source):
             raise ValueError(f"point {self.id}: a GPU point names its kernel ({', '.join(GPU_KERNELS)}) and cites "
                              "it (kernel_source)")
+        if self.sparse_kernel is not None and (self.family == "tpu" or self.variant != "svg"
+                                               or self.sparse_kernel not in GPU_KERNELS):
+            raise ValueError(f"point {self.id}: sparse_kernel names a GPU svg run's sparse-layer kernel "
+                             f"({', '.join(GPU_KERNELS)})")
         if self.family == "tpu" and (self.kernel not in TPU_KERNELS or not self.tile or not self.tile_source):
             raise ValueError(f"point {self.id}: a TPU point names its kernel ({', '.join(TPU_KERNELS)}) and its tile "
                              "with the tile's source")
@@ -185,8 +191,10 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     """The model's setup for a published run (only the parts it measured)."""
     compiled = resolve(compiled)
     device = get_device(point.device, compiled)
-    if device.is_gpu:
-        kernel, work, (block_q, block_kv) = point.kernel, FLASH, (GPU_TILE, GPU_TILE)
+    dense_kernel = None
+    if device.is_gpu:   # the sparse layers' kernel, the dense layers' (warm-up and the dense run) beside it
+        kernel, work, (block_q, block_kv) = point.sparse_kernel or point.kernel, FLASH, (GPU_TILE, GPU_TILE)
+        dense_kernel = point.kernel
     elif point.maxdiffusion_ring:   # sparse_layers prices its calls; the setup carries the slice and the ops
         layout = AttentionLayout()
         kernel, work, (block_q, block_kv) = SPARSE_PROXY, None, (layout.sparse_block_q, layout.sparse_block_kv)
@@ -198,7 +206,8 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
     svg = recipe_fields(get_recipe(point.recipe)) if point.recipe else {}
     # a TPU slice named by TensorCores (v7x-8: 4 chips of 2 cores) is given in chips here
     return Setup.of(get_model(point.model), get_geometry(point.grid), device, chips=point.chips, steps=point.steps,
-                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel, work=work,
+                 cfg=point.cfg, block_q=block_q, block_kv=block_kv, efficiency=efficiency, kernel=kernel,
+                 dense_kernel=dense_kernel, work=work,
                  compiled=compiled, gpu_rates=gpu_rates(device.family), parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, weights=point.weights,
                  attention_sharding=point.attention_sharding, segment_ids=point.segment_ids, **svg)
@@ -581,9 +590,10 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     priors), or for MaxDiffusion's SVG runs the compiled production-tile rows per score
     (:mod:`~svgtpu.costmodel.sparse_layers`)."""
     if setup.device.is_gpu:
-        k = setup.kernel
-        return f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}" if setup.gpu_rate(k)
-                           else "priors (flash work)")
+        kernels = dict.fromkeys([setup.dense_kernel or setup.kernel]
+                                + ([setup.kernel] if point.variant == "svg" else []))
+        return "; ".join(f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}"
+                                     if setup.gpu_rate(k) else "priors (flash work)") for k in kernels)
     if point.maxdiffusion_ring:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.tile,
                                     setup.model.head_dim, setup.dtype)
@@ -657,7 +667,8 @@ def validate(compiled=AUTO) -> dict:
         related = related_calibration(p)
         rows.append({"id": p.id, "role": p.role, "variant": p.variant, "device": p.device, "chips": p.chips,
                      "model": p.model, "pixels": p.pixels, "frames": p.frames, "steps": p.steps, "cfg": p.cfg,
-                     "attention_kernel": p.attention_kernel, "kernel": p.kernel, "measures": p.measures, "cfg_split": p.cfg_split,
+                     "attention_kernel": p.attention_kernel, "kernel": p.kernel, "sparse_kernel": p.sparse_kernel,
+                     "measures": p.measures, "cfg_split": p.cfg_split,
                      "vae_sharded": p.vae_sharded, "image_encoder": p.image_encoder, "weights": p.weights,
                      "calibration_related": related, "independent": p.role == "validation" and related is None,
                      "shares": related and (f"the measured kernel time instrument run {related} reads "
