@@ -167,3 +167,20 @@ def test_an_svg_block_at_1440p_from_the_720p_rows_by_hand():
     assert setup.head_seconds(dense_stats, kernel="ours", info=dense_info) == pytest.approx(
         2363 ** 2 * 4 * 128 ** 3 / cm.hopper_rates().rate("ours"), rel=1e-9)
     assert set(cm.svg_overhead_seconds(setup.replace(kernel="flash"))) == {"profiling", "layout"}
+
+
+def test_an_h100_row_pays_its_own_hbm_bandwidth_and_the_h200_rates_for_the_rest():
+    """An H200 rate prices an H100 unchanged (one GH100 die), the memory-bound ops at each GPU's own HBM bandwidth
+    (NVIDIA's H100 SXM page: 3.35 TB/s; H200 SXM page: 4.8 TB/s), by hand at 480p for the gated residual adds:
+    3 per layer, 40 layers, each reading two bfloat16 L x 5120 tensors and writing one (6 bytes per element), at
+    the prior memory efficiency 0.8.  Attention and the matmuls (compute-bound) cost the same on both."""
+    eff = cm.family_efficiency("hopper")["efficiency"]
+    h100, h200 = (cm.forward_breakdown(cm.calibrated_setup("wan2.1-14b", "480p", d, chips=1)) for d in ("h100", "h200"))
+    residual_bytes = 3 * 40 * 32760 * 5120 * 6
+    assert h100["residual"] == pytest.approx(residual_bytes / (3.35e12 * eff.memory), rel=1e-9)
+    assert h200["residual"] == pytest.approx(residual_bytes / (4.8e12 * eff.memory), rel=1e-9)
+    assert h100["self_attention"] == h200["self_attention"] and h100["ffn_in"] == h200["ffn_in"]
+    # the H100's extra seconds are its memory-bound ops' bytes at the slower bandwidth, and no more
+    memory_bound = [k for k in h200 if h100[k] != h200[k]]
+    assert "residual" in memory_bound and "qkv_proj" not in memory_bound
+    assert all(h100[k] / h200[k] == pytest.approx(4.8 / 3.35, rel=1e-9) for k in memory_bound)
