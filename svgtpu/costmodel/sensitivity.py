@@ -27,7 +27,8 @@ from typing import Any, Callable
 from svgtpu.costmodel.pipeline import Setup, model_video, sparse_layer_efficiency, video_seconds
 from svgtpu.costmodel.plausible import ATTENTION_REALIZED
 from svgtpu.costmodel.policy import BASE_WAN_27B, EARLIER_FLOW_SHIFT, ExpertSplit, get_policy
-from svgtpu.costmodel.validate import SIDE_CONTROL, Unreachable, family_stretch, fit_efficiency
+from svgtpu.costmodel.validate import (SIDE_CONTROL, Unreachable, attention_untied, family_stretch,
+                                       fit_efficiency)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +67,8 @@ class Knob:
 
 
 def _untied(setup: Setup) -> bool:
-    """A TPU priced from the compiled tile table: its attention efficiency is a realized over static time, not a
-    share of the matmuls' (:func:`svgtpu.costmodel.validate.attention_untied`)."""
-    return setup.device.family == "tpu" and setup.compiled is not None
+    """:func:`~svgtpu.costmodel.validate.attention_untied` for ``setup``'s device and table."""
+    return attention_untied(setup.device.family, setup.compiled)
 
 
 def _split(setup: Setup, ratio: float) -> Setup:
