@@ -184,3 +184,65 @@ def test_an_h100_row_pays_its_own_hbm_bandwidth_and_the_h200_rates_for_the_rest(
     memory_bound = [k for k in h200 if h100[k] != h200[k]]
     assert "residual" in memory_bound and "qkv_proj" not in memory_bound
     assert all(h100[k] / h200[k] == pytest.approx(4.8 / 3.35, rel=1e-9) for k in memory_bound)
+
+
+def test_eager_passes_of_each_code_path_by_hand():
+    """Bytes per hidden element per layer, summed by hand from the source lines (docs/costmodel.md, "Eager PyTorch
+    passes"; D = 5120, F = 13824, head_dim 128: a RoPE table pass of b bytes per head_dim element is b x 128 / D)."""
+    from svgtpu.costmodel.eager import CODE_PATHS
+    model = cm.get_model("wan2.1-14b")
+    D, F = 5120, 13824
+    table = 128 / D
+    # diffusers' Wan block: three norms' hidden_states.float() (2+4) and FP32LayerNorm (4+4) and .type_as (4+2); two
+    # modulations (4+4, 4+4); q, k and cross q RMSNorm (6, 8, 4, 6, 6, 4); RoPE q, k: float64 (2+8), complex
+    # multiply (8+8), table read (8), .type_as (8+2); cross residual (4+2); GELU over F (2+2); two gated adds:
+    # .float() (6), attn * gate (2+4) or ff.float() (6) then * gate (4+4), + (8+4), .type_as (6)
+    diffusers = (3 * 6 + 3 * 8 + 3 * 6 + 2 * 16 + 3 * 34 + 2 * (10 + 16 + 10) + 2 * 8 * table + 6 + 4 * F / D
+                 + (6 + 6 + 12 + 6) + (6 + 6 + 8 + 12 + 6))
+    # Wan's reference, one GPU (float32 residual, float32 norm weights): self-attention side 316 (norm1 and
+    # modulation 24, q/k/v casts 18, two RMSNorms 2 x 38, two rope_apply 2 x 72, flash prep 24 and output 6, o cast
+    # 6, gated add 18), the rest 128 + GELU (norm3 8, cross q cast 6, RMSNorm 38, flash 12, o cast 6, residual 10,
+    # norm2 and modulation 24, ffn cast 6, gated add 18), the RoPE table cat (8 + 8) for q and k
+    reference = 316 + 128 + 4 * F / D + 2 * 16 * table
+    # multi-GPU (FSDP bfloat16 weights, xdit's rope_apply, no flash casts): 24 + 18 + 2 x 36 + 2 x 70 + 12 + 18
+    # on the self side, 8 + 6 + 36 + 10 + 24 + 6 + 18 + GELU on the rest, RoPE tables: 2 x (24 + 8)
+    usp = 284 + 108 + 4 * F / D + 2 * 32 * table
+    # SVG's processor on the same block: its RoPE in place (2 + 2 for q and k) instead of diffusers' float64 one,
+    # q, k and v made contiguous (3 x (2 + 2)), the output's transpose copied (2 + 2)
+    svg = diffusers - 2 * (10 + 16 + 10) - 2 * 8 * table + 2 * 4 + 3 * 4 + 4
+    got = {name: p.bytes_per_token(model) / D for name, p in CODE_PATHS.items()}
+    assert got == pytest.approx({"wan-reference": reference, "wan-usp-fsdp": usp, "diffusers": diffusers,
+                                 "svg-processor": svg}, rel=1e-12)
+    # image-to-video adds Wan's second cross-attention call: q half and output cast (6 + 6), x + img_x (8 + 4)
+    assert CODE_PATHS["wan-reference"].bytes_per_token(model, image=True) / D == pytest.approx(reference + 24)
+
+
+def test_eager_passes_replace_the_fused_ops_at_the_gpus_bandwidth():
+    """An H100 running Wan's reference code on one GPU at 480p (32,760 tokens): the fused elementwise ops (the
+    model's count for our JAX block) are gone, the eager passes cost their bytes at 3.35 TB/s x 0.8, and each matmul
+    weight is read in float32 and written in bfloat16 once per forward (8 D^2 + 2 D F per block, 40 blocks, and the
+    patch embedding and head, 64 x D each).  Matmuls and attention are unchanged; the H200 fit reads our own block
+    (no code path), so its efficiency is the same."""
+    from svgtpu.costmodel.eager import CODE_PATHS
+    base = cm.calibrated_setup("wan2.1-14b", "480p", "h100", chips=1)
+    fused = cm.forward_breakdown(base)
+    eager = cm.forward_breakdown(base.replace(code_path="wan-reference"))
+    assert not {"residual", "rope", "gelu", "norm_modulate"} & set(eager)
+    assert eager["qkv_proj"] == fused["qkv_proj"] and eager["self_attention"] == fused["self_attention"]
+    bandwidth = 3.35e12 * base.efficiency.memory
+    passes = CODE_PATHS["wan-reference"].bytes_per_token(cm.get_model("wan2.1-14b")) * 32760 * 40
+    weights = 40 * (8 * 5120 ** 2 + 2 * 5120 * 13824) + 2 * 64 * 5120
+    eager_s = sum(v for k, v in eager.items() if k.startswith("eager"))
+    assert eager_s == pytest.approx((passes + 6 * weights) / bandwidth, rel=1e-9)
+    # eight GPUs of the multi-GPU path: each rank its eighth of the tokens, but the RoPE tables over all of them
+    one, eight = (cm.forward_breakdown(cm.calibrated_setup("wan2.1-14b", "720p", "h100", chips=n)
+                                       .replace(code_path="wan-usp-fsdp")) for n in (1, 8))
+    full = "eager: rope freqs cat + pad_freqs cat (all tokens, every rank)"
+    assert eight[full] == pytest.approx(one[full], rel=1e-12)
+    assert eight["eager: rope stack"] == pytest.approx(one["eager: rope stack"] / 8, rel=1e-12)
+
+
+def test_a_code_path_outside_the_table_is_refused():
+    from svgtpu.errors import BadInput
+    with pytest.raises(BadInput, match="code_path must be one of wan-reference"):
+        cm.calibrated_setup("wan2.1-14b", "480p", "h100", chips=1).replace(code_path="wan-compiled")

@@ -84,6 +84,11 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (prior efficiencies)'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
                         for f, x in result["families"].items()]
+                     + ["gpu rows' eager PyTorch passes, counted from each run's code (bytes per token and hidden "
+                        f"element per layer, wan2.1-14b; in place of the fused count, "
+                        f"{result['eager_passes']['fused_bytes_per_element']:.0f}, at each GPU's HBM bandwidth): "
+                        + ", ".join(f"{name} {x['bytes_per_element']:.0f} ({len(x['points'])} rows)"
+                                    for name, x in result["eager_passes"]["paths"].items()) + " (--json: eager_passes)"]
                      + ([f"tpu fit absorbs: {account['published_s']:g} s published, "
                          f"{sum(account['priced_s'].values()):.1f} s priced from instruments, "
                          f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, whose compiled "

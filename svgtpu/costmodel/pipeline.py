@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
-from svgtpu.costmodel import parallel, stages
+from svgtpu.costmodel import eager, parallel, stages
 from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
 from svgtpu.costmodel.gpu_rates import GpuRates
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
@@ -116,6 +116,7 @@ class Setup:
     weights: str = "auto"             # auto: shard weights only when replicas do not fit in HBM
     parts: frozenset = frozenset(PARTS)
     host_seconds_per_step: float = 0.02   # assumption: Python loop + scheduler + dispatch per step
+    code_path: str | None = None      # a published GPU run's eager PyTorch code (eager.CODE_PATHS; None: fused, ours)
 
     def __post_init__(self):
         if not isinstance(self.setting, Setting):
@@ -160,6 +161,8 @@ class Setup:
         if self.attention_sharding not in ATTENTION_SHARDINGS:
             raise BadInput(f"attention_sharding must be one of {', '.join(ATTENTION_SHARDINGS)}, "
                            f"got {self.attention_sharding!r}")
+        if self.code_path is not None:
+            eager.code_path(self.code_path)
         if self.image_encoder not in IMAGE_ENCODERS:
             raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
                            f"got {self.image_encoder!r}")
@@ -408,6 +411,9 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
     """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path),
     including the ``communication`` and ``weight_gather`` of multi-chip runs."""
     ops = forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes)
+    if setup.code_path:   # the published code's eager passes in place of the fused elementwise ops
+        ops = eager.eager_ops(ops, setup.model, setup.geometry.L, eager.code_path(setup.code_path),
+                              setup.chips_per_pass, image=bool(setup.image_encoder))
     out = {op.name: op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass) for op in ops}
     out["communication"] = communication_seconds(setup)
     out["weight_gather"] = weight_gather_seconds(setup)

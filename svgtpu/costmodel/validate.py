@@ -46,12 +46,13 @@ import statistics
 from pathlib import Path
 
 from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
+from svgtpu.costmodel.eager import CODE_PATHS
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
-from svgtpu.costmodel.roofline import Efficiency
+from svgtpu.costmodel.roofline import Efficiency, forward_ops
 from svgtpu.costmodel.plausible import STRETCH
 from svgtpu.costmodel.realized import RUNS, realized_over_static
 from svgtpu.costmodel.sparse_layers import SPARSE_PROXY, AttentionLayout, Switches, run_seconds, run_setup, speedup
@@ -112,6 +113,7 @@ class PublishedPoint:
     policy: str | None = None               # a MaxDiffusion SVG run's policy (svgtpu.costmodel.policy)
     dense_control_s: float | None = None    # its same-node dense control (seconds)
     shares_instrument: str | None = None    # an instrument run (realized.RUNS) whose measured time prices much of it
+    code_path: str | None = None            # a GPU run's eager PyTorch code (costmodel.eager.CODE_PATHS), cited there
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -210,7 +212,8 @@ def point_setup(point: PublishedPoint, efficiency: Efficiency = Efficiency(), co
                  dense_kernel=dense_kernel, work=work,
                  compiled=compiled, gpu_rates=gpu_rates(device.family), parts=frozenset(parts), cfg_split=point.cfg_split, vae_sharded=point.vae_sharded,
                  image_encoder=point.image_encoder, weights=point.weights,
-                 attention_sharding=point.attention_sharding, segment_ids=point.segment_ids, **svg)
+                 attention_sharding=point.attention_sharding, segment_ids=point.segment_ids,
+                 code_path=point.code_path, **svg)
 
 
 def gpu_rates(family: str):
@@ -644,6 +647,17 @@ def maxdiffusion_rows(compiled=AUTO) -> list[dict]:
     return rows
 
 
+def eager_summary(model: str = "wan2.1-14b") -> dict:
+    """Each published code path's eager passes (:mod:`~svgtpu.costmodel.eager`) in bytes per token and hidden
+    element per layer for ``model``, with what it is and the rows that run it."""
+    m, points, L = get_model(model), published_points(), 1000
+    fused = sum(op.total("bytes") for op in forward_ops(m, L) if op.kind == "elementwise") / (L * m.dim * m.layers)
+    paths = {name: {"bytes_per_element": path.bytes_per_token(m) / m.dim, "passes": len(path.passes),
+                    "what": path.what, "points": [p.id for p in points if p.code_path == name]}
+             for name, path in CODE_PATHS.items()}
+    return {"fused_bytes_per_element": fused, "paths": paths}
+
+
 def validate(compiled=AUTO) -> dict:
     """Predicted vs published for every point; summaries of the independent validation points, of those
     that share a calibration point's setting, and of the unconfirmed ones."""
@@ -674,7 +688,7 @@ def validate(compiled=AUTO) -> dict:
                      "shares": related and (f"the measured kernel time instrument run {related} reads "
                                             "(svgtpu.costmodel.realized)" if p.shares_instrument
                                             else f"the setting of calibration point {related}"),
-                     "attention_pricing": pricing(p, setup),
+                     "attention_pricing": pricing(p, setup), "code_path": p.code_path,
                      "clock_source": setup.device.clock_source or None,
                      "published_s": p.seconds, "predicted_s": predicted, "error": predicted / p.seconds - 1,
                      "source": p.source, "what": p.what, "settings_note": p.settings_note})
@@ -726,11 +740,12 @@ def validate(compiled=AUTO) -> dict:
             "tpu_attention_efficiency": {name: kernel_efficiencies(name, compiled=compiled)
                                          for name, spec in DEVICES.items() if spec.family == "tpu"
                                          and kernel_efficiencies(name, compiled=compiled)},
+            "eager_passes": eager_summary(),
             "not_found": json.loads(PUBLISHED_PATH.read_text())["not_found"],
             "provenance": "modeled vs published (measured by others)"}
 
 
 __all__ = ["MISS", "TPU_USER_DENSE_KERNEL", "user_dense_kernel", "compiled_attention", "attention_untied", "kernel_efficiencies", "gpu_rates", "measured_block_setup", "setting_setup", "gpu_tile", "block_rest_seconds", "PublishedPoint", "published_points", "point_setup", "setup_seconds", "predict_seconds", "with_compute", "solve",
            "calibration_point", "fit_efficiency", "family_efficiency", "calibrated_setup", "related_calibration",
-           "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "ROLES", "fit_sparse_stretch",
+           "published_svg_efficiency", "sparse_efficiency_evidence", "validate", "eager_summary", "ROLES", "fit_sparse_stretch",
            "family_stretch", "run_policy", "maxdiffusion_rows", "point_layout", "RING_KERNELS", "DENSE_CONTROL", "SIDE_CONTROL", "DENSE_CONTROLS", "CENTRAL_STRETCH"]
