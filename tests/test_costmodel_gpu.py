@@ -210,9 +210,15 @@ def test_eager_passes_of_each_code_path_by_hand():
     # SVG's processor on the same block: its RoPE in place (2 + 2 for q and k) instead of diffusers' float64 one,
     # q, k and v made contiguous (3 x (2 + 2)), the output's transpose copied (2 + 2)
     svg = diffusers - 2 * (10 + 16 + 10) - 2 * 8 * table + 2 * 4 + 3 * 4 + 4
+    # FastVideo: norm1 and modulation to bfloat16 (6 + 8 + 8 + 8 + 6); three RMSNorms (6, 8, 4, 8, 6, 4); RoPE
+    # per q or k 50 (halves .float() 4 x 3, products 4 x 4, - and + 2 x 6, .type_as 2 x 3, stack 4) and its
+    # float32 cos and sin read four times (4 x 2 per head_dim element); cat([q, k, v]) 3 x 4; the self residual
+    # with the cross norm, all float32 until two casts (6 + 10 + 8 + 8 + 8 + 6 + 6); the cross residual with the
+    # ffn norm (4 + 6 + 6 + 8 + 6 + 6 + 8 + 6); GELU; the mlp residual (6 + 10 + 6)
+    fastvideo = (36 + 3 * 36 + 2 * 50 + 2 * 8 * table + 12 + 52 + 50 + 4 * F / D + 22)
     got = {name: p.bytes_per_token(model) / D for name, p in CODE_PATHS.items()}
     assert got == pytest.approx({"wan-reference": reference, "wan-usp-fsdp": usp, "diffusers": diffusers,
-                                 "svg-processor": svg}, rel=1e-12)
+                                 "svg-processor": svg, "fastvideo": fastvideo}, rel=1e-12)
     # image-to-video adds Wan's second cross-attention call: q half and output cast (6 + 6), x + img_x (8 + 4)
     assert CODE_PATHS["wan-reference"].bytes_per_token(model, image=True) / D == pytest.approx(reference + 24)
 

@@ -31,6 +31,8 @@ WAN = "Wan-Video/Wan2.1@960af87d"
 #: same passes on a GPU as 0.34.0's (the version 018098ca pins), which the citations name.
 SVG = "svg-project/Sparse-VideoGen@95acd8a"
 DIFFUSERS = "diffusers 0.34.0 (= 0.33.1's Wan block; PyPI wheels)"
+#: The FastVideo commit the published rows' attention backend is cited at (published.json).
+FASTVIDEO = "hao-ai-lab/FastVideo@f572319b"
 WIDTHS = ("dim", "ffn", "head_dim")
 
 
@@ -152,6 +154,48 @@ def _diffusers_block(svg: bool = False) -> tuple[Pass, ...]:
                Pass("gated add + (float32)", 8, 4, b, count=2), Pass("gated add .type_as (bfloat16)", 4, 2, b, count=2)))
 
 
+def _fastvideo_block() -> tuple[Pass, ...]:
+    """FastVideo's ``WanTransformerBlock`` in bfloat16 on one GPU (:data:`FASTVIDEO`): ``FP32LayerNorm`` and
+    modulation to bfloat16, its ``RMSNorm`` through ``forward_native`` (``CustomOp.dispatch_forward`` always takes
+    it), RoPE through ``_apply_rotary_emb`` (GPT-J style: each half upcast, multiplied and cast back, then
+    ``stack``), ``DistributedAttention``'s ``torch.cat([q, k, v])`` (its all-to-all a no-op on one GPU), and the
+    gated residuals fused with the next norm in ``ScaleResidualLayerNormScaleShift`` as eager ops (float32 until
+    their ``.to(orig_dtype)``); no ``torch.compile`` (its default)."""
+    m, n = f"{FASTVIDEO} fastvideo/models/dits/wanvideo.py WanTransformerBlock.forward", \
+        f"{FASTVIDEO} fastvideo/layers/layernorm.py"
+    r, rope = f"{n} RMSNorm.forward_native", f"{FASTVIDEO} fastvideo/layers/rotary_embedding.py _apply_rotary_emb"
+    sr = f"{n} ScaleResidualLayerNormScaleShift.forward"
+    return (Pass("hidden_states.float()", 2, 4, m), Pass("norm1 layer_norm (float32)", 4, 4, f"{n} FP32LayerNorm"),
+            Pass("modulate * (1 + scale)", 4, 4, m), Pass("modulate + shift", 4, 4, m),
+            Pass("modulate .to(orig_dtype)", 4, 2, m),
+            Pass("rmsnorm .to(float32)", 2, 4, r, count=3), Pass("rmsnorm pow(2)", 4, 4, r, count=3),
+            Pass("rmsnorm mean", 4, 0, r, count=3), Pass("rmsnorm x * rsqrt", 4, 4, r, count=3),
+            Pass("rmsnorm .to(orig_dtype)", 4, 2, r, count=3), Pass("rmsnorm * weight", 2, 2, r, count=3),
+            # bytes per element of q or k, each op over one half (x[..., ::2] or x[..., 1::2]) of q and of k: a
+            # half's .float() (1 + 2), four per tensor; a product by cos or sin (2 + 2), four; the - and the +
+            # (4 + 2), two; .type_as (2 + 1), two; and stack (2 + 2) once per tensor
+            Pass("rope halves .float()", 1, 2, rope, count=8), Pass("rope products by cos, sin", 2, 2, rope, count=8),
+            Pass("rope - and +", 4, 2, rope, count=4), Pass("rope .type_as", 2, 1, rope, count=4),
+            Pass("rope stack", 2, 2, rope, count=2),
+            Pass("rope cos, sin read by the products (float32)", 8, 0, rope, "head_dim", 2),
+            Pass("torch.cat([q, k, v])", 2, 2, f"{FASTVIDEO} fastvideo/attention/layer.py DistributedAttention.forward",
+                 count=3),
+            Pass("self residual x * gate (float32)", 2, 4, sr), Pass("self residual + (float32)", 6, 4, sr),
+            Pass("cross norm layer_norm (float32)", 4, 4, f"{n} FP32LayerNorm"),
+            Pass("self modulate * (1 + 0) + 0 (float32)", 4, 4, sr, count=2),
+            Pass("self .to(orig_dtype) of both outputs", 4, 2, sr, count=2),
+            Pass("cross residual x * 1 + (bfloat16)", 2, 2, sr), Pass("cross residual +", 4, 2, sr),
+            Pass("ffn norm inputs.float()", 2, 4, f"{n} FP32LayerNorm"),
+            Pass("ffn norm layer_norm (float32)", 4, 4, f"{n} FP32LayerNorm"),
+            Pass("ffn norm .to(bfloat16)", 4, 2, f"{n} FP32LayerNorm"),
+            Pass("cross modulate * (1 + scale) (float32)", 2, 4, sr), Pass("cross modulate + shift", 4, 4, sr),
+            Pass("cross modulate .to(orig_dtype)", 4, 2, sr),
+            Pass("gelu (tanh, bfloat16)", 2, 2, f"{FASTVIDEO} fastvideo/layers/activation.py", "ffn"),
+            Pass("mlp residual x * gate (float32)", 2, 4, f"{n} ScaleResidual"),
+            Pass("mlp residual + (float32)", 6, 4, f"{n} ScaleResidual"),
+            Pass("mlp residual .to(orig_dtype)", 4, 2, m))
+
+
 @dataclasses.dataclass(frozen=True)
 class CodePath:
     """A published run's code: its passes per layer and whether it re-casts float32 weights per call (autocast
@@ -177,6 +221,7 @@ CODE_PATHS = {p.name: p for p in (
              "wan_t2v_inference.py --pattern dense)", _diffusers_block()),
     CodePath("svg-processor", f"{SVG}: diffusers' block with SVG's self-attention processor "
              "(wan_t2v_inference.py --pattern SVG)", _diffusers_block(svg=True)),
+    CodePath("fastvideo", f"{FASTVIDEO}: FastVideo's Wan DiT in bfloat16 on one GPU, eager", _fastvideo_block()),
 )}
 
 
