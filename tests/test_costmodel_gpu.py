@@ -205,8 +205,9 @@ def test_eager_passes_of_each_code_path_by_hand():
     # norm2 and modulation 24, ffn cast 6, gated add 18), the RoPE table cat (8 + 8) for q and k
     reference = 316 + 128 + 4 * F / D + 2 * 16 * table
     # multi-GPU (FSDP bfloat16 weights, xdit's rope_apply, no flash casts): 24 + 18 + 2 x 36 + 2 x 70 + 12 + 18
-    # on the self side, 8 + 6 + 36 + 10 + 24 + 6 + 18 + GELU on the rest, RoPE tables: 2 x (24 + 8)
-    usp = 284 + 108 + 4 * F / D + 2 * 32 * table
+    # on the self side and five permute copies around the Ulysses all-to-alls (5 x 4), 8 + 6 + 36 + 10 + 24 + 6 +
+    # 18 + GELU on the rest, RoPE tables: 2 x (24 + 8)
+    usp = 284 + 20 + 108 + 4 * F / D + 2 * 32 * table
     # SVG's processor on the same block: its RoPE in place (2 + 2 for q and k) instead of diffusers' float64 one,
     # q, k and v made contiguous (3 x (2 + 2)), the output's transpose copied (2 + 2)
     svg = diffusers - 2 * (10 + 16 + 10) - 2 * 8 * table + 2 * 4 + 3 * 4 + 4

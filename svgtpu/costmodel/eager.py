@@ -31,6 +31,8 @@ WAN = "Wan-Video/Wan2.1@960af87d"
 #: same passes on a GPU as 0.34.0's (the version 018098ca pins), which the citations name.
 SVG = "svg-project/Sparse-VideoGen@95acd8a"
 DIFFUSERS = "diffusers 0.34.0 (= 0.33.1's Wan block; PyPI wheels)"
+#: The Ulysses all-to-all xDiT's ``xFuserLongContextAttention`` runs (``SeqAllToAll4D``, imported from yunchang).
+YUNCHANG = "feifeibear/long-context-attention@0665d0a3"
 #: The FastVideo commit the published rows' attention backend is cited at (published.json).
 FASTVIDEO = "hao-ai-lab/FastVideo@f572319b"
 WIDTHS = ("dim", "ffn", "head_dim")
@@ -87,8 +89,12 @@ def _wan_block(weight_bytes: int, multi_gpu: bool) -> tuple[Pass, ...]:
     holds the float32 checkpoint (``weight_bytes`` 4), FSDP's ``MixedPrecision`` hands the blocks bfloat16 (2)."""
     m, a = f"{WAN} wan/modules/model.py", f"{WAN} wan/modules/attention.py flash_attention"
     x = f"{WAN} wan/distributed/xdit_context_parallel.py"
-    attention = ((Pass("half(q), half(k) before xFuser (its own all-to-all copies not counted)", 4, 2,
-                       f"{x} usp_attn_forward", count=2),) if multi_gpu else
+    y = f"{YUNCHANG} yunchang/comm/all_to_all.py all_to_all_4D"
+    attention = ((Pass("half(q), half(k) before xFuser", 4, 2, f"{x} usp_attn_forward", count=2),
+                  # each of q, k, v permuted before its all-to-all (the permute after is a no-op at batch 1), the
+                  # output permuted before and after its own
+                  Pass("Ulysses all-to-all permute copies (q, k, v in; output twice)", 2, 2, y, count=5))
+                 if multi_gpu else
                  (Pass("flash q half", 4, 2, a), Pass("flash k cat over k_lens", 4, 4, a), Pass("flash k half", 4, 2, a),
                   Pass("flash v cat over k_lens", 2, 2, a), Pass("flash out .type(float32)", 2, 4, a),
                   Pass("o linear input cast", 4, 2, f"{m} WanSelfAttention.forward (autocast)")))
