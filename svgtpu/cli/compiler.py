@@ -46,20 +46,24 @@ def _vae_decode(resolution: str, device: str) -> tuple[dict, str, int]:
     :mod:`svgtpu.compiler.vae_decode`), its chunks' static cycles and a video's decode at the chip's clock."""
     from svgtpu.compiler.vae_decode import CHUNKS, DecodeJob, cached_compile_decode
     from svgtpu.costmodel.specs import get_device
-    from svgtpu.costmodel.stages import decode_cycles
+    from svgtpu.costmodel.stages import chunk_flops, decode_cycles
     from svgtpu.facts.tables import format_table
+    from svgtpu.geometry import get_geometry
     job = DecodeJob(resolution.removeprefix("wan-"), device)
     record = cached_compile_decode(job)
     if "refused" in record:
         return record, f"{job.name}: not compiled: {record['refused']}", 1
-    T, clock = record["latent"]["T"], get_device(device).clock_hz
+    chip = get_device(device)
+    T, clock, flops = record["latent"]["T"], chip.clock_hz, chunk_flops(get_geometry(job.resolution))
     rows = [{"chunk": c, "frames_out": 1 if c == "first" else 4, "cycles": record["chunks"][c]["cycles"],
              "ms": 1e3 * record["chunks"][c]["cycles"] / clock, "ops": record["chunks"][c]["ops"],
-             "hbm_temp_GB": (record["chunks"][c]["hbm_temp_bytes"] or 0) / 1e9} for c in CHUNKS]
+             "hbm_temp_GB": (record["chunks"][c]["hbm_temp_bytes"] or 0) / 1e9,
+             "x_peak": record["chunks"][c]["cycles"] / clock / (flops[c] / chip.matmul_flops)} for c in CHUNKS]
     seconds = decode_cycles(record, T) / clock
     table = (f"Wan 2.1 VAE decoder, {job.resolution} (latent {T} x {record['latent']['h']} x {record['latent']['w']}), "
-             f"one {device} chip, float32\n({record['provenance']}: static issue cycles, HBM stalls outside them)\n"
-             + format_table(rows, ["chunk", "frames_out", "cycles", "ms", "ops", "hbm_temp_GB"])
+             f"one {device} chip, float32\n({record['provenance']}: static issue cycles, HBM stalls outside them; "
+             "x_peak: over the layer count's FLOPs\nat the chip's peak matmul rate, stages.chunk_flops)\n"
+             + format_table(rows, ["chunk", "frames_out", "cycles", "ms", "ops", "hbm_temp_GB", "x_peak"])
              + f"\na video: first + {T - 1} x later = {seconds:.2f} s on one chip at {clock / 1e9:.2f} GHz")
     return {**record, "video_seconds_one_chip": seconds}, table, 0
 

@@ -4,7 +4,8 @@ instrument (issue 61).
 ``svgtpu compile --what vae-decode``: :func:`svgtpu.model.vae.decode_chunk` (random weights, float32 as Wan and
 MaxDiffusion decode) compiled with libtpu on this CPU for one chip of ``device``, twice, as Wan decodes a video:
 the first latent frame (one output frame, the temporal upsamplers skipped) and a later one (four frames, the
-caches of the chunk before it as inputs).  Each program is read as :mod:`svgtpu.compiler.fusions` reads a Wan
+caches of the chunk before it as inputs), each in a child process of its own (a fresh libtpu and dump folder
+per program), the later chunk first.  Each program is read as :mod:`svgtpu.compiler.fusions` reads a Wan
 block: every fusion's static cycles weighted by its loops' trip counts, plus the top-level program's own.  A video
 of ``T`` latent frames is ``first + (T - 1) x later`` (:func:`svgtpu.costmodel.stages.decode_cycles`).  Records are content-keyed like the
 block's (:func:`svgtpu.compiler.dumps.cached`: the job, :data:`SOURCES`, jax and libtpu versions) under
@@ -78,57 +79,62 @@ def programs(job: DecodeJob):
             "later": (lambda p, x, c: vae.decode_chunk(p, x, c, first=False), (params, z, caches))}
 
 
-def _compile_child(spec: dict, folder: str) -> None:
-    """Child process: compile both chunks for one core, each's dumps moved to ``folder/<chunk>``."""
+def _compile_child(spec: dict, chunk: str, folder: str) -> None:
+    """Child process: compile one chunk of ``spec``'s decode for one core, its dumps in ``folder/jf``."""
     import jax
 
     from svgtpu.compiler.compile import first_line, topology_device
     job = DecodeJob(**spec)
     sharding = jax.sharding.SingleDeviceSharding(topology_device(job.device))
-    dump, facts = Path(folder, "jf"), {}
-    for chunk, (fn, args) in programs(job).items():
-        specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), args)
-        start = time.perf_counter()
-        try:
-            compiled = jax.jit(fn).lower(*specs).compile()
-        except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
-            raise SystemExit(f"not compiled: {chunk} chunk: {first_line(e)}")
-        memory = compiled.memory_analysis()
-        facts[chunk] = {"compile_s": time.perf_counter() - start,
-                        "hbm_temp_bytes": int(memory.temp_size_in_bytes) if memory else None}
-        shutil.move(str(dump), Path(folder, chunk))
-    Path(folder, "facts.json").write_text(json.dumps(facts))
+    fn, args = programs(job)[chunk]
+    specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), args)
+    start = time.perf_counter()
+    try:
+        compiled = jax.jit(fn).lower(*specs).compile()
+    except Exception as e:  # noqa: BLE001 - the compiler's refusal, in one line
+        raise SystemExit(f"not compiled: {chunk} chunk: {first_line(e)}")
+    memory = compiled.memory_analysis()
+    Path(folder, "facts.json").write_text(json.dumps(
+        {"compile_s": time.perf_counter() - start,
+         "hbm_temp_bytes": int(memory.temp_size_in_bytes) if memory else None}))
 
 
 def compile_decode(job: DecodeJob) -> dict:
-    """Compile ``job``'s two chunks in a child process with the dumps on and read them: per chunk its static
-    cycles (fusions and the top-level program), its matmul FLOPs, its largest ops; or ``{"refused": reason}``."""
+    """Compile ``job``'s two chunks, each in a child process of its own with the dumps on, and read them: per
+    chunk its static cycles (fusions and the top-level program), its matmul FLOPs, its largest ops; or
+    ``{"refused": reason}``.  A chunk whose reading is empty stops the compile (no record), its dumps kept
+    under ``build/vae-decode-dumps/`` for a look."""
     from svgtpu.compiler.dumps import child_env, run_child
     from svgtpu.compiler.fusions import read_dump
-    with tempfile.TemporaryDirectory() as tmp:
-        code = (f"import json, svgtpu.compiler.vae_decode as m; "
-                f"m._compile_child(json.loads({json.dumps(json.dumps(dataclasses.asdict(job)))}), {tmp!r})")
-        done = run_child(code, child_env(Path(tmp, "jf")), job.name)
-        if done.returncode:
-            return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
-        facts = json.loads(Path(tmp, "facts.json").read_text())
-        chunks = {}
-        for chunk in CHUNKS:
-            reading = read_dump(Path(tmp, chunk))
+    chunks = {}
+    for chunk in CHUNKS[::-1]:   # the later chunk first: the larger reading, the one that failed before
+        with tempfile.TemporaryDirectory() as tmp:
+            code = (f"import json, svgtpu.compiler.vae_decode as m; m._compile_child("
+                    f"json.loads({json.dumps(json.dumps(dataclasses.asdict(job)))}), {chunk!r}, {tmp!r})")
+            done = run_child(code, child_env(Path(tmp, "jf")), f"{job.name} {chunk}")
+            if done.returncode:
+                return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
+            facts = json.loads(Path(tmp, "facts.json").read_text())
+            reading = read_dump(Path(tmp, "jf"))
             ops = sorted(reading["ops"], key=lambda r: -r["cycles"])
             if not ops:   # the top-level program's calls went unread: no record is better than its bundles alone
+                from svgtpu.facts.paths import BUILD_DIR
+                kept = BUILD_DIR / "vae-decode-dumps" / f"{job.name}-{chunk}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(tmp, kept)
                 raise RuntimeError(f"{job.name}: the {chunk} chunk's top-level program calls no op the dump reader "
-                                   f"matched ({reading['top_level']['bundles']} bundles of its own)")
-            fusions = sum(r["cycles"] for r in ops)
-            chunks[chunk] = {**facts[chunk], "cycles": fusions + reading["top_level"]["cycles"],
-                             "fusion_cycles": fusions, "top_level": reading["top_level"],
-                             "flops": sum(r["flops"] for r in ops), "ops": len(ops),
-                             "dynamic_ops": sum(r["dynamic_loops"] > 0 for r in ops),
-                             "unmatched": reading["unmatched"], "largest_ops": ops[:12]}
+                                   f"matched ({reading['top_level']['bundles']} bundles of its own, "
+                                   f"{len(reading['unmatched'])} calls unmatched; dumps in {kept})")
+        fusions = sum(r["cycles"] for r in ops)
+        chunks[chunk] = {**facts, "cycles": fusions + reading["top_level"]["cycles"],
+                         "fusion_cycles": fusions, "top_level": reading["top_level"],
+                         "flops": sum(r["flops"] for r in ops), "ops": len(ops),
+                         "dynamic_ops": sum(r["dynamic_loops"] > 0 for r in ops),
+                         "unmatched": reading["unmatched"], "largest_ops": ops[:12]}
     from svgtpu.tpu_env import package_version
     T, h, w = job.latent
     return {"job": dataclasses.asdict(job), "name": job.name, "provenance": f"compiled-{job.device}",
-            "latent": {"T": T, "h": h, "w": w}, "chunks": chunks,
+            "latent": {"T": T, "h": h, "w": w}, "chunks": {chunk: chunks[chunk] for chunk in CHUNKS},
             "versions": {"jax": package_version("jax"), "libtpu": package_version("libtpu")}}
 
 

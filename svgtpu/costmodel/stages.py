@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 
@@ -161,6 +162,20 @@ def decode_record(geometry: VideoGeometry, device: str) -> dict | None:
     return json.loads(gzip.decompress(found[0].read_bytes()))["value"] | {"record": found[0].name}
 
 
+#: Where a compiled decode chunk's static time may plausibly sit, over its layer-by-layer FLOPs at the chip's peak
+#: matmul rate (:func:`chunk_flops`): never under 1 (the MXU busy every cycle), at most 8 (float32 convolutions
+#: beside RMS norms, SiLU, biases and cache copies over every activation on the vector unit).  Written before the
+#: record was committed, after an earlier first-chunk reading of 3.7 (docs/costmodel.md, stages).
+DECODE_OVER_ROOFLINE = (1.0, 8.0)
+
+
+def chunk_flops(geometry: VideoGeometry) -> dict[str, float]:
+    """The layer-by-layer FLOPs (:func:`vae_decode_flops`) of a decode's first chunk (a one-latent-frame video) and
+    of each later chunk (one latent frame more), at ``geometry``'s frame size."""
+    first = vae_decode_flops(dataclasses.replace(geometry, T=1))
+    return {"first": first, "later": vae_decode_flops(dataclasses.replace(geometry, T=2)) - first}
+
+
 def decode_cycles(record: dict, latent_frames: int) -> int:
     """Static cycles of decoding ``latent_frames`` latent frames on one chip, as Wan's ``WanVAE_.decode`` loops:
     the record's first chunk (one frame out), then its later chunk (four frames out) for every other frame."""
@@ -168,6 +183,6 @@ def decode_cycles(record: dict, latent_frames: int) -> int:
     return chunks["first"]["cycles"] + (latent_frames - 1) * chunks["later"]["cycles"]
 
 
-__all__ = ["UMT5_XXL_ENCODER_PARAMS", "VAE", "decode_record", "decode_cycles", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
+__all__ = ["UMT5_XXL_ENCODER_PARAMS", "VAE", "decode_record", "decode_cycles", "DECODE_OVER_ROOFLINE", "chunk_flops", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
            "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes", "vae_encoder_layers", "vae_encode_flops",
            "vae_encode_bytes", "clip_image_flops"]
