@@ -12,8 +12,8 @@ fitted: bytes from the count, time at the GPU's HBM bandwidth (:mod:`~svgtpu.cos
 memory efficiency.
 
 Bytes are per element of the width the pass runs over: ``dim`` (a token's hidden vector), ``ffn`` (the MLP's
-inner width) or ``head_dim`` (a token's RoPE table: ``head_dim / 2`` complex128 values, 8 bytes per ``head_dim``
-element).  Where a copy depends on strides the count cannot see (a ``transpose(...).flatten(...)`` after a kernel
+inner width) or ``head_dim`` (a token's RoPE table, shared by its heads: Wan's and diffusers' ``head_dim / 2``
+complex128 values, 8 bytes per ``head_dim`` element; FastVideo's float32 cos and sin).  Where a copy depends on strides the count cannot see (a ``transpose(...).flatten(...)`` after a kernel
 whose output layout it does not know), it takes the lower reading and says so in ``where``.
 """
 
