@@ -247,6 +247,9 @@ def test_eager_passes_replace_the_fused_ops_at_the_gpus_bandwidth():
     full = "eager: rope freqs cat + pad_freqs cat (all tokens, every rank)"
     assert eight[full] == pytest.approx(one[full], rel=1e-12)
     assert eight["eager: rope stack"] == pytest.approx(one["eager: rope stack"] / 8, rel=1e-12)
+    # the Hopper fit reads our own fused JAX block: no code path there
+    from svgtpu.costmodel.validate import measured_block_setup
+    assert measured_block_setup("hopper", base.efficiency).code_path is None
 
 
 def test_a_code_path_outside_the_table_is_refused():
