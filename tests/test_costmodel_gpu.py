@@ -256,3 +256,27 @@ def test_a_code_path_outside_the_table_is_refused():
     from svgtpu.errors import BadInput
     with pytest.raises(BadInput, match="code_path must be one of wan-reference"):
         cm.calibrated_setup("wan2.1-14b", "480p", "h100", chips=1).replace(code_path="wan-compiled")
+
+
+def test_an_a100_row_by_hand_at_the_published_a100_rates():
+    """The Wan README's one-A100 720p t2v row by hand at the two published A100 measurements (docs/costmodel.md,
+    "The A100's efficiencies"): FlashAttention-2's forward at 73 % of the A100 SXM's 312 TFLOP/s (Dao 2023, arXiv
+    2307.08691) over 40 heads of ceil(75600/128)^2 = 591^2 tiles of 4*128^3 flops, plus each of the 591 q rows
+    reading its Q block and writing its O block (2 x 128 x 128 bfloat16) at 2.039 TB/s and the memory efficiency
+    0.8 (the A100 is one core to the model: its thread blocks share the chip); the FFN's first matmul, 75600 x 5120 @ 5120 x 13824, at 271.2 TFLOP/s (the
+    maximum-achievable-matmul table's A100 SXM figure).  No calibration point or run: nothing fitted."""
+    fit = cm.family_efficiency("ampere")
+    assert fit["calibrated_on"] is None and fit["fitted"] is None
+    assert "271.2/312" in fit["source"] and "FlashAttention-2" in fit["source"]
+    eff = fit["efficiency"]
+    assert (eff.matmul, eff.attention, eff.memory) == pytest.approx((271.2 / 312, 0.73, 0.8), rel=1e-12)
+    point = next(p for p in cm.published_points() if p.id == "wan-readme-a100x1-wan2.1-14b-t2v-720p")
+    setup = point_setup(point, eff)
+    assert (setup.kernel, setup.block_q, setup.block_kv, setup.geometry.L, setup.chips) == ("flash", 128, 128, 75600, 1)
+    parts = cm.forward_breakdown(setup)
+    tiles = 591 ** 2 * 4 * 128 ** 3 / (0.73 * 312e12)
+    rows = 591 * 2 * 128 * 128 * 2 / (2.039e12 * 0.8)
+    assert parts["self_attention"] / 40 == pytest.approx(40 * (tiles + rows), rel=1e-9)
+    assert parts["ffn_in"] / 40 == pytest.approx(2 * 75600 * 5120 * 13824 / 271.2e12, rel=1e-9)
+    # the Hopper family keeps its own fit on the committed H200 block, untouched by the A100's sources
+    assert "source" not in cm.family_efficiency("hopper")

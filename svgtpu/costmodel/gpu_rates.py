@@ -26,6 +26,10 @@ per computed tile: our kernel runs a band's tiles faster than a dense mask's), a
 The third fitted number, the non-attention ops' matmul efficiency, is fitted where setups are built
 (:func:`svgtpu.costmodel.validate.fit_efficiency`) against :attr:`GpuRates.rest_seconds`, the same run's
 720p dense-cuDNN block minus its self-attention.
+
+An A100 (Ampere) has no measured run here: its matmul and attention efficiencies are each one published A100
+measurement (:data:`AMPERE_MATMUL`, :data:`AMPERE_ATTENTION`; docs/costmodel.md, "The A100's efficiencies"),
+chosen and written down before the validation rows were read with them, never fitted.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.facts.gpu_runs import committed_runs, peers
 from svgtpu.geometry import Tile, ceil_div
 
@@ -50,6 +55,28 @@ FLASH_PEER, FLASH_ROW, FLEX_ROW = "peer-flexattention", "sdpa-flash2-dense", "fl
 #: Our kernel on the mask its SVG block calls (the attention section's row), and that block's row: the sparse rate
 #: and SVG's own work (module doc).
 SPARSE_ROW, SVG_BLOCK_ROW = "ours-aligned-fast", "svg-aligned-ours"
+
+#: An A100 SXM's measured bf16 matmul rate over its 312 TFLOP/s peak: 271.2 TFLOP/s, best at M x N x K = 1024 x 10240
+#: x 5120 (stas00/ml-engineering b9e29720 ``compute/accelerator/README.md``, "Maximum Achievable Matmul FLOPS
+#: comparison table", BF16, ``mamf-finder.py``, torch 2.6.0+cu126).  Plausible 0.81 (the same table's A100 PCIe) to
+#: 0.87; the same table's H100 SXM (0.803) sits 2 % above the Hopper fit (docs/costmodel.md).
+AMPERE_MATMUL = 271.2 / 312
+#: FlashAttention-2's forward pass on an A100 80GB SXM4: up to 73 % of the theoretical maximum (Dao 2023, arXiv
+#: 2307.08691, sections 1 and 4.1; its FLOP count 4 x seqlen^2 x head dim x heads is the model's).  Plausible 0.50-0.73
+#: (the paper's spread over head dims 64/128, causal or not, 512-16k tokens); Wan's long non-causal head-dim-128 case
+#: is the favourable corner, so its top.
+AMPERE_ATTENTION = 0.73
+AMPERE_SOURCE = ("published A100 measurements: matmul 271.2/312 TFLOP/s (stas00/ml-engineering b9e29720, MAMF "
+                 "BF16 A100 SXM), attention 73 % (FlashAttention-2 paper, A100 forward)")
+
+
+def measured_efficiency(family: str, prior: Efficiency) -> tuple[Efficiency, str] | None:
+    """``prior`` with the matmul and attention efficiencies a GPU family without a measured run takes from published
+    measurements, and their source (Ampere: :data:`AMPERE_MATMUL`, :data:`AMPERE_ATTENTION`); ``None`` for any other
+    family (its prior, or its fit)."""
+    if family != "ampere":
+        return None
+    return dataclasses.replace(prior, matmul=AMPERE_MATMUL, attention=AMPERE_ATTENTION), AMPERE_SOURCE
 
 
 def tile_flops(head_dim: int) -> float:
@@ -150,4 +177,5 @@ def hopper_rates() -> GpuRates | None:
     return None if run is None else fit_rates(run, peers(run))
 
 
-__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates"]
+__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates",
+           "AMPERE_MATMUL", "AMPERE_ATTENTION", "AMPERE_SOURCE", "measured_efficiency"]

@@ -8,7 +8,8 @@ ratio to it as before the fit) that makes the model reproduce that point.  A TPU
 table prices each attention kernel at its own compiled schedule (:func:`kernel_efficiencies`), separate from the
 matmul efficiency and never fitted.  Every other point is a validation point, predicted
 with that efficiency and never fitted.  A family without a calibration point keeps the prior
-:class:`Efficiency`.  Nothing is ever fitted to the write-up's own claims.
+:class:`Efficiency`, but a GPU family with published measurements of its own (Ampere:
+:func:`~svgtpu.costmodel.gpu_rates.measured_efficiency`) takes them, unfitted.  Nothing is ever fitted to the write-up's own claims.
 
 **Independent or not.**  A validation point that shares its calibration point's setting (device family,
 model shape, token grid and chip count: the same run with another attention kernel, fewer steps, or a
@@ -47,7 +48,7 @@ from pathlib import Path
 
 from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.eager import CODE_PATHS
-from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates
+from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates, measured_efficiency
 from svgtpu.costmodel.kernel_work import FLASH
 from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
@@ -365,7 +366,11 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
     point prices its dense calls as ``dense_control`` and runs ``policy`` (default its own): the readings the
     interval's ends take (:mod:`~svgtpu.costmodel.sensitivity`).
 
-    Returns ``{"efficiency", "calibrated_on" (point id or None), "fitted" (e or None)}``.
+    A GPU family without a measured run or a calibration point (Ampere) takes its published measurements
+    (:func:`~svgtpu.costmodel.gpu_rates.measured_efficiency`, named by ``source``).
+
+    Returns ``{"efficiency", "calibrated_on" (point id or None), "fitted" (e or None)}`` (and ``source`` where
+    published measurements set it).
     """
     block = measured_block_setup(family, prior)
     if block is not None:   # a measured GPU run: the non-attention ops of its calibration block (docs/costmodel.md)
@@ -381,6 +386,9 @@ def fit_efficiency(family: str, compiled=AUTO, change=None, prior: Efficiency = 
                 "calibrated_on": f"{rates.run} ({rates.rest_geometry} dense blocks)"}
     point = calibration_point(family)
     compiled = resolve(compiled)
+    published = measured_efficiency(family, prior) if point is None else None
+    if published is not None:   # a GPU family without a run of its own: published measurements, not fitted
+        return {"efficiency": published[0], "calibrated_on": None, "fitted": None, "source": published[1]}
     if family == "cpu" or point is None or (point.maxdiffusion_ring and compiled is None):
         return {"efficiency": prior, "calibrated_on": None, "fitted": None}   # nothing to fit (CPU: measured)
     tied = not attention_untied(family, compiled)
@@ -719,6 +727,7 @@ def validate(compiled=AUTO) -> dict:
         fe = family_efficiency(family, compiled)
         stretch = family_stretch(family, compiled)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
+                            "efficiency_source": fe.get("source"),
                             "svg_calibrated_on": stretch["calibrated_on"], "sparse_stretch": stretch["stretch"],
                             "stretch_bounds": stretch["bounds"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}
