@@ -114,7 +114,7 @@ def test_a_published_svg_run_is_priced_with_the_kernels_it_ran():
     assert said.startswith(f"flash: {flash / 1e12:.0f} TFLOP/s") and f"; flex: {flex / 1e12:.0f} TFLOP/s" in said
     assert "720p flex-svg" in said
     a100 = next(p for p in cm.published_points() if p.id == "svg-readme-a100-wan2.1-14b-480p-svg")
-    assert a100.sparse_kernel == "flex" and pricing(a100, point_setup(a100)).count("priors (flash work)") == 2
+    assert a100.sparse_kernel == "flex" and pricing(a100, point_setup(a100)).count("flash work") == 2
 
 def test_no_rate_is_read_at_a_validation_resolution():
     """Every rate and the non-attention target read the 720p rows only: the run and its peer with every other
@@ -263,8 +263,9 @@ def test_an_a100_row_by_hand_at_the_published_a100_rates():
     "The A100's efficiencies"): FlashAttention-2's forward at 73 % of the A100 SXM's 312 TFLOP/s (Dao 2023, arXiv
     2307.08691) over 40 heads of ceil(75600/128)^2 = 591^2 tiles of 4*128^3 flops, plus each of the 591 q rows
     reading its Q block and writing its O block (2 x 128 x 128 bfloat16) at 2.039 TB/s and the memory efficiency
-    0.8 (the A100 is one core to the model: its thread blocks share the chip); the FFN's first matmul, 75600 x 5120 @ 5120 x 13824, at 271.2 TFLOP/s (the
-    maximum-achievable-matmul table's A100 SXM figure).  No calibration point or run: nothing fitted."""
+    0.8 (the A100 is one core to the model: its thread blocks share the chip); the FFN's first matmul, 75600 x 5120
+    @ 5120 x 13824, at 271.2 TFLOP/s (the maximum-achievable-matmul table's A100 SXM figure).
+    No calibration point or run: nothing fitted."""
     fit = cm.family_efficiency("ampere")
     assert fit["calibrated_on"] is None and fit["fitted"] is None
     assert "271.2/312" in fit["source"] and "FlashAttention-2" in fit["source"]
@@ -278,5 +279,6 @@ def test_an_a100_row_by_hand_at_the_published_a100_rates():
     rows = 591 * 2 * 128 * 128 * 2 / (2.039e12 * 0.8)
     assert parts["self_attention"] / 40 == pytest.approx(40 * (tiles + rows), rel=1e-9)
     assert parts["ffn_in"] / 40 == pytest.approx(2 * 75600 * 5120 * 13824 / 271.2e12, rel=1e-9)
+    assert pricing(point, setup) == "flash: flash work at attention efficiency 0.73"
     # the Hopper family keeps its own fit on the committed H200 block, untouched by the A100's sources
     assert "source" not in cm.family_efficiency("hopper")

@@ -81,7 +81,8 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
     note = "\n".join(map(fill, [legend, line("independent validation", result["independent"]),
                       line("sharing a calibration point's setting or an instrument's run", result["calibration_related"]),
                       line("settings partly assumed", result["validation_unconfirmed"])]
-                     + [f"{f}: calibrated on {x['calibrated_on'] or 'nothing (' + (x.get('efficiency_source') or 'prior efficiencies') + ')'}"
+                     + [f"{f}: calibrated on "
+                        f"{x['calibrated_on'] or 'nothing (' + (x['efficiency_source'] or 'prior efficiencies') + ')'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
                         for f, x in result["families"].items()]
                      + ["gpu rows' eager PyTorch passes, counted from each run's code (bytes per token and hidden "

@@ -177,5 +177,6 @@ def hopper_rates() -> GpuRates | None:
     return None if run is None else fit_rates(run, peers(run))
 
 
-__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops", "dense_tiles", "fit_rates", "hopper_rates",
-           "AMPERE_MATMUL", "AMPERE_ATTENTION", "AMPERE_SOURCE", "measured_efficiency"]
+__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops",
+           "dense_tiles", "fit_rates", "hopper_rates", "AMPERE_MATMUL", "AMPERE_ATTENTION", "AMPERE_SOURCE",
+           "measured_efficiency"]

@@ -9,7 +9,8 @@ table prices each attention kernel at its own compiled schedule (:func:`kernel_e
 matmul efficiency and never fitted.  Every other point is a validation point, predicted
 with that efficiency and never fitted.  A family without a calibration point keeps the prior
 :class:`Efficiency`, but a GPU family with published measurements of its own (Ampere:
-:func:`~svgtpu.costmodel.gpu_rates.measured_efficiency`) takes them, unfitted.  Nothing is ever fitted to the write-up's own claims.
+:func:`~svgtpu.costmodel.gpu_rates.measured_efficiency`) takes them, unfitted.  Nothing is ever fitted to the
+write-up's own claims.
 
 **Independent or not.**  A validation point that shares its calibration point's setting (device family,
 model shape, token grid and chip count: the same run with another attention kernel, fewer steps, or a
@@ -598,13 +599,15 @@ def sparse_efficiency_evidence(setup: Setup, kind: str = "svg-aligned") -> dict:
 
 def pricing(point: PublishedPoint, setup: Setup) -> str:
     """How ``point``'s attention is priced: the setup's own (a GPU kernel's measured rate, the compiled table, or
-    priors), or for MaxDiffusion's SVG runs the compiled production-tile rows per score
-    (:mod:`~svgtpu.costmodel.sparse_layers`)."""
+    priors; a GPU without a measured rate: the hand-counted flash work at the setup's attention efficiency), or for
+    MaxDiffusion's SVG runs the compiled production-tile rows per score (:mod:`~svgtpu.costmodel.sparse_layers`)."""
     if setup.device.is_gpu:
         kernels = dict.fromkeys([setup.dense_kernel or setup.kernel]
                                 + ([setup.kernel] if point.variant == "svg" else []))
         return "; ".join(f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}"
-                                     if setup.gpu_rate(k) else "priors (flash work)") for k in kernels)
+                                     if setup.gpu_rate(k)
+                                     else f"flash work at attention efficiency {setup.efficiency.attention:.2f}")
+                         for k in kernels)
     if point.maxdiffusion_ring:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.tile,
                                     setup.model.head_dim, setup.dtype)
