@@ -815,6 +815,8 @@ def test_a_compiled_vae_decode_record_prices_the_tpu_decode(tmp_path, monkeypatc
     monkeypatch.setattr(stages, "COMPILED_RECORDS", tmp_path)
     setup = wan_setup("720p", chips=8)
     assert cm.stage_seconds(setup)["vae_decode"] == pytest.approx((1000 + 20 * 3000) / setup.device.clock_hz / 8)
+    grid = dataclasses.replace(setup, geometry=cm.get_geometry("11x45x80"))   # a published run's grid: 720p's frames
+    assert cm.stage_seconds(grid)["vae_decode"] == pytest.approx((1000 + 10 * 3000) / setup.device.clock_hz / 8)
     assert "wan2.1-vae-720p-v6e-0123.json.gz" in cm.model_video(setup)["stage_instruments"]["vae_decode"]
     one_rank = dataclasses.replace(setup, vae_sharded=False)
     assert cm.stage_seconds(one_rank)["vae_decode"] == pytest.approx(8 * cm.stage_seconds(setup)["vae_decode"])

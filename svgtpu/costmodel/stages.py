@@ -28,7 +28,7 @@ import json
 
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import COMPILED_RECORDS
-from svgtpu.geometry import VideoGeometry
+from svgtpu.geometry import PRESETS, VideoGeometry
 from svgtpu.models import WAN21_VAE
 
 UMT5_XXL_ENCODER_PARAMS = 5.7e9
@@ -148,14 +148,16 @@ def vae_decode_bytes(geometry: VideoGeometry) -> float:
 
 
 def decode_record(geometry: VideoGeometry, device: str) -> dict | None:
-    """The committed compiled record of the VAE decoder at ``geometry``'s resolution (a preset's name) for one chip
-    of ``device`` (:mod:`svgtpu.compiler.vae_decode`), its value with ``record`` (the file's name); ``None`` when
-    none is committed."""
-    if not geometry.name:
+    """The committed compiled record of the VAE decoder at ``geometry``'s resolution for one chip of ``device``
+    (:mod:`svgtpu.compiler.vae_decode`), its value with ``record`` (the file's name); ``None`` when none is committed.
+    The resolution is the preset whose frame (``H x W`` tokens) ``geometry``'s is, whatever its frame count or name
+    (a published run's ``21x45x80`` grid is 720p's): a record holds one latent frame's chunks."""
+    name = next((n for n, g in PRESETS.items() if (g.H, g.W) == (geometry.H, geometry.W)), None)
+    if name is None:
         return None
-    found = sorted((COMPILED_RECORDS / "vae-decode").glob(f"wan2.1-vae-{geometry.name}-{device}-*.json.gz"))
+    found = sorted((COMPILED_RECORDS / "vae-decode").glob(f"wan2.1-vae-{name}-{device}-*.json.gz"))
     if len(found) > 1:
-        raise BadInput(f"need at most one compiled VAE decode record for {geometry.name} on {device}, found "
+        raise BadInput(f"need at most one compiled VAE decode record for {name} on {device}, found "
                        f"{len(found)} (`make figures` prunes stale ones)")
     if not found:
         return None
