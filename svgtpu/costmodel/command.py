@@ -15,6 +15,7 @@ import textwrap
 from svgtpu import costmodel as cm
 from svgtpu.costmodel.compiled import load_compiled, resolve
 from svgtpu.costmodel.fits import ACCOUNTING_BLOCK, tpu_fit_accounting
+from svgtpu.costmodel.plausible import BLOCK
 from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.costmodel.realized import readings
 from svgtpu.costmodel.validate import DENSE_CONTROL
@@ -84,6 +85,9 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{f}: calibrated on "
                         f"{x['calibrated_on'] or 'nothing (' + (x['efficiency_source'] or 'prior efficiencies') + ')'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
+                        + (f": the non-attention ops' realized over static {account['fitted_realized_over_static']:.3f} "
+                           f"where a compiled block prices them, the matmul efficiency that times the {BLOCK[1]} "
+                           f"block's matmul MXU share" if f == "tpu" and account else "")
                         for f, x in result["families"].items()]
                      + ["gpu rows' eager PyTorch passes, counted from each run's code (bytes per token and hidden "
                         f"element per layer, wan2.1-14b; in place of the fused count, "
@@ -92,7 +96,8 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                                     for name, x in result["eager_passes"]["paths"].items()) + " (--json: eager_passes)"]
                      + ([f"tpu fit absorbs: {account['published_s']:g} s published, "
                          f"{sum(account['priced_s'].values()):.1f} s priced from instruments, "
-                         f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, whose compiled "
+                         f"{account['left_for_other_ops_s']:.1f} s left to the non-attention ops, "
+                         f"{account['left_for_layers_s']:.1f} s of them in the layers, whose compiled "
                          f"{ACCOUNTING_BLOCK[1]} block schedules {sum(account['compiled_other_ops_static_s'].values()):.1f} s "
                          f"(its attention kernel and collectives priced above): realized over static "
                          f"{account['realized_over_static_needed']:.3f}, "
@@ -100,11 +105,12 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                          f"with the host term at the ends of its range, " + ", ".join(
                              f"{h:g} s/step {r:.3f}" for h, r in account["realized_over_static_at_host_s_per_step"].items())
                          + " (--json: tpu_fit_accounting)",
-                         f"tpu matmul efficiency read against the same block: fitted "
-                         f"{account['fitted_matmul_efficiency']:.3f}, at the block's static seconds "
-                         f"{account['matmul_efficiency_at_static']:.3f} (the roofline's reading of realized over static "
-                         f"{account['fitted_matmul_efficiency'] / account['matmul_efficiency_at_static']:.3f}: its "
-                         f"elementwise ops stay at their HBM time); the block's own matmul fusions "
+                         f"tpu roofline form (every non-attention op at the roofline, the model before 2026-12-06): "
+                         f"fitted matmul efficiency {account['roofline']['fitted_matmul_efficiency']:.3f}, at the "
+                         f"block's static seconds {account['roofline']['matmul_efficiency_at_static']:.3f} (its reading "
+                         f"of realized over static "
+                         f"{account['roofline']['fitted_matmul_efficiency'] / account['roofline']['matmul_efficiency_at_static']:.3f}: "
+                         f"its elementwise ops stay at their HBM time); the block's own matmul fusions "
                          f"{account['compiled_matmul_mxu_share']:.3f} of the MXU peak",
                          f"tpu collectives as compiled ({ACCOUNTING_BLOCK[1]} block): " + ", ".join(
                              f"{k['ops']} {kind}s, {k['asynchronous']} asynchronous"

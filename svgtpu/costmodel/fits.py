@@ -7,13 +7,17 @@ from __future__ import annotations
 import dataclasses
 
 from svgtpu.costmodel.compiled import AUTO, resolve
-from svgtpu.costmodel.compiled_block import block_record
+from svgtpu.costmodel.compiled_block import PRICED_ELSEWHERE, block_record, other_ops_cycles, priced_elsewhere
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, hopper_rates
-from svgtpu.costmodel.plausible import HOST_SECONDS_PER_STEP, MATMUL_FLOOR, STRETCH, matmul_bounds, matmul_mxu_share
+from svgtpu.costmodel.block_pricing import EXTRA_KEYS, layer_shape, realized
+from svgtpu.costmodel.plausible import (HOST_SECONDS_PER_STEP, MATMUL_FLOOR, OTHER_REALIZED, STRETCH, matmul_bounds,
+                                      matmul_mxu_share)
+from svgtpu.costmodel.pipeline import other_ops_seconds
 from svgtpu.costmodel.policy import get_policy
+from svgtpu.costmodel.roofline import OP_ROLES
 from svgtpu.costmodel.sparse_layers import AttentionLayout, run_seconds, run_setup
 from svgtpu.costmodel.validate import (DENSE_CONTROL, calibration_point, family_efficiency, family_stretch,
-                                       point_setup, published_points, solve, with_compute)
+                                       fit_efficiency, point_setup, published_points, solve, with_compute)
 from svgtpu.costmodel.workload import get_model
 from svgtpu.errors import BadInput
 from svgtpu.geometry import ceil_div
@@ -41,8 +45,16 @@ def fitted_constants(compiled=None) -> list[Fitted]:
     out = []
     tpu = family_efficiency("tpu", compiled)
     point = calibration_point("tpu")
-    out.append(Fitted("tpu matmul efficiency", tpu["fitted"], matmul_bounds(), (point.id,) if point else (),
-                      "Efficiency.matmul solved so the model meets the calibration point's seconds"))
+    reads = (point.id,) if point else ()
+    if compiled is not None and tpu["fitted"] is not None:   # the block's factor, carried by the matmul efficiency
+        out.append(Fitted("tpu non-attention realized over static", realized(tpu["efficiency"]), OTHER_REALIZED, reads,
+                          "solved so the model meets the calibration point's seconds, the per-layer non-attention "
+                          "ops at the compiled Wan block's static cycles over it (svgtpu.costmodel.block_pricing)"))
+        how = ("derived, not fitted: the realized over static time above x the production block's matmul MXU share "
+               "(the roofline's matmul rate where no block prices a setup)")
+    else:
+        how = "Efficiency.matmul solved so the model meets the calibration point's seconds"
+    out.append(Fitted("tpu matmul efficiency", tpu["fitted"], matmul_bounds(), reads, how))
     stretch = family_stretch("tpu", compiled)
     svg = calibration_point("tpu", "svg")
     if stretch["calibrated_on"] is not None:   # its speedup reads the dense control: the published dense row
@@ -71,44 +83,6 @@ def fitted_constants(compiled=None) -> list[Fitted]:
 #: The compiled block whose non-attention ops stand beside the TPU calibration run's (Wan 2.1 14B at 720p on a
 #: data 2 x seq 4 v6e-8, dense: a Wan 2.2 A14B expert's layer shape on the run's token grid).
 ACCOUNTING_BLOCK = ("wan2.1-14b", "720p", "v6e", "dense")
-#: The compiled block's ops the run prices with terms of its own, left out of the non-attention ops it sets beside
-#: the fit (:func:`priced_elsewhere`): the attention kernel (the calls at their compiled schedule and realized over
-#: static time), the collectives (the all-gathers of the weights and the calls' Ulysses all-to-alls, priced at the
-#: slice's ICI: their static cycles are only the issue of transfers those terms already time) and, in a record whose
-#: kernel was compiled on its own, the stand-in the block was compiled with in the kernel's place
-#: (``q + 0 * (k + v)``, set by ``svgtpu/compiler/wan_block.py``'s compile child: scope ``self_attention/add``), which no
-#: run executes.  The rest of the self-attention role, the layout copies around the kernel (the heads' transposes
-#: and reshapes for the all-to-alls), no attention term prices: they stay with the non-attention ops.
-PRICED_ELSEWHERE = ("attention kernel", "collectives", "own-compile stand-in")
-#: The scope of the own-compile stand-in's ops in a compiled block.
-STAND_IN_SCOPE = "self_attention/add"
-
-
-def priced_elsewhere(op: dict, record: dict) -> str | None:
-    """Which of :data:`PRICED_ELSEWHERE` prices ``op`` of the compiled block ``record`` (a :func:`block_record`), or
-    ``None``: an op of the run's non-attention work."""
-    if op["role"] == "collectives":
-        return PRICED_ELSEWHERE[1]
-    if op["role"] == "self-attention" and op["opcode"] == "custom-call":
-        return PRICED_ELSEWHERE[0]
-    if (op["role"] == "self-attention" and record["job"]["kernel"] == "own-compile"
-            and op["scope"].endswith(STAND_IN_SCOPE)):
-        return PRICED_ELSEWHERE[2]
-    return None
-
-
-def other_ops_cycles(record: dict) -> dict[str, int]:
-    """Static cycles per role of the compiled block ``record``'s ops that no term of the run prices apart
-    (:func:`priced_elsewhere`), its top-level program's own bundles as ``other`` (as the record's roles count them):
-    the ops whose static seconds stand beside the fit's non-attention seconds."""
-    out: dict[str, int] = {}
-    for op in record["ops"]:
-        if priced_elsewhere(op, record) is None:
-            out[op["role"]] = out.get(op["role"], 0) + op["cycles"]
-    out["other"] = out.get("other", 0) + record["top_level"]["cycles"]
-    return out
-
-
 def collective_schedule(record: dict) -> dict:
     """How the compiler scheduled a compiled block's collectives (``record``: a :func:`block_record`), per kind: its
     ops in the top-level program and how many were issued asynchronously (``-start``, compute free to run until the
@@ -125,15 +99,20 @@ def collective_schedule(record: dict) -> dict:
 
 
 def tpu_fit_accounting(compiled=None) -> dict | None:
-    """What the TPU's fitted matmul efficiency absorbs: the calibration run's published seconds less every term
-    priced from a named instrument (its attention calls at their compiled schedule, the collectives and weight
-    gather at the slice's ICI, the host), the seconds left to the non-attention ops (the fit's), and beside them
-    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK` (:func:`other_ops_cycles`) with the realized-over-static ratio those seconds need: the one factor a model pricing
-    those ops from the compiled block would fit on this run, held to the floor written before any fit
-    (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`, ``inside_floor``; and the same reading with the host term at
-    each end of its cited range, ``realized_over_static_at_host_s_per_step``), and how the block's collectives were
-    scheduled (:func:`collective_schedule`: the instrument for pricing the weight gathers serially).  ``None``
-    without the compiled table or the calibration point."""
+    """What the TPU's fitted constant absorbs: the calibration run's published seconds less every term priced from a
+    named instrument (its attention calls at their compiled schedule and realized over static time, the collectives
+    and weight gather at the slice's ICI, the work outside the blocks, the host), less the ops of a pass outside its
+    layers (patch embedding and head, at the roofline), the seconds left to the layers' non-attention ops; beside them
+    the static schedule of the same ops in the compiled :data:`ACCOUNTING_BLOCK`
+    (:func:`~svgtpu.costmodel.compiled_block.other_ops_cycles`) and the realized-over-static ratio those seconds need,
+    which is the fitted factor where the block prices the run (:mod:`~svgtpu.costmodel.block_pricing`, no role at its
+    HBM floor), held to the floor written before any fit (:data:`~svgtpu.costmodel.plausible.MATMUL_FLOOR`,
+    ``inside_floor``; and the same reading with the host term at each end of its cited range,
+    ``realized_over_static_at_host_s_per_step``); the roofline form's readings of the same run (``roofline``: the
+    matmul efficiency it fits with every op at the roofline, and the one at which it prices the run's non-attention
+    ops at the block's static seconds); and how the block's collectives were scheduled (:func:`collective_schedule`:
+    the instrument for pricing the weight gathers serially).  ``None`` without the compiled table or the calibration
+    point."""
     compiled = resolve(AUTO if compiled is None else compiled)
     point = calibration_point("tpu")
     if compiled is None or point is None:
@@ -141,40 +120,48 @@ def tpu_fit_accounting(compiled=None) -> dict | None:
     fit = family_efficiency("tpu", compiled)
     layout = AttentionLayout(dense_kernel=DENSE_CONTROL)
     setup = run_setup(point_setup(point, fit["efficiency"], compiled), layout)
-    terms = run_seconds(setup, layout, get_policy(point.policy)[0])["terms"]
+    run = run_seconds(setup, layout, get_policy(point.policy)[0])
+    terms = run["terms"]
     priced = {"weight_gather": terms["weight_gather"], "host": terms["host"], "outside_blocks": terms["outside_blocks"],
               "dense_calls": terms["dense_calls"],
               **{f"sparse_{k}": v for k, v in terms["sparse"].items()}}
     block = block_record(*ACCOUNTING_BLOCK)
     ours, theirs = get_model(ACCOUNTING_BLOCK[0]), setup.model
-    if (ours.dim, ours.ffn, ours.heads, ours.layers) != (theirs.dim, theirs.ffn, theirs.heads, theirs.layers):
+    if layer_shape(ours) != layer_shape(theirs) or ours.layers != theirs.layers:
         raise BadInput(f"the accounting block {ACCOUNTING_BLOCK[0]} has not the layer shape of {point.model}")
     clock = setup.device.clock_hz
-    layers = setup.model.layers * setup.steps * ceil_div(setup.passes, layout.data)   # layer runs per data group
+    passes = setup.steps * ceil_div(setup.passes, layout.data)   # passes per data group
+    layers = setup.model.layers * passes                           # layer runs per data group
     static = {role: cycles / clock * layers for role, cycles in other_ops_cycles(block).items()}
+    by_op = other_ops_seconds(setup)
+    outside_layers = passes * sum(v for k, v in by_op.items() if k not in OP_ROLES and k not in EXTRA_KEYS.values())
     left = point.seconds - sum(priced.values())
+    layers_left = left - outside_layers
     # the host term is an assumption inside its cited range: the reading at each end, the other terms as priced
-    at_host = {h: sum(static.values()) / (left + priced["host"] - h * setup.steps) for h in HOST_SECONDS_PER_STEP}
-    # the roofline's reading of the same shortfall: the matmul efficiency at which it prices the run's non-attention
-    # ops at the block's static seconds (its elementwise ops at HBM time whatever the efficiency)
+    at_host = {h: sum(static.values()) / (layers_left + priced["host"] - h * setup.steps) for h in HOST_SECONDS_PER_STEP}
+    # the roofline form's readings: its fit, and the matmul efficiency at which it prices the run's non-attention ops
+    # at the block's static seconds (its elementwise ops at HBM time whatever the efficiency)
+    roofline = fit_efficiency("tpu", compiled, change=lambda s: dataclasses.replace(s, other_pricing="roofline"))
+
     def other(e):
         at = run_setup(point_setup(point, with_compute(fit["efficiency"], e, tied=False), compiled), layout)
-        return run_seconds(at, layout, None)["terms"]["other"]
-    at_static = solve(other, sum(static.values()), 0.01, 1.0, iterations=24)
+        return run_seconds(dataclasses.replace(at, other_pricing="roofline"), layout, None)["terms"]["other"]
+    at_static = solve(other, sum(static.values()) + outside_layers, 0.01, 1.0, iterations=24)
     return {"calibrated_on": point.id, "published_s": point.seconds, "fitted_matmul_efficiency": fit["fitted"],
+            "fitted_realized_over_static": realized(fit["efficiency"]),
             "priced_s": priced, "left_for_other_ops_s": left, "other_ops_modeled_s": terms["other"],
+            "outside_layers_s": outside_layers, "left_for_layers_s": layers_left,
             "compiled_block": block["record"], "compiled_other_ops_static_s": static,
             "compiled_ops_priced_elsewhere": {
                 why: sum(op["cycles"] for op in block["ops"] if priced_elsewhere(op, block) == why) / clock * layers
                 for why in PRICED_ELSEWHERE},
-            "realized_over_static_needed": sum(static.values()) / left, "floor": MATMUL_FLOOR,
+            "realized_over_static_needed": sum(static.values()) / layers_left, "floor": MATMUL_FLOOR,
             "collective_schedule": collective_schedule(block),
-            "inside_floor": sum(static.values()) / left >= MATMUL_FLOOR,
+            "inside_floor": sum(static.values()) / layers_left >= MATMUL_FLOOR,
             "realized_over_static_at_host_s_per_step": at_host,
-            "matmul_efficiency_at_static": at_static,
+            "roofline": {"fitted_matmul_efficiency": roofline["fitted"], "matmul_efficiency_at_static": at_static},
             "compiled_matmul_mxu_share": matmul_mxu_share(block["ops"], setup.device.core_flops_per_cycle),
             "provenance": f"modeled-v6e; the block {block['provenance']}"}
 
 
-__all__ = ["ACCOUNTING_BLOCK", "PRICED_ELSEWHERE", "STAND_IN_SCOPE", "Fitted", "collective_schedule", "fitted_constants",
-           "other_ops_cycles", "priced_elsewhere", "tpu_fit_accounting"]
+__all__ = ["ACCOUNTING_BLOCK", "Fitted", "collective_schedule", "fitted_constants", "tpu_fit_accounting"]

@@ -42,10 +42,11 @@ import dataclasses
 from typing import Iterable
 
 from svgtpu.costmodel import eager, parallel, stages
+from svgtpu.costmodel.block_pricing import PRICINGS, other_seconds
 from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
 from svgtpu.costmodel.gpu_rates import GpuRates
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
-from svgtpu.costmodel.roofline import Efficiency, forward_ops, op_seconds
+from svgtpu.costmodel.roofline import Efficiency, forward_ops
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_seconds, compiled_head_cycles,
                                          compiled_head_seconds, kernel_steps, mask_tiles, MaskFacts)
@@ -117,6 +118,8 @@ class Setup:
     parts: frozenset = frozenset(PARTS)
     host_seconds_per_step: float = 0.02   # assumption: Python loop + scheduler + dispatch per step
     code_path: str | None = None      # a published GPU run's eager PyTorch code (eager.CODE_PATHS; None: fused, ours)
+    other_pricing: str = "block"      # block_pricing.PRICINGS: the non-attention ops from a compiled block where one
+                                      # matches (else the roofline), or the roofline alone
 
     def __post_init__(self):
         if not isinstance(self.setting, Setting):
@@ -163,6 +166,8 @@ class Setup:
                            f"got {self.attention_sharding!r}")
         if self.code_path is not None:
             eager.code_path(self.code_path)
+        if self.other_pricing not in PRICINGS:
+            raise BadInput(f"other_pricing must be one of {', '.join(PRICINGS)}, got {self.other_pricing!r}")
         if self.image_encoder not in IMAGE_ENCODERS:
             raise BadInput(f"image_encoder must be one of {', '.join(map(str, IMAGE_ENCODERS))}, "
                            f"got {self.image_encoder!r}")
@@ -407,14 +412,23 @@ def weight_gather_seconds(setup: Setup) -> float:
                                        setup.device, setup.efficiency)
 
 
-def forward_breakdown(setup: Setup) -> dict[str, float]:
-    """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path),
-    including the ``communication`` and ``weight_gather`` of multi-chip runs."""
+def other_ops_seconds(setup: Setup) -> dict[str, float]:
+    """Seconds of one pass's ops other than self-attention on one chip, by op: the roofline's (a published GPU run's
+    with its code's eager passes in place of the fused elementwise ops, ``Setup.code_path``), the per-layer ones from
+    a compiled Wan block where one prices the setup (:mod:`~svgtpu.costmodel.block_pricing`, ``Setup.other_pricing``)."""
     ops = forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes)
     if setup.code_path:   # the published code's eager passes in place of the fused elementwise ops
         ops = eager.eager_ops(ops, setup.model, setup.geometry.L, eager.code_path(setup.code_path),
                               setup.chips_per_pass, image=bool(setup.image_encoder))
-    out = {op.name: op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass) for op in ops}
+    pricing = "roofline" if setup.code_path else setup.other_pricing
+    return other_seconds(setup.model, setup.geometry, setup.device, setup.efficiency, setup.chips_per_pass, ops,
+                         setup.dtype_bytes, pricing)
+
+
+def forward_breakdown(setup: Setup) -> dict[str, float]:
+    """Seconds of one dense forward pass on one chip, by op (self-attention with the fast path),
+    including the ``communication`` and ``weight_gather`` of multi-chip runs."""
+    out = other_ops_seconds(setup)
     out["communication"] = communication_seconds(setup)
     out["weight_gather"] = weight_gather_seconds(setup)
     out["self_attention"] = setup.model.layers * _dense_layer(setup)
@@ -615,6 +629,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds",
+__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds", "other_ops_seconds",
            "weight_gather_seconds", "forward_breakdown", "STAGES", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -25,7 +25,9 @@ class Efficiency:
 
     The defaults are priors (what a TPU runs at before any calibration); a device family with a
     published calibration point gets ``matmul`` and ``attention`` replaced by the one fitted value
-    (:func:`svgtpu.costmodel.validate.family_efficiency`).
+    (:func:`svgtpu.costmodel.validate.family_efficiency`).  On a TPU priced from the compiled tables ``matmul``
+    carries the non-attention ops' realized over static time where a compiled Wan block prices them
+    (:mod:`svgtpu.costmodel.block_pricing`: that factor times the production block's matmul MXU share).
 
     - ``matmul`` 0.6: a single large GEMM reaches ~0.79 of peak (H100: 780 of 989 TFLOP/s, Horace
       He's public torch.mm benchmark), whole models less; band 0.35-0.8.
@@ -131,6 +133,18 @@ def forward_ops(model: ModelConfig, L: int, dtype_bytes: int = 2) -> list[Op]:
     ]
 
 
+#: The role each op's compiled counterpart has in a compiled Wan block (:data:`svgtpu.compiler.fusions.ROLES`, the roles
+#: the block's ops are read into); patch embedding and head run outside a block and have none.  The block prices a
+#: TPU pass's ops by role where one is committed (:mod:`~svgtpu.costmodel.block_pricing`).  ``svgtpu.compiler.wan_block``'s
+#: ``MODELED_ROLES`` restates it for the compiler's own comparison (record-hashed: it reads this one at its next
+#: remake); ``tests/test_plausible.py`` holds the two equal.
+OP_ROLES = {"qkv_proj": "projections", "o_proj": "projections", "cross_q_proj": "cross-attention",
+            "cross_kv_proj": "cross-attention", "cross_attention": "cross-attention", "cross_o_proj": "cross-attention",
+            "norm_cross": "cross-attention", "ffn_in": "ffn", "ffn_out": "ffn", "gelu": "ffn",
+            "norm_modulate": "norms/modulation", "qk_rmsnorm": "norms/modulation", "rope": "norms/modulation",
+            "residual": "norms/modulation"}
+
+
 def forward_flops(model: ModelConfig, L: int) -> dict[str, float]:
     """FLOPs of one forward pass by op (self-attention dense), for checking by hand."""
     out = {op.name: op.total("flops") for op in forward_ops(model, L) if op.flops}
@@ -148,5 +162,5 @@ def op_seconds(op: Op, device: DeviceSpec, eff: Efficiency, chips: int = 1) -> f
     return max(compute, vector, exp, memory) / chips
 
 
-__all__ = ["REALIZED_CEILING", "Efficiency", "Op", "matmul_op", "elementwise_op", "self_attention_flops", "forward_ops",
+__all__ = ["REALIZED_CEILING", "OP_ROLES", "Efficiency", "Op", "matmul_op", "elementwise_op", "self_attention_flops", "forward_ops",
            "forward_flops", "op_seconds"]

@@ -51,8 +51,8 @@ import math
 import numpy as np
 
 from svgtpu.costmodel import parallel
-from svgtpu.costmodel.pipeline import Setup, stage_seconds, svg_overhead_seconds, weight_gather_seconds
-from svgtpu.costmodel.roofline import elementwise_op, forward_ops, matmul_op, op_seconds
+from svgtpu.costmodel.pipeline import Setup, other_ops_seconds, stage_seconds, svg_overhead_seconds, weight_gather_seconds
+from svgtpu.costmodel.roofline import elementwise_op, matmul_op, op_seconds
 from svgtpu.costmodel.policy import Policy, band_multiplier
 from svgtpu.costmodel.realized import call_cycles, fixed_row, online_row, realized_over_static
 from svgtpu.errors import BadInput
@@ -259,11 +259,10 @@ def outside_blocks(setup: Setup) -> dict[str, float]:
 def run_seconds(setup: Setup, layout: AttentionLayout, policy: Policy | None,
                 switches: Switches = Switches()) -> dict:
     """Seconds of one denoising run on the slice (dense when ``policy`` is ``None``): the other ops of every
-    pass, the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), the work
+    pass (:func:`~svgtpu.costmodel.pipeline.other_ops_seconds`: from the compiled block where one prices the run), the all-gather of its sharded weights (:func:`~svgtpu.costmodel.pipeline.weight_gather_seconds`), the work
     outside the blocks (:func:`outside_blocks`), host
     time, and the attention calls (one CFG pass per data-parallel group)."""
-    other = sum(op_seconds(op, setup.device, setup.efficiency, setup.chips_per_pass)
-                for op in forward_ops(setup.model, setup.geometry.L, setup.dtype_bytes))
+    other = sum(other_ops_seconds(setup).values())
     gather = weight_gather_seconds(setup)
     host = stage_seconds(setup)["host"]
     passes = math.ceil(setup.passes / layout.data)             # CFG passes one data group runs in turn

@@ -51,6 +51,7 @@ from svgtpu.costmodel.compiled import AUTO, CompiledTable, resolve
 from svgtpu.costmodel.eager import CODE_PATHS
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, hopper_rates, measured_efficiency
 from svgtpu.costmodel.kernel_work import FLASH
+from svgtpu.costmodel.block_pricing import realized
 from svgtpu.costmodel.pipeline import (SETTING_FIELDS, Setup, dit_seconds, forward_breakdown, recipe_fields, sparse_layer_efficiency, svg_overhead_seconds,
                                        video_seconds)
 from svgtpu.costmodel.policy import PUBLISHED_FLOPS_SAVED as POLICY_FLOPS_SAVED, flops_saved, get_policy
@@ -731,6 +732,9 @@ def validate(compiled=AUTO) -> dict:
         stretch = family_stretch(family, compiled)
         families[family] = {"calibrated_on": fe["calibrated_on"], "fitted_compute_efficiency": fe["fitted"],
                             "efficiency_source": fe.get("source"),
+                            # the fitted constant it carries where compiled Wan blocks price the non-attention ops
+                            "fitted_realized_over_static": (realized(fe["efficiency"]) if family == "tpu" and fe["fitted"]
+                                                            and compiled is not None else None),
                             "svg_calibrated_on": stretch["calibrated_on"], "sparse_stretch": stretch["stretch"],
                             "stretch_bounds": stretch["bounds"],
                             "devices": [d for d, s in DEVICES.items() if s.family == family]}

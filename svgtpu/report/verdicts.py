@@ -344,7 +344,8 @@ VERDICT_ROWS = [
                reported=REPORTED["C1", "minutes_saved"], ours="our model"),
     VerdictRow("C2", "self-attention share at 1440p", "{:g} %".format(100 * REPORTED["C2", "attention_share_1440p"]),
                "interval", ("C2.tpu_attention_share_1440p_splash", "C2.attention_share_1440p"),
-               "modeled share of the DiT's time; {why}.",
+               "modeled share of the DiT's time (its matmuls at the efficiency the compiled blocks' non-attention "
+               "ops realize on the calibration run, docs/costmodel.md); {why}.",
                reported=REPORTED["C2", "attention_share_1440p"], ours="our model",
                second="C2.compiled_attention_share_with_ici_1440p", second_name="the compiled Wan block",
                second_what="the compiled Wan block's share, its collectives at ICI time as the model prices a pass "
