@@ -2,7 +2,9 @@
 the cost model prices a pass: its static cycles at the device's clock plus the ICI time of the collectives the
 compiler put in it (their bytes per device, from the compiled HLO), at the links and ICI efficiency the model uses
 (:mod:`~svgtpu.costmodel.parallel`).  Static cycles hold no ICI time; the model's pass does: C2's two instruments
-compared like with like."""
+compared like with like.  Also which of a block's ops the cost model prices with terms of their own
+(:func:`priced_elsewhere`) and the static cycles of the rest (:func:`other_ops_cycles`), which
+:mod:`~svgtpu.costmodel.block_pricing` prices a TPU pass's non-attention ops from."""
 
 from __future__ import annotations
 
