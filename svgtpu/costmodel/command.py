@@ -85,9 +85,10 @@ def validate_command(compiled=cm.AUTO) -> tuple[dict, str]:
                      + [f"{f}: calibrated on "
                         f"{x['calibrated_on'] or 'nothing (' + (x['efficiency_source'] or 'prior efficiencies') + ')'}"
                         + (f" (compute efficiency {x['fitted_compute_efficiency']:.3f})" if x["calibrated_on"] else "")
-                        + (f": the non-attention ops' realized over static {account['fitted_realized_over_static']:.3f} "
-                           f"where a compiled block prices them, the matmul efficiency that times the {BLOCK[1]} "
-                           f"block's matmul MXU share" if f == "tpu" and account else "")
+                        + (f": the fitted number is the non-attention ops' realized over static time "
+                           f"{account['fitted_realized_over_static']:.3f} where a compiled block prices them; the "
+                           f"compute efficiency is it times the {BLOCK[1]} block's matmul MXU share"
+                           if f == "tpu" and account else "")
                         for f, x in result["families"].items()]
                      + ["gpu rows' eager PyTorch passes, counted from each run's code (bytes per token and hidden "
                         f"element per layer, wan2.1-14b; in place of the fused count, "
