@@ -88,3 +88,65 @@ def test_decoder_flops_match_the_cost_models_count(grid):
 def test_attention_query_blocks_divide_the_frame():
     assert vae._query_rows(180, 320) == 20 and vae._query_rows(90, 160) == 45   # 1440p, 720p latents
     assert vae._query_rows(7, 10_000) == 1                                    # a row over the budget: one row
+
+
+def test_committed_decode_records_sit_between_the_mxu_floor_and_the_written_ceiling():
+    """Each committed VAE decode record, chunk by chunk, against the layer-by-layer count it was not made from
+    (stages.chunk_flops): its static cycles at the chip's clock over those FLOPs at the chip's peak matmul rate lie in
+    stages.DECODE_OVER_ROOFLINE (no schedule beats the MXU busy every cycle)."""
+    from svgtpu.costmodel.specs import get_device
+    from svgtpu.facts.paths import COMPILED_RECORDS
+    from svgtpu.geometry import get_geometry
+    files = sorted((COMPILED_RECORDS / "vae-decode").glob("*.json.gz"))
+    assert files, "no compiled VAE decode record committed"
+    low, high = stages.DECODE_OVER_ROOFLINE
+    for path in files:
+        resolution, device = path.name.split("-")[2:4]          # wan2.1-vae-<resolution>-<device>-<key>.json.gz
+        record, device = stages.decode_record(get_geometry(resolution), device), get_device(device)
+        flops = stages.chunk_flops(get_geometry(resolution))
+        for chunk, value in record["chunks"].items():
+            ratio = (value["cycles"] / device.clock_hz) / (flops[chunk] / device.matmul_flops)
+            print(path.name, chunk, f"{ratio:.2f}x the FLOPs at peak")
+            assert low <= ratio <= high, (path.name, chunk, ratio)
+
+
+_HLO = """HloModule m
+
+%fused (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  ROOT %m = f32[8]{0} multiply(f32[8]{0} %p, f32[8]{0} %p)
+}
+
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %a = f32[8]{0} parameter(0)
+  %f = f32[8]{0} fusion(f32[8]{0} %a), kind=kLoop, calls=%fused
+  ROOT %g = f32[8]{0} fusion(f32[8]{0} %f), kind=kLoop, calls=%fused
+}
+"""
+
+
+def _dump(folder, word: str):
+    """A hand-made dump: a top-level program of 5 bundles calling fusion f (a 3-bundle program) twice and g once
+    (g has no program of its own: the same HLO as f), each call written with ``word``."""
+    folder.mkdir()
+    (folder / "1-TLP-hlo.txt").write_text(_HLO)
+    call = "  0x{:x}   :  {{ %{} = " + word + " %s1_s0, %s2_s1 /* %{} = fusion(%a) */ }}"
+    tlp = ["  0x0   :  { %s1_s0 = smov 0 }", call.format(1, 10, "f"), call.format(2, 11, "f"),
+           call.format(3, 12, "g"), "  0x4   :  {}"]
+    (folder / "1-TLP-01-final_bundles.txt").write_text("\n".join(tlp) + "\n")
+    (folder / "2-f-01-final_bundles.txt").write_text("\n".join(f"  0x{i:x}   :  {{}}" for i in range(3)) + "\n")
+    return folder
+
+
+def test_out_of_line_calls_read_as_the_inlined_calls_they_replace(tmp_path):
+    """A large top-level program calls its ops with ``call`` (the 720p later chunk's 485 calls): rewritten, the dump
+    reads as the same program written with ``inlined_call`` does, by hand 3 x 3 fusion cycles + 5 of its own."""
+    from svgtpu.compiler.fusions import read_dump
+    from svgtpu.compiler.vae_decode import calls_as_inlined
+    inlined = read_dump(_dump(tmp_path / "inlined", "inlined_call"))
+    out_of_line = _dump(tmp_path / "call", "call")
+    assert read_dump(out_of_line)["ops"] == []                      # what the 720p later chunk read as before
+    assert calls_as_inlined(out_of_line) == 3 and calls_as_inlined(out_of_line) == 0
+    again = read_dump(out_of_line)
+    assert again == inlined and again["unmatched"] == []
+    assert sum(r["cycles"] for r in again["ops"]) + again["top_level"]["cycles"] == 3 * 3 + 5

@@ -6,7 +6,11 @@ MaxDiffusion decode) compiled with libtpu on this CPU for one chip of ``device``
 the first latent frame (one output frame, the temporal upsamplers skipped) and a later one (four frames, the
 caches of the chunk before it as inputs), each in a child process of its own (a fresh libtpu and dump folder
 per program), the later chunk first.  Each program is read as :mod:`svgtpu.compiler.fusions` reads a Wan
-block: every fusion's static cycles weighted by its loops' trip counts, plus the top-level program's own.  A video
+block: every fusion's static cycles weighted by its loops' trip counts, plus the top-level program's own.  One
+difference: a top-level program as large as the 720p later chunk's calls its ops' programs with ``call`` where a
+smaller one writes ``inlined_call`` (same operands, same ``/* %op = ... */`` note naming the op), which the block's
+reader does not look for; :func:`calls_as_inlined` rewrites the one word before reading, so each called program counts
+once per call either way (a call's own bundle is the top-level program's, counted there).  A video
 of ``T`` latent frames is ``first + (T - 1) x later`` (:func:`svgtpu.costmodel.stages.decode_cycles`).  Records are content-keyed like the
 block's (:func:`svgtpu.compiler.dumps.cached`: the job, :data:`SOURCES`, jax and libtpu versions) under
 ``vae-decode/``; the cost model reads them JAX-free (:mod:`svgtpu.costmodel.stages`).  Static cycles are issue
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -79,6 +84,20 @@ def programs(job: DecodeJob):
             "later": (lambda p, x, c: vae.decode_chunk(p, x, c, first=False), (params, z, caches))}
 
 
+_CALL = re.compile(r"(%\w+ = )call (?=[^/{}]*/\* %)")
+
+
+def calls_as_inlined(jf: Path) -> int:
+    """Rewrite the top-level program's out-of-line ``call``s of ops in dump folder ``jf`` as the ``inlined_call``s the
+    dump reader counts (module doc); how many it rewrote."""
+    files = [p for p in jf.glob("*-TLP-*final_bundles.txt") if "schedule-analysis" not in p.name]
+    if len(files) != 1:
+        raise RuntimeError(f"expected one top-level final schedule in {jf}, found {len(files)}")
+    text, n = _CALL.subn(r"\1inlined_call ", files[0].read_text())
+    files[0].write_text(text)
+    return n
+
+
 def _compile_child(spec: dict, chunk: str, folder: str) -> None:
     """Child process: compile one chunk of ``spec``'s decode for one core, its dumps in ``folder/jf``."""
     import jax
@@ -115,6 +134,7 @@ def compile_decode(job: DecodeJob) -> dict:
             if done.returncode:
                 return {"refused": done.stderr.strip().splitlines()[-1][len("not compiled: "):]}
             facts = json.loads(Path(tmp, "facts.json").read_text())
+            facts["out_of_line_calls"] = calls_as_inlined(Path(tmp, "jf"))
             reading = read_dump(Path(tmp, "jf"))
             ops = sorted(reading["ops"], key=lambda r: -r["cycles"])
             if not ops:   # the top-level program's calls went unread: no record is better than its bundles alone
@@ -145,4 +165,5 @@ def cached_compile_decode(job: DecodeJob) -> dict:
     return cached("vae-decode", job.name, {"job": dataclasses.asdict(job)}, SOURCES, lambda: compile_decode(job))
 
 
-__all__ = ["SOURCES", "CHUNKS", "DEVICES", "DecodeJob", "programs", "compile_decode", "cached_compile_decode"]
+__all__ = ["SOURCES", "CHUNKS", "DEVICES", "DecodeJob", "programs", "calls_as_inlined", "compile_decode",
+           "cached_compile_decode"]

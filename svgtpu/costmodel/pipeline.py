@@ -497,8 +497,10 @@ def stage_instruments(setup: Setup) -> dict[str, str]:
               f"{record['provenance']}) at the chip's clock, {where}"
               + (" (the all-gathers between its sharded convolutions not priced)" if setup.vae_sharded else ""))
     conditioning = setup.image_encoder or ""
+    host_t5 = ("; MaxDiffusion runs it in float32 PyTorch on the host CPU, for which no cited host rate was found "
+               "(docs/costmodel.md, stages)" if setup.device.family == "tpu" else "")
     return {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) at the "
-                            "matmul rate (stages.text_encoder_flops)",
+                            "matmul rate (stages.text_encoder_flops)" + host_t5,
             "image_encoder": ("CLIP ViT-H/14 FLOPs on the image at the matmul rate (stages.clip_image_flops)"
                               if "clip" in conditioning else "none: no CLIP image encoder in this run"),
             "vae_encode": (vae.format("the VAE encoder over the conditioning video", "Encoder3d") if conditioning
