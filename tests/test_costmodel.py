@@ -810,7 +810,9 @@ def test_a_compiled_vae_decode_record_prices_the_tpu_decode(tmp_path, monkeypatc
     folder = tmp_path / "vae-decode"
     folder.mkdir()
     value = {"provenance": "compiled-v6e", "chunks": {"first": {"cycles": 1000}, "later": {"cycles": 3000}}}
-    (folder / "wan2.1-vae-720p-v6e-0123.json.gz").write_bytes(gzip.compress(json.dumps({"value": value}).encode()))
+    made_of = {"description": {}, "sources": {}, "versions": {}, "libtpu_flags": "", "schema": 3}
+    record = {"key": "0123456789abcdef0123", "made_of": made_of, "value": value}   # as the record schema asks
+    (folder / "wan2.1-vae-720p-v6e-0123.json.gz").write_bytes(gzip.compress(json.dumps(record).encode()))
     before = cm.stage_seconds(wan_setup("720p", chips=8))["vae_decode"]   # the committed record, or the roofline
     monkeypatch.setattr(stages, "COMPILED_RECORDS", tmp_path)
     setup = wan_setup("720p", chips=8)

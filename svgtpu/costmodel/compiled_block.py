@@ -9,8 +9,6 @@ compared like with like.  Also which of a block's ops the cost model prices with
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 from pathlib import Path
 
 from svgtpu.costmodel import parallel
@@ -18,12 +16,7 @@ from svgtpu.costmodel.roofline import Efficiency
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import COMPILED_RECORDS
-
-
-@functools.lru_cache(maxsize=16)
-def _read(path: Path) -> dict:
-    """One committed block record's value (read once: the cost model prices passes from it)."""
-    return json.loads(gzip.decompress(path.read_bytes()))["value"] | {"record": path.name}
+from svgtpu.inputs.records import committed_value
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,12 +38,12 @@ def block_record(model: str, resolution: str, device: str, variant: str) -> dict
     if len(found) != 1:
         raise BadInput(f"need exactly one compiled {model} {resolution} {device} {variant} block record in {folder}, "
                        f"found {len(found)} (`make figures` writes it and prunes stale ones)")
-    return _read(found[0])
+    return committed_value(found[0])
 
 
 def dense_records(device: str) -> tuple[dict, ...]:
     """Every committed dense Wan-block record of ``device`` (none for a device without one)."""
-    return tuple(_read(path) for path in _glob(f"*-{device}-dense-*.json.gz"))
+    return tuple(committed_value(path) for path in _glob(f"*-{device}-dense-*.json.gz"))
 
 
 #: The compiled block's ops the run prices with terms of its own, left out of the non-attention ops the block
@@ -89,8 +82,6 @@ def other_ops_cycles(record: dict) -> dict[str, int]:
             out[op["role"]] = out.get(op["role"], 0) + op["cycles"]
     out["other"] = out.get("other", 0) + record["top_level"]["cycles"]
     return out
-
-
 
 
 def collective_seconds(record: dict, device: DeviceSpec, efficiency: Efficiency) -> dict[str, float]:

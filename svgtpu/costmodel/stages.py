@@ -23,11 +23,10 @@
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 
 from svgtpu.errors import BadInput
 from svgtpu.facts.paths import COMPILED_RECORDS
+from svgtpu.inputs.records import committed_value
 from svgtpu.geometry import PRESETS, VideoGeometry
 from svgtpu.models import WAN21_VAE
 
@@ -161,7 +160,7 @@ def decode_record(geometry: VideoGeometry, device: str) -> dict | None:
                        f"{len(found)} (`make figures` prunes stale ones)")
     if not found:
         return None
-    return json.loads(gzip.decompress(found[0].read_bytes()))["value"] | {"record": found[0].name}
+    return committed_value(found[0])
 
 
 #: Where a compiled decode chunk's static time may plausibly sit, over its layer-by-layer FLOPs at the chip's peak

@@ -9,6 +9,7 @@ numbers beside them.  A compile record is ``{"key", "made_of", "value"}`` gzippe
 
 from __future__ import annotations
 
+import functools
 import gzip
 import zlib
 from pathlib import Path
@@ -116,4 +117,12 @@ def compile_record(path: str | Path, raw: bytes) -> dict:
     return data
 
 
-__all__ = ["ProbeRow", "TileRow", "CompiledTileTable", "CompileRecord", "compiled_tile_table", "compile_record"]
+@functools.lru_cache(maxsize=32)
+def committed_value(path: Path) -> dict:
+    """The value of the committed compile record at ``path`` (:func:`compile_record`, checked), with ``record``: the
+    file's name.  Read once a process: the cost model prices every pass it models from these records."""
+    return compile_record(path, path.read_bytes())["value"] | {"record": path.name}
+
+
+__all__ = ["ProbeRow", "TileRow", "CompiledTileTable", "CompileRecord", "compiled_tile_table", "compile_record",
+           "committed_value"]
