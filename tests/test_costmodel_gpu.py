@@ -282,3 +282,40 @@ def test_an_a100_row_by_hand_at_the_published_a100_rates():
     assert pricing(point, setup) == "flash: flash work at attention efficiency 0.73"
     # the Hopper family keeps its own fit on the committed H200 block, untouched by the A100's sources
     assert "source" not in cm.family_efficiency("hopper")
+
+
+def test_gpu_stages_are_the_measured_ones_scaled_by_hand():
+    """LightX2V's one-H100 stage timers (ModelTC/LightX2V c3b0d634, DisaggSplitDeploy.md: Wan 2.1 14B, 480x832, 81
+    frames, CFG: VAE decode 2.25 s, VAE encode 1.90 s, CLIP 0.68 s, umT5 0.17 s) price that run exactly; by hand
+    elsewhere: every convolution's output voxels scale with the latent frame, (45 x 80) / (30 x 52) = 3600 / 1560 from
+    480p to 720p; an A100 by the HBM bandwidths (NVIDIA datasheets: H100 SXM 3.35 TB/s, A100 80 GB SXM 2.039 TB/s);
+    umT5 by its tokens (no CFG: one prompt of the two); a sharded VAE over the GPUs."""
+    run = cm.calibrated_setup("wan2.1-14b", "480p", "h100", chips=1, vae_sharded=False, image_encoder="vae+clip")
+    assert cm.stage_seconds(run) == pytest.approx(
+        {"text_encoder": 0.17, "image_encoder": 0.68, "vae_encode": 1.90, "vae_decode": 2.25, "host": 50 * 0.02})
+    a100 = cm.calibrated_setup("wan2.1-14b", "720p", "a100", chips=1, cfg=False, vae_sharded=False,
+                               image_encoder="vae+clip")
+    bandwidth, frame = 3.35 / 2.039, 3600 / 1560
+    got = cm.stage_seconds(a100)
+    assert got["vae_decode"] == pytest.approx(2.25 * frame * bandwidth) == pytest.approx(8.5308, abs=1e-4)
+    assert got["vae_encode"] == pytest.approx(1.90 * frame * bandwidth)
+    assert got["image_encoder"] == pytest.approx(0.68 * bandwidth)
+    assert got["text_encoder"] == pytest.approx(0.17 / 2 * bandwidth)
+    sharded = cm.stage_seconds(cm.calibrated_setup("wan2.1-14b", "720p", "a100", chips=4, cfg=False, vae_sharded=True,
+                                                   image_encoder="vae+clip"))
+    assert sharded["vae_decode"] == pytest.approx(got["vae_decode"] / 4)
+    assert sharded["vae_encode"] == pytest.approx(got["vae_encode"] / 4)
+    assert sharded["text_encoder"] == pytest.approx(got["text_encoder"])
+    words = cm.model_video(run)["stage_instruments"]
+    assert all("ModelTC/LightX2V c3b0d634" in words[k] for k in ("text_encoder", "image_encoder", "vae_encode",
+                                                                  "vae_decode"))
+    assert "bfloat16" in words["vae_decode"] and "one rank" in words["vae_decode"]
+
+
+def test_tpu_stages_stay_counted():
+    """A TPU's umT5 is still its FLOPs at the matmul rate (2 x 5.7e9 weights x 512 tokens x 2 prompts), not the GPU
+    measurement."""
+    setup = cm.calibrated_setup("wan2.1-14b", "720p", "v6e", chips=8)
+    rate = setup.device.matmul_flops * setup.efficiency.matmul
+    assert cm.stage_seconds(setup)["text_encoder"] == pytest.approx(2 * 5.7e9 * 512 * 2 / rate)
+    assert "LightX2V" not in " ".join(cm.model_video(setup)["stage_instruments"].values())

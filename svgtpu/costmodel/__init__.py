@@ -13,7 +13,7 @@ priced where it can be from what the real TPU compiler scheduled.  Its parts, on
 - :mod:`~svgtpu.costmodel.tile_costs`: the steps each kernel takes on a mask, a head priced from the
   compiled table or from priors, the unit-level attention ceiling per device;
 - :mod:`~svgtpu.costmodel.parallel`: slice mesh, all-to-alls across its bisection, weight sharding;
-- :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer), host;
+- :mod:`~svgtpu.costmodel.stages`: text encoder, VAE decode (counted layer by layer; on a GPU a published measurement), host;
 - :mod:`~svgtpu.costmodel.pipeline`: :class:`Setup`, the SVG schedule, :func:`model_video`;
 - :mod:`~svgtpu.costmodel.policy`: SVG policies as data in MaxDiffusion's names (windows, density per Wan 2.2
   expert, the expert split from the scheduler, the density -> band rules), read from a MaxDiffusion YAML;

@@ -66,9 +66,6 @@ PARTS = ("communication", "weight_gather", "text_encoder", "vae_decode", "image_
 #: Image conditioning of image-to-video runs: none (text-to-video), the VAE encoder over the
 #: conditioning video (Wan 2.2 A14B I2V), or that and the CLIP image encoder (Wan 2.1 I2V).
 IMAGE_ENCODERS = (None, "vae", "vae+clip")
-#: TF32 tensor-core peak over the bf16 one on A100 and H100 (NVIDIA datasheets: 156 of 312 and 494.7 of
-#: 989 TFLOP/s dense): the rate of Wan's float32 VAE in PyTorch on a GPU (TF32 convolutions by default).
-GPU_FP32_MATMUL_SHARE = 0.5
 WEIGHTS = ("auto", "replicated", "sharded")
 #: How a slice splits self-attention: ``heads`` (Ulysses: all-to-alls trade sequence shards for head
 #: shards, each chip attends its heads over the whole sequence) or ``sequence`` (MaxDiffusion's
@@ -436,12 +433,19 @@ def forward_breakdown(setup: Setup) -> dict[str, float]:
 
 
 def _vae_seconds(setup: Setup, flops: float, bytes_: float) -> float:
-    """A VAE pass counted layer by layer as a roofline: sharded over the slice (MaxDiffusion), or on one rank in
-    float32 (Wan's reference: ``WanVAE`` in float32, decoding on rank 0; on a GPU at the TF32 rate)."""
+    """A VAE pass on an accelerator without a measured one, counted layer by layer as a roofline: sharded over the
+    slice (MaxDiffusion), or on one rank (Wan's reference: ``WanVAE`` in float32, decoding on rank 0)."""
     dev, eff = setup.device, setup.efficiency
-    rate = dev.matmul_flops * eff.matmul * (GPU_FP32_MATMUL_SHARE if dev.is_gpu and not setup.vae_sharded else 1.0)
-    seconds = max(flops / rate, bytes_ / (dev.hbm_bandwidth * eff.memory))
+    seconds = max(flops / (dev.matmul_flops * eff.matmul), bytes_ / (dev.hbm_bandwidth * eff.memory))
     return seconds / setup.chips if setup.vae_sharded else seconds
+
+
+def _gpu_stage(setup: Setup, stage: str) -> float:
+    """A stage on a GPU from the measured one (:func:`stages.gpu_stage_seconds`), a VAE pass over the slice when
+    sharded (as a TPU's record is)."""
+    seconds = stages.gpu_stage_seconds(stage, setup.geometry, setup.model.text_len * setup.passes,
+                                       setup.device.hbm_bandwidth)
+    return seconds / setup.chips if setup.vae_sharded and stage.startswith("vae") else seconds
 
 
 def _decode_record(setup: Setup) -> dict | None:
@@ -468,27 +472,52 @@ STAGES = ("text_encoder", "image_encoder", "vae_encode", "vae_decode", "host")
 
 def stage_seconds(setup: Setup) -> dict[str, float]:
     """Seconds of the stages outside the DiT passes (:data:`STAGES`; 0 for parts switched off, and for image
-    conditioning a text-to-video run has not)."""
+    conditioning a text-to-video run has not): on a GPU from a published measurement, elsewhere counted."""
     dev, eff, g = setup.device, setup.efficiency, setup.geometry
+    gpu = dev.is_gpu
     out = dict.fromkeys(STAGES, 0.0)
     if "text_encoder" in setup.parts:
-        out["text_encoder"] = stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
-            dev.matmul_flops * eff.matmul)
+        out["text_encoder"] = (_gpu_stage(setup, "text_encoder") if gpu else
+                               stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
+                                   dev.matmul_flops * eff.matmul))
     if "vae_decode" in setup.parts:
-        out["vae_decode"] = _vae_decode_seconds(setup)
+        out["vae_decode"] = _gpu_stage(setup, "vae_decode") if gpu else _vae_decode_seconds(setup)
     if "image_encoder" in setup.parts and setup.image_encoder:
-        out["vae_encode"] = _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g))
+        out["vae_encode"] = (_gpu_stage(setup, "vae_encode") if gpu else
+                             _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g)))
         if "clip" in setup.image_encoder:
-            out["image_encoder"] = stages.clip_image_flops() / (dev.matmul_flops * eff.matmul)
+            out["image_encoder"] = (_gpu_stage(setup, "image_encoder") if gpu else
+                                    stages.clip_image_flops() / (dev.matmul_flops * eff.matmul))
     if "host" in setup.parts:
         out["host"] = setup.steps * setup.host_seconds_per_step
     return out
 
 
+def _gpu_instrument(setup: Setup, stage: str, what: str, scale: str) -> str:
+    """The words for a GPU stage priced from the measured one (:func:`_gpu_stage`)."""
+    return (f"{what}: {stages.GPU_STAGE_SECONDS[stage]:g} s measured on one H100 at 480x832, 81 frames "
+            f"({stages.GPU_STAGE_SOURCE}), times {scale} and the H100's HBM bandwidth over the {setup.device.name}'s "
+            "(stages.gpu_stage_seconds)")
+
+
 def stage_instruments(setup: Setup) -> dict[str, str]:
     """What prices each stage of :func:`stage_seconds`, in words (the keys are the same)."""
-    where = (f"sharded over the {setup.chips} chips" if setup.vae_sharded else
-             "on one rank in float32" + (" at the TF32 rate" if setup.device.is_gpu else ""))
+    conditioning = setup.image_encoder or ""
+    if setup.device.is_gpu:
+        where = (f"; over the {setup.chips} GPUs" if setup.vae_sharded else "; on one rank") + (
+            "; measured in bfloat16, no factor for a float32 run's VAE (Wan's reference), priced at least that fast")
+        traffic = "the run's VAE activation traffic over the measured run's"
+        return {"text_encoder": _gpu_instrument(setup, "text_encoder", "umT5-XXL in bfloat16",
+                                                f"the run's tokens over {stages.GPU_STAGE_TOKENS}"),
+                "image_encoder": (_gpu_instrument(setup, "image_encoder", "CLIP ViT-H/14 in float16 on the image",
+                                                                 "the one image over the measured one")
+                                  if "clip" in conditioning else "none: no CLIP image encoder in this run"),
+                "vae_encode": (_gpu_instrument(setup, "vae_encode", "the VAE encoder over the conditioning video",
+                                               traffic) + where if conditioning
+                               else "none: text-to-video encodes no video"),
+                "vae_decode": _gpu_instrument(setup, "vae_decode", "the causal 3D VAE decoder", traffic) + where,
+                "host": _host_instrument(setup)}
+    where = f"sharded over the {setup.chips} chips" if setup.vae_sharded else "on one rank in float32"
     vae = f"{{}} counted conv by conv from Wan 2.1's wan/modules/vae.py ({{}}), FLOPs and activation bytes as a roofline, {where}"
     record = _decode_record(setup)
     decode = (vae.format("the causal 3D VAE decoder", "Decoder3d") if record is None else
@@ -496,7 +525,6 @@ def stage_instruments(setup: Setup) -> dict[str, str]:
               f"chip, static cycles of its first and later chunks (record vae-decode/{record['record']}, "
               f"{record['provenance']}) at the chip's clock, {where}"
               + (" (the all-gathers between its sharded convolutions not priced)" if setup.vae_sharded else ""))
-    conditioning = setup.image_encoder or ""
     host_t5 = ("; MaxDiffusion runs it in float32 PyTorch on the host CPU, for which no cited host rate was found "
                "(docs/costmodel.md, stages)" if setup.device.family == "tpu" else "")
     return {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) at the "
@@ -506,8 +534,12 @@ def stage_instruments(setup: Setup) -> dict[str, str]:
             "vae_encode": (vae.format("the VAE encoder over the conditioning video", "Encoder3d") if conditioning
                            else "none: text-to-video encodes no video"),
             "vae_decode": decode,
-            "host": f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; its range "
-                    "docs/plausibility.md)"}
+            "host": _host_instrument(setup)}
+
+
+def _host_instrument(setup: Setup) -> str:
+    return (f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; its range "
+            "docs/plausibility.md)")
 
 
 def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
@@ -631,6 +663,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "GPU_FP32_MATMUL_SHARE", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds", "other_ops_seconds",
+__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds", "other_ops_seconds",
            "weight_gather_seconds", "forward_breakdown", "STAGES", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]

@@ -18,6 +18,10 @@
   image encoder (``CLIP_VISION_PARAMS`` weights over 257 tokens; Wan 2.2 A14B I2V has none).
 - **Host**: Python, scheduler and dispatch per denoising step, an assumption
   (``Setup.host_seconds_per_step``).
+
+On a GPU the four stages above are not counted but measured (:func:`gpu_stage_seconds`): one published Wan 2.1
+generation's stage timers on an H100 (:data:`GPU_STAGE_SECONDS`), scaled to the run's frame and GPU
+(docs/plausibility.md, "GPU stages outside the DiT").
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from svgtpu.facts.paths import COMPILED_RECORDS
 from svgtpu.inputs.records import committed_value
 from svgtpu.geometry import PRESETS, VideoGeometry
 from svgtpu.models import WAN21_VAE
+from svgtpu.costmodel.specs import get_device
 
 UMT5_XXL_ENCODER_PARAMS = 5.7e9
 VAE = WAN21_VAE
@@ -163,6 +168,36 @@ def decode_record(geometry: VideoGeometry, device: str) -> dict | None:
     return committed_value(found[0])
 
 
+#: The GPU stages' instrument: one Wan 2.1 14B generation's stage timers (they synchronize the device,
+#: ``lightx2v/utils/profiler.py``) on one NVIDIA H100 SXM5 at 480x832, 81 frames (the 480p preset's grid), umT5 over
+#: 512 tokens for the prompt and the negative prompt: the one-GPU "Baseline" columns of
+#: :data:`GPU_STAGE_SOURCE` (the T2V-14B run's VAE decode, the I2V-14B-480P run's VAE encode, CLIP and umT5).
+#: LightX2V's VAE is Wan's chunk-by-chunk ``wan/modules/vae.py`` decode in bfloat16 (``GET_DTYPE`` admits BF16 or
+#: FP16 only), where Wan's reference decodes in float32: no factor is applied, so a float32 run's VAE is priced at
+#: least this fast.  umT5 (bfloat16) and CLIP (float16) ran in the precisions of Wan's reference.
+GPU_STAGE_SOURCE = ("ModelTC/LightX2V c3b0d634e296bf027ab8f173ae0d5a95459ad632, "
+                    "examples/BeginnerGuide/ZH_CN/DisaggSplitDeploy.md, NVIDIA H100 SXM5 80 GB")
+GPU_STAGE_DEVICE, GPU_STAGE_GRID, GPU_STAGE_TOKENS = "h100", "480p", 2 * 512
+GPU_STAGE_SECONDS = {"text_encoder": 0.17, "image_encoder": 0.68, "vae_encode": 1.90, "vae_decode": 2.25}
+
+
+def gpu_stage_seconds(stage: str, geometry: VideoGeometry, tokens: int, hbm_bandwidth: float) -> float:
+    """Seconds of ``stage`` (a key of :data:`GPU_STAGE_SECONDS`) on one GPU of ``hbm_bandwidth`` bytes/s: the measured
+    seconds times the count's ratio to the measured run (the VAE's activation traffic, every convolution's voxels
+    scaling with the frame; umT5's ``tokens``; CLIP's one image) and the measured H100's bandwidth over this GPU's
+    (the measured decode runs at an eighth of its compute roofline: memory traffic, not the peak, limits it)."""
+    if stage not in GPU_STAGE_SECONDS:
+        raise BadInput(f"stage must be one of {', '.join(GPU_STAGE_SECONDS)}, got {stage!r}")
+    measured = PRESETS[GPU_STAGE_GRID]
+    if stage == "vae_decode":
+        work = vae_decode_bytes(geometry) / vae_decode_bytes(measured)
+    elif stage == "vae_encode":
+        work = vae_encode_bytes(geometry) / vae_encode_bytes(measured)
+    else:   # umT5 over its tokens; CLIP on the run's one image
+        work = tokens / GPU_STAGE_TOKENS if stage == "text_encoder" else 1.0
+    return GPU_STAGE_SECONDS[stage] * work * get_device(GPU_STAGE_DEVICE).hbm_bandwidth / hbm_bandwidth
+
+
 #: Where a compiled decode chunk's static time may plausibly sit, over its layer-by-layer FLOPs at the chip's peak
 #: matmul rate (:func:`chunk_flops`): never under 1 (the MXU busy every cycle), at most 8 (float32 convolutions
 #: beside RMS norms, SiLU, biases and cache copies over every activation on the vector unit).  Written before the
@@ -184,6 +219,7 @@ def decode_cycles(record: dict, latent_frames: int) -> int:
     return chunks["first"]["cycles"] + (latent_frames - 1) * chunks["later"]["cycles"]
 
 
-__all__ = ["UMT5_XXL_ENCODER_PARAMS", "VAE", "decode_record", "decode_cycles", "DECODE_OVER_ROOFLINE", "chunk_flops", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
+__all__ = ["UMT5_XXL_ENCODER_PARAMS", "VAE", "GPU_STAGE_SOURCE", "GPU_STAGE_DEVICE", "GPU_STAGE_GRID", "GPU_STAGE_TOKENS",
+           "GPU_STAGE_SECONDS", "gpu_stage_seconds", "decode_record", "decode_cycles", "DECODE_OVER_ROOFLINE", "chunk_flops", "CLIP_VISION_PARAMS", "CLIP_TOKENS", "text_encoder_flops",
            "vae_decoder_layers", "vae_decode_flops", "vae_decode_bytes", "vae_encoder_layers", "vae_encode_flops",
            "vae_encode_bytes", "clip_image_flops"]
