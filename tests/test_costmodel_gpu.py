@@ -319,3 +319,36 @@ def test_tpu_stages_stay_counted():
     rate = setup.device.matmul_flops * setup.efficiency.matmul
     assert cm.stage_seconds(setup)["text_encoder"] == pytest.approx(2 * 5.7e9 * 512 * 2 / rate)
     assert "LightX2V" not in " ".join(cm.model_video(setup)["stage_instruments"].values())
+
+
+def _svg1_blocks(L: int, F: int, W: int) -> int:
+    """Blocks of 128 x 128 SVG1's FlexAttention block mask computes (svg/models/wan/utils.py temporal_mask_mod at
+    95acd8a: |q - kv| <= W or kv < F), by brute force over each block's pairs; the tail block's padded rows and
+    columns are not pairs."""
+    import numpy as np
+    n, idx = -(-L // 128), np.arange(128)
+    computed = 0
+    for i in range(n):
+        q = (i * 128 + idx)[:, None]
+        q = q[q[:, 0] < L]
+        lo, hi = max(0, (i * 128 - W) // 128), min(n - 1, (i * 128 + 127 + W) // 128)
+        kv_blocks = set(range(lo, hi + 1)) | set(range(-(-F // 128)))
+        for j in kv_blocks:
+            k = (j * 128 + idx)[None, :]
+            k = k[:, k[0] < L]
+            computed += bool(((np.abs(q - k) <= W) | (k < F)).any())
+    return computed
+
+
+def test_a_published_svg1_row_runs_svg1s_own_mask():
+    """SVG's README SVG rows ran SVG1's mask (recipe svg1-*, kept_rule band): 720p W = 10240, F = 3600; 480p
+    W = 4480, F = 1560 (tests/test_recipes.py); their flex tiles are that mask's computed blocks, counted here by
+    brute force (103055 and 19698 a head), not the package's band of density 0.25 (87950 and 16653)."""
+    for pid, L, F, W in (("svg-readme-h100-wan2.1-14b-720p-svg", 75600, 3600, 10240),
+                         ("svg-readme-a100-wan2.1-14b-480p-svg", 32760, 1560, 4480)):
+        point = next(p for p in cm.published_points() if p.id == pid)
+        setup = point_setup(point)
+        stats, info = setup.tiles("svg")
+        assert setup.kept is None and info.window == W
+        assert stats.full + stats.partial == _svg1_blocks(L, F, W)
+    assert _svg1_blocks(75600, 3600, 10240) == 103055 and _svg1_blocks(32760, 1560, 4480) == 19698

@@ -309,11 +309,13 @@ class Setup:
 
 
 def recipe_fields(recipe) -> dict:
-    """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: kept fraction, dense-step and
-    dense-layer shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
+    """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: the mask density (its kept fraction, or the
+    band multiplier its code derives from it, :attr:`~svgtpu.recipes.Recipe.multiplier`), dense-step and dense-layer
+    shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
     if not recipe.known:
         raise BadInput(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
-    return {"kept": recipe.kept, "multiplier": None, "warmup_steps": recipe.dense_step_share,
+    band = recipe.multiplier
+    return {"kept": recipe.kept if band is None else None, "multiplier": band, "warmup_steps": recipe.dense_step_share,
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
 
