@@ -352,3 +352,26 @@ def test_a_published_svg1_row_runs_svg1s_own_mask():
         assert setup.kept is None and info.window == W
         assert stats.full + stats.partial == _svg1_blocks(L, F, W)
     assert _svg1_blocks(75600, 3600, 10240) == 103055 and _svg1_blocks(32760, 1560, 4480) == 19698
+
+
+def test_an_a100_svg_row_prices_flex_at_the_published_share_of_flashattention2():
+    """SVG's README A100 720p SVG row by hand: SVG ran torch 2.5.1 (svg-project/Sparse-VideoGen 95acd8a
+    requirements.txt), whose FlexAttention forward the PyTorch blog puts at 90 % of FlashAttention-2's on an A100
+    (pytorch.org/blog/flexattention, 2024-08-07): a sparse head is its 103055 computed 128 x 128 blocks of 4*128^3
+    flops at 0.90 x 0.73 x 312 TFLOP/s, plus its 591 q rows' Q and O blocks (2 x 128 x 128 bfloat16) at 2.039 TB/s
+    x 0.8; a dense head of the same row stays at FlashAttention-2's 0.73."""
+    point = next(p for p in cm.published_points() if p.id == "svg-readme-a100-wan2.1-14b-720p-svg")
+    setup = point_setup(point, cm.family_efficiency("ampere")["efficiency"])
+    rows = 591 * 2 * 128 * 128 * 2 / (2.039e12 * 0.8)
+    stats, info = setup.tiles("svg")
+    assert setup.head_seconds(stats, info=info) == pytest.approx(
+        103055 * 4 * 128 ** 3 / (0.90 * 0.73 * 312e12) + rows, rel=1e-9)
+    dense, dense_info = setup.tiles("dense")
+    assert setup.head_seconds(dense, kernel="flash", info=dense_info) == pytest.approx(
+        591 ** 2 * 4 * 128 ** 3 / (0.73 * 312e12) + rows, rel=1e-9)
+    said = pricing(point, setup)
+    assert "flash: flash work at attention efficiency 0.73;" in said and "flex: flash work at attention efficiency " \
+        "0.657 (0.90 of FlashAttention-2's" in said
+    # Hopper's Flex keeps its measured rate: the published H100 figure (~1.25x FlashAttention-2) matches it
+    h100 = next(p for p in cm.published_points() if p.id == "svg-readme-h100-wan2.1-14b-720p-svg")
+    assert "flex: 438 TFLOP/s" in pricing(h100, point_setup(h100, cm.family_efficiency("hopper")["efficiency"]))

@@ -68,6 +68,24 @@ AMPERE_MATMUL = 271.2 / 312
 AMPERE_ATTENTION = 0.73
 AMPERE_SOURCE = ("published A100 measurements: matmul 271.2/312 TFLOP/s (stas00/ml-engineering b9e29720, MAMF "
                  "BF16 A100 SXM), attention 73 % (FlashAttention-2 paper, A100 forward)")
+#: FlexAttention's forward rate over FlashAttention-2's on an A100, at the torch that shipped it (2.5, the version SVG's
+#: README runs pinned: svg-project/Sparse-VideoGen 95acd8a requirements.txt torch==2.5.1+cu124): "FlexAttention
+#: achieves 90% of FlashAttention2's performance in the forward pass" (causal attention, A100; the PyTorch blog
+#: "FlexAttention: The Flexibility of PyTorch with the Performance of FlashAttention", 2024-08-07,
+#: https://pytorch.org/blog/flexattention/, pytorch/pytorch.github.io 67fc54cf _posts/2024-08-07-flexattention.md).
+#: Plausible 0.90-1.00 (docs/plausibility.md); on Hopper the measured rate prices Flex (module doc).
+AMPERE_FLEX_OVER_FLASH = 0.90
+AMPERE_FLEX_SOURCE = "0.90 of FlashAttention-2's, A100 forward (PyTorch blog, FlexAttention, 2024-08-07)"
+
+
+def kernel_efficiency(family: str, kernel: str, efficiency: Efficiency) -> tuple[Efficiency, str]:
+    """``efficiency`` for ``kernel``'s attention on a GPU family priced from published measurements (no measured
+    rate), and why: on Ampere FlexAttention at :data:`AMPERE_FLEX_OVER_FLASH` of FlashAttention-2's attention
+    efficiency; otherwise ``efficiency`` as it is and ``""``."""
+    if family == "ampere" and kernel == "flex":
+        return dataclasses.replace(efficiency, attention=efficiency.attention * AMPERE_FLEX_OVER_FLASH), \
+            AMPERE_FLEX_SOURCE
+    return efficiency, ""
 
 
 def measured_efficiency(family: str, prior: Efficiency) -> tuple[Efficiency, str] | None:
@@ -179,4 +197,4 @@ def hopper_rates() -> GpuRates | None:
 
 __all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops",
            "dense_tiles", "fit_rates", "hopper_rates", "AMPERE_MATMUL", "AMPERE_ATTENTION", "AMPERE_SOURCE",
-           "measured_efficiency"]
+           "measured_efficiency", "AMPERE_FLEX_OVER_FLASH", "kernel_efficiency"]

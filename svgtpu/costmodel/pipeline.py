@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
-from svgtpu.costmodel import eager, parallel, stages
+from svgtpu.costmodel import eager, gpu_rates, parallel, stages
 from svgtpu.costmodel.block_pricing import PRICINGS, other_seconds
 from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
 from svgtpu.costmodel.gpu_rates import GpuRates
@@ -265,6 +265,11 @@ class Setup:
         found = self.compiled_tile(kernel)
         return f"compiled tile table ({found[1]})" if found else "priors (tile_costs.tile_units)"
 
+    def attention_efficiency(self, kernel: str | None = None) -> tuple[Efficiency, str]:
+        """The efficiency ``kernel`` (default ``Setup.kernel``) is priced at from priors, and why where it is not
+        the setup's own (:func:`~svgtpu.costmodel.gpu_rates.kernel_efficiency`: FlexAttention on an A100)."""
+        return gpu_rates.kernel_efficiency(self.device.family, kernel or self.kernel, self.efficiency)
+
     @property
     def provenance(self) -> str:
         return provenance("modeled", device=self.device.name)
@@ -291,7 +296,8 @@ class Setup:
         if found:
             return compiled_head_seconds(found[0], stats, info, self.device, self.efficiency, self.model.head_dim,
                                          fast_path=fast_path, dtype_bytes=self.dtype_bytes)
-        return attention_head_seconds(stats, self.device, self.efficiency, self.model.head_dim, self.setting.tile,
+        return attention_head_seconds(stats, self.device, self.attention_efficiency(kernel)[0], self.model.head_dim,
+                                      self.setting.tile,
                                       fast_path=fast_path, q_rows=info.q_rows,
                                       work=self.kernel_work, dtype_bytes=self.dtype_bytes,
                                       empty_row_steps=kernel_steps(kernel, stats, info)["empty"])

@@ -605,10 +605,11 @@ def pricing(point: PublishedPoint, setup: Setup) -> str:
     if setup.device.is_gpu:
         kernels = dict.fromkeys([setup.dense_kernel or setup.kernel]
                                 + ([setup.kernel] if point.variant == "svg" else []))
+        def prior(kernel: str) -> str:
+            eff, why = setup.attention_efficiency(kernel)
+            return f"flash work at attention efficiency {eff.attention:.3g}" + (f" ({why})" if why else "")
         return "; ".join(f"{k}: " + (f"{setup.gpu_rate(k) / 1e12:.0f} TFLOP/s, {setup.attention_pricing(k)}"
-                                     if setup.gpu_rate(k)
-                                     else f"flash work at attention efficiency {setup.efficiency.attention:.2f}")
-                         for k in kernels)
+                                     if setup.gpu_rate(k) else prior(k)) for k in kernels)
     if point.maxdiffusion_ring:
         found = setup.compiled.tile(setup.device.name, SPARSE_PROXY, PRODUCTION.tile,
                                     setup.model.head_dim, setup.dtype)
