@@ -375,3 +375,25 @@ def test_an_a100_svg_row_prices_flex_at_the_published_share_of_flashattention2()
     # Hopper's Flex keeps its measured rate: the published H100 figure (~1.25x FlashAttention-2) matches it
     h100 = next(p for p in cm.published_points() if p.id == "svg-readme-h100-wan2.1-14b-720p-svg")
     assert "flex: 438 TFLOP/s" in pricing(h100, point_setup(h100, cm.family_efficiency("hopper")["efficiency"]))
+
+
+def test_svgs_own_work_per_sparse_layer_is_its_codes_bytes_by_hand():
+    """SVG's README H100 720p SVG row (code path svg-processor, svg-project/Sparse-VideoGen 95acd8a
+    svg/models/wan/attention.py and placement.py), one sparse layer, 40 heads of L = 75600 tokens, head width 128,
+    64 sampled rows (--num_sampled_rows 64), bfloat16, counted by hand from sample_mse and attention_core_logic:
+    profiling reads K once and V three times (4 x 2 bytes x L x 128 a head) and makes 16 passes over the 64 x L
+    scores (16 x 2 bytes x 64 x L a head); layout writes four zeros_like buffers and copies Q, K, V and O of every
+    head (4 + 4 x 2 = 12 passes of 2 bytes x L x 128 a head); at the H100's 3.35 TB/s x 0.8.  The share of heads
+    profiled temporal does not enter (every head is copied)."""
+    point = next(p for p in cm.published_points() if p.id == "svg-readme-h100-wan2.1-14b-720p-svg")
+    setup = point_setup(point, cm.family_efficiency("hopper")["efficiency"])
+    assert (setup.code_path, setup.profile_rows) == ("svg-processor", 64)
+    bandwidth = 3.35e12 * 0.8
+    profiling = 40 * (4 * 2 * 75600 * 128 + 16 * 2 * 64 * 75600) / bandwidth
+    layout = 40 * 12 * 2 * 75600 * 128 / bandwidth
+    assert cm.svg_overhead_seconds(setup) == pytest.approx({"profiling": profiling, "layout": layout}, rel=1e-12)
+    assert cm.svg_overhead_seconds(setup.replace(temporal_fraction=1.0)) == cm.svg_overhead_seconds(setup)
+    assert 6.9e-3 < profiling + layout < 7.0e-3
+    # without the code, the generic count (half the heads' layout, K and V read once)
+    generic = cm.svg_overhead_seconds(setup.replace(code_path=None))
+    assert generic["layout"] == pytest.approx(40 * 0.5 * 4 * 2 * 2 * 75600 * 128 / bandwidth, rel=1e-12)

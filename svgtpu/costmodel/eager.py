@@ -12,8 +12,13 @@ fitted: bytes from the count, time at the GPU's HBM bandwidth (:mod:`~svgtpu.cos
 memory efficiency.
 
 Bytes are per element of the width the pass runs over: ``dim`` (a token's hidden vector), ``ffn`` (the MLP's
-inner width) or ``head_dim`` (a token's RoPE table, shared by its heads: Wan's and diffusers' ``head_dim / 2``
-complex128 values, 8 bytes per ``head_dim`` element; FastVideo's float32 cos and sin).  Where a copy depends on strides the count cannot see (a ``transpose(...).flatten(...)`` after a kernel
+inner width), ``head_dim`` (a token's RoPE table, shared by its heads: Wan's and diffusers' ``head_dim / 2``
+complex128 values, 8 bytes per ``head_dim`` element; FastVideo's float32 cos and sin) or ``sampled`` (a key's scores
+against the rows SVG's profiling samples, every head's: ``heads x rows``).
+
+A code path that runs SVG also lists the work its sparse layers do around the sparse kernel, once per sparse layer
+(:attr:`CodePath.profiling`, :attr:`CodePath.layout`; :func:`svg_work_bytes`): eager, memory-bound passes that
+replace the pipeline's generic count of profiling and layout transform for that code.  Where a copy depends on strides the count cannot see (a ``transpose(...).flatten(...)`` after a kernel
 whose output layout it does not know), it takes the lower reading and says so in ``where``.
 """
 
@@ -35,7 +40,7 @@ DIFFUSERS = "diffusers 0.34.0 (= 0.33.1's Wan block; PyPI wheels)"
 YUNCHANG = "feifeibear/long-context-attention@0665d0a3"
 #: The FastVideo commit the published rows' attention backend is cited at (published.json).
 FASTVIDEO = "hao-ai-lab/FastVideo@f572319b"
-WIDTHS = ("dim", "ffn", "head_dim")
+WIDTHS = ("dim", "ffn", "head_dim", "sampled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +62,10 @@ class Pass:
         if self.width not in WIDTHS:
             raise BadInput(f"Pass.width must be one of {', '.join(WIDTHS)}, got {self.width!r}")
 
-    def bytes_per_token(self, model: ModelConfig) -> float:
-        return self.count * (self.read + self.write) * {"dim": model.dim, "ffn": model.ffn,
-                                                        "head_dim": model.head_dim}[self.width]
+    def bytes_per_token(self, model: ModelConfig, rows: int = 0) -> float:
+        """Bytes per token; ``rows``: the query rows a ``sampled`` pass's scores are per head."""
+        return self.count * (self.read + self.write) * {"dim": model.dim, "ffn": model.ffn, "head_dim": model.head_dim,
+                                                        "sampled": model.heads * rows}[self.width]
 
 
 def _rms_norm_wan(weight_bytes: int, where: str) -> tuple[Pass, ...]:
@@ -212,10 +218,43 @@ class CodePath:
     what: str
     passes: tuple[Pass, ...]
     weight_cast: bool = False
+    profiling: tuple[Pass, ...] = ()   # per sparse layer: SVG's online profiling, as the code runs it
+    layout: tuple[Pass, ...] = ()      # per sparse layer: its buffers and layout copies around the sparse kernel
 
     def bytes_per_token(self, model: ModelConfig, image: bool = False) -> float:
         """Bytes per token per layer (every pass over all its tokens)."""
         return sum(p.bytes_per_token(model) for p in self.passes if image or not p.i2v)
+
+
+def _svg1_sparse_layer() -> tuple[tuple[Pass, ...], tuple[Pass, ...]]:
+    """SVG's own work in one sparse layer at :data:`SVG` (``attention_core_logic``), every head, bfloat16.
+
+    Profiling (``sample_mse``): the sampled queries' scores against every key, ``Q_s K^T`` (reads K) divided by
+    ``sqrt(d)`` and softmaxed, then ``P V`` (reads V): the golden rows; per candidate mask (two: spatial, temporal)
+    ``masked_fill``, softmax and ``P V`` again.  K once, V three times, 16 passes over the sampled scores; the gathered
+    rows and the per-layer boolean mask rows (not per head) are left out.  Layout: four ``zeros_like`` fills (the
+    output and the three placement targets), the placement kernel's copy of Q, K and V of every head (spatial heads
+    are copied as they are, temporal ones permuted) and the output's copy back."""
+    a, pl = f"{SVG} svg/models/wan/attention.py", f"{SVG} svg/models/wan/placement.py"
+    m = f"{a} sample_mse"
+    profiling = (Pass("Q_s K^T reads K", 2, 0, m), Pass("Q_s K^T writes the scores", 0, 2, m, "sampled"),
+                 Pass("/ sqrt(d)", 2, 2, m, "sampled"), Pass("softmax", 2, 2, m, "sampled"),
+                 Pass("golden P V reads P and V", 2, 0, m, "sampled"), Pass("golden P V reads V", 2, 0, m),
+                 Pass("masked_fill per mask", 2, 2, m, "sampled", 2), Pass("softmax per mask", 2, 2, m, "sampled", 2),
+                 Pass("P V per mask reads P", 2, 0, m, "sampled", 2), Pass("P V per mask reads V", 2, 0, m, count=2))
+    layout = (Pass("zeros_like: output, query_out, key_out, value_out", 0, 2, f"{a} attention_core_logic", count=4),
+              Pass("placement copies Q, K, V of every head", 2, 2, f"{pl} wan_sparse_head_placement_kernel", count=3),
+              Pass("output placement copies O of every head", 2, 2, f"{pl} wan_hidden_states_placement_kernel"))
+    return profiling, layout
+
+
+def svg_work_bytes(path: CodePath, model: ModelConfig, L: int, rows: int) -> dict[str, float] | None:
+    """Bytes one sparse layer of ``path`` moves around its sparse kernel over ``L`` tokens, every head, with ``rows``
+    profiled rows a head: ``{"profiling": ..., "layout": ...}``, or ``None`` for a path that runs no SVG."""
+    if not path.profiling:
+        return None
+    return {k: L * sum(p.bytes_per_token(model, rows) for p in passes)
+            for k, passes in (("profiling", path.profiling), ("layout", path.layout))}
 
 
 CODE_PATHS = {p.name: p for p in (
@@ -226,7 +265,7 @@ CODE_PATHS = {p.name: p for p in (
     CodePath("diffusers", f"{DIFFUSERS}: Wan's transformer in bfloat16 (SVG's dense baseline, {SVG} "
              "wan_t2v_inference.py --pattern dense)", _diffusers_block()),
     CodePath("svg-processor", f"{SVG}: diffusers' block with SVG's self-attention processor "
-             "(wan_t2v_inference.py --pattern SVG)", _diffusers_block(svg=True)),
+             "(wan_t2v_inference.py --pattern SVG)", _diffusers_block(svg=True), False, *_svg1_sparse_layer()),
     CodePath("fastvideo", f"{FASTVIDEO}: FastVideo's Wan DiT in bfloat16 on one GPU, eager", _fastvideo_block()),
 )}
 
@@ -255,4 +294,4 @@ def eager_ops(ops: list[Op], model: ModelConfig, L: int, path: CodePath, chips: 
     return out
 
 
-__all__ = ["Pass", "CodePath", "CODE_PATHS", "code_path", "eager_ops"]
+__all__ = ["Pass", "CodePath", "CODE_PATHS", "code_path", "eager_ops", "svg_work_bytes"]

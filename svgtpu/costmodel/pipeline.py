@@ -366,7 +366,15 @@ def svg_overhead_seconds(setup: Setup) -> dict[str, float]:
     in the sparse kernel: its softmax work is the hand count :data:`~svgtpu.costmodel.kernel_work.FLASH`.  On a GPU
     whose run measured this work around the setup's kernel (our kernel's SVG path at the calibration resolution,
     :meth:`~svgtpu.costmodel.gpu_rates.GpuRates.svg_work_seconds`) it is that measurement per head and token, one term.
+    A published run whose code is counted (``Setup.code_path`` with SVG's passes, :func:`eager.svg_work_bytes`) pays
+    that code's bytes at the HBM bandwidth and the memory efficiency, its chip's share of the heads (eager,
+    memory-bound: the sampled matmuls do ``profile_rows`` FLOPs a byte, under a GPU's ridge).
     """
+    counted = None if setup.code_path is None else eager.svg_work_bytes(
+        eager.code_path(setup.code_path), setup.model, setup.geometry.L, setup.profile_rows)
+    if counted is not None:
+        share = setup.heads_per_chip / setup.model.heads
+        return {k: share * b / (setup.device.hbm_bandwidth * setup.efficiency.memory) for k, b in counted.items()}
     measured = None if setup.gpu_rates is None else setup.gpu_rates.svg_work_seconds(
         setup.kernel, setup.heads_per_chip, setup.geometry.L)
     if measured is not None:
