@@ -673,6 +673,15 @@ def test_sequence_sharded_flash_pads_each_query_slice_by_hand():
     setup = wan_setup("720p", device="v7x", chips=8, cfg_split=True, attention_sharding="sequence")
     stats, info = sequence_shard_tiles(setup)
     assert (stats.full, stats.partial, info.q_rows, info.max_row_tiles) == (4 * 36, 4, 4, 37)
+    # the 512 x 512 block active in MaxDiffusion's Wan configs at 2e247d00, the commit that wrote the README's
+    # v7x tokamax_flash rows (attention_flax.py pads each device's slice to block_q, K and V gathered to block_kv):
+    # v7x-8: 75,600 / 4 = 18,900 queries -> 37 q tiles (18,944 rows); v7x-16: 9,450 -> 19 (9,728 rows); keys
+    # 75,600 = 147 full tiles of 512 + one of 336 real keys (partial)
+    for chips, q_tiles in ((4, 37), (8, 19)):
+        small = wan_setup("720p", device="v7x", chips=chips, cfg_split=True, attention_sharding="sequence",
+                          block_q=512, block_kv=512)
+        stats, info = sequence_shard_tiles(small)
+        assert (stats.full, stats.partial, info.q_rows, info.max_row_tiles) == (q_tiles * 147, q_tiles, q_tiles, 148)
     heads = dataclasses.replace(setup, attention_sharding="heads")
     assert cm.forward_breakdown(setup)["self_attention"] > cm.forward_breakdown(heads)["self_attention"]
     with pytest.raises(ValueError, match="head-parallel"):
@@ -681,6 +690,19 @@ def test_sequence_sharded_flash_pads_each_query_slice_by_hand():
     masked = dataclasses.replace(heads, segment_ids=True)
     stats, info = heads.tiles("dense")
     assert masked.head_seconds(stats, info=info) == heads.head_seconds(stats, info=info, fast_path=False)
+
+
+def test_v7x_readme_rows_take_their_configs_block_once_the_table_prices_it():
+    # MaxDiffusion's README v7x tokamax_flash rows: their commit's Wan configs run 512 x 512 (tile_source cites
+    # them); the rows keep the borrowed 3024 x 2048 only while the committed table cannot price 512 x 512
+    table = cm.load_compiled(Path(__file__).parents[1] / "figures" / "compiled_tiles.json")   # the committed table
+    priceable = table.tile("v7x", "tokamax", Tile(512, 512), 128) is not None
+    rows = [p for p in cm.published_points() if p.id.startswith("maxdiffusion-v7x")]
+    assert len(rows) == 4
+    for p in rows:
+        config = "base_wan_14b.yml" if p.model == "wan2.1-14b" else "base_wan_27b.yml"
+        assert f"2e247d00b8589dd53dc19a82835ffa228ef3f1ca/src/maxdiffusion/configs/{config}" in p.tile_source, p.id
+        assert p.tile == ("512x512" if priceable else "3024x2048"), p.id
 
 
 def test_the_cost_model_runs_without_jax():
