@@ -25,7 +25,7 @@ import dataclasses
 import math
 
 from svgtpu.errors import BadInput
-from svgtpu.geometry import Tile, get_geometry
+from svgtpu.geometry import Tile
 
 # -- sources ------------------------------------------------------------------------------------
 
@@ -101,10 +101,6 @@ class FlowSchedule:
 # -- recipes ------------------------------------------------------------------------------------
 
 RULES = ("timestep", "step")
-#: How a script's ``sparsity`` becomes the band: ``mask`` (the whole band + sink mask keeps that share of the pairs,
-#: :func:`svgtpu.masks.core.multiplier_for_kept`) or ``band`` (SVG1's code: the band alone keeps it, the first-frame
-#: sink and the 128-token rounding come on top: :attr:`Recipe.multiplier`).
-KEPT_RULES = ("mask", "band")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,28 +126,14 @@ class Recipe:
     sources: tuple[Source, ...]
     layers: int = 40              # Wan 2.1 14B
     note: str = ""
-    kept_rule: str = "mask"       # how ``kept`` becomes the band: one of KEPT_RULES
 
     def __post_init__(self):
         if self.rule is not None and self.rule not in RULES:
             raise BadInput(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
-        if self.kept_rule not in KEPT_RULES:
-            raise BadInput(f"kept_rule must be one of {', '.join(KEPT_RULES)}, got {self.kept_rule!r}")
 
     @property
     def known(self) -> bool:
         return self.kept is not None
-
-    @property
-    def multiplier(self) -> float | None:
-        """The band multiplier (half-width in frames) the script's code derives from ``kept`` under the ``band`` rule,
-        ``None`` under ``mask``.  SVG1's ``sparsity_to_width`` (:data:`_SVG1_BAND`; Wan's ``context_length`` is 0)
-        sizes the band alone to keep ``kept`` of the ``L^2`` pairs, ``W = L (1 - sqrt(1 - kept))``, and passes
-        ``W / F``, the recipe's latent frames ``T`` times ``1 - sqrt(1 - kept)``; its ``mask_mod`` rounds ``W`` up to
-        128 tokens and adds the first frame as a sink (:func:`svgtpu.masks.core.svg_mask` at this multiplier)."""
-        if self.kept_rule != "band" or self.kept is None:
-            return None
-        return get_geometry(self.geometry).T * (1.0 - math.sqrt(1.0 - self.kept))
 
     @property
     def dense_steps(self) -> int | None:
@@ -184,8 +166,7 @@ class Recipe:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "model": self.model, "geometry": self.geometry, "steps": self.steps,
-                "shift": self.shift, "kept": self.kept, "kept_rule": self.kept_rule, "multiplier": self.multiplier,
-                "first_times_fp": self.first_times_fp, "rule": self.rule,
+                "shift": self.shift, "kept": self.kept, "first_times_fp": self.first_times_fp, "rule": self.rule,
                 "dense_steps": self.dense_steps, "dense_step_share": self.dense_step_share,
                 "first_layers_fp": self.first_layers_fp, "dense_layers": self.dense_layers,
                 "dense_layer_share": self.dense_layer_share, "num_sampled_rows": self.num_sampled_rows,
@@ -209,10 +190,6 @@ _SVG1_I2V = _svg1("scripts/wan_i2v_inference.sh",
 _SVG1_I2V_PY = _svg1("wan_i2v_inference.py", "Wan2.1-I2V-14B-720P, flow_shift = 5.0")
 _SVG1_RULE = _svg1("svg/models/wan/attention.py",
                    "dense if layer_idx < num_layers * first_layers_fp or timestep > 1000 * (1 - first_times_fp)")
-_SVG1_BAND = _svg1("svg/models/wan/utils.py",
-                   "sparsity_to_width: width = seq_len * (1 - sqrt(1 - sparsity)), returned / frame_size; "
-                   "temporal_mask_mod: |q - kv| <= ceil(mul * frame_size / 128) * 128 or kv < frame_size "
-                   "(the same at 95acd8a, the README benchmark's commit)")
 _HEAD_RULE = "num_fp_timesteps = floor(first_times_fp * steps), num_fp_layers = floor(first_layers_fp * layers)"
 _HEAD_T2V_PY = _head("wan_t2v_inference.py", _HEAD_RULE)
 _HEAD_I2V_PY = _head("wan_i2v_inference.py", _HEAD_RULE)
@@ -221,12 +198,12 @@ _HEAD_I2V_PY = _head("wan_i2v_inference.py", _HEAD_RULE)
 #: code); the ``svg-head`` ones are the same repository's scripts after the SVG2 rewrite.
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("svg1-t2v-14b-720p", "wan2.1-t2v-14b", "720p", 50, 5.0, 0.25, 0.075, "timestep", 0.025, 64,
-           (_SVG1_T2V, _SVG1_T2V_PY, _SVG1_RULE, _SVG1_BAND, WAN_SCHEDULE_SOURCE), kept_rule="band"),
+           (_SVG1_T2V, _SVG1_T2V_PY, _SVG1_RULE, WAN_SCHEDULE_SOURCE)),
     Recipe("svg1-t2v-14b-480p", "wan2.1-t2v-14b", "480p", 50, 5.0, 0.25, 0.075, "timestep", 0.025, 64,
-           (_SVG1_T2V, _SVG1_T2V_PY, _SVG1_RULE, _SVG1_BAND, WAN_SCHEDULE_SOURCE),
-           note="the script's comment says shift 3.0 for 480p, but the code runs 5.0", kept_rule="band"),
+           (_SVG1_T2V, _SVG1_T2V_PY, _SVG1_RULE, WAN_SCHEDULE_SOURCE),
+           note="the script's comment says shift 3.0 for 480p, but the code runs 5.0"),
     Recipe("svg1-i2v-14b-720p", "wan2.1-i2v-14b", "720p", 40, 5.0, 0.25, 0.09, "timestep", 0.025, 64,
-           (_SVG1_I2V, _SVG1_I2V_PY, _SVG1_RULE, _SVG1_BAND, WAN_SCHEDULE_SOURCE), kept_rule="band"),
+           (_SVG1_I2V, _SVG1_I2V_PY, _SVG1_RULE, WAN_SCHEDULE_SOURCE)),
     Recipe("svg-head-t2v-14b-720p", "wan2.1-t2v-14b", "720p", 50, 5.0, 0.3, 0.2, "step", 0.03, 64,
            (_head("scripts/wan/wan_t2v_720p_svg.sh",
                   "infer_step=50, first_times_fp=0.2, first_layers_fp=0.03, sparsity=0.3, --num_sampled_rows 64"),

@@ -340,9 +340,28 @@ def _svg1_blocks(L: int, F: int, W: int) -> int:
     return computed
 
 
+def test_svg1_band_from_its_sparsity_by_hand():
+    """SVG1's sparsity_to_width (svg/models/wan/utils.py at 95acd8a and 5efea72, context_length 0): the band alone
+    keeps 0.25 of the pairs, W = L (1 - sqrt(0.75)); 720p: L = 21 * 3600 = 75600, W = 10128.48..., rounded up to
+    80 * 128 = 10240 tokens (480p: 21 * 1560 = 32760 tokens, 4389.01 -> 35 * 128 = 4480).  The default recipe keeps
+    the package's rule (the whole mask keeps its kept fraction)."""
+    from svgtpu.costmodel.pipeline import RECIPE_BAND_RULES, recipe_fields
+    from svgtpu.masks.core import svg_mask
+    from svgtpu.recipes import DEFAULT_RECIPE, RECIPES
+    assert 75600 * (1 - 0.75 ** 0.5) == pytest.approx(10128.48, abs=0.01)
+    assert 32760 * (1 - 0.75 ** 0.5) == pytest.approx(4389.01, abs=0.01)
+    for name, W in (("svg1-t2v-14b-720p", 10240), ("svg1-t2v-14b-480p", 4480), ("svg1-i2v-14b-720p", 10240)):
+        recipe = RECIPES[name]
+        fields = recipe_fields(recipe)
+        assert name in RECIPE_BAND_RULES and fields["kept"] is None
+        assert svg_mask(recipe.geometry, fields["multiplier"]).window == W
+    assert DEFAULT_RECIPE.name not in RECIPE_BAND_RULES
+    assert recipe_fields(DEFAULT_RECIPE)["multiplier"] is None and recipe_fields(DEFAULT_RECIPE)["kept"] == DEFAULT_RECIPE.kept
+
+
 def test_a_published_svg1_row_runs_svg1s_own_mask():
-    """SVG's README SVG rows ran SVG1's mask (recipe svg1-*, kept_rule band): 720p W = 10240, F = 3600; 480p
-    W = 4480, F = 1560 (tests/test_recipes.py); their flex tiles are that mask's computed blocks, counted here by
+    """SVG's README SVG rows ran SVG1's mask (recipe svg1-*, pipeline.RECIPE_BAND_RULES): 720p W = 10240,
+    F = 3600; 480p W = 4480, F = 1560 (test_svg1_band_from_its_sparsity_by_hand); their flex tiles are that mask's computed blocks, counted here by
     brute force (103055 and 19698 a head), not the package's band of density 0.25 (87950 and 16653)."""
     for pid, L, F, W in (("svg-readme-h100-wan2.1-14b-720p-svg", 75600, 3600, 10240),
                          ("svg-readme-a100-wan2.1-14b-480p-svg", 32760, 1560, 4480)):

@@ -90,19 +90,3 @@ def test_cli_recipes_json(capsys):
     assert {t["block_q"] for t in out["tiles"]} >= {3024, 512, 128}
     assert main(["recipes", "--name", "nope"]) == 2
     assert "recipe must be one of" in capsys.readouterr().err
-
-
-def test_svg1_band_from_its_sparsity_by_hand():
-    """SVG1's sparsity_to_width (svg/models/wan/utils.py at 95acd8a and 5efea72, context_length 0): the band alone
-    keeps 0.25 of the pairs, W = L (1 - sqrt(0.75)); 720p: L = 21 * 3600 = 75600, W = 10128.48..., passed as
-    W / F = 21 * 0.1339746 = 2.8134665 frames; the mask rounds 2.8134665 * 3600 up to 80 * 128 = 10240 tokens
-    (480p: 21 * 1560 = 32760 tokens, 4388.9 -> 35 * 128 = 4480).  The default recipe keeps the package's rule."""
-    from svgtpu.masks.core import svg_mask
-    for name, W in (("svg1-t2v-14b-720p", 10240), ("svg1-t2v-14b-480p", 4480), ("svg1-i2v-14b-720p", 10240)):
-        recipe = RECIPES[name]
-        assert recipe.kept_rule == "band"
-        assert recipe.multiplier == pytest.approx(21 * (1 - 0.75 ** 0.5), rel=1e-12) == pytest.approx(2.8134665, 1e-7)
-        assert svg_mask(recipe.geometry, recipe.multiplier).window == W
-    assert DEFAULT_RECIPE.kept_rule == "mask" and DEFAULT_RECIPE.multiplier is None
-    with pytest.raises(ValueError, match="kept_rule must be one of mask, band"):
-        recipes.Recipe("x", None, None, None, None, 0.3, None, None, None, None, (), kept_rule="pairs")

@@ -46,6 +46,7 @@ from svgtpu.costmodel.block_pricing import PRICINGS, other_seconds
 from svgtpu.costmodel.compiled import HAS_FAST_PATH, CompiledTable
 from svgtpu.costmodel.gpu_rates import GpuRates
 from svgtpu.costmodel.kernel_work import FLASH, KernelWork, counted_work
+from svgtpu.costmodel.policy import band_multiplier
 from svgtpu.costmodel.roofline import Efficiency, forward_ops
 from svgtpu.costmodel.specs import DeviceSpec
 from svgtpu.costmodel.tile_costs import (ATTENTION_KERNELS, attention_head_seconds, compiled_head_cycles,
@@ -314,13 +315,24 @@ class Setup:
                                     fast_path=fast_path and HAS_FAST_PATH[kernel] and not self.segment_ids)
 
 
+#: How a recipe's code turns its ``kept`` (the script's ``sparsity``) into the band, where it is not the package's
+#: reading (the whole band + sink mask keeps that share, :func:`svgtpu.masks.core.multiplier_for_kept`): SVG1's scripts
+#: call ``sparsity_to_width`` (svg-project/Sparse-VideoGen 95acd8a and 5efea72, ``svg/models/wan/utils.py``; Wan's
+#: ``context_length`` is 0): the band alone keeps ``kept`` of the ``L^2`` pairs, ``W = L (1 - sqrt(1 - kept))``, its
+#: ``mask_mod`` rounds ``W`` up to 128 tokens and adds the first frame as a sink: the rule MaxDiffusion ports
+#: (:func:`svgtpu.costmodel.policy.band_multiplier`, rule ``maxdiffusion``).
+RECIPE_BAND_RULES = {"svg1-t2v-14b-720p": "maxdiffusion", "svg1-t2v-14b-480p": "maxdiffusion",
+                     "svg1-i2v-14b-720p": "maxdiffusion"}
+
+
 def recipe_fields(recipe) -> dict:
     """The :class:`Setup` fields a :class:`svgtpu.recipes.Recipe` sets: the mask density (its kept fraction, or the
-    band multiplier its code derives from it, :attr:`~svgtpu.recipes.Recipe.multiplier`), dense-step and dense-layer
-    shares, sampled rows (``ValueError`` for a recipe whose numbers are unknown)."""
+    band multiplier its code derives from it, :data:`RECIPE_BAND_RULES`), dense-step and dense-layer shares, sampled
+    rows (``ValueError`` for a recipe whose numbers are unknown)."""
     if not recipe.known:
         raise BadInput(f"recipe {recipe.name} has no numbers (unknown): pick one of svgtpu.recipes.RECIPES")
-    band = recipe.multiplier
+    rule = RECIPE_BAND_RULES.get(recipe.name)
+    band = None if rule is None else band_multiplier(get_geometry(recipe.geometry), recipe.kept, rule)
     return {"kept": recipe.kept if band is None else None, "multiplier": band, "warmup_steps": recipe.dense_step_share,
             "warmup_layers": recipe.dense_layer_share, "profile_rows": recipe.num_sampled_rows}
 
@@ -679,6 +691,6 @@ def sweep_resolution(setup: Setup, resolutions: Iterable[str] = tuple(PRESETS)) 
     return rows
 
 
-__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds", "other_ops_seconds",
+__all__ = ["PARTS", "WEIGHTS", "SETTING_FIELDS", "ATTENTION_SHARDINGS", "DEFAULT_TEMPORAL_FRACTION", "sequence_shard_tiles", "IMAGE_ENCODERS", "RECIPE_BAND_RULES", "recipe_fields", "Setup", "svg_overhead_seconds", "memory", "communication_seconds", "other_ops_seconds",
            "weight_gather_seconds", "forward_breakdown", "STAGES", "stage_seconds", "stage_instruments", "dit_seconds", "video_seconds", "CHAIN",
            "sparse_layer_efficiency", "model_video", "sweep_resolution"]
