@@ -67,6 +67,28 @@ def test_an_edited_source_changes_the_keys_of_the_records_made_of_it_only(tmp_pa
     assert dumps.made_of({}, ("kernels",))["sources"].keys() == {"kernels/a.py", "kernels/b.py"}
 
 
+def test_every_committed_record_is_made_of_the_packages_current_sources():
+    """Each record under figures/compiled/ names the sha256 of every package file it was built and read from: an
+    edit to one of them (a top-level file such as recipes.py or setting.py counts, not only compiler/ and kernels/)
+    makes ``make figures`` compile the record again, for an hour, instead of reading it.  Hashed here, file by file,
+    independently of the key function, so the edit fails in seconds and names the file."""
+    import gzip
+    import hashlib
+    stale = {}
+    records = sorted(paths.COMPILED_RECORDS.rglob("*.json.gz"))
+    assert records, "no committed records found"
+    for path in records:
+        made_of = json.loads(gzip.decompress(path.read_bytes()))["made_of"]
+        assert made_of["versions"] == dumps.versions(), f"{path.name}: made with {made_of['versions']}"
+        for name, digest in made_of["sources"].items():
+            source = dumps.PACKAGE / name
+            if not source.exists() or hashlib.sha256(source.read_bytes()).hexdigest()[:16] != digest:
+                stale.setdefault(name, []).append(path.relative_to(paths.COMPILED_RECORDS).as_posix())
+    assert not stale, ("package files changed since the committed records were made (make evidence remakes them, or "
+                       "keep the change out of these files): "
+                       + "; ".join(f"svgtpu/{name}: {len(found)} records" for name, found in sorted(stale.items())))
+
+
 def test_prune_removes_only_the_records_no_run_used(tmp_path):
     for name in ("v6e/a-1.json.gz", "v6e/b-2.json.gz", "wan-block/c-3.json.gz"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
