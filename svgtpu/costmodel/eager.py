@@ -226,7 +226,7 @@ class CodePath:
         return sum(p.bytes_per_token(model) for p in self.passes if image or not p.i2v)
 
 
-def _svg1_sparse_layer() -> tuple[tuple[Pass, ...], tuple[Pass, ...]]:
+def _svg1_sparse_layer() -> dict[str, tuple[Pass, ...]]:
     """SVG's own work in one sparse layer at :data:`SVG` (``attention_core_logic``), every head, bfloat16.
 
     Profiling (``sample_mse``): the sampled queries' scores against every key, ``Q_s K^T`` (reads K) divided by
@@ -245,7 +245,7 @@ def _svg1_sparse_layer() -> tuple[tuple[Pass, ...], tuple[Pass, ...]]:
     layout = (Pass("zeros_like: output, query_out, key_out, value_out", 0, 2, f"{a} attention_core_logic", count=4),
               Pass("placement copies Q, K, V of every head", 2, 2, f"{pl} wan_sparse_head_placement_kernel", count=3),
               Pass("output placement copies O of every head", 2, 2, f"{pl} wan_hidden_states_placement_kernel"))
-    return profiling, layout
+    return {"profiling": profiling, "layout": layout}
 
 
 def svg_work_bytes(path: CodePath, model: ModelConfig, L: int, rows: int) -> dict[str, float] | None:
@@ -265,7 +265,7 @@ CODE_PATHS = {p.name: p for p in (
     CodePath("diffusers", f"{DIFFUSERS}: Wan's transformer in bfloat16 (SVG's dense baseline, {SVG} "
              "wan_t2v_inference.py --pattern dense)", _diffusers_block()),
     CodePath("svg-processor", f"{SVG}: diffusers' block with SVG's self-attention processor "
-             "(wan_t2v_inference.py --pattern SVG)", _diffusers_block(svg=True), False, *_svg1_sparse_layer()),
+             "(wan_t2v_inference.py --pattern SVG)", _diffusers_block(svg=True), **_svg1_sparse_layer()),
     CodePath("fastvideo", f"{FASTVIDEO}: FastVideo's Wan DiT in bfloat16 on one GPU, eager", _fastvideo_block()),
 )}
 

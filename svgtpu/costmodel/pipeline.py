@@ -498,24 +498,35 @@ def _vae_decode_seconds(setup: Setup) -> float:
 STAGES = ("text_encoder", "image_encoder", "vae_encode", "vae_decode", "host")
 
 
+def _counted_stage(setup: Setup, stage: str) -> float:
+    """A stage off a GPU, counted: umT5's and CLIP's FLOPs at the matmul rate, the VAE's passes (the decode from a
+    compiled record where one is committed)."""
+    dev, eff, g = setup.device, setup.efficiency, setup.geometry
+    if stage == "text_encoder":
+        return stages.text_encoder_flops(setup.model.text_len, setup.passes) / (dev.matmul_flops * eff.matmul)
+    if stage == "image_encoder":
+        return stages.clip_image_flops() / (dev.matmul_flops * eff.matmul)
+    if stage == "vae_encode":
+        return _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g))
+    return _vae_decode_seconds(setup)
+
+
+def _present_stages(setup: Setup) -> list[str]:
+    """The stages of :data:`STAGES` but the host that this setup's run has: those in its parts, image conditioning
+    only for an image-to-video run (the CLIP encoder only where it has one)."""
+    conditioning = setup.image_encoder or ""
+    present = {"text_encoder": "text_encoder" in setup.parts, "vae_decode": "vae_decode" in setup.parts,
+               "vae_encode": "image_encoder" in setup.parts and bool(conditioning),
+               "image_encoder": "image_encoder" in setup.parts and "clip" in conditioning}
+    return [s for s in STAGES if present.get(s)]
+
+
 def stage_seconds(setup: Setup) -> dict[str, float]:
     """Seconds of the stages outside the DiT passes (:data:`STAGES`; 0 for parts switched off, and for image
     conditioning a text-to-video run has not): on a GPU from a published measurement, elsewhere counted."""
-    dev, eff, g = setup.device, setup.efficiency, setup.geometry
-    gpu = dev.is_gpu
+    price = _gpu_stage if setup.device.is_gpu else _counted_stage
     out = dict.fromkeys(STAGES, 0.0)
-    if "text_encoder" in setup.parts:
-        out["text_encoder"] = (_gpu_stage(setup, "text_encoder") if gpu else
-                               stages.text_encoder_flops(setup.model.text_len, setup.passes) / (
-                                   dev.matmul_flops * eff.matmul))
-    if "vae_decode" in setup.parts:
-        out["vae_decode"] = _gpu_stage(setup, "vae_decode") if gpu else _vae_decode_seconds(setup)
-    if "image_encoder" in setup.parts and setup.image_encoder:
-        out["vae_encode"] = (_gpu_stage(setup, "vae_encode") if gpu else
-                             _vae_seconds(setup, stages.vae_encode_flops(g), stages.vae_encode_bytes(g)))
-        if "clip" in setup.image_encoder:
-            out["image_encoder"] = (_gpu_stage(setup, "image_encoder") if gpu else
-                                    stages.clip_image_flops() / (dev.matmul_flops * eff.matmul))
+    out.update({stage: price(setup, stage) for stage in _present_stages(setup)})
     if "host" in setup.parts:
         out["host"] = setup.steps * setup.host_seconds_per_step
     return out
@@ -535,39 +546,36 @@ def stage_instruments(setup: Setup) -> dict[str, str]:
         where = (f"; over the {setup.chips} GPUs" if setup.vae_sharded else "; on one rank") + (
             "; measured in bfloat16, no factor for a float32 run's VAE (Wan's reference), priced at least that fast")
         traffic = "the run's VAE activation traffic over the measured run's"
-        return {"text_encoder": _gpu_instrument(setup, "text_encoder", "umT5-XXL in bfloat16",
-                                                f"the run's tokens over {stages.GPU_STAGE_TOKENS}"),
-                "image_encoder": (_gpu_instrument(setup, "image_encoder", "CLIP ViT-H/14 in float16 on the image",
-                                                                 "the one image over the measured one")
-                                  if "clip" in conditioning else "none: no CLIP image encoder in this run"),
-                "vae_encode": (_gpu_instrument(setup, "vae_encode", "the VAE encoder over the conditioning video",
-                                               traffic) + where if conditioning
-                               else "none: text-to-video encodes no video"),
-                "vae_decode": _gpu_instrument(setup, "vae_decode", "the causal 3D VAE decoder", traffic) + where,
-                "host": _host_instrument(setup)}
-    where = f"sharded over the {setup.chips} chips" if setup.vae_sharded else "on one rank in float32"
-    vae = f"{{}} counted conv by conv from Wan 2.1's wan/modules/vae.py ({{}}), FLOPs and activation bytes as a roofline, {where}"
-    record = _decode_record(setup)
-    decode = (vae.format("the causal 3D VAE decoder", "Decoder3d") if record is None else
-              f"the causal 3D VAE decoder (svgtpu.model.vae, Wan 2.1's Decoder3d) compiled for one {setup.device.name} "
-              f"chip, static cycles of its first and later chunks (record vae-decode/{record['record']}, "
-              f"{record['provenance']}) at the chip's clock, {where}"
-              + (" (the all-gathers between its sharded convolutions not priced)" if setup.vae_sharded else ""))
-    host_t5 = ("; MaxDiffusion runs it in float32 PyTorch on the host CPU, for which no cited host rate was found "
-               "(docs/costmodel.md, stages)" if setup.device.family == "tpu" else "")
-    return {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) at the "
-                            "matmul rate (stages.text_encoder_flops)" + host_t5,
-            "image_encoder": ("CLIP ViT-H/14 FLOPs on the image at the matmul rate (stages.clip_image_flops)"
-                              if "clip" in conditioning else "none: no CLIP image encoder in this run"),
-            "vae_encode": (vae.format("the VAE encoder over the conditioning video", "Encoder3d") if conditioning
-                           else "none: text-to-video encodes no video"),
-            "vae_decode": decode,
-            "host": _host_instrument(setup)}
-
-
-def _host_instrument(setup: Setup) -> str:
-    return (f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; its range "
-            "docs/plausibility.md)")
+        words = {"text_encoder": _gpu_instrument(setup, "text_encoder", "umT5-XXL in bfloat16",
+                                                 f"the run's tokens over {stages.GPU_STAGE_TOKENS}"),
+                 "image_encoder": _gpu_instrument(setup, "image_encoder", "CLIP ViT-H/14 in float16 on the image",
+                                                  "the one image over the measured one"),
+                 "vae_encode": _gpu_instrument(setup, "vae_encode", "the VAE encoder over the conditioning video",
+                                               traffic) + where,
+                 "vae_decode": _gpu_instrument(setup, "vae_decode", "the causal 3D VAE decoder", traffic) + where}
+    else:
+        where = f"sharded over the {setup.chips} chips" if setup.vae_sharded else "on one rank in float32"
+        vae = (f"{{}} counted conv by conv from Wan 2.1's wan/modules/vae.py ({{}}), FLOPs and activation bytes as a "
+               f"roofline, {where}")
+        record = _decode_record(setup)
+        decode = (vae.format("the causal 3D VAE decoder", "Decoder3d") if record is None else
+                  f"the causal 3D VAE decoder (svgtpu.model.vae, Wan 2.1's Decoder3d) compiled for one "
+                  f"{setup.device.name} chip, static cycles of its first and later chunks (record "
+                  f"vae-decode/{record['record']}, {record['provenance']}) at the chip's clock, {where}"
+                  + (" (the all-gathers between its sharded convolutions not priced)" if setup.vae_sharded else ""))
+        host_t5 = ("; MaxDiffusion runs it in float32 PyTorch on the host CPU, for which no cited host rate was found "
+                   "(docs/costmodel.md, stages)" if setup.device.family == "tpu" else "")
+        words = {"text_encoder": "umT5-XXL encoder FLOPs (2 x 5.7e9 weights per token, text_len tokens per prompt) "
+                                 "at the matmul rate (stages.text_encoder_flops)" + host_t5,
+                 "image_encoder": "CLIP ViT-H/14 FLOPs on the image at the matmul rate (stages.clip_image_flops)",
+                 "vae_encode": vae.format("the VAE encoder over the conditioning video", "Encoder3d"),
+                 "vae_decode": decode}
+    if "clip" not in conditioning:
+        words["image_encoder"] = "none: no CLIP image encoder in this run"
+    if not conditioning:
+        words["vae_encode"] = "none: text-to-video encodes no video"
+    return {**words, "host": f"host seconds per step x steps (an assumption, {setup.host_seconds_per_step:g} s; "
+                             "its range docs/plausibility.md)"}
 
 
 def dit_seconds(setup: Setup, kind: str, fast_path: bool) -> float:
