@@ -71,6 +71,8 @@ def test_a_small_smoke_of_the_whole_run_through_the_cli(tmp_path, capsys):
     assert set(result["launch"]["mosaic_gpu_ours"]) <= {gpu_bench.mgpu_name(*v) for v in gpu_bench.OURS_MGPU}
     block = {r["attention"]: r for r in result["block"][0]["rows"]}
     assert block["dense-ours"]["status"] == "ok"
+    for section in (result["attention"][0], result["block"][0]):   # no nvidia-smi here: the log says so
+        assert set(section["clocks"]) == {"unavailable"} or section["clocks"]["source"].startswith("nvidia-smi")
     assert load_results(out)["run"]["attention"] == result["attention"]
 
 

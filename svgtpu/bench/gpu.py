@@ -29,6 +29,9 @@ skipped with the reason instead of stopping the run:
 4. **end to end**: a Wan 2.1 14B video (40 blocks, 50 steps, CFG: 2 passes) *extrapolated* from the
    measured block, dense and with SVG's dense warm-up schedule; VAE and text encoder are not included.
 
+Every timing section also logs the SM clock and power of each timed call (:mod:`svgtpu.bench.gpu_clocks`, its
+``clocks``): a rate from a short call need not hold in a long one.
+
 :func:`run` returns everything as one dict, with every kernel's launch settings (:func:`launch_settings`);
 :mod:`svgtpu.bench.gpu_results` writes it as a dated run file, reads it back (run files of any date:
 :func:`~svgtpu.bench.gpu_results.speedups`) and prints it; :mod:`svgtpu.bench.gpu_timing` fits the timing into
@@ -59,6 +62,7 @@ from tqdm.auto import tqdm
 from svgtpu.attention.svg import SVGConfig
 from svgtpu.bench.gpu_results import format_result, gpu_rows, source_commit, triton_launch, write
 from svgtpu.bench.gpu_check import end_children, isolated_checks, report
+from svgtpu.bench.gpu_clocks import ClockLog
 from svgtpu.bench.gpu_timing import NOW, Budget, Watchdog, check_budget, reason, time_variants
 from svgtpu.bench.timing import paired_ratio
 from svgtpu.costmodel.gpu_rates import GPU_TILE
@@ -535,7 +539,8 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
             skipped[name] = verdict
     # compiled in the check's order: a section short of time leaves the peers and extra launches out, not ours
     calls = {n: variants[n].call for n in sorted(variants, key=check_priority) if n not in skipped}
-    times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}")
+    with ClockLog() as clocks:
+        times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"attention {g.name or g}", clocks)
     skipped |= not_timed
     spots = spot_checks({n: variants[n] for n in times}, q, k, v,
                         svg_masks(g, sizes), budget)
@@ -565,7 +570,7 @@ def bench_attention(geometry: str, heads: int, sizes: Sizes, budget: Budget, int
             "dtype": "bfloat16", "tile": f"{sizes.block_q}x{sizes.block_kv}",
             "launch": sizes.launch, "kept": sizes.kept, "rows": rows, "spot_rows": SPOT_ROWS,
             "headline": {key: speedup(name, "cudnn-dense") for key, name in HEADLINE.items()},
-            "versus": {key: speedup(of, over) for key, (of, over) in VERSUS.items()}}
+            "versus": {key: speedup(of, over) for key, (of, over) in VERSUS.items()}, "clocks": clocks.summary()}
 
 
 #: The headline of an attention section: each variant's speedup over cuDNN dense (cuDNN's time over the variant's,
@@ -723,7 +728,8 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None)
         att = jax.jit(lambda q, k, v, key, attend=attend: attend(q, k, v, key=key, **SPARSE_CALL))
         calls[f"block:{name}"] = functools.partial(blk, p, x, t_mod, context, angles, key)
         calls[f"attention:{name}"] = functools.partial(att, *qkv, key)
-    times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"block {g.name or g}")
+    with ClockLog() as clocks:
+        times, not_timed = time_variants(calls, budget, sizes.max_rounds, f"block {g.name or g}", clocks)
     rows = []
     for name in attentions:
         b, a = f"block:{name}", f"attention:{name}"
@@ -734,7 +740,7 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None)
                     "attention_share": paired_ratio(times, a, b)}
         rows.append(row)
     return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": sizes.block.name,
-            "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes))}
+            "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes)), "clocks": clocks.summary()}
 
 
 def modeled_block(geometry, sizes: Sizes) -> dict:

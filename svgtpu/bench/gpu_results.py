@@ -22,6 +22,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
+from svgtpu.bench.gpu_clocks import clock_line
 from svgtpu.errors import BadInput
 from svgtpu.inputs.documents import read_json
 from svgtpu.facts.gpu_runs import committed_runs, latest_run, peers
@@ -307,6 +308,18 @@ def triton_launch(runs: list[dict] | None = None) -> dict:
     return {"settings": None, "source": "no recorded sweep: the kernel's defaults"}
 
 
+def clock_lines(section: dict) -> str:
+    """A section's clock log in words (:mod:`svgtpu.bench.gpu_clocks`), one line per timed call; a run before the
+    log (2026-12-07) has none."""
+    clocks = section.get("clocks")
+    if clocks is None:
+        return ""
+    if "unavailable" in clocks:
+        return f"\nclocks: none ({clocks['unavailable']})"
+    return (f"\nclocks ({clocks['source']}, every {clocks['interval_ms']} ms, samples while each call ran)\n"
+            + "\n".join(clock_line(name, clocks) for name in clocks["calls"]))
+
+
 def format_result(result: dict) -> str:
     """The run as tables, for the terminal."""
     triton = result["launch"]["triton_ours"]
@@ -328,7 +341,7 @@ def format_result(result: dict) -> str:
                      f"{', '.join(f'{f:g}' for f in a['spot_rows'])} of L, first and last head, vs float64)\n"
                      + format_table(a["rows"], columns)
                      + ("\nspeedups (above 1: faster)\n" + format_table([{"speedup": k, "x": v} for k, v in shown.items()])
-                        if shown else ""))
+                        if shown else "") + clock_lines(a))
     for b in result["block"]:
         modeled = b["modeled"]
         note = (f"modeled dense share {modeled['attention_share_dense']:.3f}" if "attention_share_dense" in modeled
@@ -337,7 +350,7 @@ def format_result(result: dict) -> str:
             note += f" ({modeled['share_modeled_over_measured']:.3f}x the one measured with {modeled['measured_with']})"
         parts.append(f"block {b['geometry']} L={b['L']} ({b['model']}); {note}\n"
                      + format_table(b["rows"], ["attention", "status", "block_s", "attention_s", "attention_share",
-                                                "reason"]))
+                                                "reason"]) + clock_lines(b))
     if result.get("attention_exponent"):
         parts.append("self-attention time ~ L^k over the block resolutions: " + ", ".join(
             f"{kind} k={k:.2f}" for kind, k in result["attention_exponent"].items()))
@@ -350,4 +363,4 @@ def format_result(result: dict) -> str:
 
 __all__ = ["NOTEBOOK", "COMMIT_ENV", "TIME_RATIOS", "MOVED", "speedups", "results_entries", "source_commit", "run_path", "check_out", "write",
            "triton_launch", "committed_runs", "latest_run", "peers", "gpu_rows",
-           "attention_rows", "block_rows", "NO_ROUNDS", "exponent_rows", "IDEAS", "tpu_ideas", "format_result"]
+           "attention_rows", "block_rows", "clock_lines", "NO_ROUNDS", "exponent_rows", "IDEAS", "tpu_ideas", "format_result"]

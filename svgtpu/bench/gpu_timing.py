@@ -19,6 +19,7 @@ from typing import Callable
 import jax
 from tqdm.auto import tqdm
 
+from svgtpu.bench.gpu_clocks import ClockLog
 from svgtpu.bench.timing import interleaved_times
 from svgtpu.errors import BadInput
 
@@ -103,10 +104,11 @@ def reason(error: BaseException) -> str:
     return f"{type(error).__name__} without a message: {check} in {last.name} ({where}:{last.lineno})"
 
 
-def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, desc: str) -> tuple[dict, dict]:
+def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, desc: str,
+                  clocks: ClockLog | None = None) -> tuple[dict, dict]:
     """Warm each call up (compile + one run, failures -> skipped), then time the survivors in
     interleaved rounds, as many as the section's budget allows (at most ``max_rounds``; without time
-    for one, the second warm-up call of each is its one round).
+    for one, the second warm-up call of each is its one round); ``clocks`` notes when each timed call ran.
 
     Returns ``(times, skipped)``: per-round seconds of each timed call, and ``{name: reason}``.
     """
@@ -130,7 +132,8 @@ def time_variants(calls: dict[str, Callable], budget: Budget, max_rounds: int, d
         return {n: [t] for n, t in steady.items()}, skipped
     rounds = int(min(max_rounds, budget.left() // per_round - 1))  # -1: interleaved_times' warm-up call
     NOW["step"] = f"{desc}: {rounds} timing rounds"
-    times = interleaved_times({n: calls[n] for n in steady}, rounds=rounds, desc=f"{desc}: rounds")
+    timed = {n: clocks.timed(n, calls[n]) if clocks is not None else calls[n] for n in steady}
+    times = interleaved_times(timed, rounds=rounds, desc=f"{desc}: rounds")
     return times, skipped
 
 

@@ -18,6 +18,7 @@ import json
 from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, calibration_run
 from svgtpu.costmodel.pipeline import dit_seconds, svg_overhead_seconds
 from svgtpu.costmodel.validate import block_rest_seconds, calibrated_setup, family_efficiency, gpu_rates
+from svgtpu.costmodel.workload import get_model
 from svgtpu.facts.paths import REPO_ROOT
 
 #: The model before this run, frozen (tests/test_blind_record.py).
@@ -64,6 +65,32 @@ def _row(geometry, what, quantity, measured, predicted, blind=None):
     return {"geometry": geometry, "what": what, "quantity": quantity, "role": role, "measured": measured,
             "predicted": predicted, "error": predicted / measured - 1, "blind_314194b": blind,
             "blind_error": None if blind is None else blind / measured - 1}
+
+
+#: The block's dense self-attention as the attention section's variant of the same kernel (no mask, no SVG work).
+SAME_KERNEL = {"dense-cudnn": "cudnn-dense", "dense-ours": "ours-dense"}
+
+
+def in_block_over_alone(data: dict) -> dict[str, dict[str, float]]:
+    """Per resolution and dense kernel, the block's self-attention seconds over the same kernel's seconds alone
+    in the attention section, scaled by heads (the block runs all the model's heads in one call, the section
+    fewer): 1 where a kernel runs as fast inside the block as alone.  Keyed by resolution, and by model where the
+    block is not Wan 2.1 14B's.  Measured against measured, no model in it:
+    what a rate taken from a short call alone misses in a long one (docs/costmodel.md, "The H200 1440p miss")."""
+    out: dict[str, dict[str, float]] = {}
+    for block in data["block"]:
+        section = next((a for a in data["attention"] if a["geometry"] == block["geometry"]), None)
+        if section is None:
+            continue
+        alone = {r["variant"]: r["median_s"] for r in section["rows"] if r["status"] == "ok"}
+        model = block.get("model", "wan2.1-14b")
+        key = block["geometry"] if model == "wan2.1-14b" else f"{block['geometry']} {model}"
+        for r in block["rows"]:
+            same = SAME_KERNEL.get(r["attention"])
+            if r["status"] == "ok" and same in alone:
+                out.setdefault(key, {})[r["attention"]] = \
+                    r["attention_s"] / (alone[same] * get_model(model).heads / section["heads"])
+    return out
 
 
 def against_h200() -> dict:
@@ -118,7 +145,9 @@ def _against_h200() -> dict:
             "rows": rows, "validation_points": len(validation),
             "median_abs_error": sorted(abs(r["error"]) for r in validation)[len(validation) // 2],
             "worst": {k: worst[k] for k in ("geometry", "what", "quantity", "error")},
+            "in_block_over_alone": in_block_over_alone(data),
             "provenance": "modeled-h200 vs measured-gpu-h200"}
 
 
-__all__ = ["BLIND_RECORD", "BLOCK_KINDS", "ATTENTION_KINDS", "FITTED", "block_setup", "modeled_block", "against_h200"]
+__all__ = ["BLIND_RECORD", "BLOCK_KINDS", "ATTENTION_KINDS", "FITTED", "SAME_KERNEL", "block_setup", "modeled_block",
+           "in_block_over_alone", "against_h200"]
