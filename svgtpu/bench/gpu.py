@@ -85,18 +85,22 @@ from svgtpu.warmup import layer_calls
 
 #: Wan 2.1 14B, the same config the cost model predicts it with (:func:`modeled_block`).
 WAN14B = MODELS["wan2.1-14b"]
+#: Wan 2.1 1.3B, the model of FastVideo's published H200 rows (``svgtpu/costmodel/published.json``), timed as a
+#: block at 720p, a resolution none of those rows ran: its narrower matmuls (1536 wide) and 12 heads priced by the
+#: model fitted on the 14B block, against a measurement (docs/costmodel.md, "What the median still misses").
+WAN1_3B = MODELS["wan2.1-1.3b"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
     """What one run measures.  ``sections``: ``(kind, geometry, heads, weight)`` in run order, kind
     ``check`` / ``attention`` / ``block`` (``heads``: attention heads of check and attention; a block has
-    its model's).  The check (weight ``None``) may use all the time left of ``budget_s``: a variant it
+    its model's heads, and names its model there: ``None`` for ``block``, or a name of :data:`MODELS`).  The check (weight ``None``) may use all the time left of ``budget_s``: a variant it
     leaves unchecked would go untimed in every section.  Each timing section may use ``weight / (weights of
     it and the timing sections after it)`` of the time left, so time a section leaves unused passes on to
     the next ones."""
 
-    sections: tuple[tuple[str, str, int | None, float | None], ...]
+    sections: tuple[tuple[str, str, int | str | None, float | None], ...]
     block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
     block_q: int          # the plan's tile: GPU_TILE in both runs, the tile the cost model prices GPU kernels at
     block_kv: int
@@ -113,6 +117,9 @@ class Sizes:
     #: ``num_stages``; ``None``: the kernel's defaults), set by :func:`run` from the recorded sweep
     launch: dict | None = None
     block_attentions: tuple[str, ...] = ("dense-cudnn", "dense-ours", "svg-aligned-ours")
+    #: a block of another model than ``block``: cuDNN dense only (its non-attention ops are what it is timed for,
+    #: and cuDNN needs no kernel compile of its own)
+    other_block_attentions: tuple[str, ...] = ("dense-cudnn",)
     profile: str = "hopper"
     #: seconds each variant's float64 check may take (compile and run at the check's size) before its own watchdog
     #: records it as hung, naming the step, and the checks go on without it (:mod:`svgtpu.bench.gpu_check`)
@@ -134,7 +141,8 @@ DEFAULT_VARIANTS = ("cudnn-dense", "ours-dense", "ours-svg-fast", "ours-aligned-
 #: guess where compile time (every timing section) and run time (the 1440p ones) go.
 FULL = Sizes(sections=(("check", "11x16x20", 4, None), ("attention", "720p", 40, 0.4),
                        ("attention", "1440p", 8, 0.6), ("block", "480p", None, 0.10),
-                       ("block", "720p", None, 0.12), ("block", "1440p", None, 0.36)), block=WAN14B,
+                       ("block", "720p", None, 0.12), ("block", "720p", WAN1_3B.name, 0.04),
+                       ("block", "1440p", None, 0.36)), block=WAN14B,
              block_q=GPU_TILE, block_kv=GPU_TILE, budget_s=200.0, variants=DEFAULT_VARIANTS)
 #: The same code at tiny shapes (interpret mode on CPU): one geometry per section, one check case, the
 #: attention variants whose code differs (every baseline, our kernel dense and aligned), the block with
@@ -708,16 +716,23 @@ def block_attentions(g, sizes: Sizes) -> dict[str, Callable]:
 BLOCK_CHECKS = {"dense-cudnn": "cudnn-dense", "dense-ours": "ours-dense", "svg-aligned-ours": "ours-aligned-fast"}
 
 
-def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None) -> dict:
-    """One block and its self-attention alone, per attention variant whose kernel passed its float64 check
-    (:data:`BLOCK_CHECKS`), timed in the same rounds."""
+def section_model(sizes: Sizes, name: str | None) -> ModelConfig:
+    """A block section's model: ``sizes.block``, or the one its section names (:data:`MODELS`)."""
+    return sizes.block if name is None or name == sizes.block.name else MODELS[name]
+
+
+def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None, model: str | None = None) -> dict:
+    """One block (``sizes.block``, or ``model``) and its self-attention alone, per attention variant whose kernel
+    passed its float64 check (:data:`BLOCK_CHECKS`), timed in the same rounds."""
     g = get_geometry(geometry)
-    block = WanBlock(sizes.block)
+    config = section_model(sizes, model)
+    block = WanBlock(config)
     p = init_block(block)
-    x, t_mod, context, *qkv = block_inputs(sizes.block, g.L)
+    x, t_mod, context, *qkv = block_inputs(config, g.L)
     angles = rope_angles(g, sizes.block.head_dim)
     key = jax.random.PRNGKey(0)
-    attentions = {n: a for n, a in block_attentions(g, sizes).items() if n in sizes.block_attentions}
+    names = sizes.block_attentions if config is sizes.block else sizes.other_block_attentions
+    attentions = {n: a for n, a in block_attentions(g, sizes).items() if n in names}
     skipped = {n: why for n in attentions if (why := check_verdict(check, BLOCK_CHECKS[n])) is not None}
     calls = {}
     for name, attend in attentions.items():
@@ -739,16 +754,18 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None)
             row |= {"block_s": statistics.median(times[b]), "attention_s": statistics.median(times[a]),
                     "attention_share": paired_ratio(times, a, b)}
         rows.append(row)
-    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": sizes.block.name,
-            "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes)), "clocks": clocks.summary()}
+    return {"geometry": g.name or str(g), "grid": f"{g.T}x{g.H}x{g.W}", "L": g.L, "model": config.name,
+            "rows": rows, "modeled": compare_with_model(rows, modeled_block(g, sizes, config)),
+            "clocks": clocks.summary()}
 
 
-def modeled_block(geometry, sizes: Sizes) -> dict:
-    """What :mod:`svgtpu.costmodel` predicts for this block on an H200 (one chip), or the cost model's
-    refusal (:class:`~svgtpu.errors.BadInput`: a shape it has no rates for); anything else is a bug and raises."""
+def modeled_block(geometry, sizes: Sizes, model: ModelConfig | None = None) -> dict:
+    """What :mod:`svgtpu.costmodel` predicts for this block (``sizes.block``, or ``model``) on an H200 (one chip),
+    or the cost model's refusal (:class:`~svgtpu.errors.BadInput`: a shape it has no rates for); anything else is a
+    bug and raises."""
     from svgtpu import costmodel
     try:
-        setup = costmodel.calibrated_setup(sizes.block, geometry, "h200", chips=1, steps=sizes.steps,
+        setup = costmodel.calibrated_setup(model or sizes.block, geometry, "h200", chips=1, steps=sizes.steps,
                                            block_q=sizes.block_q, block_kv=sizes.block_kv, kept=sizes.kept)
     except BadInput as error:  # a setting the cost model refuses (its reason recorded); its bugs raise
         return {"unavailable": reason(error)}
@@ -783,8 +800,9 @@ def extrapolate(section: dict, sizes: Sizes) -> dict | None:
     sparse = rows.get("svg-aligned-ours")
     if dense is None:
         return None
-    layers, steps, passes = sizes.block.layers, sizes.steps, 2
-    out = {"geometry": section["geometry"], "dense_kernel": "cudnn" if "dense-cudnn" in rows else "ours",
+    layers, steps, passes = section_model(sizes, section.get("model")).layers, sizes.steps, 2
+    out = {"geometry": section["geometry"], "model": section.get("model", sizes.block.name),
+           "dense_kernel": "cudnn" if "dense-cudnn" in rows else "ours",
            "dense_s": passes * steps * layers * dense["block_s"], "label": "extrapolated-from-measured-block"}
     schedule = section["modeled"]
     if sparse is not None and "dense_steps" in schedule:
@@ -794,10 +812,12 @@ def extrapolate(section: dict, sizes: Sizes) -> dict | None:
     return out
 
 
-def attention_exponents(blocks: list[dict]) -> dict[str, float]:
+def attention_exponents(blocks: list[dict], model: str | None = None) -> dict[str, float]:
     """C5 on the device: per attention kind, the least-squares slope of log(self-attention seconds)
-    against log(L) over the block resolutions it ran at (at least two); 2 is quadratic."""
+    against log(L) over the block resolutions it ran at (at least two; ``model``'s blocks only, where given);
+    2 is quadratic."""
     out = {}
+    blocks = [b for b in blocks if model is None or b.get("model", model) == model]
     kinds = {r["attention"] for b in blocks for r in b["rows"]}
     for kind in sorted(kinds):
         points = [(b["L"], r["attention_s"]) for b in blocks for r in b["rows"]
@@ -874,7 +894,7 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
     result = {"provenance": provenance("measured", interpret=resolve_interpret(None)), "device": jax.devices()[0].device_kind,
               "backend": jax.default_backend(), "jax": jax.__version__, "smoke": smoke, "profile": sizes.profile,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              **source_commit(), "sections": [f"{kind} {geometry}" for kind, geometry, _, _ in sizes.sections],
+              **source_commit(), "sections": [section_label(s) for s in sizes.sections],
               "budget_s": sizes.budget_s, "block_q": sizes.block_q, "block_kv": sizes.block_kv,
               "kept": sizes.kept, "variants": list(sizes.variants) if sizes.variants is not None else "all",
               "check_s": sizes.check_s, "launch": launch_settings(sizes, launch),
@@ -882,15 +902,21 @@ def run(smoke: bool = False, budget_s: float | None = None, sections=None, resol
 
     def save_so_far(why: str) -> None:
         save(result | {"unfinished": why, "elapsed_s": budget.elapsed(),
-                       "attention_exponent": attention_exponents(result["block"])})
+                       "attention_exponent": attention_exponents(result["block"], sizes.block.name)})
 
     watchdog = None if watchdog_s is None or save is None else \
         Watchdog(watchdog_s, save_so_far, end_children, started)
     with watchdog or contextlib.nullcontext():
         sections_in_turn(result, sizes, budget, interpret)
-    result["attention_exponent"] = attention_exponents(result["block"])
+    result["attention_exponent"] = attention_exponents(result["block"], sizes.block.name)
     result["elapsed_s"] = budget.elapsed()
     return result
+
+
+def section_label(section: tuple) -> str:
+    """``"block 720p"``, ``"block 720p wan2.1-1.3b"``: a section in words, its model where it names one."""
+    kind, geometry, heads, _ = section
+    return f"{kind} {geometry}" + (f" {heads}" if kind == "block" and heads else "")
 
 
 def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool) -> None:
@@ -919,7 +945,8 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
             if found:
                 result["attention"].append(found)
         else:
-            found = guarded(f"block {geometry}", bench_block, geometry, sizes, budget, result.get("check"))
+            found = guarded(section_label((kind, geometry, heads, None)), bench_block, geometry, sizes, budget,
+                            result.get("check"), heads)
             if found:
                 result["block"].append(found)
                 e2e = extrapolate(found, sizes)
@@ -930,7 +957,7 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",
            "block_inputs", "block_attentions", "Variant", "check_variants", "check_verdict", "attention_variants",
            "select", "SECTIONS", "BLOCK_CHECKS", "bench_attention", "bench_block", "modeled_block",
-           "compare_with_model", "extrapolate", "attention_exponents", "svg_masks", "row_plan_for", "isolated_check",
+           "compare_with_model", "extrapolate", "section_model", "section_label", "WAN1_3B", "attention_exponents", "svg_masks", "row_plan_for", "isolated_check",
            "spot_checks", "SPOT_ROWS", "HEADLINE", "VERSUS", "DEFAULT_VARIANTS", "variant_names", "launch_settings",
            "mosaic_config", "preflight", "check_child", "CHILD", "OURS_TRITON", "OURS_MGPU", "PEER_NAMES", "PER_HEAD", "triton_name", "mgpu_name",
            "tuning_name", "JAX_MOSAIC_TUNING"]

@@ -60,8 +60,9 @@ def results_entries(result: dict):
                 yield ("C4", f"gpu_{name}_{g}", value, dict(provenance=prov, unit="x",
                                                             description=f"speedup (the other's time over this "
                                                             f"one's), paired-ratio median at {a['geometry']}"))
-    for b in result["block"]:
-        g = _key(b["geometry"])
+    primary = result["block"][0]["model"] if result["block"] else None
+    for b in result["block"]:   # a block of another model than the run's first: its model in its names
+        g = _key(b["geometry"]) if b["model"] == primary else f"{_key(b['model'])}_{_key(b['geometry'])}"
         yield ("C2", f"gpu_block_{g}", b["rows"],
                dict(provenance=prov, description=f"{b['model']}-shaped block at {b['geometry']} (L={b['L']}): "
                     f"block and self-attention seconds on {result['device']}"))
@@ -229,7 +230,8 @@ def attention_rows(run: dict, peer_runs: dict[str, dict] | None = None) -> list[
 def block_rows(run: dict) -> list[dict]:
     """The measured block per resolution and self-attention kernel: block and self-attention seconds and the
     self-attention share (the paired-ratio median over rounds, as the run recorded it)."""
-    return [{"geometry": b["geometry"], "L": b["L"], "attention": r["attention"], "block_s": r.get("block_s"),
+    return [{"geometry": b["geometry"], "L": b["L"], "model": b["model"], "attention": r["attention"],
+             "block_s": r.get("block_s"),
              "attention_s": r.get("attention_s"), "attention_share": r.get("attention_share"), "reason": r["reason"]}
             for b in run["data"]["run"]["block"] for r in b["rows"]]
 
@@ -242,6 +244,7 @@ def exponent_rows(run: dict) -> list[dict]:
     """C5 on the device: the run's slope of log self-attention seconds against log L per kernel, with an
     interval from its rounds where the run kept them (none in a run that kept medians only: :data:`NO_ROUNDS`)."""
     blocks = run["data"]["run"]["block"]
+    blocks = [b for b in blocks if b["model"] == blocks[0]["model"]]   # the exponents' blocks: the run's first model
     return [{"attention": kind, "exponent": k, "resolutions": ", ".join(b["geometry"] for b in blocks),
              "interval": None, "why": NO_ROUNDS}
             for kind, k in run["data"]["run"].get("attention_exponent", {}).items()]

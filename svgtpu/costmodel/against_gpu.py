@@ -15,7 +15,7 @@ import copy
 import functools
 import json
 
-from svgtpu.costmodel.gpu_rates import CALIBRATION_RESOLUTION, GPU_TILE, calibration_run
+from svgtpu.costmodel.gpu_rates import CALIBRATION_MODEL, CALIBRATION_RESOLUTION, GPU_TILE, calibration_run
 from svgtpu.costmodel.pipeline import dit_seconds, svg_overhead_seconds
 from svgtpu.costmodel.validate import block_rest_seconds, calibrated_setup, family_efficiency, gpu_rates
 from svgtpu.costmodel.workload import get_model
@@ -42,9 +42,10 @@ FITTED = {(CALIBRATION_RESOLUTION, "dense-cudnn", q) for q in ("attention_s", "r
     (CALIBRATION_RESOLUTION, "attention ours-aligned-fast (40 heads)", "seconds")}
 
 
-def block_setup(geometry: str, kept: float):
-    """The H200 setup of one block's video: Wan 2.1 14B, one chip, 50 steps with CFG, 128 x 128 tiles."""
-    return calibrated_setup("wan2.1-14b", geometry, "h200", chips=1, steps=50, cfg=True, kept=kept)
+def block_setup(geometry: str, kept: float, model: str = CALIBRATION_MODEL):
+    """The H200 setup of one block's video: Wan 2.1 14B (or ``model``), one chip, 50 steps with CFG, 128 x 128
+    tiles."""
+    return calibrated_setup(model, geometry, "h200", chips=1, steps=50, cfg=True, kept=kept)
 
 
 def modeled_block(setup, kernel: str, mask: str) -> dict:
@@ -106,24 +107,32 @@ def _against_h200() -> dict:
     blind = {b["geometry"]: b for b in json.loads(BLIND_RECORD.read_text())["h200_blocks"]}
     rows = []
     for block in data["block"]:
-        g = block["geometry"]
-        setup = block_setup(g, data["kept"])
+        g, model = block["geometry"], block.get("model", CALIBRATION_MODEL)
+        setup = block_setup(g, data["kept"], model)
+        # another model's block (the 1.3B's since 2026-12-07): its rows named by model, every one validation
+        named = (lambda what: what) if model == CALIBRATION_MODEL else (lambda what: f"{model} {what}")
+        blind_here = blind.get(g, {}) if model == CALIBRATION_MODEL else {}
         for r in block["rows"]:
             if r["status"] != "ok":
                 continue
             m = modeled_block(setup, *BLOCK_KINDS[r["attention"]])
-            b = blind.get(g, {}) if r["attention"] == "dense-ours" else {}   # 314194b priced dense with ours
-            rows.append(_row(g, r["attention"], "block_s", r["block_s"], m["block_s"], b.get("block_s_dense")))
-            rows.append(_row(g, r["attention"], "attention_s", r["attention_s"], m["attention_s"],
+            b = blind_here if r["attention"] == "dense-ours" else {}   # 314194b priced dense with ours
+            what = named(r["attention"])
+            rows.append(_row(g, what, "block_s", r["block_s"], m["block_s"], b.get("block_s_dense")))
+            rows.append(_row(g, what, "attention_s", r["attention_s"], m["attention_s"],
                              b.get("block_attention_s_dense")))
-            rows.append(_row(g, r["attention"], "rest_s", r["block_s"] - r["attention_s"], m["rest_s"]))
-            rows.append(_row(g, r["attention"], "attention_share", r["attention_share"], m["attention_share"],
+            rows.append(_row(g, what, "rest_s", r["block_s"] - r["attention_s"], m["rest_s"]))
+            rows.append(_row(g, what, "attention_share", r["attention_share"], m["attention_share"],
                              b.get("attention_share_dense")))
-        video = next(e for e in data["end_to_end"] if e["geometry"] == g)
+        video = next((e for e in data["end_to_end"]
+                      if e["geometry"] == g and e.get("model", CALIBRATION_MODEL) == model), None)
+        if video is None:
+            continue
         dense, svg = dit_seconds(setup, "dense", True), dit_seconds(setup, "svg-aligned", True)
-        rows.append(_row(g, "video (dense cuDNN)", "dense_dit_s", video["dense_s"], dense))
-        rows.append(_row(g, "video (SVG ours vs dense cuDNN)", "dit_speedup", video["speedup"], dense / svg,
-                         blind.get(g, {}).get("dit_speedup_svg_aligned")))
+        rows.append(_row(g, named("video (dense cuDNN)"), "dense_dit_s", video["dense_s"], dense))
+        if "speedup" in video:
+            rows.append(_row(g, named("video (SVG ours vs dense cuDNN)"), "dit_speedup", video["speedup"], dense / svg,
+                             blind_here.get("dit_speedup_svg_aligned")))
     for a in data["attention"]:
         g = a["geometry"]
         setup = block_setup(g, data["kept"]).replace(chips=1)

@@ -49,6 +49,9 @@ GPU_TILE = 128
 #: later run, is validation (docs/costmodel.md, "The H200 model").
 CALIBRATION_RUN = "2026-12-04-314194b.json"
 CALIBRATION_RESOLUTION = "720p"
+#: The model whose block the rates are fitted on; a run's block of another model (Wan 2.1 1.3B since 2026-12-07) is
+#: validation like every other row.
+CALIBRATION_MODEL = "wan2.1-14b"
 #: The peer whose dense FlashAttention-2 row gives ``flash``'s rate, and that row; its FlexAttention row on the SVG
 #: mask (full tiles as full blocks, partial ones through the mask) gives ``flex``'s.
 FLASH_PEER, FLASH_ROW, FLEX_ROW = "peer-flexattention", "sdpa-flash2-dense", "flex-svg"
@@ -149,7 +152,8 @@ def fit_rates(run: dict, peer_runs: dict[str, dict]) -> GpuRates:
     """The rates of :class:`GpuRates` from a committed package run (``committed_runs`` entry) and its peers:
     its :data:`CALIBRATION_RESOLUTION` dense blocks only (module doc)."""
     data = run["data"]["run"]
-    block = next(b for b in data["block"] if b["geometry"] == CALIBRATION_RESOLUTION)
+    block = next(b for b in data["block"] if b["geometry"] == CALIBRATION_RESOLUTION
+                 and b["model"] == CALIBRATION_MODEL)
     rows = {r["attention"]: r for r in block["rows"] if r["status"] == "ok"}
     heads, head_dim = _block_heads(block["model"])
     work = heads * dense_tiles(block["L"]) * tile_flops(head_dim)
@@ -195,6 +199,6 @@ def hopper_rates() -> GpuRates | None:
     return None if run is None else fit_rates(run, peers(run))
 
 
-__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "calibration_run", "GpuRates", "tile_flops",
+__all__ = ["GPU_TILE", "CALIBRATION_RUN", "CALIBRATION_RESOLUTION", "CALIBRATION_MODEL", "calibration_run", "GpuRates", "tile_flops",
            "dense_tiles", "fit_rates", "hopper_rates", "AMPERE_MATMUL", "AMPERE_ATTENTION", "AMPERE_SOURCE",
            "measured_efficiency", "AMPERE_FLEX_OVER_FLASH", "kernel_efficiency"]
