@@ -28,7 +28,7 @@ FAKE = textwrap.dedent("""
                  "power.draw": "699.50" if capped else "350.00", "power.limit": "700.00", "temperature.gpu": "61",
                  "clocks_throttle_reasons.active": "0x0000000000000004" if capped else "0x0000000000000000"}
         print(", ".join(value[f] for f in fields), flush=True)
-        time.sleep(int(args["-lms"]) / 1000)
+        time.sleep(int(args["--loop-ms"]) / 1000)
 """)
 
 

@@ -107,7 +107,7 @@ class ClockLog:
             return None
         prefix = ["stdbuf", "-oL"] if self.command is None and shutil.which("stdbuf") else []
         return [*prefix, *program, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-                f"-lms={self.interval_ms}", f"--id={self.device}"]
+                f"--loop-ms={self.interval_ms}", f"--id={self.device}"]
 
     def _start(self, fields: tuple[str, ...]) -> str | None:
         """Start sampling ``fields``; the reason in words when it ends at once (a refused field, no driver)."""
