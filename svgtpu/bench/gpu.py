@@ -95,10 +95,10 @@ WAN1_3B = MODELS["wan2.1-1.3b"]
 class Sizes:
     """What one run measures.  ``sections``: ``(kind, geometry, heads, weight)`` in run order, kind
     ``check`` / ``attention`` / ``block`` (``heads``: attention heads of check and attention; a block has
-    its model's heads, and names its model there: ``None`` for ``block``, or a name of :data:`MODELS`).  The check (weight ``None``) may use all the time left of ``budget_s``: a variant it
-    leaves unchecked would go untimed in every section.  Each timing section may use ``weight / (weights of
-    it and the timing sections after it)`` of the time left, so time a section leaves unused passes on to
-    the next ones."""
+    its model's heads, and names its model there: ``None`` for ``block``, or a name of :data:`MODELS`).  The
+    check (weight ``None``) may use all the time left of ``budget_s``: a variant it leaves unchecked would go
+    untimed in every section.  Each timing section may use ``weight / (weights of it and the timing sections
+    after it)`` of the time left, so time a section leaves unused passes on to the next ones."""
 
     sections: tuple[tuple[str, str, int | str | None, float | None], ...]
     block: ModelConfig    # its ``layers`` count for the end-to-end extrapolation
@@ -729,7 +729,7 @@ def bench_block(geometry: str, sizes: Sizes, budget: Budget, check: dict | None,
     block = WanBlock(config)
     p = init_block(block)
     x, t_mod, context, *qkv = block_inputs(config, g.L)
-    angles = rope_angles(g, sizes.block.head_dim)
+    angles = rope_angles(g, config.head_dim)
     key = jax.random.PRNGKey(0)
     names = sizes.block_attentions if config is sizes.block else sizes.other_block_attentions
     attentions = {n: a for n, a in block_attentions(g, sizes).items() if n in names}
@@ -957,7 +957,8 @@ def sections_in_turn(result: dict, sizes: Sizes, budget: Budget, interpret: bool
 __all__ = ["run", "write", "gpu_rows", "format_result", "FULL", "SMOKE", "Sizes", "WAN14B", "init_block",
            "block_inputs", "block_attentions", "Variant", "check_variants", "check_verdict", "attention_variants",
            "select", "SECTIONS", "BLOCK_CHECKS", "bench_attention", "bench_block", "modeled_block",
-           "compare_with_model", "extrapolate", "section_model", "section_label", "WAN1_3B", "attention_exponents", "svg_masks", "row_plan_for", "isolated_check",
+           "compare_with_model", "extrapolate", "section_model", "section_label", "WAN1_3B", "attention_exponents",
+           "svg_masks", "row_plan_for", "isolated_check",
            "spot_checks", "SPOT_ROWS", "HEADLINE", "VERSUS", "DEFAULT_VARIANTS", "variant_names", "launch_settings",
            "mosaic_config", "preflight", "check_child", "CHILD", "OURS_TRITON", "OURS_MGPU", "PEER_NAMES", "PER_HEAD", "triton_name", "mgpu_name",
            "tuning_name", "JAX_MOSAIC_TUNING"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import operator
 import shutil
 import statistics
 import subprocess
@@ -35,6 +37,7 @@ REASONS = {0x1: "idle", 0x2: "application clocks setting", 0x4: "software power 
            0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
            0x80: "hardware power brake", 0x100: "display clock setting"}
 TIMESTAMP = "%Y/%m/%d %H:%M:%S.%f"
+NOT_FOUND = "nvidia-smi not found on this machine"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +116,7 @@ class ClockLog:
         """Start sampling ``fields``; the reason in words when it ends at once (a refused field, no driver)."""
         argv = self._argv(fields)
         if argv is None:
-            return "nvidia-smi not found on this machine"
+            return NOT_FOUND
         self.fields = fields
         self._process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                          bufsize=1)
@@ -124,7 +127,7 @@ class ClockLog:
             self._reader.start()
             return None
         out = (self._process.stdout.read() or "").strip()
-        samples = [s for s in map(lambda x: parse_line(x, fields), out.splitlines()) if s is not None]
+        samples = [s for s in (parse_line(line, fields) for line in out.splitlines()) if s is not None]
         if samples:   # a sampler that ended on its own after a few lines: keep them
             self.samples.extend(samples)
             return None
@@ -138,7 +141,7 @@ class ClockLog:
 
     def __enter__(self) -> "ClockLog":
         why = self._start(QUERY)
-        if why is not None and why != "nvidia-smi not found on this machine":
+        if why is not None and why != NOT_FOUND:
             why = self._start(BASIC) and why   # a driver that refuses a field: the basic fields, or the first reason
         self.unavailable = why
         return self
@@ -192,10 +195,7 @@ def _describe(samples: list[Sample]) -> dict:
             out[key] = how(found)
     masks = values("reasons")
     if masks:
-        seen = 0
-        for m in masks:
-            seen |= m
-        out["reasons"] = reason_names(seen)
+        out["reasons"] = reason_names(functools.reduce(operator.or_, masks))
         out["power_capped_share"] = sum(bool(m & 0x4) for m in masks) / len(masks)
     return out
 
@@ -215,4 +215,4 @@ def clock_line(name: str, summary: dict) -> str:
     return text + f" ({c['samples']} samples)"
 
 
-__all__ = ["QUERY", "BASIC", "REASONS", "Sample", "parse_line", "reason_names", "ClockLog", "clock_line"]
+__all__ = ["QUERY", "BASIC", "REASONS", "NOT_FOUND", "Sample", "parse_line", "reason_names", "ClockLog", "clock_line"]

@@ -77,15 +77,16 @@ def in_block_over_alone(data: dict) -> dict[str, dict[str, float]]:
     in the attention section, scaled by heads (the block runs all the model's heads in one call, the section
     fewer): 1 where a kernel runs as fast inside the block as alone.  Keyed by resolution, and by model where the
     block is not Wan 2.1 14B's.  Measured against measured, no model in it:
-    what a rate taken from a short call alone misses in a long one (docs/costmodel.md, "The H200 1440p miss")."""
+    what a rate taken from a short call alone misses in a long one (docs/costmodel.md, "The H200 model", its last
+    paragraph)."""
     out: dict[str, dict[str, float]] = {}
     for block in data["block"]:
         section = next((a for a in data["attention"] if a["geometry"] == block["geometry"]), None)
         if section is None:
             continue
         alone = {r["variant"]: r["median_s"] for r in section["rows"] if r["status"] == "ok"}
-        model = block.get("model", "wan2.1-14b")
-        key = block["geometry"] if model == "wan2.1-14b" else f"{block['geometry']} {model}"
+        model = block.get("model", CALIBRATION_MODEL)
+        key = block["geometry"] if model == CALIBRATION_MODEL else f"{block['geometry']} {model}"
         for r in block["rows"]:
             same = SAME_KERNEL.get(r["attention"])
             if r["status"] == "ok" and same in alone:
